@@ -1,0 +1,170 @@
+/* sinter — graph builder, symbolic autodiff (the GradientTape), plans and their execution.
+ *
+ * A graph is a list of nodes in the order they were added; every node has a dtype and a
+ * static shape. Builder calls return an sn_node. A call that fails (a shape mismatch, an
+ * out-of-range axis, an invalid node) returns SN_NONE and records the first such error in
+ * the graph: sn_graph_status() returns it and sn_last_error() names what was wrong. Calls
+ * that receive SN_NONE return SN_NONE, so a whole model can be built and checked once.
+ *
+ * Variables live in one contiguous buffer owned by the graph (parameters, optimizer slots,
+ * counters: the buffer a checkpoint or an all-reduce touches in one call). */
+#ifndef SINTER_GRAPH_H
+#define SINTER_GRAPH_H
+
+#include "sinter/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sn_graph sn_graph;
+typedef int32_t sn_node;
+#define SN_NONE ((sn_node)-1)
+
+/* New empty graph; NULL only when out of memory. Freed with sn_graph_free. */
+sn_graph *sn_graph_new(void);
+void sn_graph_free(sn_graph *g);
+/* The first error of any builder call on g (SN_OK when none). */
+sn_status sn_graph_status(const sn_graph *g);
+int sn_graph_node_count(const sn_graph *g);
+
+/* ---- leaves ---------------------------------------------------------------------------- */
+/* A value fed at every step of a plan (a batch of images, labels). */
+sn_node sn_input(sn_graph *g, const char *name, sn_dtype dtype, const sn_shape *shape);
+/* A variable: zero-initialised storage kept across steps and plans. */
+sn_node sn_variable(sn_graph *g, const char *name, sn_dtype dtype, const sn_shape *shape,
+                    bool trainable);
+/* A constant holding a copy of `data`. */
+sn_node sn_const(sn_graph *g, sn_dtype dtype, const sn_shape *shape, const void *data);
+sn_node sn_scalar(sn_graph *g, sn_dtype dtype, double value);
+
+/* ---- ops ------------------------------------------------------------------------------- */
+/* a [..., M, K] (or [..., K, M] with ta) times b [..., K, N] (or [..., N, K] with tb);
+ * leading (batch) dimensions must match or one side must have none. */
+sn_node sn_matmul(sn_graph *g, sn_node a, sn_node b, bool ta, bool tb);
+/* Elementwise with NumPy broadcasting. */
+sn_node sn_add(sn_graph *g, sn_node a, sn_node b);
+sn_node sn_sub(sn_graph *g, sn_node a, sn_node b);
+sn_node sn_mul(sn_graph *g, sn_node a, sn_node b);
+sn_node sn_div(sn_graph *g, sn_node a, sn_node b);
+/* x [..., C] + b [C] */
+sn_node sn_bias_add(sn_graph *g, sn_node x, sn_node b);
+sn_node sn_relu(sn_graph *g, sn_node x);
+sn_node sn_sigmoid(sn_graph *g, sn_node x);
+sn_node sn_tanh(sn_graph *g, sn_node x);
+sn_node sn_exp(sn_graph *g, sn_node x);
+sn_node sn_log(sn_graph *g, sn_node x);
+sn_node sn_sqrt(sn_graph *g, sn_node x);
+sn_node sn_neg(sn_graph *g, sn_node x);
+sn_node sn_softmax(sn_graph *g, sn_node x, int axis);
+sn_node sn_log_softmax(sn_graph *g, sn_node x, int axis);
+/* logits [N, C], labels [N] int32 in [0, C) -> per-example loss [N] */
+sn_node sn_sparse_softmax_xent(sn_graph *g, sn_node logits, sn_node labels);
+/* Reductions over the listed axes (negative axes count from the end; naxes = 0: all). */
+sn_node sn_reduce_sum(sn_graph *g, sn_node x, int naxes, const int *axes, bool keepdims);
+sn_node sn_reduce_mean(sn_graph *g, sn_node x, int naxes, const int *axes, bool keepdims);
+sn_node sn_reduce_max(sn_graph *g, sn_node x, int naxes, const int *axes, bool keepdims);
+/* One dimension of the new shape may be -1 (inferred). */
+sn_node sn_reshape(sn_graph *g, sn_node x, const sn_shape *shape);
+/* [N, ...] -> [N, prod(...)] */
+sn_node sn_flatten(sn_graph *g, sn_node x);
+sn_node sn_transpose(sn_graph *g, sn_node x, const int *perm);
+
+typedef enum sn_padding { SN_PAD_VALID = 0, SN_PAD_SAME = 1 } sn_padding;
+typedef struct sn_conv2d_opts {
+    int stride_h, stride_w;
+    sn_padding padding;
+} sn_conv2d_opts;
+sn_conv2d_opts sn_conv2d_opts_defaults(void); /* stride 1, valid */
+/* x [N, H, W, C] (NHWC), w [KH, KW, C, F] (Keras kernel layout) -> [N, OH, OW, F] */
+sn_node sn_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts);
+
+typedef struct sn_pool2d_opts {
+    int pool_h, pool_w;
+    int stride_h, stride_w; /* 0 = the pool size, as Keras */
+    sn_padding padding;
+} sn_pool2d_opts;
+sn_pool2d_opts sn_pool2d_opts_defaults(void); /* 2x2, stride 2, valid */
+sn_node sn_max_pool2d(sn_graph *g, sn_node x, const sn_pool2d_opts *opts);
+sn_node sn_avg_pool2d(sn_graph *g, sn_node x, const sn_pool2d_opts *opts);
+
+/* Inverted dropout in training: keeps each element with probability 1 - rate and scales it by
+ * 1 / (1 - rate). The mask is a counter-based function of (seed, node, plan step, element):
+ * the same seed gives the same masks whatever the thread count. */
+sn_node sn_dropout(sn_graph *g, sn_node x, double rate, uint64_t seed);
+sn_node sn_slice(sn_graph *g, sn_node x, const int64_t *begin, const int64_t *size);
+sn_node sn_concat(sn_graph *g, int n, const sn_node *xs, int axis);
+/* table [V, D], indices int32 of any shape -> indices.shape + [D] (embedding lookup) */
+sn_node sn_gather(sn_graph *g, sn_node table, sn_node indices);
+sn_node sn_cast(sn_graph *g, sn_node x, sn_dtype dtype);
+/* logits [N, C], labels [N] int32 -> [N] f32, 1 where argmax(logits) == label */
+sn_node sn_sparse_accuracy(sn_graph *g, sn_node logits, sn_node labels);
+/* argmax over the last axis -> int32 */
+sn_node sn_argmax(sn_graph *g, sn_node x);
+
+/* ---- side effects: run when their node is a target of a plan --------------------------- */
+/* var <- value; var <- var + value (value broadcast to var's shape). Return var's new value. */
+sn_node sn_assign(sn_graph *g, sn_node var, sn_node value);
+sn_node sn_assign_add(sn_graph *g, sn_node var, sn_node value);
+
+/* ---- autodiff -------------------------------------------------------------------------- */
+/* Adds nodes computing d loss / d wrt[i] into grads[i] (the GradientTape.gradient of this
+ * system). loss must be a scalar of a float dtype. A wrt node the loss does not depend on gets
+ * a zero gradient of its shape. */
+sn_status sn_gradients(sn_graph *g, sn_node loss, int n, const sn_node *wrt, sn_node *grads);
+
+/* ---- introspection --------------------------------------------------------------------- */
+sn_dtype sn_node_dtype(const sn_graph *g, sn_node n);
+sn_shape sn_node_shape(const sn_graph *g, sn_node n);
+const char *sn_node_name(const sn_graph *g, sn_node n);
+const char *sn_node_op_name(const sn_graph *g, sn_node n);
+/* Variables in creation order; returns how many there are (writes at most cap of them). */
+int sn_graph_variables(const sn_graph *g, bool trainable_only, sn_node *out, int cap);
+/* A variable's storage (contiguous, its dtype); valid until the next sn_variable call. */
+void *sn_variable_data(sn_graph *g, sn_node var);
+/* The whole variable buffer: every variable, one after another (aligned to 64 bytes). */
+void *sn_graph_variable_buffer(sn_graph *g, size_t *bytes);
+
+/* ---- plans ----------------------------------------------------------------------------- */
+typedef struct sn_plan sn_plan;
+
+typedef struct sn_plan_opts {
+    const char *device;  /* "cpu:0", "/device:CPU:0", ... ; NULL = the default device */
+    bool reuse_buffers;  /* share memory between values whose lifetimes do not overlap */
+} sn_plan_opts;
+sn_plan_opts sn_plan_opts_defaults(void);
+
+/* A plan computes `targets` (values to read back and side effects to run) from the graph's
+ * inputs and variables: nodes in topological order, every buffer placed in one arena from
+ * liveness. Side-effect targets run after every other node of the step, in creation order.
+ * The caller frees it with sn_plan_free before the graph. */
+sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
+                      const sn_plan_opts *opts);
+void sn_plan_free(sn_plan *p);
+
+/* Called before each step of sn_plan_run to fill the inputs for that step. */
+typedef sn_status (*sn_feed_fn)(void *ctx, sn_plan *p, int64_t step);
+
+/* Runs the plan `steps` times in one call; before each step, feed (if not NULL) fills the
+ * inputs. Targets hold the last step's values afterwards. */
+sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx);
+/* The buffer of an input (to fill) or of a target (to read): contiguous, the node's dtype.
+ * NULL (with an error) for any other node. Valid for the plan's lifetime. */
+void *sn_plan_buffer(sn_plan *p, sn_node n);
+/* Copies bytes into input n's buffer; checks the size. */
+sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t bytes);
+size_t sn_plan_peak_bytes(const sn_plan *p);    /* bytes of the planned arena */
+int sn_plan_node_count(const sn_plan *p);       /* nodes that execute per step */
+/* The plan's step counter (feeds dropout masks); advanced by every executed step. */
+int64_t sn_plan_step(const sn_plan *p);
+void sn_plan_set_step(sn_plan *p, int64_t step);
+const char *sn_plan_device(const sn_plan *p);
+
+/* Eager use: evaluates one node at once on a device (a one-node plan) and returns a new tensor
+ * the caller frees. */
+sn_status sn_eval(sn_graph *g, sn_node n, const char *device, sn_tensor **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

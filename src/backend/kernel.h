@@ -1,0 +1,99 @@
+/* The kernel interface shared by every backend.
+ *
+ * A backend holds one kernel per op. The CPU backend's table is filled first by the portable
+ * reference kernels (backend/ref/, any dtype, computed in double), then overridden by the fast
+ * kernels (backend/cpu/: vectorised loops, oneDNN, OpenBLAS) for the cases they support. The
+ * environment variable SN_KERNELS=ref keeps the reference kernels (for debugging). */
+#ifndef SN_BACKEND_KERNEL_H
+#define SN_BACKEND_KERNEL_H
+
+#include "graph/graph_impl.h"
+
+/* Everything a kernel needs for one node of a plan; filled once at plan time. */
+typedef struct sn_kcall {
+    const sn_node_t *node;                 /* op, attrs, output dtype and shape */
+    sn_node id;                            /* the node's index in its graph */
+    int n_in;
+    const sn_node_t *in_node[SN_MAX_INPUTS]; /* input dtypes and shapes */
+    const void *in[SN_MAX_INPUTS];         /* input buffers, contiguous */
+    void *out;                             /* output buffer, contiguous */
+    void *scratch;                         /* scratch_bytes asked for by prepare */
+    size_t scratch_bytes;
+    void *state;                           /* the kernel's own, from prepare */
+    int64_t step;                          /* the plan's step counter (dropout) */
+} sn_kcall;
+
+typedef struct sn_kernel {
+    const char *impl; /* "ref", "avx512", "dnnl", "openblas", ... (shown by profiles) */
+    /* Whether this kernel handles the call's dtypes and shapes; NULL = all. */
+    bool (*supports)(const sn_kcall *c);
+    /* Optional, at plan time: build state, say how much scratch memory a run needs. Input and
+     * output pointers are not yet valid here. */
+    sn_status (*prepare)(sn_kcall *c, size_t *scratch_bytes);
+    /* One execution. Threads come from sn_parallel. */
+    sn_status (*run)(sn_kcall *c);
+    void (*release)(sn_kcall *c); /* optional: free state */
+} sn_kernel;
+
+typedef struct sn_kernel_table {
+    const sn_kernel *k[SN_OP_COUNT];
+} sn_kernel_table;
+
+/* Reference kernels (backend/ref/): one registration function per op family. */
+void sn_ref_register_elementwise(sn_kernel_table *t);
+void sn_ref_register_reduce(sn_kernel_table *t);
+void sn_ref_register_softmax(sn_kernel_table *t);
+void sn_ref_register_shape(sn_kernel_table *t);
+void sn_ref_register_matmul(sn_kernel_table *t);
+void sn_ref_register_conv(sn_kernel_table *t);
+void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
+
+/* Fast CPU kernels (backend/cpu/): they override reference rows. */
+void sn_cpu_register_elementwise(sn_kernel_table *t);
+void sn_cpu_register_reduce(sn_kernel_table *t);
+void sn_cpu_register_softmax(sn_kernel_table *t);
+void sn_cpu_register_matmul(sn_kernel_table *t);
+void sn_cpu_register_conv(sn_kernel_table *t);
+void sn_cpu_register_state(sn_kernel_table *t);
+
+/* Tables built once: the reference alone, and the CPU backend (reference + fast). */
+const sn_kernel_table *sn_ref_kernels(void);
+const sn_kernel_table *sn_cpu_kernels(void);
+
+/* Picks the kernel for a call: the table's row when it supports the call, else the reference
+ * row, else NULL. */
+const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c);
+
+/* The dropout mask, shared by every implementation so that they agree bit for bit: element i
+ * of node `mask_node` at plan step `step` is kept when this returns true. */
+static inline bool sn_dropout_keep(uint64_t seed, int32_t mask_node, int64_t step, int64_t i,
+                                   double rate) {
+    uint32_t r[4];
+    uint64_t hi = ((uint64_t)(uint32_t)mask_node << 40) | ((uint64_t)step & ((1ull << 40) - 1));
+    sn_philox(seed, hi, (uint64_t)i >> 2, r);
+    return sn_u32_to_unit(r[i & 3]) >= (float)rate;
+}
+
+/* Dtype-generic element access for reference kernels. */
+static inline double sn_load(sn_dtype t, const void *p, int64_t i) {
+    switch (t) {
+    case SN_F32: return ((const float *)p)[i];
+    case SN_F64: return ((const double *)p)[i];
+    case SN_BF16: return sn_bf16_to_f32(((const uint16_t *)p)[i]);
+    case SN_I32: return ((const int32_t *)p)[i];
+    case SN_U8: return ((const uint8_t *)p)[i];
+    default: return 0;
+    }
+}
+static inline void sn_store(sn_dtype t, void *p, int64_t i, double v) {
+    switch (t) {
+    case SN_F32: ((float *)p)[i] = (float)v; break;
+    case SN_F64: ((double *)p)[i] = v; break;
+    case SN_BF16: ((uint16_t *)p)[i] = sn_f32_to_bf16((float)v); break;
+    case SN_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case SN_U8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+#endif

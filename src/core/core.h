@@ -1,0 +1,102 @@
+/* Internal core: error reporting, checked allocation, arenas, RNG, threads, CPU features.
+ * Everything under src/ may include this; nothing here includes anything above core. */
+#ifndef SN_CORE_H
+#define SN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "sinter/status.h"
+#include "sinter/tensor.h"
+
+/* Records a printf-style message for sn_last_error() and returns `code`. */
+sn_status sn_errorf(sn_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefixes the current message: "while loading weights: <old message>". Returns code. */
+sn_status sn_error_context(sn_status code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Propagate a failing status. */
+#define SN_TRY(expr)                                                                           \
+    do {                                                                                       \
+        sn_status sn_try_s_ = (expr);                                                          \
+        if (sn_try_s_ != SN_OK) return sn_try_s_;                                              \
+    } while (0)
+
+/* Broken internal invariant (never a user error): print file:line and abort. */
+#define SN_ASSERT(cond)                                                                        \
+    do {                                                                                       \
+        if (!(cond)) sn_assert_fail(#cond, __FILE__, __LINE__);                               \
+    } while (0)
+_Noreturn void sn_assert_fail(const char *what, const char *file, int line);
+
+/* Checked allocation: on failure record SN_ERR_NOMEM naming the size and return NULL. */
+void *sn_malloc(size_t bytes);
+void *sn_calloc(size_t n, size_t size);
+void *sn_realloc(void *p, size_t bytes);
+/* 64-byte aligned (cache line, AVX-512 vector); free with sn_free_aligned. */
+void *sn_malloc_aligned(size_t bytes);
+void sn_free_aligned(void *p);
+char *sn_strdup(const char *s);
+
+/* ---- arena: a bump allocator freed all at once ------------------------------------------ */
+typedef struct sn_arena sn_arena;
+sn_arena *sn_arena_new(size_t chunk_bytes);
+void *sn_arena_alloc(sn_arena *a, size_t bytes); /* 64-byte aligned; NULL on OOM */
+void sn_arena_reset(sn_arena *a);                /* keeps the first chunk */
+void sn_arena_free(sn_arena *a);
+
+/* ---- RNG: Philox4x32-10, counter based --------------------------------------------------- */
+/* Four 32-bit words of randomness for (key, counter): the same inputs give the same words on
+ * every thread and every run, so parallel work draws by index, not by sequence. */
+void sn_philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, uint32_t out[4]);
+/* Uniform in [0, 1) from one 32-bit word (24 bits of mantissa). */
+static inline float sn_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+/* A sequential stream over Philox for initialisers and shuffles. */
+typedef struct sn_rng {
+    uint64_t key, counter;
+    uint32_t buf[4];
+    int avail;
+} sn_rng;
+void sn_rng_init(sn_rng *r, uint64_t seed, uint64_t stream);
+uint32_t sn_rng_u32(sn_rng *r);
+double sn_rng_uniform(sn_rng *r);                 /* [0, 1) with 53 bits */
+double sn_rng_normal(sn_rng *r);                  /* N(0, 1), Box-Muller */
+uint64_t sn_rng_below(sn_rng *r, uint64_t n);     /* uniform integer in [0, n) */
+
+/* ---- threads ----------------------------------------------------------------------------- */
+/* One team of OpenMP threads serves every kernel, oneDNN and OpenBLAS (see
+ * docs/dependencies.md). The count comes from SN_NUM_THREADS, else all cores. */
+int sn_num_threads(void);
+void sn_set_num_threads(int n);
+/* Runs fn(ctx, ith, nth) on nth threads of the team (nth <= sn_num_threads()) and waits. */
+typedef void (*sn_task_fn)(void *ctx, int ith, int nth);
+void sn_parallel(sn_task_fn fn, void *ctx, int nth);
+/* Splits [0, n) into nth nearly equal parts; part ith is [*lo, *hi). */
+static inline void sn_split_range(int64_t n, int ith, int nth, int64_t *lo, int64_t *hi) {
+    int64_t q = n / nth, r = n % nth;
+    *lo = ith * q + (ith < r ? ith : r);
+    *hi = *lo + q + (ith < r ? 1 : 0);
+}
+
+/* ---- CPU features ------------------------------------------------------------------------ */
+typedef struct sn_cpu_features {
+    int avx2, fma, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_vnni, amx_bf16;
+} sn_cpu_features;
+const sn_cpu_features *sn_cpu(void);
+
+/* ---- tensors: the internal layout (public API treats them as opaque) --------------------- */
+struct sn_tensor {
+    sn_dtype dtype;
+    sn_shape shape;
+    int64_t strides[SN_MAX_DIMS]; /* bytes */
+    void *data;
+    sn_tensor *base; /* the tensor viewed, or NULL when this one owns `data` */
+    int owns;
+};
+
+/* Monotonic seconds, for progress bars and benchmarks. */
+double sn_now(void);
+
+#endif
