@@ -1,0 +1,35 @@
+/* sinter — logical devices and placement.
+ *
+ * Devices have TensorFlow-style names ("/job:localhost/replica:0/task:0/device:CPU:0"); the
+ * short forms "cpu:0", "CPU:0", "/device:CPU:0" and "/cpu:0" name the same device. */
+#ifndef SINTER_DEVICE_H
+#define SINTER_DEVICE_H
+
+#include "sinter/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sn_device_kind { SN_DEVICE_CPU = 0, SN_DEVICE_GPU = 1 } sn_device_kind;
+
+typedef struct sn_device_info {
+    char name[96];          /* the full TensorFlow-style name */
+    sn_device_kind kind;
+    int index;              /* CPU:<index> */
+    int threads;            /* cores given to this logical device */
+    long long memory_bytes; /* 0 when the device shares host memory */
+} sn_device_info;
+
+/* How many logical devices this process has (at least one CPU). */
+int sn_device_count(void);
+/* Fills *info for device i; SN_ERR_INVALID when i is out of range. */
+sn_status sn_device_get(int i, sn_device_info *info);
+/* Resolves a name (full or short form) to a device index; NULL or "" is the default device 0.
+ * An unknown or out-of-range name is SN_ERR_NOT_FOUND with a message listing the devices. */
+sn_status sn_device_find(const char *name, int *index);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
+ * Counter based: the numbers depend only on (key, counter), so any thread can draw element i
+ * of a mask directly and the result is the same whatever the thread count. */
+#include <math.h>
+
+#include "core/core.h"
+
+void sn_philox(uint64_t key, uint64_t counter_hi, uint64_t counter_lo, uint32_t out[4]) {
+    uint32_t c0 = (uint32_t)counter_lo, c1 = (uint32_t)(counter_lo >> 32);
+    uint32_t c2 = (uint32_t)counter_hi, c3 = (uint32_t)(counter_hi >> 32);
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    out[0] = c0;
+    out[1] = c1;
+    out[2] = c2;
+    out[3] = c3;
+}
+
+void sn_rng_init(sn_rng *r, uint64_t seed, uint64_t stream) {
+    r->key = seed;
+    r->counter = stream << 40; /* 2^40 draws of 4 words per stream before streams overlap */
+    r->avail = 0;
+}
+
+uint32_t sn_rng_u32(sn_rng *r) {
+    if (r->avail == 0) {
+        sn_philox(r->key, 0x5eed, r->counter++, r->buf);
+        r->avail = 4;
+    }
+    return r->buf[4 - r->avail--];
+}
+
+double sn_rng_uniform(sn_rng *r) {
+    uint64_t hi = sn_rng_u32(r) >> 5, lo = sn_rng_u32(r) >> 6; /* 27 + 26 = 53 bits */
+    return ((double)hi * 67108864.0 + (double)lo) * (1.0 / 9007199254740992.0);
+}
+
+double sn_rng_normal(sn_rng *r) {
+    double u1 = sn_rng_uniform(r), u2 = sn_rng_uniform(r);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+uint64_t sn_rng_below(sn_rng *r, uint64_t n) {
+    /* Rejection sampling: no modulo bias. */
+    if (n <= 1) return 0;
+    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+    for (;;) {
+        uint64_t x = ((uint64_t)sn_rng_u32(r) << 32) | sn_rng_u32(r);
+        if (x < limit) return x % n;
+    }
+}
