@@ -1,0 +1,36 @@
+/* Internal to backend/cpu/: the heavy kernels (matmul, convolution, pooling) by
+ * implementation, so that the benchmark (examples/bench_kernels.c) and the tests can run each
+ * candidate, not only the one sn_cpu_register_* installs. docs/kernels.md says which one wins
+ * per op and why. */
+#ifndef SN_BACKEND_CPU_BLAS_H
+#define SN_BACKEND_CPU_BLAS_H
+
+#include "backend/kernel.h"
+
+/* MATMUL by "openblas" (cblas_sgemm) or "dnnl" (oneDNN matmul); NULL when not built. */
+const sn_kernel *sn_cpu_matmul_impl(const char *impl);
+
+/* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution) or "openblas"
+ * (im2col + sgemm); NULL when not built or for another op. */
+const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
+
+/* The im2col + sgemm convolution (cpu_conv_gemm.c): one kernel for the three conv ops. */
+const sn_kernel *sn_cpu_conv_gemm_kernel(void);
+
+/* Pooling (MAX/AVG_POOL2D and their gradients): hand-written vectorised loops ("avx512" with
+ * an AVX2/SSE fallback chosen at load time). */
+const sn_kernel *sn_cpu_pool_impl(sn_op op);
+
+/* Shared by the convolution implementations: the geometry of one NHWC convolution with HWIO
+ * weights, taken from a CONV2D / CONV2D_BWD_DATA / CONV2D_BWD_FILTER call. pad_bottom and
+ * pad_right follow from the output shape and may exceed pad_top / pad_left (TF SAME). */
+typedef struct sn_conv_geom {
+    int64_t n, h, w, c;     /* x */
+    int64_t kh, kw, f;      /* w: [kh, kw, c, f] */
+    int64_t oh, ow;         /* y: [n, oh, ow, f] */
+    int64_t sh, sw, pt, pl, pb, pr;
+} sn_conv_geom;
+/* False when the call is not an f32 NHWC convolution whose shapes agree. */
+bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g);
+
+#endif

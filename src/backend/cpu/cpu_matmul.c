@@ -1,0 +1,222 @@
+/* MATMUL on the CPU: OpenBLAS sgemm (the default, see docs/kernels.md for the measurements)
+ * and a oneDNN matmul kept as the measured alternative.
+ *
+ * Semantics (as the reference kernel): a [..., M, K] ([..., K, M] if ta), b [..., K, N]
+ * ([..., N, K] if tb) -> y [..., M, N]; the leading (batch) dimensions of a and b are equal,
+ * or one side has none (a 2-D operand is shared by every batch). f32 only; anything else
+ * falls back to the reference kernel. */
+#include <cblas.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/dnnl_util.h"
+
+typedef struct mm_dims {
+    int64_t batch, a_batch, b_batch; /* a_batch, b_batch are 1 or batch */
+    int64_t m, n, k;
+    bool ta, tb;
+} mm_dims;
+
+static int64_t lead_numel(const sn_shape *s) {
+    int64_t p = 1;
+    for (int i = 0; i < s->ndim - 2; i++) p *= s->dim[i];
+    return p;
+}
+
+/* Reads the call's geometry; false when it is not an f32 matmul this file handles. */
+static bool mm_dims_of(const sn_kcall *c, mm_dims *d) {
+    if (c->n_in != 2 || c->node->dtype != SN_F32) return false;
+    const sn_shape *as = &c->in_node[0]->shape, *bs = &c->in_node[1]->shape;
+    if (c->in_node[0]->dtype != SN_F32 || c->in_node[1]->dtype != SN_F32) return false;
+    if (as->ndim < 2 || bs->ndim < 2) return false;
+    d->ta = c->node->attr.matmul.ta;
+    d->tb = c->node->attr.matmul.tb;
+    d->m = d->ta ? as->dim[as->ndim - 1] : as->dim[as->ndim - 2];
+    d->k = d->ta ? as->dim[as->ndim - 2] : as->dim[as->ndim - 1];
+    int64_t kb = d->tb ? bs->dim[bs->ndim - 1] : bs->dim[bs->ndim - 2];
+    d->n = d->tb ? bs->dim[bs->ndim - 2] : bs->dim[bs->ndim - 1];
+    if (kb != d->k) return false;
+    d->a_batch = lead_numel(as);
+    d->b_batch = lead_numel(bs);
+    if (d->a_batch != d->b_batch && d->a_batch != 1 && d->b_batch != 1) return false;
+    d->batch = d->a_batch > d->b_batch ? d->a_batch : d->b_batch;
+    /* BLAS takes int dimensions and leading dimensions. */
+    if (d->m > INT32_MAX || d->n > INT32_MAX || d->k > INT32_MAX) return false;
+    return sn_shape_numel(&c->node->shape) == d->batch * d->m * d->n;
+}
+
+static bool mm_supports(const sn_kcall *c) {
+    mm_dims d;
+    return mm_dims_of(c, &d);
+}
+
+/* ---- OpenBLAS ---------------------------------------------------------------------------- */
+
+static void gemm_one(const mm_dims *d, const float *a, const float *b, float *y, int64_t m) {
+    if (m == 0 || d->n == 0) return;
+    if (d->k == 0) {
+        memset(y, 0, (size_t)(m * d->n) * sizeof(float));
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, d->ta ? CblasTrans : CblasNoTrans,
+                d->tb ? CblasTrans : CblasNoTrans, (int)m, (int)d->n, (int)d->k, 1.0f, a,
+                d->ta ? (int)m : (int)d->k, b, d->tb ? (int)d->k : (int)d->n, 0.0f, y,
+                (int)d->n);
+}
+
+typedef struct mm_batch_ctx {
+    const mm_dims *d;
+    const float *a, *b;
+    float *y;
+} mm_batch_ctx;
+
+/* One thread per slice of the batch, sgemm single-threaded inside (OpenBLAS's OpenMP build
+ * runs one thread when called inside a parallel region). Small matrices gain more from this
+ * than from splitting one tiny GEMM over the team. */
+static void mm_batch_task(void *ctx, int ith, int nth) {
+    const mm_batch_ctx *t = ctx;
+    const mm_dims *d = t->d;
+    int64_t lo, hi;
+    sn_split_range(d->batch, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++)
+        gemm_one(d, t->a + (d->a_batch > 1 ? i * d->m * d->k : 0),
+                 t->b + (d->b_batch > 1 ? i * d->k * d->n : 0), t->y + i * d->m * d->n, d->m);
+}
+
+static sn_status mm_blas_run(sn_kcall *c) {
+    mm_dims d;
+    SN_ASSERT(mm_dims_of(c, &d));
+    const float *a = c->in[0], *b = c->in[1];
+    float *y = c->out;
+    /* A batch of row-major a against one shared b is one tall GEMM. */
+    if (d.b_batch == 1 && !d.ta) {
+        gemm_one(&d, a, b, y, d.batch * d.m);
+        return SN_OK;
+    }
+    int nth = sn_num_threads();
+    double flops = 2.0 * (double)d.m * (double)d.n * (double)d.k;
+    if (d.batch >= nth && nth > 1 && flops < 4e6) {
+        mm_batch_ctx t = {&d, a, b, y};
+        sn_parallel(mm_batch_task, &t, nth);
+        return SN_OK;
+    }
+    for (int64_t i = 0; i < d.batch; i++)
+        gemm_one(&d, a + (d.a_batch > 1 ? i * d.m * d.k : 0),
+                 b + (d.b_batch > 1 ? i * d.k * d.n : 0), y + i * d.m * d.n, d.m);
+    return SN_OK;
+}
+
+static const sn_kernel k_matmul_blas = {
+    .impl = "openblas",
+    .supports = mm_supports,
+    .run = mm_blas_run,
+};
+
+/* ---- oneDNN ------------------------------------------------------------------------------ */
+#ifdef SN_HAVE_DNNL
+
+typedef struct mm_dnnl {
+    dnnl_primitive_t prim;
+    dnnl_memory_t a, b, y, scratch;
+} mm_dnnl;
+
+static void mm_dnnl_release(sn_kcall *c) {
+    mm_dnnl *s = c->state;
+    if (!s) return;
+    if (s->prim) dnnl_primitive_destroy(s->prim);
+    if (s->a) dnnl_memory_destroy(s->a);
+    if (s->b) dnnl_memory_destroy(s->b);
+    if (s->y) dnnl_memory_destroy(s->y);
+    if (s->scratch) dnnl_memory_destroy(s->scratch);
+    free(s);
+    c->state = NULL;
+}
+
+static sn_status mm_dnnl_build(mm_dnnl *s, const mm_dims *d, size_t *scratch_bytes) {
+    dnnl_engine_t eng;
+    SN_TRY(sn_dnnl_engine(&eng));
+    /* Always 3-D: a batch dimension of 1 broadcasts. Transposes are permuted layouts. */
+    dnnl_dims_t ad = {d->a_batch, d->m, d->k}, bd = {d->b_batch, d->k, d->n},
+                yd = {d->batch, d->m, d->n};
+    dnnl_memory_desc_t amd, bmd, ymd;
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&amd, 3, ad, dnnl_f32, d->ta ? dnnl_acb : dnnl_abc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bmd, 3, bd, dnnl_f32, d->tb ? dnnl_acb : dnnl_abc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ymd, 3, yd, dnnl_f32, dnnl_abc));
+    dnnl_matmul_desc_t md;
+    SN_DNNL_CHECK(dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd));
+    dnnl_primitive_attr_t attr;
+    SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL);
+    dnnl_primitive_attr_destroy(attr);
+    SN_DNNL_CHECK(st);
+    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    *scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
+    st = dnnl_primitive_create(&s->prim, pd);
+    if (st == dnnl_success && *scratch_bytes)
+        st = dnnl_memory_create(&s->scratch, smd, eng, DNNL_MEMORY_NONE);
+    dnnl_primitive_desc_destroy(pd);
+    SN_DNNL_CHECK(st);
+    SN_DNNL_CHECK(dnnl_memory_create(&s->a, &amd, eng, DNNL_MEMORY_NONE));
+    SN_DNNL_CHECK(dnnl_memory_create(&s->b, &bmd, eng, DNNL_MEMORY_NONE));
+    SN_DNNL_CHECK(dnnl_memory_create(&s->y, &ymd, eng, DNNL_MEMORY_NONE));
+    return SN_OK;
+}
+
+static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    mm_dims d;
+    SN_ASSERT(mm_dims_of(c, &d));
+    mm_dnnl *s = sn_calloc(1, sizeof *s);
+    if (!s) return SN_ERR_NOMEM;
+    c->state = s;
+    *scratch_bytes = 0;
+    sn_status st = mm_dnnl_build(s, &d, scratch_bytes);
+    if (st != SN_OK) mm_dnnl_release(c);
+    return st;
+}
+
+static sn_status mm_dnnl_run(sn_kcall *c) {
+    mm_dnnl *s = c->state;
+    dnnl_stream_t stream;
+    SN_TRY(sn_dnnl_stream(&stream));
+    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->a, (void *)c->in[0]));
+    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->b, (void *)c->in[1]));
+    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->y, c->out));
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b},
+                               {DNNL_ARG_DST, s->y}, {DNNL_ARG_SCRATCHPAD, s->scratch}};
+    int nargs = 3;
+    if (s->scratch) {
+        SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->scratch, c->scratch));
+        nargs = 4;
+    }
+    SN_DNNL_CHECK(dnnl_primitive_execute(s->prim, stream, nargs, args));
+    return SN_OK;
+}
+
+static bool mm_dnnl_supports(const sn_kcall *c) {
+    mm_dims d;
+    /* oneDNN wants non-empty dimensions. */
+    return mm_dims_of(c, &d) && d.m > 0 && d.n > 0 && d.k > 0 && d.batch > 0;
+}
+
+static const sn_kernel k_matmul_dnnl = {
+    .impl = "dnnl",
+    .supports = mm_dnnl_supports,
+    .prepare = mm_dnnl_prepare,
+    .run = mm_dnnl_run,
+    .release = mm_dnnl_release,
+};
+#endif
+
+const sn_kernel *sn_cpu_matmul_impl(const char *impl) {
+    if (strcmp(impl, "openblas") == 0) return &k_matmul_blas;
+#ifdef SN_HAVE_DNNL
+    if (strcmp(impl, "dnnl") == 0) return &k_matmul_dnnl;
+#endif
+    return NULL;
+}
+
+void sn_cpu_register_matmul(sn_kernel_table *t) {
+    /* OpenBLAS: measured faster or equal on the seed CNN's dense shapes (docs/kernels.md). */
+    t->k[SN_OP_MATMUL] = &k_matmul_blas;
+}

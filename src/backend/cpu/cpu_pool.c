@@ -1,0 +1,189 @@
+/* MAX_POOL2D, AVG_POOL2D and their gradients, NHWC f32, by hand.
+ *
+ * Why not oneDNN: its max-pool backward routes the gradient through a workspace whose tie
+ * rule is its own, and the reference routes each dy to the first maximum of its window
+ * (row-major window order) — the rule TF uses. NHWC pooling is also an easy loop: channels
+ * are contiguous, so every window step is a vector max/add over a block of channels, and
+ * the work is memory-bound. The loops are compiled for AVX-512, AVX2 and baseline x86-64,
+ * picked at load time (target_clones), as the style's run-time dispatch asks.
+ *
+ * Semantics (as the reference): windows pool_h x pool_w at stride (stride_h, stride_w), the
+ * first window starting pad_top / pad_left cells before the image; padded cells never win a
+ * max and are not counted by an average (TF SAME semantics). Threads take (image, block of
+ * channels) items, which never write to the same dx cells. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_blas.h"
+
+#define POOL_CB 64 /* channels per work item: 4 AVX-512 vectors */
+
+typedef struct pool_geom {
+    int64_t n, h, w, c, oh, ow;
+    int64_t ph, pw, sh, sw, pt, pl;
+} pool_geom;
+
+static bool pool_geom_of(const sn_kcall *c, pool_geom *g) {
+    const sn_node_t *nd = c->node;
+    if (nd->dtype != SN_F32) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in_node[i]->dtype != SN_F32) return false;
+    const sn_shape *xs, *ys;
+    switch (nd->op) {
+    case SN_OP_MAX_POOL2D:
+    case SN_OP_AVG_POOL2D:
+        if (c->n_in != 1) return false;
+        xs = &c->in_node[0]->shape, ys = &nd->shape;
+        break;
+    case SN_OP_MAX_POOL2D_GRAD:
+        if (c->n_in != 2) return false;
+        xs = &c->in_node[0]->shape, ys = &c->in_node[1]->shape;
+        if (!sn_shape_equal(xs, &nd->shape)) return false;
+        break;
+    case SN_OP_AVG_POOL2D_GRAD:
+        if (c->n_in != 1) return false;
+        xs = &nd->shape, ys = &c->in_node[0]->shape;
+        break;
+    default: return false;
+    }
+    if (xs->ndim != 4 || ys->ndim != 4 || xs->dim[0] != ys->dim[0] || xs->dim[3] != ys->dim[3])
+        return false;
+    g->n = xs->dim[0], g->h = xs->dim[1], g->w = xs->dim[2], g->c = xs->dim[3];
+    g->oh = ys->dim[1], g->ow = ys->dim[2];
+    g->ph = nd->attr.pool.pool_h, g->pw = nd->attr.pool.pool_w;
+    g->sh = nd->attr.pool.stride_h, g->sw = nd->attr.pool.stride_w;
+    g->pt = nd->attr.pool.pad_top, g->pl = nd->attr.pool.pad_left;
+    return g->ph >= 1 && g->pw >= 1 && g->sh >= 1 && g->sw >= 1 && g->pt >= 0 && g->pl >= 0;
+}
+
+static bool pool_supports(const sn_kcall *c) {
+    pool_geom g;
+    return pool_geom_of(c, &g);
+}
+
+typedef struct pool_ctx {
+    const sn_kcall *c;
+    pool_geom g;
+    int64_t ncb; /* channel blocks per image */
+} pool_ctx;
+
+/* The window of output cell (oh, ow), clipped to the image: rows [*h0, *h1), cols [*w0, *w1). */
+static inline void window(const pool_geom *g, int64_t oh, int64_t ow, int64_t *h0, int64_t *h1,
+                          int64_t *w0, int64_t *w1) {
+    int64_t ih = oh * g->sh - g->pt, iw = ow * g->sw - g->pl;
+    *h0 = ih < 0 ? 0 : ih;
+    *h1 = ih + g->ph < g->h ? ih + g->ph : g->h;
+    *w0 = iw < 0 ? 0 : iw;
+    *w1 = iw + g->pw < g->w ? iw + g->pw : g->w;
+}
+
+/* Zeroes channels [c0, c0+cn) of image n of dx. */
+static inline void zero_slice(const pool_geom *g, float *dx, int64_t n, int64_t c0, int64_t cn) {
+    float *p = dx + n * g->h * g->w * g->c + c0;
+    for (int64_t i = 0; i < g->h * g->w; i++) memset(p + i * g->c, 0, (size_t)cn * sizeof(float));
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+pool_task(void *vctx, int ith, int nth) {
+    const pool_ctx *t = vctx;
+    const pool_geom *g = &t->g;
+    const sn_kcall *c = t->c;
+    const sn_op op = c->node->op;
+    const int64_t C = g->c, xsz = g->h * g->w * C;
+    int64_t lo, hi;
+    sn_split_range(g->n * t->ncb, ith, nth, &lo, &hi);
+    float best[POOL_CB];
+    int32_t arg[POOL_CB];
+    for (int64_t item = lo; item < hi; item++) {
+        const int64_t n = item / t->ncb, c0 = (item % t->ncb) * POOL_CB;
+        const int64_t cn = C - c0 < POOL_CB ? C - c0 : POOL_CB;
+        if (op == SN_OP_MAX_POOL2D_GRAD || op == SN_OP_AVG_POOL2D_GRAD)
+            zero_slice(g, c->out, n, c0, cn);
+        for (int64_t oh = 0; oh < g->oh; oh++) {
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                int64_t h0, h1, w0, w1;
+                window(g, oh, ow, &h0, &h1, &w0, &w1);
+                const int64_t yoff = ((n * g->oh + oh) * g->ow + ow) * C + c0;
+                const int64_t cnt = (h1 > h0 && w1 > w0) ? (h1 - h0) * (w1 - w0) : 0;
+                if (op == SN_OP_MAX_POOL2D || op == SN_OP_MAX_POOL2D_GRAD) {
+                    const float *x = (const float *)c->in[0] + n * xsz + c0;
+                    if (cnt == 0) { /* a window wholly in the padding */
+                        if (op == SN_OP_MAX_POOL2D)
+                            for (int64_t k = 0; k < cn; k++) ((float *)c->out)[yoff + k] = -INFINITY;
+                        continue;
+                    }
+                    /* The first valid cell starts the scan; later cells win only when strictly
+                     * greater, so ties go to the first maximum in row-major window order. */
+                    const float *p = x + (h0 * g->w + w0) * C;
+                    for (int64_t k = 0; k < cn; k++) best[k] = p[k], arg[k] = (int32_t)(h0 * g->w + w0);
+                    for (int64_t ih = h0; ih < h1; ih++) {
+                        for (int64_t iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
+                            const int32_t cell = (int32_t)(ih * g->w + iw);
+                            p = x + cell * C;
+                            for (int64_t k = 0; k < cn; k++) {
+                                bool win = p[k] > best[k];
+                                best[k] = win ? p[k] : best[k];
+                                arg[k] = win ? cell : arg[k];
+                            }
+                        }
+                    }
+                    if (op == SN_OP_MAX_POOL2D) {
+                        memcpy((float *)c->out + yoff, best, (size_t)cn * sizeof(float));
+                    } else {
+                        const float *dy = (const float *)c->in[1] + yoff;
+                        float *dx = (float *)c->out + n * xsz + c0;
+                        for (int64_t k = 0; k < cn; k++) dx[(int64_t)arg[k] * C + k] += dy[k];
+                    }
+                } else if (op == SN_OP_AVG_POOL2D) {
+                    const float *x = (const float *)c->in[0] + n * xsz + c0;
+                    for (int64_t k = 0; k < cn; k++) best[k] = 0.0f;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) {
+                            const float *p = x + (ih * g->w + iw) * C;
+                            for (int64_t k = 0; k < cn; k++) best[k] += p[k];
+                        }
+                    float *y = (float *)c->out + yoff;
+                    const float div = cnt ? (float)cnt : 1.0f;
+                    for (int64_t k = 0; k < cn; k++) y[k] = best[k] / div;
+                } else { /* AVG_POOL2D_GRAD */
+                    if (cnt == 0) continue;
+                    const float *dy = (const float *)c->in[0] + yoff;
+                    float *dx = (float *)c->out + n * xsz + c0;
+                    for (int64_t k = 0; k < cn; k++) best[k] = dy[k] / (float)cnt;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) {
+                            float *p = dx + (ih * g->w + iw) * C;
+                            for (int64_t k = 0; k < cn; k++) p[k] += best[k];
+                        }
+                }
+            }
+        }
+    }
+}
+
+static sn_status pool_run(sn_kcall *c) {
+    pool_ctx t = {.c = c};
+    SN_ASSERT(pool_geom_of(c, &t.g));
+    t.ncb = (t.g.c + POOL_CB - 1) / POOL_CB;
+    int64_t items = t.g.n * t.ncb;
+    int nth = sn_num_threads();
+    if (items < nth) nth = (int)(items > 0 ? items : 1);
+    sn_parallel(pool_task, &t, nth);
+    return SN_OK;
+}
+
+static const sn_kernel k_pool = {
+    .impl = "avx512",
+    .supports = pool_supports,
+    .run = pool_run,
+};
+
+const sn_kernel *sn_cpu_pool_impl(sn_op op) {
+    switch (op) {
+    case SN_OP_MAX_POOL2D:
+    case SN_OP_MAX_POOL2D_GRAD:
+    case SN_OP_AVG_POOL2D:
+    case SN_OP_AVG_POOL2D_GRAD: return &k_pool;
+    default: return NULL;
+    }
+}
