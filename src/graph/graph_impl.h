@@ -96,6 +96,7 @@ typedef union sn_attrs {
     struct { double rate; uint64_t seed; int32_t mask_node; } dropout;
     struct { int64_t vocab; } gather;
     struct { sn_dtype to; } cast;
+    struct { sn_shape shape; } target;                        /* reshape, broadcast_to */
     struct { sn_optimizer_kind kind; double lr, beta1, beta2, epsilon, momentum, rho,
              weight_decay; bool nesterov, centered; } optim;
     struct { double value; } scalar;
@@ -140,7 +141,7 @@ typedef struct sn_op_def {
     bool side_effect;
 } sn_op_def;
 
-extern const sn_op_def sn_ops[SN_OP_COUNT];
+extern const sn_op_def *const sn_ops[SN_OP_COUNT];
 
 static inline sn_node_t *sn_node_at(const sn_graph *g, sn_node n) { return &g->nodes[n]; }
 

@@ -1,0 +1,154 @@
+/* 2-D convolution and pooling, NHWC, TensorFlow padding rules:
+ * VALID: out = (in - k) / s + 1; SAME: out = ceil(in / s), padding split with the extra cell at
+ * the bottom/right (pad_top = total / 2). */
+#include "graph/graph_impl.h"
+
+#define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
+
+/* Output size and leading padding along one dimension; false when the window does not fit. */
+static bool out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out, int *pad_lo) {
+    if (pad == SN_PAD_SAME) {
+        *out = (in + s - 1) / s;
+        int64_t total = (*out - 1) * s + k - in;
+        if (total < 0) total = 0;
+        *pad_lo = (int)(total / 2);
+        return true;
+    }
+    if (in < k) return false;
+    *out = (in - k) / s + 1;
+    *pad_lo = 0;
+    return true;
+}
+
+static sn_status infer_conv2d(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0), *w = IN(g, node, 1);
+    char s1[128], s2[128];
+    if (x->dtype != w->dtype || !sn_dtype_is_float(x->dtype))
+        return sn_errorf(SN_ERR_SHAPE, "conv2d: needs float input and kernel of one dtype, got "
+                         "%s and %s", sn_dtype_name(x->dtype), sn_dtype_name(w->dtype));
+    if (x->shape.ndim != 4 || w->shape.ndim != 4)
+        return sn_errorf(SN_ERR_SHAPE, "conv2d: input must be [N, H, W, C] and kernel [KH, KW, C, "
+                         "F], got %s and %s", sn_shape_str(&x->shape, s1, sizeof s1),
+                         sn_shape_str(&w->shape, s2, sizeof s2));
+    if (x->shape.dim[3] != w->shape.dim[2])
+        return sn_errorf(SN_ERR_SHAPE, "conv2d: input has %lld channels but the kernel %s expects "
+                         "%lld", (long long)x->shape.dim[3], sn_shape_str(&w->shape, s2, sizeof s2),
+                         (long long)w->shape.dim[2]);
+    int sh = node->attr.conv.stride_h, sw = node->attr.conv.stride_w;
+    if (sh < 1 || sw < 1)
+        return sn_errorf(SN_ERR_INVALID, "conv2d: strides must be >= 1, got (%d, %d)", sh, sw);
+    int64_t oh, ow;
+    if (!out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, &oh,
+                  &node->attr.conv.pad_top) ||
+        !out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, &ow,
+                  &node->attr.conv.pad_left))
+        return sn_errorf(SN_ERR_SHAPE, "conv2d: kernel %s does not fit input %s with 'valid' "
+                         "padding", sn_shape_str(&w->shape, s2, sizeof s2),
+                         sn_shape_str(&x->shape, s1, sizeof s1));
+    node->shape = (sn_shape){.ndim = 4, .dim = {x->shape.dim[0], oh, ow, w->shape.dim[3]}};
+    node->attr.conv.x_shape = x->shape;
+    node->attr.conv.w_shape = w->shape;
+    node->dtype = x->dtype;
+    return SN_OK;
+}
+
+sn_conv2d_opts sn_conv2d_opts_defaults(void) {
+    return (sn_conv2d_opts){.stride_h = 1, .stride_w = 1, .padding = SN_PAD_VALID};
+}
+
+sn_node sn_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts) {
+    sn_conv2d_opts o = opts ? *opts : sn_conv2d_opts_defaults();
+    sn_node in[2] = {x, w};
+    sn_attrs a = {.conv = {.stride_h = o.stride_h, .stride_w = o.stride_w, .padding = o.padding}};
+    return sn_graph_add(g, SN_OP_CONV2D, 2, in, &a);
+}
+
+static void grad_conv2d(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node in_d[2] = {dy, node.in[1]}, in_f[2] = {node.in[0], dy};
+    dx[0] = sn_graph_add(g, SN_OP_CONV2D_BWD_DATA, 2, in_d, &node.attr);
+    dx[1] = sn_graph_add(g, SN_OP_CONV2D_BWD_FILTER, 2, in_f, &node.attr);
+}
+
+static sn_status infer_conv_bwd_data(const sn_graph *g, sn_node_t *node) {
+    node->shape = node->attr.conv.x_shape;
+    node->dtype = IN(g, node, 0)->dtype;
+    return SN_OK;
+}
+
+static sn_status infer_conv_bwd_filter(const sn_graph *g, sn_node_t *node) {
+    node->shape = node->attr.conv.w_shape;
+    node->dtype = IN(g, node, 0)->dtype;
+    return SN_OK;
+}
+
+static sn_status infer_pool(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0);
+    const char *op = sn_ops[node->op]->name;
+    char s1[128];
+    if (x->shape.ndim != 4 || !sn_dtype_is_float(x->dtype))
+        return sn_errorf(SN_ERR_SHAPE, "%s: input must be a float [N, H, W, C] tensor, got %s %s",
+                         op, sn_dtype_name(x->dtype), sn_shape_str(&x->shape, s1, sizeof s1));
+    int ph = node->attr.pool.pool_h, pw = node->attr.pool.pool_w;
+    if (ph < 1 || pw < 1)
+        return sn_errorf(SN_ERR_INVALID, "%s: pool size must be >= 1, got (%d, %d)", op, ph, pw);
+    if (node->attr.pool.stride_h == 0) node->attr.pool.stride_h = ph;
+    if (node->attr.pool.stride_w == 0) node->attr.pool.stride_w = pw;
+    if (node->attr.pool.stride_h < 0 || node->attr.pool.stride_w < 0)
+        return sn_errorf(SN_ERR_INVALID, "%s: strides must be >= 1", op);
+    int64_t oh, ow;
+    if (!out_size(x->shape.dim[1], ph, node->attr.pool.stride_h, node->attr.pool.padding, &oh,
+                  &node->attr.pool.pad_top) ||
+        !out_size(x->shape.dim[2], pw, node->attr.pool.stride_w, node->attr.pool.padding, &ow,
+                  &node->attr.pool.pad_left))
+        return sn_errorf(SN_ERR_SHAPE, "%s: a %dx%d window does not fit input %s with 'valid' "
+                         "padding", op, ph, pw, sn_shape_str(&x->shape, s1, sizeof s1));
+    node->shape = (sn_shape){.ndim = 4, .dim = {x->shape.dim[0], oh, ow, x->shape.dim[3]}};
+    node->attr.pool.x_shape = x->shape;
+    node->dtype = x->dtype;
+    return SN_OK;
+}
+
+sn_pool2d_opts sn_pool2d_opts_defaults(void) {
+    return (sn_pool2d_opts){.pool_h = 2, .pool_w = 2, .stride_h = 0, .stride_w = 0,
+                            .padding = SN_PAD_VALID};
+}
+
+static sn_node pool(sn_graph *g, sn_op op, sn_node x, const sn_pool2d_opts *opts) {
+    sn_pool2d_opts o = opts ? *opts : sn_pool2d_opts_defaults();
+    sn_attrs a = {.pool = {.pool_h = o.pool_h, .pool_w = o.pool_w, .stride_h = o.stride_h,
+                           .stride_w = o.stride_w, .padding = o.padding}};
+    return sn_graph_add(g, op, 1, &x, &a);
+}
+
+sn_node sn_max_pool2d(sn_graph *g, sn_node x, const sn_pool2d_opts *opts) {
+    return pool(g, SN_OP_MAX_POOL2D, x, opts);
+}
+sn_node sn_avg_pool2d(sn_graph *g, sn_node x, const sn_pool2d_opts *opts) {
+    return pool(g, SN_OP_AVG_POOL2D, x, opts);
+}
+
+static void grad_max_pool(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node in[2] = {node.in[0], dy};
+    dx[0] = sn_graph_add(g, SN_OP_MAX_POOL2D_GRAD, 2, in, &node.attr);
+}
+
+static void grad_avg_pool(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_attrs a = g->nodes[n].attr;
+    dx[0] = sn_graph_add(g, SN_OP_AVG_POOL2D_GRAD, 1, &dy, &a);
+}
+
+static sn_status infer_pool_grad(const sn_graph *g, sn_node_t *node) {
+    node->shape = node->attr.pool.x_shape;
+    node->dtype = IN(g, node, node->n_in - 1)->dtype;
+    return SN_OK;
+}
+
+const sn_op_def sn_def_conv2d = {"conv2d", 2, infer_conv2d, grad_conv2d, false};
+const sn_op_def sn_def_conv2d_bwd_data = {"conv2d_bwd_data", 2, infer_conv_bwd_data, NULL, false};
+const sn_op_def sn_def_conv2d_bwd_filter = {"conv2d_bwd_filter", 2, infer_conv_bwd_filter, NULL, false};
+const sn_op_def sn_def_max_pool2d = {"max_pool2d", 1, infer_pool, grad_max_pool, false};
+const sn_op_def sn_def_avg_pool2d = {"avg_pool2d", 1, infer_pool, grad_avg_pool, false};
+const sn_op_def sn_def_max_pool2d_grad = {"max_pool2d_grad", 2, infer_pool_grad, NULL, false};
+const sn_op_def sn_def_avg_pool2d_grad = {"avg_pool2d_grad", 1, infer_pool_grad, NULL, false};

@@ -1,0 +1,247 @@
+/* Elementwise ops: broadcasting arithmetic, bias-add, activations, cast, dropout, and the
+ * broadcast/sum-to helpers their gradients need. Shape inference and gradient rules. */
+#include <string.h>
+
+#include "graph/graph_impl.h"
+
+#define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
+
+static sn_status same_dtype(const char *op, const sn_node_t *a, const sn_node_t *b) {
+    if (a->dtype != b->dtype)
+        return sn_errorf(SN_ERR_SHAPE, "%s: dtypes differ: %s and %s (cast one first)", op,
+                         sn_dtype_name(a->dtype), sn_dtype_name(b->dtype));
+    return SN_OK;
+}
+
+sn_status sn_infer_binary(const sn_graph *g, sn_node_t *node);
+sn_status sn_infer_binary(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *a = IN(g, node, 0), *b = IN(g, node, 1);
+    const char *op = sn_ops[node->op]->name;
+    char s1[128], s2[128];
+    SN_TRY(same_dtype(op, a, b));
+    if (!sn_broadcast_shape(&a->shape, &b->shape, &node->shape))
+        return sn_errorf(SN_ERR_SHAPE, "%s: shapes %s and %s do not broadcast", op,
+                         sn_shape_str(&a->shape, s1, sizeof s1),
+                         sn_shape_str(&b->shape, s2, sizeof s2));
+    node->dtype = a->dtype;
+    return SN_OK;
+}
+
+static sn_status infer_unary_float(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0);
+    if (!sn_dtype_is_float(x->dtype))
+        return sn_errorf(SN_ERR_SHAPE, "%s: needs a float input, got %s",
+                         sn_ops[node->op]->name, sn_dtype_name(x->dtype));
+    node->dtype = x->dtype;
+    node->shape = x->shape;
+    return SN_OK;
+}
+
+/* (a, b) -> a's shape and dtype, b must match exactly: gradient helpers like relu_grad. */
+static sn_status infer_like_first(const sn_graph *g, sn_node_t *node) {
+    node->dtype = IN(g, node, 0)->dtype;
+    node->shape = IN(g, node, 0)->shape;
+    for (int i = 1; i < node->n_in; i++)
+        if (IN(g, node, i)->dtype == node->dtype && !sn_shape_equal(&IN(g, node, i)->shape, &node->shape)) {
+            char s1[128], s2[128];
+            return sn_errorf(SN_ERR_SHAPE, "%s: shapes %s and %s differ", sn_ops[node->op]->name,
+                             sn_shape_str(&node->shape, s1, sizeof s1),
+                             sn_shape_str(&IN(g, node, i)->shape, s2, sizeof s2));
+        }
+    return SN_OK;
+}
+
+static sn_status infer_bias_add(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0), *b = IN(g, node, 1);
+    char s1[128], s2[128];
+    SN_TRY(same_dtype("bias_add", x, b));
+    if (x->shape.ndim < 1 || b->shape.ndim != 1 ||
+        b->shape.dim[0] != x->shape.dim[x->shape.ndim - 1])
+        return sn_errorf(SN_ERR_SHAPE,
+                         "bias_add: bias of shape %s does not match the last dimension of %s "
+                         "(expected [%lld])", sn_shape_str(&b->shape, s1, sizeof s1),
+                         sn_shape_str(&x->shape, s2, sizeof s2),
+                         x->shape.ndim ? (long long)x->shape.dim[x->shape.ndim - 1] : 0LL);
+    node->dtype = x->dtype;
+    node->shape = x->shape;
+    return SN_OK;
+}
+
+static sn_status infer_cast(const sn_graph *g, sn_node_t *node) {
+    if ((unsigned)node->attr.cast.to >= SN_DTYPE_COUNT)
+        return sn_errorf(SN_ERR_INVALID, "cast: target dtype %d is not a sinter dtype",
+                         (int)node->attr.cast.to);
+    node->dtype = node->attr.cast.to;
+    node->shape = IN(g, node, 0)->shape;
+    return SN_OK;
+}
+
+static sn_status infer_broadcast_to(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0);
+    node->shape = node->attr.target.shape;
+    sn_shape r;
+    char s1[128], s2[128];
+    if (!sn_broadcast_shape(&x->shape, &node->shape, &r) || !sn_shape_equal(&r, &node->shape))
+        return sn_errorf(SN_ERR_SHAPE, "broadcast_to: %s does not broadcast to %s",
+                         sn_shape_str(&x->shape, s1, sizeof s1),
+                         sn_shape_str(&node->shape, s2, sizeof s2));
+    node->dtype = x->dtype;
+    return SN_OK;
+}
+
+/* ---- builders -------------------------------------------------------------------------- */
+static sn_node binary(sn_graph *g, sn_op op, sn_node a, sn_node b) {
+    sn_node in[2] = {a, b};
+    return sn_graph_add(g, op, 2, in, NULL);
+}
+static sn_node unary(sn_graph *g, sn_op op, sn_node x) { return sn_graph_add(g, op, 1, &x, NULL); }
+
+sn_node sn_add(sn_graph *g, sn_node a, sn_node b) { return binary(g, SN_OP_ADD, a, b); }
+sn_node sn_sub(sn_graph *g, sn_node a, sn_node b) { return binary(g, SN_OP_SUB, a, b); }
+sn_node sn_mul(sn_graph *g, sn_node a, sn_node b) { return binary(g, SN_OP_MUL, a, b); }
+sn_node sn_div(sn_graph *g, sn_node a, sn_node b) { return binary(g, SN_OP_DIV, a, b); }
+sn_node sn_bias_add(sn_graph *g, sn_node x, sn_node b) { return binary(g, SN_OP_BIAS_ADD, x, b); }
+sn_node sn_relu(sn_graph *g, sn_node x) { return unary(g, SN_OP_RELU, x); }
+sn_node sn_sigmoid(sn_graph *g, sn_node x) { return unary(g, SN_OP_SIGMOID, x); }
+sn_node sn_tanh(sn_graph *g, sn_node x) { return unary(g, SN_OP_TANH, x); }
+sn_node sn_exp(sn_graph *g, sn_node x) { return unary(g, SN_OP_EXP, x); }
+sn_node sn_log(sn_graph *g, sn_node x) { return unary(g, SN_OP_LOG, x); }
+sn_node sn_sqrt(sn_graph *g, sn_node x) { return unary(g, SN_OP_SQRT, x); }
+sn_node sn_neg(sn_graph *g, sn_node x) { return unary(g, SN_OP_NEG, x); }
+
+sn_node sn_cast(sn_graph *g, sn_node x, sn_dtype dtype) {
+    sn_attrs a = {.cast = {.to = dtype}};
+    return sn_graph_add(g, SN_OP_CAST, 1, &x, &a);
+}
+
+sn_node sn_dropout(sn_graph *g, sn_node x, double rate, uint64_t seed) {
+    if (g && g->status == SN_OK && !(rate >= 0.0 && rate < 1.0))
+        return sn_graph_fail(g, SN_ERR_INVALID, "dropout: rate %g is outside [0, 1)", rate);
+    if (rate == 0.0) return x;
+    sn_attrs a = {.dropout = {.rate = rate, .seed = seed}};
+    sn_node id = sn_graph_add(g, SN_OP_DROPOUT, 1, &x, &a);
+    if (id != SN_NONE) g->nodes[id].attr.dropout.mask_node = id; /* keys the mask */
+    return id;
+}
+
+sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    if (sn_shape_equal(&g->nodes[x].shape, shape)) return x;
+    sn_attrs a = {.target = {.shape = *shape}};
+    return sn_graph_add(g, SN_OP_BROADCAST_TO, 1, &x, &a);
+}
+
+sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape) {
+    if (!g || g->status != SN_OK || dy == SN_NONE) return SN_NONE;
+    const sn_shape ds = g->nodes[dy].shape;
+    if (sn_shape_equal(&ds, shape)) return dy;
+    int axes[SN_MAX_DIMS], n = 0;
+    for (int i = 0; i < ds.ndim; i++) {
+        int j = shape->ndim - ds.ndim + i;
+        int64_t t = j >= 0 ? shape->dim[j] : 1;
+        if (t == 1 && ds.dim[i] != 1) axes[n++] = i;
+    }
+    sn_node r = n ? sn_reduce_sum(g, dy, n, axes, true) : dy;
+    return sn_reshape(g, r, shape);
+}
+
+/* ---- gradient rules -------------------------------------------------------------------- */
+static sn_node scalar_like(sn_graph *g, sn_node like, double v) {
+    return sn_scalar(g, g->nodes[like].dtype, v);
+}
+
+static void grad_add(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[node.in[0]].shape);
+    dx[1] = sn_sum_to_shape(g, dy, &g->nodes[node.in[1]].shape);
+}
+
+static void grad_sub(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[node.in[0]].shape);
+    dx[1] = sn_sum_to_shape(g, sn_neg(g, dy), &g->nodes[node.in[1]].shape);
+}
+
+static void grad_mul(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    dx[0] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[1]), &g->nodes[node.in[0]].shape);
+    dx[1] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[0]), &g->nodes[node.in[1]].shape);
+}
+
+static void grad_div(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    /* y = a / b: da = dy / b, db = -dy * y / b */
+    sn_node_t node = g->nodes[n];
+    sn_node da = sn_div(g, dy, node.in[1]);
+    dx[0] = sn_sum_to_shape(g, da, &g->nodes[node.in[0]].shape);
+    dx[1] = sn_sum_to_shape(g, sn_neg(g, sn_mul(g, da, n)), &g->nodes[node.in[1]].shape);
+}
+
+static void grad_bias_add(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    dx[0] = dy;
+    dx[1] = sn_sum_to_shape(g, dy, &g->nodes[node.in[1]].shape);
+}
+
+static void grad_relu(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node in[2] = {g->nodes[n].in[0], dy};
+    dx[0] = sn_graph_add(g, SN_OP_RELU_GRAD, 2, in, NULL);
+}
+
+static void grad_sigmoid(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node in[2] = {n, dy};
+    dx[0] = sn_graph_add(g, SN_OP_SIGMOID_GRAD, 2, in, NULL);
+}
+
+static void grad_tanh(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node in[2] = {n, dy};
+    dx[0] = sn_graph_add(g, SN_OP_TANH_GRAD, 2, in, NULL);
+}
+
+static void grad_exp(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    dx[0] = sn_mul(g, dy, n);
+}
+
+static void grad_log(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    dx[0] = sn_div(g, dy, g->nodes[n].in[0]);
+}
+
+static void grad_sqrt(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    dx[0] = sn_div(g, dy, sn_mul(g, scalar_like(g, n, 2.0), n));
+}
+
+static void grad_neg(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) { dx[0] = sn_neg(g, dy); }
+
+static void grad_cast(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_dtype from = g->nodes[g->nodes[n].in[0]].dtype;
+    dx[0] = sn_dtype_is_float(from) ? sn_cast(g, dy, from) : SN_NONE;
+}
+
+static void grad_dropout(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_attrs a = g->nodes[n].attr; /* same seed and mask_node: the same mask */
+    dx[0] = sn_graph_add(g, SN_OP_DROPOUT_GRAD, 1, &dy, &a);
+}
+
+static void grad_broadcast_to(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[g->nodes[n].in[0]].shape);
+}
+
+/* ---- registry rows (referenced by ops.c) ----------------------------------------------- */
+const sn_op_def sn_def_add = {"add", 2, sn_infer_binary, grad_add, false};
+const sn_op_def sn_def_sub = {"sub", 2, sn_infer_binary, grad_sub, false};
+const sn_op_def sn_def_mul = {"mul", 2, sn_infer_binary, grad_mul, false};
+const sn_op_def sn_def_div = {"div", 2, sn_infer_binary, grad_div, false};
+const sn_op_def sn_def_bias_add = {"bias_add", 2, infer_bias_add, grad_bias_add, false};
+const sn_op_def sn_def_relu = {"relu", 1, infer_unary_float, grad_relu, false};
+const sn_op_def sn_def_sigmoid = {"sigmoid", 1, infer_unary_float, grad_sigmoid, false};
+const sn_op_def sn_def_tanh = {"tanh", 1, infer_unary_float, grad_tanh, false};
+const sn_op_def sn_def_exp = {"exp", 1, infer_unary_float, grad_exp, false};
+const sn_op_def sn_def_log = {"log", 1, infer_unary_float, grad_log, false};
+const sn_op_def sn_def_sqrt = {"sqrt", 1, infer_unary_float, grad_sqrt, false};
+const sn_op_def sn_def_neg = {"neg", 1, infer_unary_float, grad_neg, false};
+const sn_op_def sn_def_cast = {"cast", 1, infer_cast, grad_cast, false};
+const sn_op_def sn_def_dropout = {"dropout", 1, infer_unary_float, grad_dropout, false};
+const sn_op_def sn_def_dropout_grad = {"dropout_grad", 1, infer_unary_float, NULL, false};
+const sn_op_def sn_def_broadcast_to = {"broadcast_to", 1, infer_broadcast_to, grad_broadcast_to, false};
+const sn_op_def sn_def_relu_grad = {"relu_grad", 2, infer_like_first, NULL, false};
+const sn_op_def sn_def_sigmoid_grad = {"sigmoid_grad", 2, infer_like_first, NULL, false};
+const sn_op_def sn_def_tanh_grad = {"tanh_grad", 2, infer_like_first, NULL, false};

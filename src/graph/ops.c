@@ -1,0 +1,116 @@
+/* The op registry: one row per op (name, inputs, shape inference, gradient rule), defined in
+ * the op family files (op_*.c) and gathered here. tests/test_graph.c checks every row exists. */
+#include "graph/graph_impl.h"
+
+/* Leaves have no inference (the builder sets dtype and shape) and no gradient rule. */
+const sn_op_def sn_def_input = {"input", 0, NULL, NULL, false};
+const sn_op_def sn_def_variable = {"variable", 0, NULL, NULL, false};
+const sn_op_def sn_def_const = {"const", 0, NULL, NULL, false};
+
+extern const sn_op_def sn_def_input;
+extern const sn_op_def sn_def_variable;
+extern const sn_op_def sn_def_const;
+extern const sn_op_def sn_def_matmul;
+extern const sn_op_def sn_def_add;
+extern const sn_op_def sn_def_sub;
+extern const sn_op_def sn_def_mul;
+extern const sn_op_def sn_def_div;
+extern const sn_op_def sn_def_bias_add;
+extern const sn_op_def sn_def_relu;
+extern const sn_op_def sn_def_sigmoid;
+extern const sn_op_def sn_def_tanh;
+extern const sn_op_def sn_def_exp;
+extern const sn_op_def sn_def_log;
+extern const sn_op_def sn_def_sqrt;
+extern const sn_op_def sn_def_neg;
+extern const sn_op_def sn_def_cast;
+extern const sn_op_def sn_def_softmax;
+extern const sn_op_def sn_def_log_softmax;
+extern const sn_op_def sn_def_sparse_xent;
+extern const sn_op_def sn_def_sparse_accuracy;
+extern const sn_op_def sn_def_argmax;
+extern const sn_op_def sn_def_reduce_sum;
+extern const sn_op_def sn_def_reduce_mean;
+extern const sn_op_def sn_def_reduce_max;
+extern const sn_op_def sn_def_broadcast_to;
+extern const sn_op_def sn_def_reshape;
+extern const sn_op_def sn_def_transpose;
+extern const sn_op_def sn_def_slice;
+extern const sn_op_def sn_def_concat;
+extern const sn_op_def sn_def_gather;
+extern const sn_op_def sn_def_conv2d;
+extern const sn_op_def sn_def_max_pool2d;
+extern const sn_op_def sn_def_avg_pool2d;
+extern const sn_op_def sn_def_dropout;
+extern const sn_op_def sn_def_relu_grad;
+extern const sn_op_def sn_def_sigmoid_grad;
+extern const sn_op_def sn_def_tanh_grad;
+extern const sn_op_def sn_def_softmax_grad;
+extern const sn_op_def sn_def_log_softmax_grad;
+extern const sn_op_def sn_def_sparse_xent_grad;
+extern const sn_op_def sn_def_reduce_max_grad;
+extern const sn_op_def sn_def_slice_grad;
+extern const sn_op_def sn_def_gather_grad;
+extern const sn_op_def sn_def_conv2d_bwd_data;
+extern const sn_op_def sn_def_conv2d_bwd_filter;
+extern const sn_op_def sn_def_max_pool2d_grad;
+extern const sn_op_def sn_def_avg_pool2d_grad;
+extern const sn_op_def sn_def_dropout_grad;
+extern const sn_op_def sn_def_assign;
+extern const sn_op_def sn_def_assign_add;
+extern const sn_op_def sn_def_apply_optimizer;
+
+const sn_op_def *const sn_ops[SN_OP_COUNT] = {
+    [SN_OP_INPUT] = &sn_def_input,
+    [SN_OP_VARIABLE] = &sn_def_variable,
+    [SN_OP_CONST] = &sn_def_const,
+    [SN_OP_MATMUL] = &sn_def_matmul,
+    [SN_OP_ADD] = &sn_def_add,
+    [SN_OP_SUB] = &sn_def_sub,
+    [SN_OP_MUL] = &sn_def_mul,
+    [SN_OP_DIV] = &sn_def_div,
+    [SN_OP_BIAS_ADD] = &sn_def_bias_add,
+    [SN_OP_RELU] = &sn_def_relu,
+    [SN_OP_SIGMOID] = &sn_def_sigmoid,
+    [SN_OP_TANH] = &sn_def_tanh,
+    [SN_OP_EXP] = &sn_def_exp,
+    [SN_OP_LOG] = &sn_def_log,
+    [SN_OP_SQRT] = &sn_def_sqrt,
+    [SN_OP_NEG] = &sn_def_neg,
+    [SN_OP_CAST] = &sn_def_cast,
+    [SN_OP_SOFTMAX] = &sn_def_softmax,
+    [SN_OP_LOG_SOFTMAX] = &sn_def_log_softmax,
+    [SN_OP_SPARSE_XENT] = &sn_def_sparse_xent,
+    [SN_OP_SPARSE_ACCURACY] = &sn_def_sparse_accuracy,
+    [SN_OP_ARGMAX] = &sn_def_argmax,
+    [SN_OP_REDUCE_SUM] = &sn_def_reduce_sum,
+    [SN_OP_REDUCE_MEAN] = &sn_def_reduce_mean,
+    [SN_OP_REDUCE_MAX] = &sn_def_reduce_max,
+    [SN_OP_BROADCAST_TO] = &sn_def_broadcast_to,
+    [SN_OP_RESHAPE] = &sn_def_reshape,
+    [SN_OP_TRANSPOSE] = &sn_def_transpose,
+    [SN_OP_SLICE] = &sn_def_slice,
+    [SN_OP_CONCAT] = &sn_def_concat,
+    [SN_OP_GATHER] = &sn_def_gather,
+    [SN_OP_CONV2D] = &sn_def_conv2d,
+    [SN_OP_MAX_POOL2D] = &sn_def_max_pool2d,
+    [SN_OP_AVG_POOL2D] = &sn_def_avg_pool2d,
+    [SN_OP_DROPOUT] = &sn_def_dropout,
+    [SN_OP_RELU_GRAD] = &sn_def_relu_grad,
+    [SN_OP_SIGMOID_GRAD] = &sn_def_sigmoid_grad,
+    [SN_OP_TANH_GRAD] = &sn_def_tanh_grad,
+    [SN_OP_SOFTMAX_GRAD] = &sn_def_softmax_grad,
+    [SN_OP_LOG_SOFTMAX_GRAD] = &sn_def_log_softmax_grad,
+    [SN_OP_SPARSE_XENT_GRAD] = &sn_def_sparse_xent_grad,
+    [SN_OP_REDUCE_MAX_GRAD] = &sn_def_reduce_max_grad,
+    [SN_OP_SLICE_GRAD] = &sn_def_slice_grad,
+    [SN_OP_GATHER_GRAD] = &sn_def_gather_grad,
+    [SN_OP_CONV2D_BWD_DATA] = &sn_def_conv2d_bwd_data,
+    [SN_OP_CONV2D_BWD_FILTER] = &sn_def_conv2d_bwd_filter,
+    [SN_OP_MAX_POOL2D_GRAD] = &sn_def_max_pool2d_grad,
+    [SN_OP_AVG_POOL2D_GRAD] = &sn_def_avg_pool2d_grad,
+    [SN_OP_DROPOUT_GRAD] = &sn_def_dropout_grad,
+    [SN_OP_ASSIGN] = &sn_def_assign,
+    [SN_OP_ASSIGN_ADD] = &sn_def_assign_add,
+    [SN_OP_APPLY_OPTIMIZER] = &sn_def_apply_optimizer,
+};
