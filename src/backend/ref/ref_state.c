@@ -1,0 +1,158 @@
+/* Reference side-effect kernels: assign, assign_add and the fused optimizer updates (SGD with
+ * momentum/Nesterov, Adam, AdamW, RMSprop) with Keras 3 semantics. They write into their first
+ * input's storage (the variable): the planner makes c->out alias in[0] for side-effect ops.
+ * Eager callers may give a separate out; it then receives a copy of the new value. */
+#include "backend/ref/ref_common.h"
+
+/* The variable's storage. Inputs are const for ordinary kernels; for side-effect ops in[0] is
+ * the variable the op exists to update. */
+static void *var_storage(const sn_kcall *c) { return (void *)(uintptr_t)c->in[0]; }
+
+/* Makes c->out hold the variable's new value when it is not the variable itself. */
+static void copy_to_out(const sn_kcall *c) {
+    if (c->out == NULL || c->out == c->in[0]) return;
+    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
+    sn_dtype tv = c->in_node[0]->dtype, to = c->node->dtype;
+    if (tv == to) {
+        memcpy(c->out, c->in[0], (size_t)n * sn_dtype_size(to));
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) sn_store(to, c->out, i, sn_load(tv, c->in[0], i));
+}
+
+/* var [any], value [var shape, or broadcastable to it for assign_add] -> var updated */
+static sn_status assign_common(sn_kcall *c, bool add) {
+    const sn_shape *vs = &c->in_node[0]->shape;
+    sn_dtype tv = c->in_node[0]->dtype, tx = c->in_node[1]->dtype;
+    void *var = var_storage(c);
+    int64_t st[SN_MAX_DIMS];
+    ref_bcast_strides(&c->in_node[1]->shape, vs, st);
+    ref_iter it;
+    ref_iter_init(&it, vs);
+    int kx = ref_iter_track(&it, st, 0);
+    int64_t n = sn_shape_numel(vs);
+    for (int64_t i = 0; i < n; i++, ref_iter_next(&it)) {
+        double v = sn_load(tx, c->in[1], it.off[kx]);
+        sn_store(tv, var, i, add ? sn_load(tv, var, i) + v : v);
+    }
+    copy_to_out(c);
+    return SN_OK;
+}
+
+static sn_status assign_run(sn_kcall *c) { return assign_common(c, false); }
+static sn_status assign_add_run(sn_kcall *c) { return assign_common(c, true); }
+
+/* Slots each optimizer needs after (var, grad, iterations). */
+static int optim_slots(const sn_attrs *a) {
+    switch (a->optim.kind) {
+    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
+    case SN_OPTIM_ADAM:
+    case SN_OPTIM_ADAMW: return 2;
+    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
+    }
+    return -1;
+}
+
+static const char *optim_name(sn_optimizer_kind k) {
+    switch (k) {
+    case SN_OPTIM_SGD: return "sgd";
+    case SN_OPTIM_ADAM: return "adam";
+    case SN_OPTIM_ADAMW: return "adamw";
+    case SN_OPTIM_RMSPROP: return "rmsprop";
+    }
+    return "?";
+}
+
+/* var [any], grad [var shape], iterations [i32 scalar: updates done so far], slots [var shape]
+ * in the order: SGD momentum; Adam/AdamW m, v; RMSprop velocity, then momentum (when
+ * momentum > 0), then the average gradient (when centered) -> var and slots updated in place.
+ * Follows keras/src/optimizers/{sgd,adam,adamw,rmsprop}.py; the iteration counter itself is
+ * advanced by a separate assign_add node. */
+static sn_status apply_optimizer_run(sn_kcall *c) {
+    const sn_attrs *a = &c->node->attr;
+    int need = optim_slots(a);
+    if (need < 0)
+        return sn_errorf(SN_ERR_INVALID, "apply_optimizer: unknown optimizer kind %d",
+                         (int)a->optim.kind);
+    if (c->n_in < 3 + need)
+        return sn_errorf(SN_ERR_INVALID,
+                         "apply_optimizer: %s needs %d slot inputs after (var, grad, iterations), "
+                         "got %d",
+                         optim_name(a->optim.kind), need, c->n_in - 3);
+    void *var = var_storage(c);
+    void *slot[SN_MAX_INPUTS] = {0};
+    sn_dtype ts[SN_MAX_INPUTS] = {0};
+    for (int s = 0; s < need; s++) {
+        slot[s] = (void *)(uintptr_t)c->in[3 + s];
+        ts[s] = c->in_node[3 + s]->dtype;
+    }
+    sn_dtype tv = c->in_node[0]->dtype, tg = c->in_node[1]->dtype;
+    double iterations = sn_load(c->in_node[2]->dtype, c->in[2], 0);
+    double lr = a->optim.lr, eps = a->optim.epsilon, mom = a->optim.momentum;
+    double b1 = a->optim.beta1, b2 = a->optim.beta2, rho = a->optim.rho;
+    double wd = a->optim.weight_decay;
+    /* Adam's bias correction folded into the step size, as Keras does. */
+    double t = iterations + 1;
+    double alpha = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
+    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
+
+    for (int64_t i = 0; i < n; i++) {
+        double w = sn_load(tv, var, i), g = sn_load(tg, c->in[1], i);
+        /* Decoupled weight decay (Keras 3 applies it before the update, for every optimizer
+         * whose weight_decay is set; AdamW is the one that sets it by default). */
+        if (wd != 0) w -= w * wd * lr;
+        switch (a->optim.kind) {
+        case SN_OPTIM_SGD:
+            if (mom == 0) {
+                w -= lr * g;
+            } else {
+                double m = mom * sn_load(ts[0], slot[0], i) - lr * g;
+                sn_store(ts[0], slot[0], i, m);
+                w += a->optim.nesterov ? mom * m - lr * g : m;
+            }
+            break;
+        case SN_OPTIM_ADAM:
+        case SN_OPTIM_ADAMW: {
+            double m = sn_load(ts[0], slot[0], i), v = sn_load(ts[1], slot[1], i);
+            m += (g - m) * (1 - b1);
+            v += (g * g - v) * (1 - b2);
+            sn_store(ts[0], slot[0], i, m);
+            sn_store(ts[1], slot[1], i, v);
+            w -= alpha * m / (sqrt(v) + eps);
+            break;
+        }
+        case SN_OPTIM_RMSPROP: {
+            double v = rho * sn_load(ts[0], slot[0], i) + (1 - rho) * g * g;
+            sn_store(ts[0], slot[0], i, v);
+            double denom = v + eps;
+            if (a->optim.centered) {
+                int sa = mom > 0 ? 2 : 1;
+                double avg = rho * sn_load(ts[sa], slot[sa], i) + (1 - rho) * g;
+                sn_store(ts[sa], slot[sa], i, avg);
+                denom = v - avg * avg + eps;
+            }
+            double inc = lr * g / sqrt(denom);
+            if (mom > 0) {
+                double mm = mom * sn_load(ts[1], slot[1], i) + inc;
+                sn_store(ts[1], slot[1], i, mm);
+                w -= mm;
+            } else {
+                w -= inc;
+            }
+            break;
+        }
+        }
+        sn_store(tv, var, i, w);
+    }
+    copy_to_out(c);
+    return SN_OK;
+}
+
+static const sn_kernel k_assign = REF_KERNEL(assign_run), k_assign_add = REF_KERNEL(assign_add_run),
+                       k_apply_optimizer = REF_KERNEL(apply_optimizer_run);
+
+void sn_ref_register_state(sn_kernel_table *t) {
+    t->k[SN_OP_ASSIGN] = &k_assign;
+    t->k[SN_OP_ASSIGN_ADD] = &k_assign_add;
+    t->k[SN_OP_APPLY_OPTIMIZER] = &k_apply_optimizer;
+}
