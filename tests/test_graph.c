@@ -1,0 +1,127 @@
+/* Graph builder, registry, planner and executor: behaviour and bad inputs. */
+#include "graph/graph_impl.h"
+#include "sn_test.h"
+#include "sinter/device.h"
+
+static void test_registry_complete(void) {
+    for (int op = 0; op < SN_OP_COUNT; op++)
+        CHECK(sn_ops[op] && sn_ops[op]->name, "op %d has no registry row", op);
+}
+
+static void test_eager_matmul(void) {
+    sn_graph *g = sn_graph_new();
+    float a[] = {1, 2, 3, 4, 5, 6}, b[] = {1, 2, 3, 4, 5, 6};
+    sn_shape sa = sn_shape_make(2, (int64_t)2, (int64_t)3), sb = sn_shape_make(2, (int64_t)3, (int64_t)2);
+    sn_node c = sn_matmul(g, sn_const(g, SN_F32, &sa, a), sn_const(g, SN_F32, &sb, b), false, false);
+    sn_tensor *t = NULL;
+    CHECK_OK(sn_eval(g, c, "cpu:0", &t));
+    if (t) {
+        const float *r = sn_tensor_cdata(t);
+        CHECK(r[0] == 22 && r[1] == 28 && r[2] == 49 && r[3] == 64, "got %g %g %g %g", r[0], r[1], r[2], r[3]);
+        sn_tensor_free(t);
+    }
+    CHECK_ERR(sn_eval(g, c, "gpu:0", &t), SN_ERR_NOT_FOUND, "gpu:0");
+    CHECK_ERR(sn_eval(g, c, "/device:CPU:7", &t), SN_ERR_NOT_FOUND, "CPU:7");
+    CHECK_ERR(sn_eval(g, c, "tpu", &t), SN_ERR_NOT_FOUND, "unknown device 'tpu'");
+    CHECK_OK(sn_eval(g, c, "/job:localhost/replica:0/task:0/device:CPU:0", &t));
+    sn_tensor_free(t);
+    sn_graph_free(g);
+}
+
+static void test_shape_errors(void) {
+    sn_graph *g = sn_graph_new();
+    sn_shape s23 = sn_shape_make(2, (int64_t)2, (int64_t)3), s45 = sn_shape_make(2, (int64_t)4, (int64_t)5);
+    sn_node a = sn_input(g, "a", SN_F32, &s23), b = sn_input(g, "b", SN_F32, &s45);
+    CHECK(sn_matmul(g, a, b, false, false) == SN_NONE, "mismatched matmul accepted");
+    CHECK(sn_graph_status(g) == SN_ERR_SHAPE, "status %s", sn_status_name(sn_graph_status(g)));
+    CHECK(strstr(sn_last_error(), "[2, 3]") && strstr(sn_last_error(), "[4, 5]"), "message: %s", sn_last_error());
+    /* Sticky: later calls fail too and keep the first message. */
+    CHECK(sn_relu(g, a) == SN_NONE, "call after an error succeeded");
+    sn_graph_free(g);
+
+    g = sn_graph_new();
+    a = sn_input(g, "a", SN_F32, &s23);
+    CHECK(sn_reduce_sum(g, a, 1, (int[]){5}, false) == SN_NONE, "axis 5 accepted");
+    CHECK(strstr(sn_last_error(), "axis 5"), "message: %s", sn_last_error());
+    sn_graph_free(g);
+
+    g = sn_graph_new();
+    CHECK(sn_relu(g, 42) == SN_NONE, "invalid node accepted");
+    CHECK(strstr(sn_last_error(), "not a node"), "message: %s", sn_last_error());
+    sn_graph_free(g);
+
+    CHECK(sn_relu(NULL, 0) == SN_NONE, "NULL graph accepted");
+    CHECK(sn_graph_status(NULL) == SN_ERR_INVALID, "NULL graph status");
+    sn_plan *p;
+    CHECK_ERR(sn_plan_new(&p, NULL, 0, NULL, NULL), SN_ERR_INVALID, "graph is NULL");
+    CHECK_ERR(sn_plan_run(NULL, 1, NULL, NULL), SN_ERR_INVALID, "plan is NULL");
+    sn_tensor *t;
+    CHECK_ERR(sn_tensor_new(&t, SN_F32, &(sn_shape){.ndim = 9}), SN_ERR_SHAPE, "rank 9");
+}
+
+/* A plan runs N steps in one call, feeding each; buffers are reused (peak < sum of sizes). */
+typedef struct feed_ctx { sn_node x; int calls; } feed_ctx;
+static sn_status feed_step(void *ctx, sn_plan *p, int64_t step) {
+    feed_ctx *f = ctx;
+    float *x = sn_plan_buffer(p, f->x);
+    for (int i = 0; i < 4; i++) x[i] = (float)(step + 1);
+    f->calls++;
+    return SN_OK;
+}
+
+static void test_multi_step_and_reuse(void) {
+    sn_graph *g = sn_graph_new();
+    sn_shape s4 = sn_shape_make(1, (int64_t)4), s0 = {.ndim = 0};
+    sn_node x = sn_input(g, "x", SN_F32, &s4);
+    sn_node acc = sn_variable(g, "acc", SN_F32, &s0, false);
+    /* A chain of elementwise ops: without reuse every value needs its own buffer. */
+    sn_node y = x;
+    for (int i = 0; i < 10; i++) y = sn_relu(g, sn_add(g, y, y));
+    sn_node upd = sn_assign_add(g, acc, sn_reduce_sum(g, x, 0, NULL, false));
+    CHECK_OK(sn_graph_status(g));
+    sn_plan *p = NULL;
+    sn_node targets[] = {y, upd};
+    CHECK_OK(sn_plan_new(&p, g, 2, targets, NULL));
+    if (!p) return;
+    feed_ctx f = {x, 0};
+    CHECK_OK(sn_plan_run(p, 5, feed_step, &f));
+    CHECK(f.calls == 5, "feed called %d times", f.calls);
+    float *a = sn_variable_data(g, acc);
+    /* steps feed 1..5, each sums 4 elements: 4 * 15 = 60 */
+    CHECK(a[0] == 60.0f, "accumulated %g, expected 60", a[0]);
+    const float *yv = sn_plan_buffer(p, y);
+    CHECK(yv[0] == 5.0f * 1024.0f, "y = %g", yv[0]);
+    CHECK(sn_plan_step(p) == 5, "step %lld", (long long)sn_plan_step(p));
+    /* 21 values of 16 bytes (64 after alignment): reuse keeps a handful alive. */
+    CHECK(sn_plan_peak_bytes(p) <= 6 * 64, "peak %zu bytes", sn_plan_peak_bytes(p));
+    sn_plan_opts o = sn_plan_opts_defaults();
+    o.reuse_buffers = false;
+    sn_plan *q = NULL;
+    CHECK_OK(sn_plan_new(&q, g, 2, targets, &o));
+    if (q) CHECK(sn_plan_peak_bytes(q) > sn_plan_peak_bytes(p), "no-reuse peak %zu <= %zu",
+                 sn_plan_peak_bytes(q), sn_plan_peak_bytes(p));
+    sn_plan_free(q);
+    CHECK(sn_plan_buffer(p, 9999) == NULL, "bogus node has a buffer");
+    CHECK_ERR(sn_plan_set_input(p, x, yv, 3), SN_ERR_SHAPE, "takes 16 bytes, got 3");
+    sn_plan_free(p);
+    sn_graph_free(g);
+}
+
+static void test_devices(void) {
+    int idx = -1;
+    CHECK_OK(sn_device_find("cpu:0", &idx));
+    CHECK(idx == 0, "idx %d", idx);
+    sn_device_info d;
+    CHECK_OK(sn_device_get(0, &d));
+    CHECK(!strcmp(d.name, "/job:localhost/replica:0/task:0/device:CPU:0"), "name %s", d.name);
+    CHECK_ERR(sn_device_get(5, &d), SN_ERR_INVALID, "outside");
+}
+
+int main(void) {
+    test_registry_complete();
+    test_eager_matmul();
+    test_shape_errors();
+    test_multi_step_and_reuse();
+    test_devices();
+    return sn_test_finish("test_graph");
+}
