@@ -1,0 +1,213 @@
+/* sinter — Keras-style models: layers, Sequential, compile, fit, evaluate, predict.
+ *
+ *     sn_model *m = sn_sequential_new("small_cnn");
+ *     sn_model_add(m, sn_layer_conv2d(32, 3, 3, SN_ACT_RELU));
+ *     sn_model_add(m, sn_layer_max_pool2d(2, 2));
+ *     sn_model_add(m, sn_layer_flatten());
+ *     sn_model_add(m, sn_layer_dense(10, SN_ACT_NONE));
+ *     sn_model_build(m, &(sn_shape){.ndim = 3, .dim = {28, 28, 1}}, seed);
+ *     sn_compile_opts c = sn_compile_defaults();        // Adam, sparse CCE from logits
+ *     c.steps_per_execution = 50;
+ *     sn_model_compile(m, &c);
+ *     sn_fit_opts f = sn_fit_defaults();
+ *     f.epochs = 3; f.validation = test_ds;
+ *     sn_history *h; sn_model_fit(m, train_ds, &f, &h);
+ *
+ * Datasets are those of sinter/data.h, already batched, yielding (x f32 [B, ...], y int32 [B])
+ * for sparse losses (y f32 [B, classes] for categorical, f32 [B, ...] for MSE / binary).
+ * The model owns its layers, its graph (variables in one buffer) and its plans. */
+#ifndef SINTER_NN_H
+#define SINTER_NN_H
+
+#include <stdio.h>
+
+#include "sinter/data.h"
+#include "sinter/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum sn_activation {
+    SN_ACT_NONE = 0, /* "linear" */
+    SN_ACT_RELU,
+    SN_ACT_SIGMOID,
+    SN_ACT_TANH,
+    SN_ACT_SOFTMAX,
+} sn_activation;
+
+/* ---- layers (Keras names, arguments and defaults) -------------------------------------- */
+typedef struct sn_layer sn_layer;
+
+/* Each constructor returns a new layer (NULL with sn_last_error() set on a bad argument or out
+ * of memory). sn_model_add takes ownership. `name` may be NULL: Keras-style automatic names
+ * ("dense", "dense_1", ...) are given at sn_model_add. */
+sn_layer *sn_layer_dense(int64_t units, sn_activation act);
+typedef struct sn_conv2d_layer_opts {
+    int64_t filters;
+    int kernel_h, kernel_w;
+    int stride_h, stride_w; /* default 1 */
+    sn_padding padding;     /* default valid */
+    sn_activation activation;
+    bool use_bias;          /* default true */
+} sn_conv2d_layer_opts;
+sn_conv2d_layer_opts sn_conv2d_layer_defaults(int64_t filters, int kernel_h, int kernel_w);
+sn_layer *sn_layer_conv2d(int64_t filters, int kernel_h, int kernel_w, sn_activation act);
+sn_layer *sn_layer_conv2d_ex(const sn_conv2d_layer_opts *o);
+/* pool size; strides default to the pool size; padding valid (use the _ex forms for more) */
+sn_layer *sn_layer_max_pool2d(int pool_h, int pool_w);
+sn_layer *sn_layer_max_pool2d_ex(const sn_pool2d_opts *o);
+sn_layer *sn_layer_avg_pool2d(int pool_h, int pool_w);
+sn_layer *sn_layer_avg_pool2d_ex(const sn_pool2d_opts *o);
+sn_layer *sn_layer_flatten(void);
+sn_layer *sn_layer_dropout(double rate);
+/* momentum 0.99, epsilon 1e-3, over the last axis (Keras defaults) */
+sn_layer *sn_layer_batch_norm(void);
+sn_layer *sn_layer_activation(sn_activation act);
+/* Sets a layer's name before it is added (copied). */
+sn_status sn_layer_set_name(sn_layer *l, const char *name);
+
+/* ---- the Sequential model -------------------------------------------------------------- */
+typedef struct sn_model sn_model;
+
+sn_model *sn_sequential_new(const char *name);
+void sn_model_free(sn_model *m);
+/* Appends a layer; the model owns it from here on, also when this fails. */
+sn_status sn_model_add(sn_model *m, sn_layer *layer);
+/* Creates the variables for inputs of `input_shape` (without the batch dimension) and
+ * initialises them as Keras does (glorot_uniform kernels, zero biases, BN gamma 1 and
+ * moving variance 1) from `seed`. */
+sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed);
+/* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
+sn_status sn_model_summary(const sn_model *m, FILE *out);
+int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
+sn_graph *sn_model_graph(sn_model *m);
+int sn_model_layer_count(const sn_model *m);
+/* Layer i's name, Keras class name, output shape (without the batch) and variables. */
+const char *sn_model_layer_name(const sn_model *m, int i);
+const char *sn_model_layer_class(const sn_model *m, int i);
+sn_shape sn_model_layer_output_shape(const sn_model *m, int i);
+int sn_model_layer_variables(const sn_model *m, int i, sn_node *vars, int cap);
+
+/* ---- compile ---------------------------------------------------------------------------- */
+typedef enum sn_optimizer_type { SN_SGD = 0, SN_ADAM, SN_ADAMW, SN_RMSPROP } sn_optimizer_type;
+typedef struct sn_optimizer_opts {
+    sn_optimizer_type type;
+    double learning_rate;
+    double beta_1, beta_2, epsilon; /* Adam, AdamW; epsilon also RMSprop */
+    double weight_decay;            /* AdamW */
+    double momentum;                /* SGD, RMSprop */
+    double rho;                     /* RMSprop */
+    bool nesterov;                  /* SGD */
+} sn_optimizer_opts;
+/* Keras's defaults for each optimizer (SGD lr 0.01; Adam lr 1e-3, 0.9, 0.999, 1e-7; AdamW
+ * also weight_decay 0.004; RMSprop lr 1e-3, rho 0.9, epsilon 1e-7). */
+sn_optimizer_opts sn_optimizer_defaults(sn_optimizer_type type);
+/* "sgd", "adam", "adamw", "rmsprop" -> defaults; SN_ERR_INVALID naming the accepted names. */
+sn_status sn_optimizer_from_name(const char *name, sn_optimizer_opts *out);
+
+typedef enum sn_loss_type {
+    SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0,
+    SN_LOSS_CATEGORICAL_CROSSENTROPY,
+    SN_LOSS_BINARY_CROSSENTROPY,
+    SN_LOSS_MEAN_SQUARED_ERROR,
+} sn_loss_type;
+
+typedef enum sn_metric_type {
+    SN_METRIC_SPARSE_CATEGORICAL_ACCURACY = 0,
+    SN_METRIC_ACCURACY, /* resolved by the loss, as Keras's "accuracy" */
+} sn_metric_type;
+
+#define SN_MAX_METRICS 4
+typedef struct sn_compile_opts {
+    sn_optimizer_opts optimizer;
+    sn_loss_type loss;
+    bool from_logits;           /* default true */
+    int n_metrics;
+    sn_metric_type metrics[SN_MAX_METRICS];
+    int steps_per_execution;    /* default 1 */
+} sn_compile_opts;
+/* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
+sn_compile_opts sn_compile_defaults(void);
+sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o);
+
+/* ---- fit / evaluate / predict ----------------------------------------------------------- */
+typedef struct sn_history sn_history;
+
+/* What a callback sees at the end of each epoch and batch (logs like Keras's). */
+typedef struct sn_logs {
+    int epoch;                 /* 0-based */
+    int64_t step;              /* steps done in this epoch */
+    int64_t steps;             /* steps in the epoch, -1 when unknown */
+    int n;                     /* entries below */
+    const char *names[2 * (SN_MAX_METRICS + 1)]; /* "loss", "sparse_categorical_accuracy", "val_loss", ... */
+    double values[2 * (SN_MAX_METRICS + 1)];
+    double seconds;            /* since the epoch began */
+} sn_logs;
+
+typedef struct sn_callback {
+    void *user;
+    /* Any of these may be NULL. Returning a non-SN_OK status stops training with it;
+     * setting *stop = true stops it cleanly after this epoch/batch. */
+    sn_status (*on_epoch_begin)(void *user, int epoch, int epochs);
+    sn_status (*on_batch_end)(void *user, const sn_logs *logs, bool *stop);
+    sn_status (*on_epoch_end)(void *user, const sn_logs *logs, bool *stop);
+    void (*on_train_end)(void *user);
+} sn_callback;
+
+/* Built-in callbacks; each returns a callback the caller frees with sn_callback_free. */
+/* Keras's progress bar: redrawn in place with an ETA on a terminal, one line per epoch
+ * otherwise. */
+sn_callback *sn_callback_progress_bar(FILE *out, int verbose);
+/* Appends "epoch,loss,...,val_..." rows to a CSV file (header first). */
+sn_callback *sn_callback_csv_logger(const char *path);
+/* Stops when `monitor` ("val_loss" by default) has not improved by min_delta for patience
+ * epochs. */
+sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, int patience);
+/* Stops with SN_ERR_NUMERIC naming the epoch and step when the loss becomes NaN or Inf. */
+sn_callback *sn_callback_terminate_on_nan(void);
+void sn_callback_free(sn_callback *cb);
+
+typedef struct sn_fit_opts {
+    int epochs;                 /* default 1 */
+    int initial_epoch;          /* default 0 */
+    int64_t steps_per_epoch;    /* 0 = one pass over the dataset */
+    sn_dataset *validation;     /* optional, batched; evaluated after each epoch */
+    int64_t validation_steps;   /* 0 = one pass */
+    int n_callbacks;
+    sn_callback **callbacks;
+} sn_fit_opts;
+sn_fit_opts sn_fit_defaults(void);
+
+/* Trains; *history (optional) receives per-epoch logs, freed with sn_history_free. The loop
+ * runs steps_per_execution steps per plan call; batch callbacks run between executions. */
+sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history);
+/* Mean loss and metrics over `steps` batches (0 = the whole dataset). values[0] is the loss,
+ * then each metric in compile order; n_values receives how many were written. */
+sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
+                            int *n_values);
+/* Predicts one batch x [B, ...] f32 -> *out [B, classes] (probabilities when the model ends in
+ * logits and the loss is from_logits: softmax applied, as Keras's predict on a softmax model).
+ * The caller frees *out. */
+sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out);
+
+int sn_history_epochs(const sn_history *h);
+/* The value of `name` ("loss", "val_sparse_categorical_accuracy", ...) after epoch i; NaN when
+ * absent. */
+double sn_history_get(const sn_history *h, const char *name, int epoch);
+void sn_history_free(sn_history *h);
+
+/* ---- weights ----------------------------------------------------------------------------- */
+/* Keras 3 ".weights.h5" (saving), Keras 3 or legacy Keras 2 ".h5" (loading). */
+sn_status sn_model_save_weights(sn_model *m, const char *path);
+sn_status sn_model_load_weights(sn_model *m, const char *path);
+
+/* ---- presets ------------------------------------------------------------------------------ */
+/* "tpu_guide_cnn", "small_cnn", "mlp": new unbuilt Sequential models. SN_ERR_NOT_FOUND names
+ * the accepted presets. */
+sn_status sn_model_preset(const char *name, sn_model **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

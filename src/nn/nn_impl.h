@@ -1,0 +1,72 @@
+/* Internal to src/nn/: the layer vtable and the model's fields, shared by the model-building
+ * half (layers.c, model.c, presets.c, weights glue) and the training half (compile.c, fit.c,
+ * optimizer.c, losses.c, callbacks.c). Depends on graph and data. */
+#ifndef SN_NN_IMPL_H
+#define SN_NN_IMPL_H
+
+#include "graph/graph_impl.h"
+#include "sinter/nn.h"
+
+#define SN_LAYER_MAX_VARS 4
+
+/* Side-effect nodes a forward pass in training mode adds (BatchNormalization's moving
+ * averages); the training plan runs them with the optimizer updates. */
+typedef struct sn_updates {
+    int n, cap;
+    sn_node *nodes;
+} sn_updates;
+
+typedef struct sn_layer_vtable {
+    const char *class_name; /* Keras class name: "Dense", "Conv2D", ... */
+    const char *base_name;  /* automatic names: "dense", "conv2d", ... */
+    /* Creates the layer's variables for an input of in_shape (without batch), initialised from
+     * rng, and sets l->out_shape. */
+    sn_status (*build)(sn_layer *l, sn_graph *g, const sn_shape *in_shape, sn_rng *rng);
+    /* Adds the layer's nodes for a batch x [B, in_shape...]; training selects dropout and
+     * batch statistics; updates collects side effects (may be NULL when !training). */
+    sn_node (*forward)(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *updates);
+    void (*destroy)(sn_layer *l); /* optional: free per-layer extras */
+} sn_layer_vtable;
+
+struct sn_layer {
+    const sn_layer_vtable *vt;
+    char *name;
+    sn_shape in_shape, out_shape; /* without batch, set at build */
+    int n_vars;
+    sn_node vars[SN_LAYER_MAX_VARS];   /* in Keras order: kernel, bias / gamma, beta, mean, var */
+    const char *var_names[SN_LAYER_MAX_VARS];
+    /* options (each layer uses its own) */
+    sn_activation act;
+    int64_t units;
+    sn_conv2d_layer_opts conv;
+    sn_pool2d_opts pool;
+    double rate, momentum, epsilon;
+    uint64_t seed; /* dropout */
+};
+
+sn_status sn_updates_push(sn_updates *u, sn_node n);
+void sn_updates_free(sn_updates *u);
+
+/* Adds `act` on x (identity for SN_ACT_NONE). */
+sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act);
+
+typedef struct sn_train_state sn_train_state; /* compile/fit's own (compile.c) */
+
+struct sn_model {
+    char *name;
+    sn_graph *g;
+    sn_layer **layers;
+    int n_layers, cap_layers;
+    sn_shape input_shape; /* without batch */
+    bool built;
+    uint64_t seed;
+    sn_train_state *train; /* NULL until compile */
+};
+
+/* Forward pass of all layers for a batch input node x [B, input_shape...]. */
+sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *updates,
+                           sn_node *out);
+/* Frees the training state (compile.c). */
+void sn_train_state_free(sn_train_state *t);
+
+#endif
