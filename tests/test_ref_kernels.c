@@ -528,6 +528,78 @@ static double dot(const double *a, const double *b, int64_t n) {
     return s;
 }
 
+/* Forward and both backward convolutions on generated data against one scatter loop:
+ * y[n,oy,ox,f] += x[n,iy,ix,c] w[ky,kx,c,f], dx[...] += dy w, dw[...] += x dy. */
+static void conv_case(int N, int H, int W, int C, int KH, int KW, int F, int sh, int sw, int pt,
+                      int pl, int OH, int OW, bool hand) {
+    int nx = N * H * W * C, nw = KH * KW * C * F, ny = N * OH * OW * F;
+    double *X = calloc((size_t)nx, 8), *Wt = calloc((size_t)nw, 8), *DY = calloc((size_t)ny, 8);
+    double *Y = calloc((size_t)ny, 8), *DX = calloc((size_t)nx, 8), *DW = calloc((size_t)nw, 8);
+    double *y0 = calloc((size_t)ny, 8), *dx0 = calloc((size_t)nx, 8), *dw0 = calloc((size_t)nw, 8);
+    if (!X || !Wt || !DY || !Y || !DX || !DW || !y0 || !dx0 || !dw0) abort();
+    for (int i = 0; i < nx; i++) X[i] = sin(0.7 * i + 0.1);
+    for (int i = 0; i < nw; i++) Wt[i] = cos(1.3 * i);
+    for (int i = 0; i < ny; i++) DY[i] = sin(2.1 * i + 0.5);
+    for (int n = 0; n < N; n++)
+        for (int oy = 0; oy < OH; oy++)
+            for (int ox = 0; ox < OW; ox++)
+                for (int ky = 0; ky < KH; ky++)
+                    for (int kx = 0; kx < KW; kx++) {
+                        int iy = oy * sh + ky - pt, ix = ox * sw + kx - pl;
+                        if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                        for (int c = 0; c < C; c++)
+                            for (int f = 0; f < F; f++) {
+                                int xi = ((n * H + iy) * W + ix) * C + c;
+                                int wi = ((ky * KW + kx) * C + c) * F + f;
+                                int yi = ((n * OH + oy) * OW + ox) * F + f;
+                                y0[yi] += X[xi] * Wt[wi];
+                                dx0[xi] += DY[yi] * Wt[wi];
+                                dw0[wi] += X[xi] * DY[yi];
+                            }
+                    }
+    sn_attrs ca = {0};
+    ca.conv.stride_h = sh;
+    ca.conv.stride_w = sw;
+    ca.conv.pad_top = pt;
+    ca.conv.pad_left = pl;
+    ca.conv.x_shape = S4(N, H, W, C);
+    ca.conv.w_shape = S4(KH, KW, C, F);
+    tcall t;
+    tc_init(&t, SN_OP_CONV2D, SN_F64, S4(N, OH, OW, F));
+    t.node.attr = ca;
+    tc_in(&t, SN_F64, S4(N, H, W, C), X);
+    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
+    tc_ok(&t, Y, "conv2d");
+    check("conv2d vs scatter loop", Y, y0, ny, 1e-13);
+    if (hand) {
+        /* Image 1, (oy, ox) = (2, 1), filter 2 of the 2x(5x6x2) * (3x2x2x3) stride-2 case:
+         * rows 3, 4 (row 5 is padding), columns 2, 3. */
+        double y1 = 0;
+        for (int ky = 0; ky < 2; ky++)
+            for (int kx = 0; kx < 2; kx++)
+                for (int ci = 0; ci < 2; ci++)
+                    y1 += X[((1 * 5 + 3 + ky) * 6 + 2 + kx) * 2 + ci] * Wt[((ky * 2 + kx) * 2 + ci) * 3 + 2];
+        check("conv2d strided one output", &Y[((1 * 3 + 2) * 3 + 1) * 3 + 2], &y1, 1, 1e-14);
+    }
+    tc_init(&t, SN_OP_CONV2D_BWD_DATA, SN_F64, S4(N, H, W, C));
+    t.node.attr = ca;
+    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
+    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
+    tc_ok(&t, DX, "conv2d_bwd_data");
+    check("conv2d_bwd_data vs scatter loop", DX, dx0, nx, 1e-13);
+    tc_init(&t, SN_OP_CONV2D_BWD_FILTER, SN_F64, S4(KH, KW, C, F));
+    t.node.attr = ca;
+    tc_in(&t, SN_F64, S4(N, H, W, C), X);
+    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
+    tc_ok(&t, DW, "conv2d_bwd_filter");
+    check("conv2d_bwd_filter vs scatter loop", DW, dw0, nw, 1e-13);
+    /* And the adjoint identity <conv(x, w), dy> = <x, dx> = <w, dw>. */
+    double lhs = dot(Y, DY, ny), via_dx = dot(X, DX, nx), via_dw = dot(Wt, DW, nw);
+    check("conv2d_bwd_data adjoint", &via_dx, &lhs, 1, 1e-12);
+    check("conv2d_bwd_filter adjoint", &via_dw, &lhs, 1, 1e-12);
+    free(X), free(Wt), free(DY), free(Y), free(DX), free(DW), free(y0), free(dx0), free(dw0);
+}
+
 static void test_conv(void) {
     tcall t;
     /* 1 image, 3x3, 1 channel (1..9); 2x2 kernel [[1,2],[3,4]], valid, stride 1. */
@@ -550,51 +622,10 @@ static void test_conv(void) {
     tc_ok(&t, out, "conv2d same");
     check("conv2d 3x3 ones same", out, (double[]){12, 21, 16, 27, 45, 33, 24, 39, 28}, 9, 0);
 
-    /* Backward ops are the adjoints of the forward map: for any dy,
-     * <conv(x, w), dy> = <x, bwd_data(dy, w)> = <w, bwd_filter(x, dy)>.
-     * Checked on a case with stride 2, padding, 2 channels, 3 filters, 2 images. */
-    enum { N = 2, H = 5, W = 6, C = 2, KH = 3, KW = 2, F = 3, OH = 3, OW = 3 };
-    static double X[N * H * W * C], Wt[KH * KW * C * F], DY[N * OH * OW * F];
-    static double Y[N * OH * OW * F], DX[N * H * W * C], DW[KH * KW * C * F];
-    for (int i = 0; i < N * H * W * C; i++) X[i] = sin(0.7 * i + 0.1);
-    for (int i = 0; i < KH * KW * C * F; i++) Wt[i] = cos(1.3 * i);
-    for (int i = 0; i < N * OH * OW * F; i++) DY[i] = sin(2.1 * i + 0.5);
-    sn_attrs ca = {0};
-    ca.conv.stride_h = ca.conv.stride_w = 2;
-    ca.conv.pad_top = 1;
-    ca.conv.pad_left = 0;
-    ca.conv.x_shape = S4(N, H, W, C);
-    ca.conv.w_shape = S4(KH, KW, C, F);
-    tc_init(&t, SN_OP_CONV2D, SN_F64, S4(N, OH, OW, F));
-    t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, H, W, C), X);
-    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
-    tc_ok(&t, Y, "conv2d strided");
-    /* One output by hand: image 1, (oy, ox) = (2, 1), filter 2 reads rows 3..5 (5 is padding)
-     * and columns 2..3. */
-    double y1 = 0;
-    for (int ky = 0; ky < KH; ky++)
-        for (int kx = 0; kx < KW; kx++) {
-            int iy = 2 * 2 + ky - 1, ix = 1 * 2 + kx;
-            if (iy >= H) continue;
-            for (int ci = 0; ci < C; ci++)
-                y1 += X[((1 * H + iy) * W + ix) * C + ci] * Wt[((ky * KW + kx) * C + ci) * F + 2];
-        }
-    check("conv2d strided one output", &Y[((1 * OH + 2) * OW + 1) * F + 2], &y1, 1, 1e-14);
-    tc_init(&t, SN_OP_CONV2D_BWD_DATA, SN_F64, S4(N, H, W, C));
-    t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
-    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
-    tc_ok(&t, DX, "conv2d_bwd_data");
-    tc_init(&t, SN_OP_CONV2D_BWD_FILTER, SN_F64, S4(KH, KW, C, F));
-    t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, H, W, C), X);
-    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
-    tc_ok(&t, DW, "conv2d_bwd_filter");
-    double lhs = dot(Y, DY, N * OH * OW * F);
-    double via_dx = dot(X, DX, N * H * W * C), via_dw = dot(Wt, DW, KH * KW * C * F);
-    check("conv2d_bwd_data adjoint", &via_dx, &lhs, 1, 1e-12);
-    check("conv2d_bwd_filter adjoint", &via_dw, &lhs, 1, 1e-12);
+    /* Hand-checked output on a strided, padded case, then both cases against a direct
+     * scatter loop written here (the kernels gather instead). */
+    conv_case(2, 5, 6, 2, 3, 2, 3, 2, 2, 1, 0, 3, 3, true);
+    conv_case(4, 12, 12, 3, 3, 3, 8, 1, 1, 1, 1, 12, 12, false); /* threaded path */
 }
 
 static void test_pool(void) {

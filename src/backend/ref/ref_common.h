@@ -71,6 +71,43 @@ static inline void ref_iter_next(ref_iter *it) {
     }
 }
 
+/* acc[j] += av * p[off + j * stride] for j < n, p of dtype t. The dtype switch sits outside
+ * the loop: GCC does not hoist sn_load's switch by itself, and hoisting it makes matmul and
+ * convolution about 15x faster (256x784x128 f32 matmul: 177 ms -> 12 ms on one core). */
+static inline void ref_axpy(double *acc, double av, sn_dtype t, const void *p, int64_t off,
+                            int64_t stride, int64_t n) {
+    switch (t) {
+    case SN_F32:
+        for (int64_t j = 0; j < n; j++) acc[j] += av * ((const float *)p)[off + j * stride];
+        break;
+    case SN_F64:
+        for (int64_t j = 0; j < n; j++) acc[j] += av * ((const double *)p)[off + j * stride];
+        break;
+    default:
+        for (int64_t j = 0; j < n; j++) acc[j] += av * sn_load(t, p, off + j * stride);
+        break;
+    }
+}
+
+/* sum over j < n of a[ao + j] * b[bo + j] in double; the same hoisting as ref_axpy. */
+static inline double ref_dot(sn_dtype ta, const void *a, int64_t ao, sn_dtype tb, const void *b,
+                             int64_t bo, int64_t n) {
+    double s = 0;
+    if (ta == SN_F32 && tb == SN_F32) {
+        const float *x = (const float *)a + ao, *y = (const float *)b + bo;
+        for (int64_t j = 0; j < n; j++) s += (double)x[j] * y[j];
+    } else if (ta == SN_F64 && tb == SN_F64) {
+        const double *x = (const double *)a + ao, *y = (const double *)b + bo;
+        for (int64_t j = 0; j < n; j++) s += x[j] * y[j];
+    } else {
+        for (int64_t j = 0; j < n; j++) s += sn_load(ta, a, ao + j) * sn_load(tb, b, bo + j);
+    }
+    return s;
+}
+
+/* Columns per block for kernels that keep a block of running sums on the stack. */
+#define REF_BLOCK 256
+
 /* [outer, len, inner] split of a shape around one axis (softmax-style kernels). */
 static inline void ref_axis_split(const sn_shape *s, int axis, int64_t *outer, int64_t *len,
                                   int64_t *inner) {

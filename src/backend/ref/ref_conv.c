@@ -34,13 +34,15 @@ static void conv_fwd_rows(void *arg, int ith, int nth) {
     const conv_ctx *k = arg;
     const geom *g = &k->g;
     sn_dtype to = k->c->node->dtype;
+    double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(g->n * g->oh, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         int64_t ni = r / g->oh, oy = r % g->oh;
         for (int64_t ox = 0; ox < g->ow; ox++)
-            for (int64_t fi = 0; fi < g->f; fi++) {
-                double acc = 0;
+            for (int64_t f0 = 0; f0 < g->f; f0 += REF_BLOCK) {
+                int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
+                for (int64_t j = 0; j < fb; j++) acc[j] = 0;
                 for (int64_t ky = 0; ky < g->kh; ky++) {
                     int64_t iy = oy * g->sh + ky - g->pt;
                     if (iy < 0 || iy >= g->h) continue;
@@ -48,12 +50,14 @@ static void conv_fwd_rows(void *arg, int ith, int nth) {
                         int64_t ix = ox * g->sw + kx - g->pl;
                         if (ix < 0 || ix >= g->w) continue;
                         int64_t xb = ((ni * g->h + iy) * g->w + ix) * g->c;
-                        int64_t wb = (ky * g->kw + kx) * g->c * g->f + fi;
+                        int64_t wb = (ky * g->kw + kx) * g->c * g->f + f0;
                         for (int64_t ci = 0; ci < g->c; ci++)
-                            acc += sn_load(k->tx, k->x, xb + ci) * sn_load(k->tw, k->w, wb + ci * g->f);
+                            ref_axpy(acc, sn_load(k->tx, k->x, xb + ci), k->tw, k->w,
+                                     wb + ci * g->f, 1, fb);
                     }
                 }
-                sn_store(to, k->c->out, (r * g->ow + ox) * g->f + fi, acc);
+                for (int64_t j = 0; j < fb; j++)
+                    sn_store(to, k->c->out, (r * g->ow + ox) * g->f + f0 + j, acc[j]);
             }
     }
 }
@@ -101,8 +105,7 @@ static void conv_bwd_data_rows(void *arg, int ith, int nth) {
                         if (ox >= g->ow) continue;
                         int64_t db = ((ni * g->oh + oy) * g->ow + ox) * g->f;
                         int64_t wb = ((ky * g->kw + kx) * g->c + ci) * g->f;
-                        for (int64_t fi = 0; fi < g->f; fi++)
-                            acc += sn_load(k->tdy, k->dy, db + fi) * sn_load(k->tw, k->w, wb + fi);
+                        acc += ref_dot(k->tdy, k->dy, db, k->tw, k->w, wb, g->f);
                     }
                 }
                 sn_store(to, k->c->out, (r * g->w + ix) * g->c + ci, acc);
@@ -124,12 +127,14 @@ static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
     const conv_ctx *k = arg;
     const geom *g = &k->g;
     sn_dtype to = k->c->node->dtype;
+    double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(g->kh * g->kw * g->c, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) { /* r = (ky * KW + kx) * C + ci */
         int64_t ci = r % g->c, ky = r / (g->kw * g->c), kx = (r / g->c) % g->kw;
-        for (int64_t fi = 0; fi < g->f; fi++) {
-            double acc = 0;
+        for (int64_t f0 = 0; f0 < g->f; f0 += REF_BLOCK) {
+            int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
+            for (int64_t j = 0; j < fb; j++) acc[j] = 0;
             for (int64_t ni = 0; ni < g->n; ni++)
                 for (int64_t oy = 0; oy < g->oh; oy++) {
                     int64_t iy = oy * g->sh + ky - g->pt;
@@ -137,11 +142,12 @@ static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
                     for (int64_t ox = 0; ox < g->ow; ox++) {
                         int64_t ix = ox * g->sw + kx - g->pl;
                         if (ix < 0 || ix >= g->w) continue;
-                        acc += sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
-                               sn_load(k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + fi);
+                        double xv = sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci);
+                        ref_axpy(acc, xv, k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + f0,
+                                 1, fb);
                     }
                 }
-            sn_store(to, k->c->out, r * g->f + fi, acc);
+            for (int64_t j = 0; j < fb; j++) sn_store(to, k->c->out, r * g->f + f0 + j, acc[j]);
         }
     }
 }

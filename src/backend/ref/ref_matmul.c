@@ -10,21 +10,28 @@ typedef struct mm_ctx {
     int64_t rows;                    /* batch * m */
 } mm_ctx;
 
+/* The running sums of one block of an output row stay on the stack, and the k loop outside
+ * the column loop reads b's rows contiguously (when b is not transposed). Each output is
+ * still one sum over k in increasing order. */
 static void mm_rows(void *arg, int ith, int nth) {
     const mm_ctx *x = arg;
     const sn_kcall *c = x->c;
     sn_dtype ta = c->in_node[0]->dtype, tb = c->in_node[1]->dtype, to = c->node->dtype;
+    double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(x->rows, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         int64_t bi = r / x->m, mi = r % x->m;
         int64_t a0 = bi * x->a_batch + mi * x->a_sm, b0 = bi * x->b_batch;
-        for (int64_t ni = 0; ni < x->n; ni++) {
-            double acc = 0;
-            for (int64_t ki = 0; ki < x->k; ki++)
-                acc += sn_load(ta, c->in[0], a0 + ki * x->a_sk) *
-                       sn_load(tb, c->in[1], b0 + ki * x->b_sk + ni * x->b_sn);
-            sn_store(to, c->out, r * x->n + ni, acc);
+        for (int64_t n0 = 0; n0 < x->n; n0 += REF_BLOCK) {
+            int64_t nb = x->n - n0 < REF_BLOCK ? x->n - n0 : REF_BLOCK;
+            for (int64_t j = 0; j < nb; j++) acc[j] = 0;
+            for (int64_t ki = 0; ki < x->k; ki++) {
+                double av = sn_load(ta, c->in[0], a0 + ki * x->a_sk);
+                int64_t bk = b0 + ki * x->b_sk + n0 * x->b_sn;
+                ref_axpy(acc, av, tb, c->in[1], bk, x->b_sn, nb);
+            }
+            for (int64_t j = 0; j < nb; j++) sn_store(to, c->out, r * x->n + n0 + j, acc[j]);
         }
     }
 }
