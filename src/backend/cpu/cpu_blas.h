@@ -10,8 +10,10 @@
 /* MATMUL by "openblas" (cblas_sgemm) or "dnnl" (oneDNN matmul); NULL when not built. */
 const sn_kernel *sn_cpu_matmul_impl(const char *impl);
 
-/* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution) or "openblas"
- * (im2col + sgemm); NULL when not built or for another op. */
+/* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution, weights layout
+ * chosen by channel count), "dnnl_blocked" / "dnnl_plain" (oneDNN with its own blocked
+ * weights layout / with plain HWIO weights, for measurements) or "openblas" (im2col + sgemm);
+ * NULL when not built or for another op. */
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
 
 /* The im2col + sgemm convolution (cpu_conv_gemm.c): one kernel for the three conv ops. */

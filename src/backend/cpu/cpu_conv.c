@@ -195,7 +195,19 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     return SN_OK;
 }
 
+/* The layout of the weights oneDNN computes with. Blocked (oneDNN's choice) wins by 1.8-8x
+ * on wide layers (C >= 16); with few input channels its blocked backward-data kernel pads C
+ * up to a block of 16 and loses to the GEMM-based kernel it runs on plain HWIO weights, and
+ * its forward does not gain either (docs/kernels.md, "sweep" and "conv1"). */
+enum { CONV_PLAIN_BELOW_C = 16 };
+
 static sn_status conv_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_conv_geom g;
+    SN_ASSERT(sn_conv_geom_of(c, &g));
+    bool plain = g.c < CONV_PLAIN_BELOW_C && c->node->op != SN_OP_CONV2D_BWD_FILTER;
+    return conv_prepare_impl(c, scratch_bytes, plain);
+}
+static sn_status conv_prepare_blocked(sn_kcall *c, size_t *scratch_bytes) {
     return conv_prepare_impl(c, scratch_bytes, false);
 }
 static sn_status conv_prepare_plain(sn_kcall *c, size_t *scratch_bytes) {
@@ -263,6 +275,7 @@ static bool conv_supports(const sn_kcall *c) {
                                    .run = conv_run,                                            \
                                    .release = conv_release}
 CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare);
+CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain);
 #endif /* SN_HAVE_DNNL */
 
@@ -272,6 +285,7 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (strcmp(impl, "openblas") == 0) return sn_cpu_conv_gemm_kernel();
 #ifdef SN_HAVE_DNNL
     if (strcmp(impl, "dnnl") == 0) return &k_conv_dnnl;
+    if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
     if (strcmp(impl, "dnnl_plain") == 0) return &k_conv_dnnl_plain;
 #endif
     return NULL;

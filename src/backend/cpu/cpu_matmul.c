@@ -1,5 +1,5 @@
-/* MATMUL on the CPU: OpenBLAS sgemm (the default, see docs/kernels.md for the measurements)
- * and a oneDNN matmul kept as the measured alternative.
+/* MATMUL on the CPU: oneDNN matmul (the default where oneDNN is built, see docs/kernels.md
+ * for the measurements) and OpenBLAS sgemm (builds without oneDNN, empty dimensions).
  *
  * Semantics (as the reference kernel): a [..., M, K] ([..., K, M] if ta), b [..., K, N]
  * ([..., N, K] if tb) -> y [..., M, N]; the leading (batch) dimensions of a and b are equal,
@@ -166,10 +166,13 @@ static sn_status mm_dnnl_build(mm_dnnl *s, const mm_dims *d, size_t *scratch_byt
 static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     mm_dims d;
     SN_ASSERT(mm_dims_of(c, &d));
+    *scratch_bytes = 0;
+    c->state = NULL;
+    /* oneDNN rejects empty dimensions: those (trivial) products run on sgemm. */
+    if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch == 0) return SN_OK;
     mm_dnnl *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
-    *scratch_bytes = 0;
     sn_status st = mm_dnnl_build(s, &d, scratch_bytes);
     if (st != SN_OK) mm_dnnl_release(c);
     return st;
@@ -177,6 +180,7 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
 
 static sn_status mm_dnnl_run(sn_kcall *c) {
     mm_dnnl *s = c->state;
+    if (!s) return mm_blas_run(c);
     dnnl_stream_t stream;
     SN_TRY(sn_dnnl_stream(&stream));
     SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->a, (void *)c->in[0]));
@@ -193,15 +197,9 @@ static sn_status mm_dnnl_run(sn_kcall *c) {
     return SN_OK;
 }
 
-static bool mm_dnnl_supports(const sn_kcall *c) {
-    mm_dims d;
-    /* oneDNN wants non-empty dimensions. */
-    return mm_dims_of(c, &d) && d.m > 0 && d.n > 0 && d.k > 0 && d.batch > 0;
-}
-
 static const sn_kernel k_matmul_dnnl = {
     .impl = "dnnl",
-    .supports = mm_dnnl_supports,
+    .supports = mm_supports,
     .prepare = mm_dnnl_prepare,
     .run = mm_dnnl_run,
     .release = mm_dnnl_release,
@@ -217,6 +215,11 @@ const sn_kernel *sn_cpu_matmul_impl(const char *impl) {
 }
 
 void sn_cpu_register_matmul(sn_kernel_table *t) {
-    /* OpenBLAS: measured faster or equal on the seed CNN's dense shapes (docs/kernels.md). */
+    /* oneDNN: 1.1-2.5x OpenBLAS on the seed CNN's dense shapes even with OpenBLAS's AVX-512
+     * kernels, and 4x when OpenBLAS misdetects this CPU (docs/kernels.md). */
+#ifdef SN_HAVE_DNNL
+    t->k[SN_OP_MATMUL] = &k_matmul_dnnl;
+#else
     t->k[SN_OP_MATMUL] = &k_matmul_blas;
+#endif
 }

@@ -1,0 +1,292 @@
+/* The heavy CPU kernels (backend/cpu/: matmul, convolution, pooling) against the reference
+ * kernels (backend/ref/), every implementation of each op: the same random f32 inputs, each
+ * with its own output buffer, compared by max|fast - ref| / max|ref| <= 1e-4.
+ * Covers all four transpose combinations, batched and broadcast matmuls, stride 2, SAME
+ * padding with odd sizes (bottom padding larger than top), non-square kernels, 1x1, channel
+ * counts that are not a multiple of the vector blocks, max-pool ties (first maximum wins)
+ * and the seed CNN's shapes scaled down. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_blas.h"
+#include "backend/kernel.h"
+
+static int n_pass, n_fail;
+static sn_rng rng;
+
+typedef struct tcase {
+    sn_node_t node, in_node[2];
+    sn_kcall call;
+    float *in[2];
+} tcase;
+
+static void init_case(tcase *t, sn_op op, const sn_attrs *attr, int n_in, const sn_shape *in,
+                      const sn_shape *out, bool ties) {
+    memset(t, 0, sizeof *t);
+    t->node.op = op;
+    t->node.dtype = SN_F32;
+    t->node.shape = *out;
+    t->node.n_in = n_in;
+    t->node.attr = *attr;
+    t->call.node = &t->node;
+    t->call.n_in = n_in;
+    for (int i = 0; i < n_in; i++) {
+        t->in_node[i].dtype = SN_F32;
+        t->in_node[i].shape = in[i];
+        t->call.in_node[i] = &t->in_node[i];
+        int64_t n = sn_shape_numel(&in[i]);
+        t->in[i] = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
+        SN_ASSERT(t->in[i]);
+        for (int64_t k = 0; k < n; k++)
+            /* ties: x drawn from 3 values so most pooling windows hold repeated maxima */
+            t->in[i][k] = ties && i == 0 ? (float)sn_rng_below(&rng, 3)
+                                         : (float)sn_rng_normal(&rng);
+        t->call.in[i] = t->in[i];
+    }
+}
+
+static void free_case(tcase *t) {
+    for (int i = 0; i < 2; i++) sn_free_aligned(t->in[i]);
+}
+
+/* Runs kernel k on t into a fresh output (prepare/run/release, scratch sized by prepare). */
+static sn_status run_kernel(tcase *t, const sn_kernel *k, float **out) {
+    int64_t n = sn_shape_numel(&t->node.shape);
+    *out = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
+    SN_ASSERT(*out);
+    /* Garbage in the output: a kernel must write every element itself. */
+    for (int64_t i = 0; i < n; i++) (*out)[i] = NAN;
+    sn_kcall c = t->call;
+    c.out = *out;
+    size_t scratch = 0;
+    if (k->prepare) SN_TRY(k->prepare(&c, &scratch));
+    c.scratch = scratch ? sn_malloc_aligned(scratch) : NULL;
+    c.scratch_bytes = scratch;
+    if (scratch) memset(c.scratch, 0xff, scratch); /* NaN patterns: scratch is not zeroed */
+    sn_status st = k->run(&c);
+    if (st == SN_OK) st = k->run(&c); /* a second run of the same prepared state */
+    if (k->release) k->release(&c);
+    sn_free_aligned(c.scratch);
+    return st;
+}
+
+static void check(const char *name, sn_op op, const sn_attrs *attr, int n_in, const sn_shape *in,
+                  sn_shape out, const sn_kernel *fast, bool ties) {
+    tcase t;
+    init_case(&t, op, attr, n_in, in, &out, ties);
+    if (!fast || (fast->supports && !fast->supports(&t.call))) {
+        printf("FAIL %-34s %-10s does not support the call\n", name, fast ? fast->impl : "-");
+        n_fail++;
+        free_case(&t);
+        return;
+    }
+    const sn_kernel *ref = sn_ref_kernels()->k[op];
+    float *yr = NULL, *yf = NULL;
+    sn_status sr = run_kernel(&t, ref, &yr), sf = run_kernel(&t, fast, &yf);
+    if (sr != SN_OK || sf != SN_OK) {
+        printf("FAIL %-34s %-10s status ref %s fast %s: %s\n", name, fast->impl,
+               sn_status_name(sr), sn_status_name(sf), sn_last_error());
+        n_fail++;
+    } else {
+        int64_t n = sn_shape_numel(&out), worst = -1;
+        double maxref = 0, maxdiff = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double r = yr[i], f = yf[i];
+            if (fabs(r) > maxref) maxref = fabs(r);
+            double d = fabs(f - r);
+            if (!(d <= maxdiff)) maxdiff = d, worst = i; /* NaN counts as worst */
+        }
+        double err = maxdiff / (maxref > 1e-30 ? maxref : 1.0);
+        if (err <= 1e-4) {
+            n_pass++;
+            printf("ok   %-34s %-10s err %.2e\n", name, fast->impl, err);
+        } else {
+            n_fail++;
+            printf("FAIL %-34s %-10s err %.3e at %lld: fast %g ref %g\n", name, fast->impl, err,
+                   (long long)worst, yf[worst], yr[worst]);
+        }
+    }
+    sn_free_aligned(yr);
+    sn_free_aligned(yf);
+    free_case(&t);
+}
+
+/* ---- matmul ------------------------------------------------------------------------------ */
+
+static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool tb) {
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    attr.matmul.ta = ta, attr.matmul.tb = tb;
+    /* Output: the batch dims of whichever side has them, then M, N. */
+    const sn_shape *big = a.ndim >= b.ndim ? &a : &b;
+    sn_shape out = *big;
+    out.dim[out.ndim - 2] = ta ? a.dim[a.ndim - 1] : a.dim[a.ndim - 2];
+    out.dim[out.ndim - 1] = tb ? b.dim[b.ndim - 2] : b.dim[b.ndim - 1];
+    sn_shape in[2] = {a, b};
+    char name[80];
+    snprintf(name, sizeof name, "matmul %s ta=%d tb=%d", tag, ta, tb);
+    const char *impls[] = {"openblas", "dnnl"};
+    for (int i = 0; i < 2; i++) {
+        const sn_kernel *k = sn_cpu_matmul_impl(impls[i]);
+        if (k) check(name, SN_OP_MATMUL, &attr, 2, in, out, k, false);
+    }
+}
+
+static sn_shape mk(int nd, const int64_t *d) {
+    sn_shape s = {.ndim = nd};
+    for (int i = 0; i < nd; i++) s.dim[i] = d[i];
+    return s;
+}
+
+static void matmul_cases(void) {
+    const int64_t M = 37, N = 29, K = 53;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int64_t ad[2] = {ta ? K : M, ta ? M : K}, bd[2] = {tb ? N : K, tb ? K : N};
+            check_matmul("2-D", mk(2, ad), mk(2, bd), ta, tb);
+            int64_t ab[4] = {3, 2, ad[0], ad[1]}, bb[4] = {3, 2, bd[0], bd[1]};
+            check_matmul("batched [3,2]", mk(4, ab), mk(4, bb), ta, tb);
+            check_matmul("batched a, 2-D b", mk(4, ab), mk(2, bd), ta, tb);
+            check_matmul("2-D a, batched b", mk(2, ad), mk(4, bb), ta, tb);
+        }
+    /* Many small products: the batch-parallel path. */
+    check_matmul("16 x 8x8x8", sn_shape_make(3, 16, 8, 8), sn_shape_make(3, 16, 8, 8), false, true);
+    /* The seed CNN's dense layers scaled down: forward, dX = dY W^T, dW = X^T dY. */
+    check_matmul("dense fwd", sn_shape_make(2, 20, 1152), sn_shape_make(2, 1152, 64), false, false);
+    check_matmul("dense bwd_data", sn_shape_make(2, 20, 64), sn_shape_make(2, 1152, 64), false, true);
+    check_matmul("dense bwd_weights", sn_shape_make(2, 20, 1152), sn_shape_make(2, 20, 64), true, false);
+    check_matmul("1x1", sn_shape_make(2, 1, 1), sn_shape_make(2, 1, 1), false, false);
+    check_matmul("K=0", sn_shape_make(2, 3, 0), sn_shape_make(2, 0, 4), false, false);
+}
+
+/* ---- convolution ------------------------------------------------------------------------- */
+
+/* x [n,h,w,c], w [kh,kw,c,f], stride (sh,sw); same: TF SAME padding (else VALID). */
+static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh,
+                       int64_t kw, int64_t f, int sh, int sw, bool same) {
+    int64_t oh, ow, pt = 0, pl = 0;
+    if (same) {
+        oh = (h + sh - 1) / sh, ow = (w + sw - 1) / sw;
+        int64_t ph = (oh - 1) * sh + kh - h, pw = (ow - 1) * sw + kw - w;
+        pt = (ph > 0 ? ph : 0) / 2, pl = (pw > 0 ? pw : 0) / 2;
+    } else {
+        oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
+    }
+    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, kh, kw, c, f),
+             ys = sn_shape_make(4, n, oh, ow, f);
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    attr.conv.stride_h = sh, attr.conv.stride_w = sw;
+    attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
+    attr.conv.pad_top = (int)pt, attr.conv.pad_left = (int)pl;
+    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
+    struct {
+        const char *what;
+        sn_op op;
+        sn_shape in[2], out;
+    } ops[3] = {{"fwd", SN_OP_CONV2D, {xs, ws}, ys},
+                {"bwd_data", SN_OP_CONV2D_BWD_DATA, {ys, ws}, xs},
+                {"bwd_filter", SN_OP_CONV2D_BWD_FILTER, {xs, ys}, ws}};
+    const char *impls[] = {"dnnl", "dnnl_blocked", "dnnl_plain", "openblas"};
+    for (int o = 0; o < 3; o++) {
+        char name[96];
+        snprintf(name, sizeof name, "conv %s %s", tag, ops[o].what);
+        for (int i = 0; i < 4; i++) {
+            const sn_kernel *k = sn_cpu_conv_impl(ops[o].op, impls[i]);
+            if (k) check(name, ops[o].op, &attr, 2, ops[o].in, ops[o].out, k, false);
+        }
+    }
+}
+
+static void conv_cases(void) {
+    check_conv("seed1 28x28x1->16 3x3", 3, 28, 28, 1, 3, 3, 16, 1, 1, false);
+    check_conv("seed2 26x26x16->16 3x3", 3, 26, 26, 16, 3, 3, 16, 1, 1, false);
+    check_conv("valid s2 11x11x3 3x3", 2, 11, 11, 3, 3, 3, 5, 2, 2, false);
+    check_conv("same 9x7x4 3x3", 2, 9, 7, 4, 3, 3, 6, 1, 1, true);
+    check_conv("same s2 9x9x3 3x3", 2, 9, 9, 3, 3, 3, 5, 2, 2, true);
+    check_conv("same s2 8x10x3 3x3 (pb>pt)", 2, 8, 10, 3, 3, 3, 7, 2, 2, true);
+    check_conv("same 7x7x2 5x5", 1, 7, 7, 2, 5, 5, 3, 1, 1, true);
+    check_conv("same 6x5x3 2x2 (pb>pt)", 2, 6, 5, 3, 2, 2, 4, 1, 1, true);
+    check_conv("same 7x9x5 3x1 s(1,2)", 2, 7, 9, 5, 3, 1, 4, 1, 2, true);
+    check_conv("1x1 5x5x17->33", 2, 5, 5, 17, 1, 1, 33, 1, 1, false);
+}
+
+/* ---- pooling ----------------------------------------------------------------------------- */
+
+static void check_pool(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int ph,
+                       int pw, int sh, int sw, bool same, bool ties) {
+    int64_t oh, ow, pt = 0, pl = 0;
+    if (same) {
+        oh = (h + sh - 1) / sh, ow = (w + sw - 1) / sw;
+        int64_t th = (oh - 1) * sh + ph - h, tw = (ow - 1) * sw + pw - w;
+        pt = (th > 0 ? th : 0) / 2, pl = (tw > 0 ? tw : 0) / 2;
+    } else {
+        oh = (h - ph) / sh + 1, ow = (w - pw) / sw + 1;
+    }
+    sn_shape xs = sn_shape_make(4, n, h, w, c), ys = sn_shape_make(4, n, oh, ow, c);
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    attr.pool.pool_h = ph, attr.pool.pool_w = pw, attr.pool.stride_h = sh, attr.pool.stride_w = sw;
+    attr.pool.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
+    attr.pool.pad_top = (int)pt, attr.pool.pad_left = (int)pl;
+    attr.pool.x_shape = xs;
+    char name[96];
+    sn_shape in2[2] = {xs, ys};
+    snprintf(name, sizeof name, "max_pool %s", tag);
+    check(name, SN_OP_MAX_POOL2D, &attr, 1, &xs, ys, sn_cpu_pool_impl(SN_OP_MAX_POOL2D), ties);
+    snprintf(name, sizeof name, "max_pool_grad %s", tag);
+    check(name, SN_OP_MAX_POOL2D_GRAD, &attr, 2, in2, xs, sn_cpu_pool_impl(SN_OP_MAX_POOL2D_GRAD),
+          ties);
+    if (ties) return;
+    snprintf(name, sizeof name, "avg_pool %s", tag);
+    check(name, SN_OP_AVG_POOL2D, &attr, 1, &xs, ys, sn_cpu_pool_impl(SN_OP_AVG_POOL2D), false);
+    snprintf(name, sizeof name, "avg_pool_grad %s", tag);
+    check(name, SN_OP_AVG_POOL2D_GRAD, &attr, 1, &ys, xs, sn_cpu_pool_impl(SN_OP_AVG_POOL2D_GRAD),
+          false);
+}
+
+static void pool_cases(void) {
+    check_pool("2x2 s2 8x8x70", 3, 8, 8, 70, 2, 2, 2, 2, false, false);
+    check_pool("2x2 s2 valid 9x9x5", 2, 9, 9, 5, 2, 2, 2, 2, false, false);
+    check_pool("3x3 s2 same 9x9x6", 2, 9, 9, 6, 3, 3, 2, 2, true, false);
+    check_pool("3x3 s1 same 7x6x5 (overlap)", 2, 7, 6, 5, 3, 3, 1, 1, true, false);
+    check_pool("2x2 s2 same 7x7x3 (pb>pt)", 2, 7, 7, 3, 2, 2, 2, 2, true, false);
+    check_pool("2x3 s(2,1) same 8x7x130", 1, 8, 7, 130, 2, 3, 2, 1, true, false);
+    check_pool("ties 2x2 s2 8x8x20", 2, 8, 8, 20, 2, 2, 2, 2, false, true);
+    check_pool("ties 3x3 s1 same 6x6x9", 2, 6, 6, 9, 3, 3, 1, 1, true, true);
+    check_pool("seed 24x24x32 2x2 s2", 2, 24, 24, 32, 2, 2, 2, 2, false, false);
+}
+
+/* The CPU table picks these kernels for f32 and keeps the reference for other dtypes. */
+static void selection_cases(void) {
+    tcase t;
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    sn_shape in[2] = {sn_shape_make(2, 4, 5), sn_shape_make(2, 5, 6)};
+    sn_shape out = sn_shape_make(2, 4, 6);
+    init_case(&t, SN_OP_MATMUL, &attr, 2, in, &out, false);
+    const sn_kernel *k = sn_kernel_select(sn_cpu_kernels(), &t.call);
+    bool fast_f32 = k && strcmp(k->impl, "ref") != 0;
+    t.node.dtype = t.in_node[0].dtype = t.in_node[1].dtype = SN_F64;
+    k = sn_kernel_select(sn_cpu_kernels(), &t.call);
+    bool ref_f64 = k && strcmp(k->impl, "ref") == 0;
+    free_case(&t);
+    if (fast_f32 && ref_f64) {
+        n_pass++;
+        printf("ok   kernel selection (f32 fast, f64 reference)\n");
+    } else {
+        n_fail++;
+        printf("FAIL kernel selection: f32 fast %d, f64 reference %d\n", fast_f32, ref_f64);
+    }
+}
+
+int main(void) {
+    sn_rng_init(&rng, 1234, 0);
+    if (getenv("SN_KERNELS")) unsetenv("SN_KERNELS");
+    matmul_cases();
+    conv_cases();
+    pool_cases();
+    selection_cases();
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
