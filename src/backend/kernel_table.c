@@ -6,16 +6,14 @@
 
 #include "backend/kernel.h"
 
-/* The fast CPU kernels are written separately; until each family exists its register
- * function is an undefined weak symbol (address NULL) and the reference rows stay.
- * Caveat: from a static library a weak reference does not pull an archive member in, so once
- * backend/cpu/ defines these, drop the weak attributes here (plain calls) to make sure the
- * fast kernels are linked into every program. */
+/* The fast CPU kernels are written separately. A family not yet committed is declared weak:
+ * its register function is then an undefined weak symbol (address NULL) and the reference
+ * rows stay. Once a family exists it must be referenced strongly (declared only in kernel.h):
+ * from a static library a weak reference does not pull the archive member in, so a weak
+ * reference to an existing family would silently leave programs on the reference kernels. */
 extern void sn_cpu_register_elementwise(sn_kernel_table *t) __attribute__((weak));
 extern void sn_cpu_register_reduce(sn_kernel_table *t) __attribute__((weak));
 extern void sn_cpu_register_softmax(sn_kernel_table *t) __attribute__((weak));
-extern void sn_cpu_register_matmul(sn_kernel_table *t) __attribute__((weak));
-extern void sn_cpu_register_conv(sn_kernel_table *t) __attribute__((weak));
 extern void sn_cpu_register_state(sn_kernel_table *t) __attribute__((weak));
 
 static sn_kernel_table ref_table, cpu_table;
