@@ -1,7 +1,13 @@
 /* Keras-compatible weight files: round trips in both layouts, the file structure Keras
  * expects (read back with the raw HDF5 API), a Keras 2 file written here by hand in Keras's
  * exact layout, and the error messages for the mistakes users make. */
+/* Tests get no HDF5 include directory from CMake (only the library uses HDF5); Debian keeps
+ * the serial headers in hdf5/serial/. */
+#if __has_include(<hdf5.h>)
 #include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -344,6 +350,17 @@ static void test_keras3_roundtrip_and_layout(void) {
     CHECK(str_attr(g, "name", s, sizeof s, &vl) && !strcmp(s, "sequential"), "root name '%s'", s);
     H5Gclose(g);
     H5Fclose(f);
+
+    /* Keras 2.13's new-format files named the layers group _layer_checkpoint_dependencies;
+     * Keras 3 reads them through a fallback, and so do we. */
+    f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(H5Lmove(f, "layers", f, "_layer_checkpoint_dependencies", H5P_DEFAULT, H5P_DEFAULT) >= 0,
+          "rename layers group");
+    H5Fclose(f);
+    free_model(&c);
+    build_cnn(&c, 0, 10, 0);
+    CHECK_OK(sn_weights_load_h5(p, c.nl, c.layers, NULL));
+    CHECK(same_bits(&a, &c), "loading a Keras 2.13 _layer_checkpoint_dependencies file");
     free_model(&a);
     free_model(&b);
     free_model(&c);
@@ -567,7 +584,34 @@ static void test_strided_view(void) {
     sn_tensor_free(dst);
 }
 
+/* Interop mode, driven by scripts/keras_interop.py (never by CTest): the script has Keras
+ * write the same CNN as keras.weights.h5 (Keras 3), keras_legacy.h5 (Keras 2 layout from
+ * Keras's legacy writer) and keras_model.h5 (model.save to .h5, weights under
+ * /model_weights). Load all three, check they agree, and write sinter.weights.h5 and
+ * sinter_legacy.h5 for Keras to load back. */
+static int interop(const char *d) {
+    const char *in[3] = {"keras.weights.h5", "keras_legacy.h5", "keras_model.h5"};
+    model m[3];
+    char p[512];
+    for (int i = 0; i < 3; i++) {
+        build_cnn(&m[i], 0, 10, 0);
+        snprintf(p, sizeof p, "%s/%s", d, in[i]);
+        CHECK_OK(sn_weights_load_h5(p, m[i].nl, m[i].layers, NULL));
+    }
+    CHECK(same_bits(&m[0], &m[1]) && same_bits(&m[0], &m[2]), "Keras's three files disagree");
+    snprintf(p, sizeof p, "%s/sinter.weights.h5", d);
+    CHECK_OK(sn_weights_save_h5(p, m[0].nl, m[0].layers, NULL));
+    sn_weights_h5_options o = sn_weights_h5_defaults();
+    o.layout = SN_WEIGHTS_KERAS2;
+    snprintf(p, sizeof p, "%s/sinter_legacy.h5", d);
+    CHECK_OK(sn_weights_save_h5(p, m[0].nl, m[0].layers, &o));
+    for (int i = 0; i < 3; i++) free_model(&m[i]);
+    return sn_test_finish("test_weights_h5 (Keras interop)");
+}
+
 int main(void) {
+    const char *interop_dir = getenv("SN_KERAS_INTEROP_DIR");
+    if (interop_dir) return interop(interop_dir);
     snprintf(dir, sizeof dir, "/tmp/sn_weights_XXXXXX");
     if (!mkdtemp(dir)) {
         perror("mkdtemp");
