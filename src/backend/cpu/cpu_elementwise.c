@@ -1,0 +1,709 @@
+/* Fast f32 elementwise kernels: binary ops with NumPy broadcasting (add, sub, mul, div, bias
+ * add, broadcast_to), unary maths (relu, sigmoid, tanh, exp, log, sqrt, neg), casts between
+ * f32 and bf16 (and u8/i32 -> f32), the pointwise gradients and dropout.
+ *
+ * Why these paths. In a small model (784-128-10 MLP, batch 32) every one of these ops touches
+ * a few thousand floats that sit in L1, so what costs is per-call overhead and scalar code,
+ * not memory: the kernels therefore
+ *   - run on the calling thread, without entering a parallel region, below ~32K elements
+ *     (waking an OpenMP team costs several microseconds; the whole op costs less);
+ *   - coalesce the broadcast pattern into at most a few strided dimensions once per call, so
+ *     same-shape, scalar, row ([N,C] + [C]) and column ([N,C] + [N,1]) broadcasts all end up
+ *     in one contiguous inner loop with the other operand either a vector or one scalar;
+ *   - compile every inner loop three times (AVX-512, AVX2, baseline x86-64 / any CPU) with
+ *     function-level target attributes and pick the widest the CPU has via sn_cpu() once, at
+ *     registration. The library itself keeps baseline flags, so it runs anywhere.
+ * exp/log/tanh/sigmoid use our own branch-free polynomial versions (Cephes coefficients,
+ * about 2 ulp in f32) that the compiler vectorises; libm calls would keep the loops scalar.
+ * Selects are written as bit masks (sel/mask below): GCC 12 refuses to if-convert `c ? a : b`
+ * inside the longer loop bodies on AVX2/SSE (measured), and then vectorises nothing.
+ *
+ * No -ffast-math and no FMA contraction (ISO C mode): results are the same bits whichever
+ * ISA variant runs. SN_CPU_ISA=avx512|avx2|generic picks a variant for benchmarks/debugging.
+ * Anything not handled here (other dtypes) falls back to the reference kernels. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/kernel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SN_EW_X86 1
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+#define TGT_AVX2 __attribute__((target("avx2,fma")))
+#endif
+#define INL static inline __attribute__((always_inline))
+
+/* Elements below which a kernel stays on the calling thread. Transcendental ops and dropout
+ * cost 5-20x more per element, so they go parallel earlier. */
+enum { GRAIN_CHEAP = 32768, GRAIN_MATH = 8192, GRAIN_DROPOUT = 4096 };
+
+static int threads_for(int64_t n, int64_t grain) {
+    if (n < 2 * grain) return 1;
+    int64_t nth = sn_num_threads(), most = n / grain;
+    if (nth > most) nth = most;
+    return nth < 1 ? 1 : (int)nth;
+}
+
+static void run_tasks(sn_task_fn fn, void *ctx, int64_t n, int64_t grain) {
+    int nth = threads_for(n, grain);
+    if (nth <= 1)
+        fn(ctx, 0, 1);
+    else
+        sn_parallel(fn, ctx, nth);
+}
+
+/* ---- scalar building blocks (inlined into every vector loop) ----------------------------- */
+
+INL uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+INL float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+INL uint32_t mask(int c) { return 0u - (uint32_t)(c != 0); }
+INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) & ~m)); }
+
+/* e^x. Clamped so that 2^n stays representable as two factors; a NaN fails both compares and
+ * flows through the polynomial, so NaN in gives NaN out. */
+INL float vexp(float x) {
+    x = sel(mask(x > 88.8f), 88.8f, x);
+    x = sel(mask(x < -104.0f), -104.0f, x);
+    /* Adding 1.5 * 2^23 rounds x * log2(e) to an integer held in the low mantissa bits. */
+    const float magic = 12582912.0f;
+    float t = x * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    int32_t k = (int32_t)(f2u(t) - f2u(magic));
+    /* n in [-150, 128]: 2^n as 2^(n/2) * 2^(n - n/2) keeps both factors normal. */
+    uint32_t k1 = (uint32_t)(k >> 1), k2 = (uint32_t)k - k1;
+    float s1 = u2f((k1 + 127u) << 23), s2 = u2f((k2 + 127u) << 23);
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    return p * s1 * s2;
+}
+
+/* log(x) (Cephes logf), with log(0) = -inf, log(<0) = NaN, log(inf) = inf, denormals exact. */
+INL float vlog(float x) {
+    uint32_t dn = mask(x < 1.17549435e-38f);
+    float xs = sel(dn, x * 8388608.0f, x);
+    uint32_t u = f2u(xs);
+    int32_t e = (int32_t)((u >> 23) & 0xffu) - 126 - (int32_t)(dn & 23u);
+    float m = u2f((u & 0x007fffffu) | 0x3f000000u); /* [0.5, 1) */
+    uint32_t lo = mask(m < 0.707106781186547524f);
+    e -= (int32_t)(lo & 1u);
+    m = sel(lo, m + m, m) - 1.0f;
+    float z = m * m;
+    float y = 7.0376836292E-2f;
+    y = y * m - 1.1514610310E-1f;
+    y = y * m + 1.1676998740E-1f;
+    y = y * m - 1.2420140846E-1f;
+    y = y * m + 1.4249322787E-1f;
+    y = y * m - 1.6668057665E-1f;
+    y = y * m + 2.0000714765E-1f;
+    y = y * m - 2.4999993993E-1f;
+    y = y * m + 3.3333331174E-1f;
+    y = y * m * z;
+    float fe = (float)e;
+    y += fe * -2.12194440e-4f;
+    y += -0.5f * z;
+    float r = m + y + fe * 0.693359375f;
+    r = sel(mask(x == INFINITY), x, r);
+    r = sel(mask(x == 0.0f), -INFINITY, r);
+    r = sel(mask(x < 0.0f), NAN, r);
+    return sel(mask(x != x), x, r);
+}
+
+/* tanh: an odd polynomial below |x| = 0.625 (no cancellation near 0), 1 - 2/(e^2|x| + 1)
+ * above, sign restored by bits. */
+INL float vtanh(float x) {
+    float ax = u2f(f2u(x) & 0x7fffffffu);
+    float big = 1.0f - 2.0f / (vexp(ax + ax) + 1.0f);
+    big = u2f(f2u(big) | (f2u(x) & 0x80000000u));
+    float z = x * x;
+    float p = -5.70498872745E-3f;
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    float small = x + x * z * p;
+    return sel(mask(ax < 0.625f), small, big);
+}
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88.8, giving the correct 0. */
+INL float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+
+/* ---- binary ops over one contiguous segment --------------------------------------------- */
+
+typedef enum {
+    B_ADD,
+    B_SUB,
+    B_MUL,
+    B_DIV,
+    B_RELU_GRAD,    /* (x, dy) */
+    B_SIGMOID_GRAD, /* (y, dy) */
+    B_TANH_GRAD,    /* (y, dy) */
+    B_FIRST,        /* broadcast_to: a */
+} bin_op;
+
+INL float bin1(bin_op op, float a, float b) {
+    switch (op) {
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_RELU_GRAD: return sel(mask(a > 0.0f), b, 0.0f);
+    case B_SIGMOID_GRAD: return b * a * (1.0f - a);
+    case B_TANH_GRAD: return b * (1.0f - a * a);
+    case B_FIRST: return a;
+    }
+    return 0;
+}
+
+/* o[i] = a[i*sa] op b[i*sb] for i < n, with sa, sb in {0, 1}: vector-vector, vector-scalar or
+ * scalar-vector. `op` is a constant at every call site, so each case becomes its own loop. */
+INL void bin_pattern(bin_op op, float *o, const float *a, int sa, const float *b, int sb,
+                     int64_t n) {
+    /* omp simd: o may be a or b exactly (in-place), never a shifted overlap, so there is no
+     * dependence to check for at run time. */
+    if (sa && sb) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) o[i] = bin1(op, a[i], b[i]);
+    } else if (sa) {
+        const float s = b[0];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) o[i] = bin1(op, a[i], s);
+    } else if (sb) {
+        const float s = a[0];
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++) o[i] = bin1(op, s, b[i]);
+    } else {
+        const float v = bin1(op, a[0], b[0]);
+        for (int64_t i = 0; i < n; i++) o[i] = v;
+    }
+}
+
+INL void bin_body(int op, float *o, const float *a, int sa, const float *b, int sb, int64_t n) {
+    switch ((bin_op)op) {
+    case B_ADD: bin_pattern(B_ADD, o, a, sa, b, sb, n); break;
+    case B_SUB: bin_pattern(B_SUB, o, a, sa, b, sb, n); break;
+    case B_MUL: bin_pattern(B_MUL, o, a, sa, b, sb, n); break;
+    case B_DIV: bin_pattern(B_DIV, o, a, sa, b, sb, n); break;
+    case B_RELU_GRAD: bin_pattern(B_RELU_GRAD, o, a, sa, b, sb, n); break;
+    case B_SIGMOID_GRAD: bin_pattern(B_SIGMOID_GRAD, o, a, sa, b, sb, n); break;
+    case B_TANH_GRAD: bin_pattern(B_TANH_GRAD, o, a, sa, b, sb, n); break;
+    case B_FIRST:
+        if (sa)
+            memmove(o, a, (size_t)n * sizeof(float));
+        else
+            bin_pattern(B_FIRST, o, a, 0, b, 0, n);
+        break;
+    }
+}
+
+/* ---- unary ops over one contiguous segment ---------------------------------------------- */
+
+typedef enum { U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_NEG } un_op;
+
+INL float un1(un_op op, float x) {
+    switch (op) {
+    case U_RELU: return sel(mask(x > 0.0f), x, 0.0f); /* NaN -> 0, as the reference */
+    case U_SIGMOID: return vsigmoid(x);
+    case U_TANH: return vtanh(x);
+    case U_EXP: return vexp(x);
+    case U_LOG: return vlog(x);
+    case U_SQRT: return sqrtf(x); /* only the generic variant; see un_body */
+    case U_NEG: return -x;
+    }
+    return 0;
+}
+
+INL void un_loop(un_op op, float *o, const float *x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) o[i] = un1(op, x[i]);
+}
+
+/* sqrtf does not vectorise without -fno-math-errno (which the build does not set), so the
+ * x86 variants call the instruction directly. */
+INL void un_body(int op, float *o, const float *x, int64_t n) {
+    switch ((un_op)op) {
+    case U_RELU: un_loop(U_RELU, o, x, n); break;
+    case U_SIGMOID: un_loop(U_SIGMOID, o, x, n); break;
+    case U_TANH: un_loop(U_TANH, o, x, n); break;
+    case U_EXP: un_loop(U_EXP, o, x, n); break;
+    case U_LOG: un_loop(U_LOG, o, x, n); break;
+    case U_SQRT: un_loop(U_SQRT, o, x, n); break;
+    case U_NEG: un_loop(U_NEG, o, x, n); break;
+    }
+}
+
+/* ---- casts ------------------------------------------------------------------------------ */
+
+/* Same rounding as sn_f32_to_bf16: nearest even, NaN kept quiet. */
+INL void to_bf16_body(uint16_t *o, const float *x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = f2u(x[i]);
+        uint32_t nan = mask((u & 0x7fffffffu) > 0x7f800000u);
+        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+        uint32_t q = (u >> 16) | 0x40u;
+        o[i] = (uint16_t)((q & nan) | (r & ~nan));
+    }
+}
+
+INL void from_bf16_body(float *o, const uint16_t *x, int64_t n) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) o[i] = u2f((uint32_t)x[i] << 16);
+}
+
+/* ---- the three compiled variants --------------------------------------------------------- */
+
+typedef struct ew_isa {
+    const char *name;
+    void (*binary)(int op, float *o, const float *a, int sa, const float *b, int sb, int64_t n);
+    void (*unary)(int op, float *o, const float *x, int64_t n);
+    void (*to_bf16)(uint16_t *o, const float *x, int64_t n);
+    void (*from_bf16)(float *o, const uint16_t *x, int64_t n);
+} ew_isa;
+
+static void bin_generic(int op, float *o, const float *a, int sa, const float *b, int sb,
+                        int64_t n) {
+    bin_body(op, o, a, sa, b, sb, n);
+}
+static void un_generic(int op, float *o, const float *x, int64_t n) { un_body(op, o, x, n); }
+static void to_bf16_generic(uint16_t *o, const float *x, int64_t n) { to_bf16_body(o, x, n); }
+static void from_bf16_generic(float *o, const uint16_t *x, int64_t n) { from_bf16_body(o, x, n); }
+static const ew_isa isa_generic = {"cpu", bin_generic, un_generic, to_bf16_generic,
+                                   from_bf16_generic};
+
+#ifdef SN_EW_X86
+TGT_AVX512 static void bin_avx512(int op, float *o, const float *a, int sa, const float *b,
+                                  int sb, int64_t n) {
+    bin_body(op, o, a, sa, b, sb, n);
+}
+TGT_AVX512 static void un_avx512(int op, float *o, const float *x, int64_t n) {
+    if (op != U_SQRT) {
+        un_body(op, o, x, n);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(o + i, m, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+TGT_AVX512 static void to_bf16_avx512(uint16_t *o, const float *x, int64_t n) {
+    to_bf16_body(o, x, n);
+}
+TGT_AVX512 static void from_bf16_avx512(float *o, const uint16_t *x, int64_t n) {
+    from_bf16_body(o, x, n);
+}
+static const ew_isa isa_avx512 = {"avx512", bin_avx512, un_avx512, to_bf16_avx512,
+                                  from_bf16_avx512};
+
+TGT_AVX2 static void bin_avx2(int op, float *o, const float *a, int sa, const float *b, int sb,
+                              int64_t n) {
+    bin_body(op, o, a, sa, b, sb, n);
+}
+TGT_AVX2 static void un_avx2(int op, float *o, const float *x, int64_t n) {
+    if (op != U_SQRT) {
+        un_body(op, o, x, n);
+        return;
+    }
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) o[i] = sqrtf(x[i]);
+}
+TGT_AVX2 static void to_bf16_avx2(uint16_t *o, const float *x, int64_t n) { to_bf16_body(o, x, n); }
+TGT_AVX2 static void from_bf16_avx2(float *o, const uint16_t *x, int64_t n) {
+    from_bf16_body(o, x, n);
+}
+static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf16_avx2};
+#endif
+
+static const ew_isa *isa = &isa_generic;
+
+static const ew_isa *pick_isa(void) {
+#ifdef SN_EW_X86
+    const sn_cpu_features *f = sn_cpu();
+    const char *env = getenv("SN_CPU_ISA");
+    bool want512 = !env || strcmp(env, "avx512") == 0;
+    bool want2 = want512 || strcmp(env, "avx2") == 0;
+    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return &isa_avx512;
+    if (want2 && f->avx2 && f->fma) return &isa_avx2;
+#endif
+    return &isa_generic;
+}
+
+/* ---- broadcasting: the output index space as a few coalesced strided dimensions ---------- */
+
+typedef struct bc_plan {
+    int nd;                           /* >= 1 */
+    int64_t n[SN_MAX_DIMS];           /* sizes, outermost first */
+    int64_t s[2][SN_MAX_DIMS];        /* element strides of each input; 0 = broadcast */
+    int64_t total;
+} bc_plan;
+
+/* Fills p for inputs (nin = 1 or 2) broadcast to out; false when a shape does not broadcast. */
+static bool bc_make(bc_plan *p, const sn_shape *out, int nin, const sn_shape *const *in) {
+    int64_t n[SN_MAX_DIMS], s[2][SN_MAX_DIMS] = {{0}};
+    int nd = 0;
+    if (out->ndim > SN_MAX_DIMS) return false;
+    for (int k = 0; k < nin; k++)
+        if (in[k]->ndim > out->ndim) return false;
+    int64_t inner[2] = {1, 1};
+    /* Walk from the innermost dimension out, so an input's stride is the product of its
+     * dimensions inside this one. Size-1 output dimensions are dropped. */
+    int64_t rn[SN_MAX_DIMS], rs[2][SN_MAX_DIMS];
+    int rd = 0;
+    for (int d = out->ndim - 1; d >= 0; d--) {
+        int64_t od = out->dim[d];
+        int64_t st[2] = {0, 0};
+        for (int k = 0; k < nin; k++) {
+            int kd = d - (out->ndim - in[k]->ndim);
+            int64_t id = kd >= 0 ? in[k]->dim[kd] : 1;
+            if (id == od)
+                st[k] = id == 1 ? 0 : inner[k];
+            else if (id != 1)
+                return false;
+            inner[k] *= id;
+        }
+        if (od == 1) continue;
+        rn[rd] = od;
+        rs[0][rd] = st[0];
+        rs[1][rd] = st[1];
+        rd++;
+    }
+    /* Reverse to outermost-first and merge a dimension into the one inside it when every
+     * input steps through both as through one. */
+    for (int i = rd - 1; i >= 0; i--) {
+        if (nd > 0) {
+            bool merge = true;
+            for (int k = 0; k < nin; k++)
+                if (s[k][nd - 1] != rs[k][i] * rn[i]) merge = false;
+            if (merge) {
+                n[nd - 1] *= rn[i];
+                for (int k = 0; k < nin; k++) s[k][nd - 1] = rs[k][i];
+                continue;
+            }
+        }
+        n[nd] = rn[i];
+        for (int k = 0; k < 2; k++) s[k][nd] = rs[k][i];
+        nd++;
+    }
+    if (nd == 0) { /* a scalar output */
+        n[0] = 1;
+        s[0][0] = s[1][0] = 0;
+        nd = 1;
+    }
+    p->nd = nd;
+    p->total = 1;
+    for (int d = 0; d < nd; d++) {
+        p->n[d] = n[d];
+        p->s[0][d] = s[0][d];
+        p->s[1][d] = s[1][d];
+        p->total *= n[d];
+    }
+    for (int k = nin; k < 2; k++)
+        for (int d = 0; d < nd; d++) p->s[k][d] = 0;
+    for (int d = 0; d < out->ndim; d++)
+        if (out->dim[d] == 0) p->total = 0;
+    return true;
+}
+
+typedef struct bin_ctx {
+    const bc_plan *p;
+    int op;
+    float *o;
+    const float *a, *b;
+} bin_ctx;
+
+/* Output elements [lo, hi) of this thread, one inner-dimension segment at a time. */
+static void bin_task(void *vctx, int ith, int nth) {
+    const bin_ctx *x = vctx;
+    const bc_plan *p = x->p;
+    int64_t lo, hi;
+    sn_split_range(p->total, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    int nd = p->nd;
+    int64_t len = p->n[nd - 1];
+    int64_t ia = p->s[0][nd - 1], ib = p->s[1][nd - 1];
+    int64_t idx[SN_MAX_DIMS] = {0}, row = lo / len, col = lo % len;
+    int64_t offa = 0, offb = 0;
+    for (int d = nd - 2; d >= 0; d--) {
+        idx[d] = row % p->n[d];
+        row /= p->n[d];
+        offa += idx[d] * p->s[0][d];
+        offb += idx[d] * p->s[1][d];
+    }
+    for (int64_t pos = lo; pos < hi;) {
+        int64_t m = len - col < hi - pos ? len - col : hi - pos;
+        isa->binary(x->op, x->o + pos, x->a + offa + col * ia, (int)ia, x->b + offb + col * ib,
+                    (int)ib, m);
+        pos += m;
+        col = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            offa += p->s[0][d];
+            offb += p->s[1][d];
+            if (++idx[d] < p->n[d]) break;
+            offa -= p->s[0][d] * p->n[d];
+            offb -= p->s[1][d] * p->n[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static bool all_f32(const sn_kcall *c) {
+    if (c->node->dtype != SN_F32) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->in_node[i]->dtype != SN_F32) return false;
+    return true;
+}
+
+static bool binary_supports(const sn_kcall *c) {
+    bc_plan p;
+    const sn_shape *in[2] = {&c->in_node[0]->shape, &c->in_node[1]->shape};
+    return c->n_in == 2 && all_f32(c) && bc_make(&p, &c->node->shape, 2, in);
+}
+
+static sn_status binary_common(sn_kcall *c, bin_op op) {
+    bc_plan p;
+    const sn_shape *in[2] = {&c->in_node[0]->shape, &c->in_node[1]->shape};
+    SN_ASSERT(bc_make(&p, &c->node->shape, 2, in));
+    bin_ctx x = {&p, op, c->out, c->in[0], c->in[1]};
+    int64_t grain = op == B_DIV ? GRAIN_MATH : GRAIN_CHEAP;
+    run_tasks(bin_task, &x, p.total, grain);
+    return SN_OK;
+}
+
+/* a, b: f32 shapes broadcasting (NumPy) to out -> out */
+static sn_status add_run(sn_kcall *c) { return binary_common(c, B_ADD); }
+static sn_status sub_run(sn_kcall *c) { return binary_common(c, B_SUB); }
+static sn_status mul_run(sn_kcall *c) { return binary_common(c, B_MUL); }
+/* x [..., C], b [C] -> [..., C]: the row broadcast of add */
+static sn_status bias_add_run(sn_kcall *c) { return binary_common(c, B_ADD); }
+static sn_status div_run(sn_kcall *c) { return binary_common(c, B_DIV); }
+
+/* x [shape broadcastable to out] -> out [node shape] */
+static bool bcast_supports(const sn_kcall *c) {
+    bc_plan p;
+    const sn_shape *in[1] = {&c->in_node[0]->shape};
+    return c->n_in == 1 && all_f32(c) && bc_make(&p, &c->node->shape, 1, in);
+}
+static sn_status broadcast_to_run(sn_kcall *c) {
+    bc_plan p;
+    const sn_shape *in[1] = {&c->in_node[0]->shape};
+    SN_ASSERT(bc_make(&p, &c->node->shape, 1, in));
+    bin_ctx x = {&p, B_FIRST, c->out, c->in[0], c->in[0]};
+    run_tasks(bin_task, &x, p.total, GRAIN_CHEAP);
+    return SN_OK;
+}
+
+/* ---- same-shape ops: split [0, n) ------------------------------------------------------ */
+
+typedef struct flat_ctx {
+    int op;
+    int64_t n;
+    void *o;
+    const void *a, *b;
+    const sn_kcall *c;
+    double scale;
+} flat_ctx;
+
+static bool same_numel(const sn_kcall *c) {
+    int64_t n = sn_shape_numel(&c->node->shape);
+    for (int i = 0; i < c->n_in; i++)
+        if (sn_shape_numel(&c->in_node[i]->shape) != n) return false;
+    return true;
+}
+
+static bool unary_supports(const sn_kcall *c) { return c->n_in == 1 && all_f32(c) && same_numel(c); }
+static bool pair_supports(const sn_kcall *c) { return c->n_in == 2 && all_f32(c) && same_numel(c); }
+
+static void unary_task(void *vctx, int ith, int nth) {
+    const flat_ctx *x = vctx;
+    int64_t lo, hi;
+    sn_split_range(x->n, ith, nth, &lo, &hi);
+    if (lo < hi) isa->unary(x->op, (float *)x->o + lo, (const float *)x->a + lo, hi - lo);
+}
+
+static sn_status unary_common(sn_kcall *c, un_op op) {
+    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0]};
+    bool cheap = op == U_RELU || op == U_NEG;
+    run_tasks(unary_task, &x, x.n, cheap ? GRAIN_CHEAP : GRAIN_MATH);
+    return SN_OK;
+}
+
+/* x [any] f32 -> same shape */
+static sn_status relu_run(sn_kcall *c) { return unary_common(c, U_RELU); }
+static sn_status sigmoid_run(sn_kcall *c) { return unary_common(c, U_SIGMOID); }
+static sn_status tanh_run(sn_kcall *c) { return unary_common(c, U_TANH); }
+static sn_status exp_run(sn_kcall *c) { return unary_common(c, U_EXP); }
+static sn_status log_run(sn_kcall *c) { return unary_common(c, U_LOG); }
+static sn_status sqrt_run(sn_kcall *c) { return unary_common(c, U_SQRT); }
+static sn_status neg_run(sn_kcall *c) { return unary_common(c, U_NEG); }
+
+static void pair_task(void *vctx, int ith, int nth) {
+    const flat_ctx *x = vctx;
+    int64_t lo, hi;
+    sn_split_range(x->n, ith, nth, &lo, &hi);
+    if (lo < hi)
+        isa->binary(x->op, (float *)x->o + lo, (const float *)x->a + lo, 1,
+                    (const float *)x->b + lo, 1, hi - lo);
+}
+
+/* (x or y, dy) f32, same shape -> dx */
+static sn_status grad_common(sn_kcall *c, bin_op op) {
+    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0],
+                  .b = c->in[1]};
+    run_tasks(pair_task, &x, x.n, GRAIN_CHEAP);
+    return SN_OK;
+}
+static sn_status relu_grad_run(sn_kcall *c) { return grad_common(c, B_RELU_GRAD); }
+static sn_status sigmoid_grad_run(sn_kcall *c) { return grad_common(c, B_SIGMOID_GRAD); }
+static sn_status tanh_grad_run(sn_kcall *c) { return grad_common(c, B_TANH_GRAD); }
+
+/* ---- cast ------------------------------------------------------------------------------- */
+
+static bool cast_supports(const sn_kcall *c) {
+    if (c->n_in != 1 || !same_numel(c)) return false;
+    sn_dtype from = c->in_node[0]->dtype, to = c->node->dtype;
+    if (from == to) return true;
+    if (to == SN_F32) return from == SN_BF16 || from == SN_U8 || from == SN_I32;
+    return to == SN_BF16 && from == SN_F32;
+}
+
+static void cast_task(void *vctx, int ith, int nth) {
+    const flat_ctx *x = vctx;
+    sn_dtype from = x->c->in_node[0]->dtype, to = x->c->node->dtype;
+    int64_t lo, hi;
+    sn_split_range(x->n, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    if (from == to) {
+        size_t sz = sn_dtype_size(to);
+        memmove((char *)x->o + lo * sz, (const char *)x->a + lo * sz, (size_t)(hi - lo) * sz);
+    } else if (to == SN_BF16) {
+        isa->to_bf16((uint16_t *)x->o + lo, (const float *)x->a + lo, hi - lo);
+    } else if (from == SN_BF16) {
+        isa->from_bf16((float *)x->o + lo, (const uint16_t *)x->a + lo, hi - lo);
+    } else if (from == SN_U8) {
+        const uint8_t *s = x->a;
+        float *d = x->o;
+        for (int64_t i = lo; i < hi; i++) d[i] = (float)s[i];
+    } else {
+        const int32_t *s = x->a;
+        float *d = x->o;
+        for (int64_t i = lo; i < hi; i++) d[i] = (float)s[i];
+    }
+}
+
+/* x [any] -> same shape in the node's dtype (f32 -> bf16 rounds to nearest even) */
+static sn_status cast_run(sn_kcall *c) {
+    flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c};
+    run_tasks(cast_task, &x, x.n, GRAIN_CHEAP);
+    return SN_OK;
+}
+
+/* ---- dropout ---------------------------------------------------------------------------- */
+
+/* The mask must equal sn_dropout_keep bit for bit (the reference and the gradient node use
+ * it); one Philox call yields the words of four consecutive elements, so it is called once
+ * per aligned group of four instead of once per element, with the counters spelled exactly as
+ * sn_dropout_keep spells them (the test compares the two). */
+static void dropout_task(void *vctx, int ith, int nth) {
+    const flat_ctx *x = vctx;
+    const sn_attrs *at = &x->c->node->attr;
+    uint64_t seed = at->dropout.seed;
+    int32_t mask_node = at->dropout.mask_node;
+    float thresh = (float)at->dropout.rate;
+    uint64_t hi_ctr = ((uint64_t)(uint32_t)mask_node << 40) |
+                      ((uint64_t)x->c->step & ((1ull << 40) - 1));
+    const float *in = x->a;
+    float *out = x->o;
+    int64_t lo, hi;
+    /* Split on groups of four so that no group is drawn by two threads. */
+    sn_split_range((x->n + 3) / 4, ith, nth, &lo, &hi);
+    lo *= 4;
+    hi = hi * 4 < x->n ? hi * 4 : x->n;
+    for (int64_t g = lo; g < hi; g += 4) {
+        uint32_t r[4];
+        sn_philox(seed, hi_ctr, (uint64_t)g >> 2, r);
+        int64_t m = hi - g < 4 ? hi - g : 4;
+        for (int64_t j = 0; j < m; j++) {
+            bool keep = sn_u32_to_unit(r[j]) >= thresh;
+            out[g + j] = keep ? (float)((double)in[g + j] * x->scale) : 0.0f;
+        }
+    }
+}
+
+/* x [any] f32 -> same shape: x / (1 - rate) where kept, else 0. DROPOUT_GRAD (dy) carries the
+ * forward node's attributes, so the same function gives the gradient. */
+static sn_status dropout_run(sn_kcall *c) {
+    double rate = c->node->attr.dropout.rate;
+    flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c,
+                  .scale = rate < 1.0 ? 1.0 / (1.0 - rate) : 0.0};
+    run_tasks(dropout_task, &x, x.n, GRAIN_DROPOUT);
+    return SN_OK;
+}
+
+/* ---- registration ----------------------------------------------------------------------- */
+
+#define EW_KERNEL(sup, fn) {.impl = "cpu", .supports = sup, .run = fn}
+static sn_kernel k_add = EW_KERNEL(binary_supports, add_run),
+                 k_sub = EW_KERNEL(binary_supports, sub_run),
+                 k_mul = EW_KERNEL(binary_supports, mul_run),
+                 k_div = EW_KERNEL(binary_supports, div_run),
+                 k_bias_add = EW_KERNEL(binary_supports, bias_add_run),
+                 k_bcast = EW_KERNEL(bcast_supports, broadcast_to_run),
+                 k_relu = EW_KERNEL(unary_supports, relu_run),
+                 k_sigmoid = EW_KERNEL(unary_supports, sigmoid_run),
+                 k_tanh = EW_KERNEL(unary_supports, tanh_run),
+                 k_exp = EW_KERNEL(unary_supports, exp_run),
+                 k_log = EW_KERNEL(unary_supports, log_run),
+                 k_sqrt = EW_KERNEL(unary_supports, sqrt_run),
+                 k_neg = EW_KERNEL(unary_supports, neg_run),
+                 k_cast = EW_KERNEL(cast_supports, cast_run),
+                 k_relu_grad = EW_KERNEL(pair_supports, relu_grad_run),
+                 k_sigmoid_grad = EW_KERNEL(pair_supports, sigmoid_grad_run),
+                 k_tanh_grad = EW_KERNEL(pair_supports, tanh_grad_run),
+                 k_dropout = EW_KERNEL(unary_supports, dropout_run);
+
+void sn_cpu_register_elementwise(sn_kernel_table *t) {
+    isa = pick_isa();
+    sn_kernel *all[] = {&k_add,  &k_sub,  &k_mul,     &k_div,       &k_bias_add,
+                        &k_bcast, &k_relu, &k_sigmoid, &k_tanh,      &k_exp,
+                        &k_log,  &k_sqrt, &k_neg,     &k_cast,      &k_relu_grad,
+                        &k_sigmoid_grad, &k_tanh_grad, &k_dropout};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->impl = isa->name;
+    k_dropout.impl = "cpu"; /* Philox-bound: the same code on every ISA */
+    t->k[SN_OP_ADD] = &k_add;
+    t->k[SN_OP_SUB] = &k_sub;
+    t->k[SN_OP_MUL] = &k_mul;
+    t->k[SN_OP_DIV] = &k_div;
+    t->k[SN_OP_BIAS_ADD] = &k_bias_add;
+    t->k[SN_OP_BROADCAST_TO] = &k_bcast;
+    t->k[SN_OP_RELU] = &k_relu;
+    t->k[SN_OP_SIGMOID] = &k_sigmoid;
+    t->k[SN_OP_TANH] = &k_tanh;
+    t->k[SN_OP_EXP] = &k_exp;
+    t->k[SN_OP_LOG] = &k_log;
+    t->k[SN_OP_SQRT] = &k_sqrt;
+    t->k[SN_OP_NEG] = &k_neg;
+    t->k[SN_OP_CAST] = &k_cast;
+    t->k[SN_OP_RELU_GRAD] = &k_relu_grad;
+    t->k[SN_OP_SIGMOID_GRAD] = &k_sigmoid_grad;
+    t->k[SN_OP_TANH_GRAD] = &k_tanh_grad;
+    t->k[SN_OP_DROPOUT] = &k_dropout;
+    t->k[SN_OP_DROPOUT_GRAD] = &k_dropout;
+}
