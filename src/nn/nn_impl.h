@@ -42,6 +42,7 @@ struct sn_layer {
     sn_pool2d_opts pool;
     double rate, momentum, epsilon;
     uint64_t seed; /* dropout */
+    sn_dtype dtype; /* of the variables: SN_F32 (set from the model at build) */
 };
 
 sn_status sn_updates_push(sn_updates *u, sn_node n);
@@ -61,6 +62,9 @@ struct sn_model {
     bool built;
     uint64_t seed;
     sn_train_state *train; /* NULL until compile */
+    /* Variables' dtype: SN_F32; SN_F64 only for the gradient checks of tests/test_layers.c
+     * (set before sn_model_build). */
+    sn_dtype dtype;
 };
 
 /* Forward pass of all layers for a batch input node x [B, input_shape...]. */

@@ -1,0 +1,329 @@
+/* The Sequential model: layers in order, building (variables and Keras initialisers from one
+ * seed), the forward chain, accessors and Keras 3's summary table.
+ *
+ * Determinism: layer i draws its initial values from sn_rng stream i of the model seed, and a
+ * Dropout layer's mask seed is a hash of (seed, i); so the same seed gives bit-identical
+ * weights and masks, and adding a layer at the end does not change the earlier ones. */
+#include <string.h>
+
+#include "nn/nn_impl.h"
+
+static void layer_free(sn_layer *l) {
+    if (!l) return;
+    if (l->vt && l->vt->destroy) l->vt->destroy(l);
+    free(l->name);
+    free(l);
+}
+
+sn_model *sn_sequential_new(const char *name) {
+    sn_model *m = sn_calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->name = sn_strdup(name && *name ? name : "sequential");
+    if (!m->name) {
+        free(m);
+        return NULL;
+    }
+    m->dtype = SN_F32;
+    return m;
+}
+
+void sn_model_free(sn_model *m) {
+    if (!m) return;
+    /* The training state holds plans over the graph: it goes first. */
+    if (m->train) sn_train_state_free(m->train);
+    for (int i = 0; i < m->n_layers; i++) layer_free(m->layers[i]);
+    free(m->layers);
+    sn_graph_free(m->g);
+    free(m->name);
+    free(m);
+}
+
+static bool name_taken(const sn_model *m, const char *name) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (strcmp(m->layers[i]->name, name) == 0) return true;
+    return false;
+}
+
+sn_status sn_model_add(sn_model *m, sn_layer *layer) {
+    sn_status st = SN_OK;
+    if (!m || !layer) {
+        st = sn_errorf(SN_ERR_INVALID, "sn_model_add: %s is NULL%s", !m ? "model" : "layer",
+                       m ? " (its constructor failed: see the previous error)" : "");
+        goto fail;
+    }
+    if (m->built) {
+        st = sn_errorf(SN_ERR_STATE, "model '%s' is already built: add layers before "
+                       "sn_model_build", m->name);
+        goto fail;
+    }
+    if (layer->name) {
+        if (name_taken(m, layer->name)) {
+            st = sn_errorf(SN_ERR_INVALID, "model '%s': a layer named '%s' already exists; layer "
+                           "names must be unique", m->name, layer->name);
+            goto fail;
+        }
+    } else {
+        /* Keras's automatic names: "dense", "dense_1", "dense_2", ... skipping taken ones. */
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", layer->vt->base_name);
+        for (int k = 1; name_taken(m, buf); k++)
+            snprintf(buf, sizeof buf, "%s_%d", layer->vt->base_name, k);
+        if (!(layer->name = sn_strdup(buf))) {
+            st = SN_ERR_NOMEM;
+            goto fail;
+        }
+    }
+    if (m->n_layers == m->cap_layers) {
+        int cap = m->cap_layers ? 2 * m->cap_layers : 8;
+        sn_layer **p = sn_realloc(m->layers, sizeof *p * (size_t)cap);
+        if (!p) {
+            st = SN_ERR_NOMEM;
+            goto fail;
+        }
+        m->layers = p;
+        m->cap_layers = cap;
+    }
+    m->layers[m->n_layers++] = layer;
+    return SN_OK;
+fail:
+    layer_free(layer);
+    return st;
+}
+
+/* splitmix64: spreads (seed, layer index) into an unrelated 64-bit dropout seed. */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed) {
+    if (!m || !input_shape)
+        return sn_errorf(SN_ERR_INVALID, "sn_model_build: %s is NULL", !m ? "model" : "input_shape");
+    if (m->built)
+        return sn_errorf(SN_ERR_STATE, "model '%s' is already built; build it once", m->name);
+    if (m->n_layers == 0)
+        return sn_errorf(SN_ERR_STATE, "model '%s' has no layers to build", m->name);
+    char b[160];
+    if (input_shape->ndim < 1 || input_shape->ndim >= SN_MAX_DIMS)
+        return sn_errorf(SN_ERR_SHAPE, "model '%s': input shape has rank %d (without the batch), "
+                         "expected 1 to %d", m->name, input_shape->ndim, SN_MAX_DIMS - 1);
+    for (int i = 0; i < input_shape->ndim; i++)
+        if (input_shape->dim[i] <= 0)
+            return sn_errorf(SN_ERR_SHAPE, "model '%s': input shape %s has a dimension <= 0",
+                             m->name, sn_shape_str(input_shape, b, sizeof b));
+    if (m->dtype != SN_F32 && m->dtype != SN_F64)
+        return sn_errorf(SN_ERR_INVALID, "model '%s': variables of dtype %s are not supported",
+                         m->name, sn_dtype_name(m->dtype));
+    sn_graph *g = sn_graph_new();
+    if (!g) return SN_ERR_NOMEM;
+    sn_shape cur = *input_shape;
+    sn_status st = SN_OK;
+    for (int i = 0; i < m->n_layers && st == SN_OK; i++) {
+        sn_layer *l = m->layers[i];
+        sn_rng rng;
+        sn_rng_init(&rng, seed, (uint64_t)i);
+        l->dtype = m->dtype;
+        l->seed = mix64(seed ^ mix64((uint64_t)i + 1));
+        l->n_vars = 0;
+        l->in_shape = cur;
+        st = l->vt->build(l, g, &cur, &rng);
+        if (st == SN_OK && sn_graph_status(g) != SN_OK)
+            st = sn_error_context(sn_graph_status(g), "layer '%s' (%s)", l->name, l->vt->class_name);
+        if (st == SN_OK && sn_shape_numel(&l->out_shape) <= 0)
+            st = sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s): empty output shape", l->name,
+                           l->vt->class_name);
+        cur = l->out_shape;
+    }
+    if (st != SN_OK) {
+        /* Leave the model as before: unbuilt, no graph, no variables. */
+        for (int i = 0; i < m->n_layers; i++) m->layers[i]->n_vars = 0;
+        sn_graph_free(g);
+        return sn_error_context(st, "building model '%s'", m->name);
+    }
+    m->g = g;
+    m->input_shape = *input_shape;
+    m->seed = seed;
+    m->built = true;
+    return SN_OK;
+}
+
+sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *updates,
+                           sn_node *out) {
+    if (!m || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_forward: NULL argument");
+    if (!m->built) return sn_errorf(SN_ERR_STATE, "model '%s' is not built", m->name);
+    sn_graph *g = m->g;
+    SN_TRY(sn_graph_status(g));
+    sn_shape xs = sn_node_shape(g, x);
+    bool ok = xs.ndim == m->input_shape.ndim + 1;
+    for (int i = 0; ok && i < m->input_shape.ndim; i++) ok = xs.dim[i + 1] == m->input_shape.dim[i];
+    if (!ok) {
+        char a[160], e[160];
+        return sn_errorf(SN_ERR_SHAPE, "model '%s': input node has shape %s, expected [batch] + %s",
+                         m->name, sn_shape_str(&xs, a, sizeof a),
+                         sn_shape_str(&m->input_shape, e, sizeof e));
+    }
+    if (sn_node_dtype(g, x) != m->dtype)
+        return sn_errorf(SN_ERR_SHAPE, "model '%s': input node has dtype %s, expected %s", m->name,
+                         sn_dtype_name(sn_node_dtype(g, x)), sn_dtype_name(m->dtype));
+    sn_node y = x;
+    for (int i = 0; i < m->n_layers; i++) {
+        sn_layer *l = m->layers[i];
+        y = l->vt->forward(l, g, y, training, updates);
+        if (y == SN_NONE || sn_graph_status(g) != SN_OK) {
+            sn_status st = sn_graph_status(g);
+            return sn_error_context(st != SN_OK ? st : SN_ERR_STATE, "model '%s', layer '%s' (%s)",
+                                    m->name, l->name, l->vt->class_name);
+        }
+    }
+    *out = y;
+    return SN_OK;
+}
+
+/* ---- accessors -------------------------------------------------------------------------- */
+sn_graph *sn_model_graph(sn_model *m) { return m ? m->g : NULL; }
+int sn_model_layer_count(const sn_model *m) { return m ? m->n_layers : 0; }
+
+static const sn_layer *layer_at(const sn_model *m, int i) {
+    return m && i >= 0 && i < m->n_layers ? m->layers[i] : NULL;
+}
+
+const char *sn_model_layer_name(const sn_model *m, int i) {
+    const sn_layer *l = layer_at(m, i);
+    return l ? l->name : NULL;
+}
+
+const char *sn_model_layer_class(const sn_model *m, int i) {
+    const sn_layer *l = layer_at(m, i);
+    return l ? l->vt->class_name : NULL;
+}
+
+sn_shape sn_model_layer_output_shape(const sn_model *m, int i) {
+    const sn_layer *l = layer_at(m, i);
+    return l && m->built ? l->out_shape : (sn_shape){.ndim = -1};
+}
+
+int sn_model_layer_variables(const sn_model *m, int i, sn_node *vars, int cap) {
+    const sn_layer *l = layer_at(m, i);
+    if (!l || !m->built) return 0;
+    for (int j = 0; vars && j < l->n_vars && j < cap; j++) vars[j] = l->vars[j];
+    return l->n_vars;
+}
+
+static int64_t layer_params(const sn_model *m, const sn_layer *l, int which /* 0 all, 1 tr, 2 non */) {
+    int64_t n = 0;
+    for (int j = 0; m->built && j < l->n_vars; j++) {
+        bool tr = (sn_node_at(m->g, l->vars[j])->flags & SN_NODE_TRAINABLE) != 0;
+        if (which == 0 || (which == 1) == tr) {
+            sn_shape s = sn_node_shape(m->g, l->vars[j]);
+            n += sn_shape_numel(&s);
+        }
+    }
+    return n;
+}
+
+static int64_t model_params(const sn_model *m, int which) {
+    int64_t n = 0;
+    for (int i = 0; m && i < m->n_layers; i++) n += layer_params(m, m->layers[i], which);
+    return n;
+}
+
+int64_t sn_model_param_count(const sn_model *m, bool trainable_only) {
+    return model_params(m, trainable_only ? 1 : 0);
+}
+
+/* ---- summary ---------------------------------------------------------------------------- */
+/* 1234567 -> "1,234,567" (Python's f"{n:,}"). */
+static char *thousands(int64_t v, char *buf, size_t cap) {
+    char raw[32];
+    int n = snprintf(raw, sizeof raw, "%lld", (long long)(v < 0 ? -v : v));
+    size_t o = 0;
+    if (v < 0 && o + 1 < cap) buf[o++] = '-';
+    for (int i = 0; i < n && o + 1 < cap; i++) {
+        if (i > 0 && (n - i) % 3 == 0 && o + 1 < cap) buf[o++] = ',';
+        if (o + 1 < cap) buf[o++] = raw[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+/* Keras's readable_memory_size: powers of 1024, two decimals. */
+static char *mem_size(double bytes, char *buf, size_t cap) {
+    static const char *units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+    int u = 0;
+    while (u < 5 && bytes / 1024.0 >= 1.0) {
+        bytes /= 1024.0;
+        u++;
+    }
+    snprintf(buf, cap, "%.2f %s", bytes, units[u]);
+    return buf;
+}
+
+static void rule(FILE *out, const char *l, const char *fill, const char *mid, const char *r,
+                 const int *w) {
+    fputs(l, out);
+    for (int c = 0; c < 3; c++) {
+        for (int k = 0; k < w[c]; k++) fputs(fill, out);
+        fputs(c < 2 ? mid : r, out);
+    }
+    fputc('\n', out);
+}
+
+static void row(FILE *out, const char *bar, const int *w, const char *a, const char *b,
+                const char *c) {
+    fprintf(out, "%s %-*s %s %-*s %s %*s %s\n", bar, w[0] - 2, a, bar, w[1] - 2, b, bar, w[2] - 2, c,
+            bar);
+}
+
+/* Keras 3's table (rich, show_lines, an 80-column terminal: columns of 33, 24 and 15 with
+ * their padding), widened where a cell would not fit instead of wrapping it. */
+sn_status sn_model_summary(const sn_model *m, FILE *out) {
+    if (!m || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_summary: %s is NULL",
+                                     !m ? "model" : "out");
+    enum { MAXC = 256 };
+    int n = m->n_layers;
+    char(*cells)[3][MAXC] = sn_calloc((size_t)(n ? n : 1), sizeof *cells);
+    if (!cells) return SN_ERR_NOMEM;
+    int w[3] = {33, 24, 15};
+    for (int i = 0; i < n; i++) {
+        const sn_layer *l = m->layers[i];
+        snprintf(cells[i][0], MAXC, "%s (%s)", l->name, l->vt->class_name);
+        if (m->built) {
+            size_t k = (size_t)snprintf(cells[i][1], MAXC, "(None");
+            for (int d = 0; d < l->out_shape.ndim && k < MAXC; d++)
+                k += (size_t)snprintf(cells[i][1] + k, MAXC - k, ", %lld",
+                                      (long long)l->out_shape.dim[d]);
+            if (k < MAXC) snprintf(cells[i][1] + k, MAXC - k, ")");
+            thousands(layer_params(m, l, 0), cells[i][2], MAXC);
+        } else {
+            snprintf(cells[i][1], MAXC, "?");
+            snprintf(cells[i][2], MAXC, "0 (unbuilt)");
+        }
+        for (int c = 0; c < 3; c++) {
+            int len = (int)strlen(cells[i][c]) + 2;
+            if (len > w[c]) w[c] = len;
+        }
+    }
+    fprintf(out, "Model: \"%s\"\n", m->name);
+    rule(out, "┏", "━", "┳", "┓", w);
+    row(out, "┃", w, "Layer (type)", "Output Shape", "Param #");
+    rule(out, "┡", "━", "╇", "┩", w);
+    for (int i = 0; i < n; i++) {
+        if (i > 0) rule(out, "├", "─", "┼", "┤", w);
+        row(out, "│", w, cells[i][0], cells[i][1], cells[i][2]);
+    }
+    rule(out, "└", "─", "┴", "┘", w);
+    free(cells);
+    double per = (double)sn_dtype_size(m->dtype);
+    int64_t tr = model_params(m, 1), non = model_params(m, 2);
+    char c1[32], c2[32];
+    fprintf(out, " Total params: %s (%s)\n", thousands(tr + non, c1, sizeof c1),
+            mem_size((double)(tr + non) * per, c2, sizeof c2));
+    fprintf(out, " Trainable params: %s (%s)\n", thousands(tr, c1, sizeof c1),
+            mem_size((double)tr * per, c2, sizeof c2));
+    fprintf(out, " Non-trainable params: %s (%s)\n", thousands(non, c1, sizeof c1),
+            mem_size((double)non * per, c2, sizeof c2));
+    if (ferror(out)) return sn_errorf(SN_ERR_IO, "model summary: writing failed");
+    return SN_OK;
+}
