@@ -9,11 +9,11 @@
  *     sn_tensor *xy[2] = {x, y};
  *     SN_TRY(sn_dataset_from_tensors(&ds, 2, xy));   // copies x and y
  *     sn_tensor_free(x); sn_tensor_free(y);
- *     sn_dataset_map_normalize(&ds, 0, true);       // image: f32 [28, 28, 1] in [0, 1]
- *     sn_dataset_map_cast(&ds, 1, SN_I32);          // label: i32 []
- *     sn_dataset_shuffle(&ds, 60000, seed, true);
- *     sn_dataset_batch(&ds, 128, true);              // [128, 28, 28, 1] f32, [128] i32
- *     sn_dataset_prefetch(&ds, 2);                   // (check every status in real code)
+ *     sn_dataset_shuffle(&ds, 60000, seed, true);   // (check every status in real code)
+ *     sn_dataset_batch(&ds, 128, true);              // u8 [128, 28, 28], u8 [128]
+ *     sn_dataset_map_normalize(&ds, 0, true);       // f32 [128, 28, 28, 1] in [0, 1]
+ *     sn_dataset_map_cast(&ds, 1, SN_I32);          // i32 [128]
+ *     sn_dataset_prefetch(&ds, 2);                   // a background thread
  *     sn_tensor *b[2]; bool end;
  *     while (sn_dataset_next(ds, b, &end) == SN_OK && !end) { ... train on b[0], b[1] ... }
  *     sn_dataset_reset(ds);                          // next epoch: a new shuffle order
