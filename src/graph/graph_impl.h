@@ -166,4 +166,14 @@ sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape);
 /* Used by the optimizers of nn/: one fused update op over a variable. */
 sn_node sn_apply_optimizer(sn_graph *g, int n_in, const sn_node *in, const sn_attrs *attr);
 
+/* Profiling, for `sinter bench --profile`: with profiling on, every kernel call of a plan is
+ * timed (two clock reads per call); entry c gives the node, the kernel implementation and the
+ * seconds accumulated since profiling was turned on. Returns false past the last call. */
+sn_status sn_plan_profile(sn_plan *p, bool on);
+bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
+                           double *seconds);
+/* Floating-point operations of one execution of node n (2 per multiply-add for matmul and
+ * convolutions, 1 per element for elementwise work). */
+double sn_node_flops(const sn_graph *g, sn_node n);
+
 #endif

@@ -114,3 +114,32 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_ASSIGN_ADD] = &sn_def_assign_add,
     [SN_OP_APPLY_OPTIMIZER] = &sn_def_apply_optimizer,
 };
+
+double sn_node_flops(const sn_graph *g, sn_node n) {
+    const sn_node_t *nd = &g->nodes[n];
+    double out = (double)sn_shape_numel(&nd->shape);
+    switch (nd->op) {
+    case SN_OP_MATMUL: {
+        const sn_shape *a = &g->nodes[nd->in[0]].shape;
+        double k = (double)(nd->attr.matmul.ta ? a->dim[a->ndim - 2] : a->dim[a->ndim - 1]);
+        return 2.0 * out * k;
+    }
+    case SN_OP_CONV2D: {
+        const sn_shape *w = &nd->attr.conv.w_shape;
+        return 2.0 * out * (double)(w->dim[0] * w->dim[1] * w->dim[2]);
+    }
+    case SN_OP_CONV2D_BWD_DATA:
+    case SN_OP_CONV2D_BWD_FILTER: {
+        /* the same multiply-adds as the forward convolution */
+        const sn_shape *w = &nd->attr.conv.w_shape, *x = &nd->attr.conv.x_shape;
+        const sn_node_t *dy = &g->nodes[nd->in[nd->op == SN_OP_CONV2D_BWD_DATA ? 0 : 1]];
+        (void)x;
+        return 2.0 * (double)sn_shape_numel(&dy->shape) * (double)(w->dim[0] * w->dim[1] * w->dim[2]);
+    }
+    case SN_OP_INPUT:
+    case SN_OP_VARIABLE:
+    case SN_OP_CONST:
+    case SN_OP_RESHAPE: return 0;
+    default: return out;
+    }
+}

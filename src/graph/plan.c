@@ -35,6 +35,7 @@ struct sn_plan {
     size_t scratch_bytes;
     const unsigned char *vars_seen;
     int64_t step;
+    double *prof;         /* per call: seconds spent, when profiling is on */
     char device[96];
     int n_nodes; /* graph size when planned */
 };
@@ -172,6 +173,7 @@ void sn_plan_free(sn_plan *p) {
     free(p->needed);
     free(p->is_target);
     free(p->ptr);
+    free(p->prof);
     sn_free_aligned(p->arena);
     sn_free_aligned(p->scratch);
     free(p);
@@ -309,7 +311,9 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
         for (int c = 0; c < p->n_calls; c++) {
             sn_kcall *k = &p->calls[c];
             k->step = p->step;
+            double t0 = p->prof ? sn_now() : 0;
             sn_status st = p->kern[c]->run(k);
+            if (p->prof) p->prof[c] += sn_now() - t0;
             if (st != SN_OK)
                 return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
                                         (int)k->id, sn_ops[k->node->op]->name);
@@ -361,12 +365,22 @@ void sn_plan_set_step(sn_plan *p, int64_t step) {
 }
 const char *sn_plan_device(const sn_plan *p) { return p ? p->device : ""; }
 
-/* Internal, for profiles: the kernel implementation that runs call c. */
-const char *sn_plan_call_impl(const sn_plan *p, int c, sn_node *node);
-const char *sn_plan_call_impl(const sn_plan *p, int c, sn_node *node) {
-    if (!p || c < 0 || c >= p->n_calls) return NULL;
+sn_status sn_plan_profile(sn_plan *p, bool on) {
+    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_profile: plan is NULL");
+    free(p->prof);
+    p->prof = NULL;
+    if (on && !(p->prof = sn_calloc((size_t)(p->n_calls ? p->n_calls : 1), sizeof *p->prof)))
+        return SN_ERR_NOMEM;
+    return SN_OK;
+}
+
+bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
+                           double *seconds) {
+    if (!p || c < 0 || c >= p->n_calls) return false;
     if (node) *node = p->calls[c].id;
-    return p->kern[c]->impl;
+    if (impl) *impl = p->kern[c]->impl;
+    if (seconds) *seconds = p->prof ? p->prof[c] : 0.0;
+    return true;
 }
 
 sn_status sn_eval(sn_graph *g, sn_node n, const char *device, sn_tensor **out) {
