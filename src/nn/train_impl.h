@@ -1,0 +1,88 @@
+/* Internal to the training half of src/nn/ (compile.c, optimizer.c, losses.c, fit.c,
+ * callbacks.c, history.c): optimizer update nodes, losses and metrics as graph pieces, the
+ * history's builder. Tests may include it (tests/test_optimizers.c builds updates directly). */
+#ifndef SN_NN_TRAIN_IMPL_H
+#define SN_NN_TRAIN_IMPL_H
+
+#include "nn/nn_impl.h"
+
+/* SGD momentum; Adam m, v; RMSprop velocity (+ momentum). */
+#define SN_OPTIM_MAX_SLOTS 2
+
+/* SN_ERR_INVALID naming the field when an option is out of range (lr <= 0, beta outside
+ * [0, 1), ...). */
+sn_status sn_optimizer_validate(const sn_optimizer_opts *o);
+const char *sn_optimizer_name(sn_optimizer_type t);
+/* How many slot variables each trainable variable needs under o. */
+int sn_optimizer_slot_count(const sn_optimizer_opts *o);
+/* Creates the slot variables (non-trainable, zero, the variable's dtype and shape) of n
+ * variables: slots[i * SN_OPTIM_MAX_SLOTS + s]. Unused entries are SN_NONE. */
+sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int n,
+                                    const sn_node *vars, sn_node *slots);
+/* Adds one apply_optimizer node per variable (var, grad, iterations, slots...) into
+ * updates[0 .. n-1] and, after them, iterations += 1 into updates[n]: side effects run in
+ * creation order, so every update of a step sees the same iteration count. */
+sn_status sn_optimizer_apply(sn_graph *g, const sn_optimizer_opts *o, int n, const sn_node *vars,
+                             const sn_node *grads, const sn_node *slots, sn_node iterations,
+                             sn_node *updates);
+
+/* Keras names: "sparse_categorical_crossentropy", ... */
+const char *sn_loss_name(sn_loss_type t);
+/* Per-example loss [B] for model output `out` [B, ...] and labels y (int32 [B] for the sparse
+ * loss, otherwise out's shape and f32). The caller checked the shapes; graph errors are
+ * sticky in g. */
+sn_node sn_loss_per_example(sn_graph *g, sn_loss_type t, bool from_logits, sn_node out,
+                            sn_node y);
+/* Sum over the batch of the per-example metric value (1 for a right prediction), a scalar. */
+sn_node sn_metric_batch_sum(sn_graph *g, sn_metric_type m, sn_loss_type t, bool from_logits,
+                            sn_node out, sn_node y);
+/* SN_ERR_INVALID when metric m is not defined for loss t. */
+sn_status sn_metric_check(sn_metric_type m, sn_loss_type t);
+/* The name Keras logs: "sparse_categorical_accuracy" or "accuracy" (the name the user gave). */
+const char *sn_metric_name(sn_metric_type m);
+
+/* ---- the training state compile creates (m->train) ------------------------------------- */
+/* What a cached plan computes. */
+typedef enum sn_plan_kind { SN_PLAN_TRAIN = 0, SN_PLAN_EVAL, SN_PLAN_PREDICT } sn_plan_kind;
+
+/* One plan per (kind, batch shape): a last partial batch gets its own. */
+typedef struct sn_cached_plan {
+    sn_plan_kind kind;
+    int64_t batch;
+    sn_shape y_shape; /* labels with the batch dimension (unused for predict) */
+    sn_dtype y_dtype;
+    sn_plan *plan;
+    sn_node x, y, out; /* out: predict's result */
+} sn_cached_plan;
+
+/* Accumulators: [0] loss sum, [1 .. n_metrics] metric sums, [n_metrics + 1] example count. */
+#define SN_ACC_MAX (SN_MAX_METRICS + 2)
+
+struct sn_train_state {
+    bool compiled; /* false: created by predict on an uncompiled model (plans only) */
+    sn_compile_opts opts;
+    int n_vars;      /* trainable variables at compile */
+    sn_node *vars;
+    sn_node *slots;  /* n_vars * SN_OPTIM_MAX_SLOTS */
+    sn_node iterations;
+    sn_node acc[2][SN_ACC_MAX]; /* [0] training, [1] evaluation; non-trainable f32 scalars */
+    sn_cached_plan *plans;
+    int n_plans, cap_plans;
+    int64_t step;    /* training steps run so far: the plan step that keys dropout masks */
+    char val_names[SN_MAX_METRICS + 1][64]; /* "val_loss", "val_<metric>" */
+};
+
+/* The model's training state, created (uncompiled) when missing; NULL when out of memory. */
+sn_train_state *sn_train_state_get(sn_model *m);
+/* The cached plan of this kind for a batch (x [B, ...], labels of y_shape/y_dtype), built
+ * on first use. */
+sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
+                        sn_dtype y_dtype, sn_cached_plan **out);
+/* The model's output shape without the batch dimension. */
+sn_shape sn_model_out_shape(const sn_model *m);
+
+/* History: fit appends one row of logs per epoch. */
+sn_history *sn_history_new(void);
+sn_status sn_history_append(sn_history *h, const sn_logs *logs);
+
+#endif
