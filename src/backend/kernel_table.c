@@ -6,16 +6,6 @@
 
 #include "backend/kernel.h"
 
-/* The fast CPU kernels are written separately. A family not yet committed is declared weak:
- * its register function is then an undefined weak symbol (address NULL) and the reference
- * rows stay. Once a family exists it must be referenced strongly (declared only in kernel.h):
- * from a static library a weak reference does not pull the archive member in, so a weak
- * reference to an existing family would silently leave programs on the reference kernels. */
-extern void sn_cpu_register_elementwise(sn_kernel_table *t) __attribute__((weak));
-extern void sn_cpu_register_reduce(sn_kernel_table *t) __attribute__((weak));
-extern void sn_cpu_register_softmax(sn_kernel_table *t) __attribute__((weak));
-extern void sn_cpu_register_state(sn_kernel_table *t) __attribute__((weak));
-
 static sn_kernel_table ref_table, cpu_table;
 static pthread_once_t ref_once = PTHREAD_ONCE_INIT, cpu_once = PTHREAD_ONCE_INIT;
 
@@ -30,14 +20,16 @@ static void build_ref(void) {
     sn_ref_register_state(&ref_table);
 }
 
+/* Plain (strong) calls on purpose: they are what pulls backend/cpu/ out of libsinter.a into
+ * static programs. A weak reference would not, and would leave them on reference kernels. */
 static void build_cpu(void) {
     cpu_table = *sn_ref_kernels();
-    void (*const fast[])(sn_kernel_table *) = {
-        sn_cpu_register_elementwise, sn_cpu_register_reduce, sn_cpu_register_softmax,
-        sn_cpu_register_matmul,      sn_cpu_register_conv,   sn_cpu_register_state,
-    };
-    for (size_t i = 0; i < sizeof fast / sizeof fast[0]; i++)
-        if (fast[i]) fast[i](&cpu_table);
+    sn_cpu_register_elementwise(&cpu_table);
+    sn_cpu_register_reduce(&cpu_table);
+    sn_cpu_register_softmax(&cpu_table);
+    sn_cpu_register_matmul(&cpu_table);
+    sn_cpu_register_conv(&cpu_table);
+    sn_cpu_register_state(&cpu_table);
 }
 
 const sn_kernel_table *sn_ref_kernels(void) {
