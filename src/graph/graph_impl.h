@@ -71,7 +71,7 @@ typedef enum sn_op {
     /* side effects */
     SN_OP_ASSIGN,           /* (var, value) */
     SN_OP_ASSIGN_ADD,       /* (var, value) */
-    SN_OP_APPLY_OPTIMIZER,  /* (var, grad, slots..., iterations) see nn/optimizer.c */
+    SN_OP_APPLY_OPTIMIZER,  /* (var, grad, iterations, slots...) see nn/optimizer.c */
     SN_OP_COUNT
 } sn_op;
 
