@@ -270,14 +270,55 @@ static void rule(FILE *out, const char *l, const char *fill, const char *mid, co
     fputc('\n', out);
 }
 
-static void row(FILE *out, const char *bar, const int *w, const char *a, const char *b,
-                const char *c) {
-    fprintf(out, "%s %-*s %s %-*s %s %*s %s\n", bar, w[0] - 2, a, bar, w[1] - 2, b, bar, w[2] - 2, c,
-            bar);
+/* Splits `text` into lines of at most `width` characters as rich does: at spaces, a word
+ * longer than the width cut where it must be. Returns the number of lines; line k is
+ * text[start[k], start[k] + len[k]). */
+static int wrap(const char *text, int width, int *start, int *len, int cap) {
+    int n = 0, pos = 0, total = (int)strlen(text);
+    while (pos < total && n < cap) {
+        while (text[pos] == ' ') pos++;
+        int end = pos + width < total ? pos + width : total;
+        if (end < total) { /* break at the last space that fits, if any */
+            int sp = end;
+            while (sp > pos && text[sp] != ' ') sp--;
+            if (sp > pos) end = sp;
+        }
+        start[n] = pos;
+        len[n++] = end - pos;
+        pos = end;
+    }
+    if (n == 0) {
+        start[0] = len[0] = 0;
+        n = 1;
+    }
+    return n;
 }
 
-/* Keras 3's table (rich, show_lines, an 80-column terminal: columns of 33, 24 and 15 with
- * their padding), widened where a cell would not fit instead of wrapping it. */
+/* One table row of three cells, wrapped; the third right-aligned. */
+static void row(FILE *out, const char *bar, const int *w, const char *a, const char *b,
+                const char *c) {
+    enum { MAXL = 16 };
+    const char *t[3] = {a, b, c};
+    int st[3][MAXL], ln[3][MAXL], nl[3], lines = 0;
+    for (int k = 0; k < 3; k++) {
+        nl[k] = wrap(t[k], w[k] - 2, st[k], ln[k], MAXL);
+        if (nl[k] > lines) lines = nl[k];
+    }
+    for (int i = 0; i < lines; i++) {
+        for (int k = 0; k < 3; k++) {
+            const char *p = i < nl[k] ? t[k] + st[k][i] : "";
+            int n = i < nl[k] ? ln[k][i] : 0, pad = w[k] - 2 - n;
+            fprintf(out, "%s ", bar);
+            if (k == 2) fprintf(out, "%*s%.*s ", pad, "", n, p);
+            else fprintf(out, "%.*s%*s ", n, p, pad, "");
+        }
+        fprintf(out, "%s\n", bar);
+    }
+}
+
+/* Keras 3's table as rich draws it (show_lines) on an 80-column terminal: columns of 33, 24
+ * and 15 characters with their padding; a cell too long for its column wraps onto more
+ * lines, as "batch_normalization (BatchNormalization)" does in Keras. */
 sn_status sn_model_summary(const sn_model *m, FILE *out) {
     if (!m || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_summary: %s is NULL",
                                      !m ? "model" : "out");
@@ -285,7 +326,7 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
     int n = m->n_layers;
     char(*cells)[3][MAXC] = sn_calloc((size_t)(n ? n : 1), sizeof *cells);
     if (!cells) return SN_ERR_NOMEM;
-    int w[3] = {33, 24, 15};
+    const int w[3] = {33, 24, 15};
     for (int i = 0; i < n; i++) {
         const sn_layer *l = m->layers[i];
         snprintf(cells[i][0], MAXC, "%s (%s)", l->name, l->vt->class_name);
@@ -299,10 +340,6 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
         } else {
             snprintf(cells[i][1], MAXC, "?");
             snprintf(cells[i][2], MAXC, "0 (unbuilt)");
-        }
-        for (int c = 0; c < 3; c++) {
-            int len = (int)strlen(cells[i][c]) + 2;
-            if (len > w[c]) w[c] = len;
         }
     }
     fprintf(out, "Model: \"%s\"\n", m->name);
