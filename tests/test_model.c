@@ -257,7 +257,87 @@ static void test_weights(void) {
     unlink(path);
 }
 
+/* Whole model, f64 (see test_layers.c): Conv2D same -> BatchNormalization (training) ->
+ * MaxPooling2D -> Conv2D -> AveragePooling2D -> Flatten -> Dropout -> Dense relu -> Dense,
+ * sparse cross-entropy; the gradient over all trainable parameters checked in one random
+ * direction d: (L(w + eps d) - L(w - eps d)) / 2 eps == grad . d. */
+static void test_directional(void) {
+    sn_model *m = sn_sequential_new("directional");
+    m->dtype = SN_F64;
+    sn_conv2d_layer_opts o = sn_conv2d_layer_defaults(4, 3, 3);
+    o.padding = SN_PAD_SAME;
+    o.activation = SN_ACT_TANH;
+    sn_model_add(m, sn_layer_conv2d_ex(&o));
+    sn_model_add(m, sn_layer_batch_norm());
+    sn_model_add(m, sn_layer_max_pool2d(2, 2));
+    sn_model_add(m, sn_layer_conv2d(5, 2, 2, SN_ACT_SIGMOID));
+    sn_model_add(m, sn_layer_avg_pool2d(2, 2));
+    sn_model_add(m, sn_layer_flatten());
+    sn_model_add(m, sn_layer_dropout(0.2));
+    sn_model_add(m, sn_layer_dense(6, SN_ACT_RELU));
+    sn_model_add(m, sn_layer_dense(3, SN_ACT_NONE));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S3(6, 6, 2), 21));
+    sn_graph *g = sn_model_graph(m);
+    sn_node x = sn_input(g, "x", SN_F64, &(sn_shape){.ndim = 4, .dim = {4, 6, 6, 2}});
+    sn_node lab = sn_input(g, "y", SN_I32, &(sn_shape)S1(4)), logits = SN_NONE;
+    CHECK_OK(sn_model_forward(m, x, true, NULL, &logits));
+    sn_node loss = sn_reduce_mean(g, sn_sparse_softmax_xent(g, logits, lab), 0, NULL, false);
+    sn_node vars[16], grads[16], t[17] = {loss};
+    int nv = sn_graph_variables(g, true, vars, 16);
+    CHECK(nv == 10, "trainable variables: %d", nv);
+    sn_plan *p = NULL;
+    sn_status s = sn_gradients(g, loss, nv, vars, grads);
+    for (int i = 0; i < nv; i++) t[1 + i] = grads[i];
+    if (s == SN_OK) s = sn_plan_new(&p, g, 1 + nv, t, NULL);
+    CHECK(s == SN_OK, "directional: %s", sn_last_error());
+    if (s == SN_OK) {
+        sn_rng r;
+        sn_rng_init(&r, 3, 0);
+        double *xv = sn_plan_buffer(p, x);
+        for (int i = 0; i < 4 * 72; i++) xv[i] = sn_rng_normal(&r);
+        int32_t *yv = sn_plan_buffer(p, lab);
+        for (int i = 0; i < 4; i++) yv[i] = (int32_t)sn_rng_below(&r, 3);
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        double gd = 0;
+        double *d[16], *w0[16];
+        int64_t n[16];
+        for (int i = 0; i < nv; i++) {
+            sn_shape vs = sn_node_shape(g, vars[i]);
+            n[i] = sn_shape_numel(&vs);
+            d[i] = malloc(sizeof(double) * (size_t)n[i]);
+            w0[i] = malloc(sizeof(double) * (size_t)n[i]);
+            memcpy(w0[i], sn_variable_data(g, vars[i]), sizeof(double) * (size_t)n[i]);
+            const double *gv = sn_plan_buffer(p, grads[i]);
+            for (int64_t j = 0; j < n[i]; j++) {
+                d[i][j] = sn_rng_normal(&r);
+                gd += gv[j] * d[i][j];
+            }
+        }
+        const double eps = 1e-6;
+        double l[2];
+        for (int k = 0; k < 2; k++) {
+            for (int i = 0; i < nv; i++) {
+                double *w = sn_variable_data(g, vars[i]);
+                for (int64_t j = 0; j < n[i]; j++) w[j] = w0[i][j] + (k ? -eps : eps) * d[i][j];
+            }
+            sn_plan_set_step(p, 0); /* the same dropout mask */
+            CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+            l[k] = *(double *)sn_plan_buffer(p, loss);
+        }
+        double num = (l[0] - l[1]) / (2 * eps), err = fabs(num - gd) / fmax(1.0, fabs(gd));
+        CHECK(err < 1e-6, "whole-model directional derivative: analytic %.10g numeric %.10g", gd, num);
+        printf("ok  whole model directional: analytic %.10g numeric %.10g\n", gd, num);
+        for (int i = 0; i < nv; i++) {
+            free(d[i]);
+            free(w0[i]);
+        }
+    }
+    sn_plan_free(p);
+    sn_model_free(m);
+}
+
 int main(void) {
+    test_directional();
     test_presets();
     test_names();
     test_errors();
