@@ -195,17 +195,16 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     return SN_OK;
 }
 
-/* The layout of the weights oneDNN computes with. Blocked (oneDNN's choice) wins by 1.8-8x
- * on wide layers (C >= 16); with few input channels its blocked backward-data kernel pads C
- * up to a block of 16 and loses to the GEMM-based kernel it runs on plain HWIO weights, and
- * its forward does not gain either (docs/kernels.md, "sweep" and "conv1"). */
+/* The layout of the weights oneDNN computes with. Blocked (oneDNN's choice) wins by 2-4x on
+ * wide layers (the seed CNN's conv2, C = 256). With few input channels the blocked kernels
+ * pad C up to a block of 16 and lose 2-4x, in all three ops, to the GEMM-based kernels oneDNN
+ * runs on plain HWIO weights (the seed CNN's conv1, C = 1). Measured in docs/kernels.md. */
 enum { CONV_PLAIN_BELOW_C = 16 };
 
 static sn_status conv_prepare(sn_kcall *c, size_t *scratch_bytes) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
-    bool plain = g.c < CONV_PLAIN_BELOW_C && c->node->op != SN_OP_CONV2D_BWD_FILTER;
-    return conv_prepare_impl(c, scratch_bytes, plain);
+    return conv_prepare_impl(c, scratch_bytes, g.c < CONV_PLAIN_BELOW_C);
 }
 static sn_status conv_prepare_blocked(sn_kcall *c, size_t *scratch_bytes) {
     return conv_prepare_impl(c, scratch_bytes, false);
