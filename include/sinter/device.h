@@ -29,6 +29,11 @@ sn_status sn_device_get(int i, sn_device_info *info);
  * An unknown or out-of-range name is SN_ERR_NOT_FOUND with a message listing the devices. */
 sn_status sn_device_find(const char *name, int *index);
 
+/* The one team of threads (OpenMP) that serves sinter's kernels, oneDNN and OpenBLAS. Its size
+ * comes from SN_NUM_THREADS, else all cores; sn_set_num_threads changes it (n >= 1). */
+int sn_num_threads(void);
+void sn_set_num_threads(int n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,5 +8,35 @@ typedef struct sn_cli_command {
 } sn_cli_command;
 
 int sn_cmd_devices(int argc, char **argv);
+int sn_cmd_train(int argc, char **argv);
+int sn_cmd_evaluate(int argc, char **argv);
+int sn_cmd_predict(int argc, char **argv);
+int sn_cmd_summary(int argc, char **argv);
+int sn_cmd_bench(int argc, char **argv);
+
+/* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sinter/data.h"
+#include "sinter/nn.h"
+
+/* NULL-terminated names for --dataset and --model. */
+extern const char *const sn_cli_datasets[];
+extern const char *const sn_cli_models[];
+/* Loads split "train" or "test" of --dataset (data_dir NULL) or of --data-dir: images u8
+ * [n, rows, cols], labels u8 [n], which the caller frees. Prints the error (with how to get
+ * the data when it is not installed) and returns 1; returns 0 on success. */
+int sn_cli_load_split(const char *prog, const char *dataset, const char *data_dir,
+                      const char *split, sn_tensor **x, sn_tensor **y);
+/* The input pipeline over copies of x and y: the first `take` elements (-1: all), a seeded
+ * shuffle (reshuffled each epoch) when `shuffle`, images to f32 [rows, cols, 1] in [0, 1],
+ * labels to i32, batches, prefetch. The caller frees *out. */
+sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
+                          uint64_t seed, bool drop_remainder, sn_dataset **out);
+/* Preset `preset` built for images like `images` (u8 [n, rows, cols]; NULL: 28x28) with one
+ * channel. The caller frees *out. */
+sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
+                             sn_model **out);
 
 #endif

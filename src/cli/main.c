@@ -6,6 +6,11 @@
 
 static const sn_cli_command commands[] = {
     {"devices", "list the logical devices of this machine", sn_cmd_devices},
+    {"train", "train a model (Fashion-MNIST by default) and report its test accuracy", sn_cmd_train},
+    {"evaluate", "loss and accuracy of saved weights on the test split", sn_cmd_evaluate},
+    {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
+    {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
+    {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
 };
 
 static void usage(FILE *f) {
