@@ -11,7 +11,7 @@
  * them, as noted per op. */
 #include <stdlib.h>
 
-#include "core/core.h"
+#include "graph/graph_impl.h" /* sn_broadcast_to, an internal builder */
 #include "sn_test.h"
 
 enum { RANDN = 0, POSITIVE, AWAY_FROM_ZERO, LABELS, INDICES };
