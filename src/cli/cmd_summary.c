@@ -1,0 +1,35 @@
+/* sinter summary: Keras's model.summary() for a preset, built for 28x28 one-channel images. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+
+int sn_cmd_summary(int argc, char **argv) {
+    const char *prog = "sinter summary";
+    const char *model_name = "small_cnn";
+    int64_t rows = 28, cols = 28;
+    sn_flag flags[] = {
+        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
+         .help = "model preset"},
+        {.name = "rows", .kind = SN_FLAG_INT, .value = &rows, .imin = 1, .imax = 4096,
+         .help = "image height the model is built for"},
+        {.name = "cols", .kind = SN_FLAG_INT, .value = &cols, .imin = 1, .imax = 4096,
+         .help = "image width the model is built for"},
+    };
+    sn_flag_set fs = {prog,
+                      "Prints the layers of a model preset with their output shapes and parameter "
+                      "counts, as Keras's\nmodel.summary(), for one-channel images (Fashion-MNIST: 28x28).",
+                      (int)(sizeof flags / sizeof flags[0]), flags};
+    int rc = sn_flags_parse(&fs, argc, argv);
+    if (rc >= 0) return rc;
+
+    sn_model *m = NULL;
+    sn_shape in = {.ndim = 3, .dim = {rows, cols, 1}};
+    if (sn_model_preset(model_name, &m) != SN_OK) return sn_cli_fail(prog);
+    if (sn_model_build(m, &in, 0) != SN_OK || sn_model_summary(m, stdout) != SN_OK) {
+        sn_model_free(m);
+        return sn_cli_fail(prog);
+    }
+    sn_model_free(m);
+    return 0;
+}

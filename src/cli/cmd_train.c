@@ -1,0 +1,187 @@
+/* sinter train: the guide's Keras workflow from the command line. Loads the data set, builds a
+ * preset model, compiles it with steps_per_execution, fits with the test split as validation
+ * data (as the guide does), prints Keras's log and the final test accuracy, and optionally
+ * saves the weights (.weights.h5) and a CSV log. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+
+static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};
+
+int sn_cmd_train(int argc, char **argv) {
+    const char *prog = "sinter train";
+    const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
+    const char *optimizer = "adam", *save = NULL, *csv = NULL;
+    int64_t epochs = 3, batch = 128, steps_per_epoch = 0, validation_steps = 0;
+    int64_t steps_per_execution = 50, seed = 1, threads = 0;
+    double lr = 1e-3;
+    bool quiet = false;
+    sn_flag flags[] = {
+        {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
+         .help = "data set installed on this machine"},
+        {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
+         .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"},
+        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
+         .help = "model preset"},
+        {.name = "epochs", .kind = SN_FLAG_INT, .value = &epochs, .imin = 1, .imax = 100000,
+         .help = "passes over the training data"},
+        {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
+         .help = "images per step"},
+        {.name = "steps-per-epoch", .kind = SN_FLAG_INT, .value = &steps_per_epoch, .imin = 0,
+         .imax = 1000000000, .help = "training steps per epoch, 0 = one pass over the data"},
+        {.name = "validation-steps", .kind = SN_FLAG_INT, .value = &validation_steps, .imin = 0,
+         .imax = 1000000000, .help = "validation batches after each epoch, 0 = the whole test split"},
+        {.name = "steps-per-execution", .kind = SN_FLAG_INT, .value = &steps_per_execution,
+         .imin = 1, .imax = 1000000, .help = "training steps run per call into the executor"},
+        {.name = "optimizer", .kind = SN_FLAG_ENUM, .value = &optimizer, .choices = optimizers,
+         .help = "optimizer, with Keras's default settings"},
+        {.name = "learning-rate", .kind = SN_FLAG_FLOAT, .value = &lr, .fmin = 0, .fmax = 10,
+         .fmin_exclusive = true, .default_text = "the optimizer's Keras default: 0.001, sgd 0.01",
+         .help = "learning rate"},
+        {.name = "seed", .kind = SN_FLAG_INT, .value = &seed, .imin = 0, .imax = INT64_MAX,
+         .help = "seed of the initial weights and the shuffle order"},
+        {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
+         .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        {.name = "save", .kind = SN_FLAG_STRING, .value = &save, .metavar = "PATH",
+         .help = "write the trained weights to PATH (Keras 3 .weights.h5)"},
+        {.name = "csv", .kind = SN_FLAG_STRING, .value = &csv, .metavar = "PATH",
+         .help = "write one CSV row of logs per epoch to PATH"},
+        {.name = "quiet", .kind = SN_FLAG_BOOL, .value = &quiet,
+         .help = "no progress log; only the final test accuracy"},
+    };
+    sn_flag_set fs = {prog,
+                      "Trains a preset model on Fashion-MNIST (or --data-dir) with the test split "
+                      "as validation data,\nthen prints the test loss and accuracy.",
+                      (int)(sizeof flags / sizeof flags[0]), flags};
+    int rc = sn_flags_parse(&fs, argc, argv);
+    if (rc >= 0) return rc;
+    sn_cli_set_threads(threads);
+
+    sn_tensor *xtr = NULL, *ytr = NULL, *xte = NULL, *yte = NULL;
+    sn_dataset *train = NULL, *test = NULL;
+    sn_model *m = NULL;
+    sn_callback *cbs[2] = {NULL, NULL};
+    sn_history *hist = NULL;
+    int ncb = 0;
+    rc = 1;
+
+    if (sn_cli_load_split(prog, dataset, data_dir, "train", &xtr, &ytr) != 0) goto done;
+    if (sn_cli_load_split(prog, dataset, data_dir, "test", &xte, &yte) != 0) goto done;
+    const sn_shape *trs = sn_tensor_shape(xtr), *tes = sn_tensor_shape(xte);
+    if (trs->dim[1] != tes->dim[1] || trs->dim[2] != tes->dim[2]) {
+        fprintf(stderr, "%s: train images are %lldx%lld but test images %lldx%lld\n", prog,
+                (long long)trs->dim[1], (long long)trs->dim[2], (long long)tes->dim[1],
+                (long long)tes->dim[2]);
+        goto done;
+    }
+    const int64_t n_train = trs->dim[0], rows = trs->dim[1], cols = trs->dim[2];
+    if (batch > trs->dim[0] || batch > tes->dim[0]) {
+        fprintf(stderr, "%s: --batch-size: %lld is more than the %lld training or %lld test "
+                        "images\n", prog, (long long)batch, (long long)trs->dim[0],
+                (long long)tes->dim[0]);
+        rc = 2;
+        goto done;
+    }
+
+    /* Training batches have a fixed size, as in the guide (drop_remainder for TPUs' static
+     * shapes): every training step has the same shapes and 60,000 / 128 gives 468 steps. The
+     * test split keeps its last partial batch so that every test image counts. */
+    if (sn_cli_pipeline(xtr, ytr, -1, batch, true, (uint64_t)seed, true, &train) != SN_OK ||
+        sn_cli_pipeline(xte, yte, -1, batch, false, 0, false, &test) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+    sn_tensor_free(xtr);
+    sn_tensor_free(ytr);
+    xtr = ytr = NULL;
+
+    if (sn_cli_build_model(model_name, xte, (uint64_t)seed, &m) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+    sn_compile_opts co = sn_compile_defaults();
+    if (sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+    if (sn_flags_find(&fs, "learning-rate")->set) co.optimizer.learning_rate = lr;
+    co.steps_per_execution = (int)steps_per_execution;
+    if (sn_model_compile(m, &co) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+
+    if (!quiet) {
+        cbs[ncb] = sn_callback_progress_bar(stdout, 1);
+        if (!cbs[ncb]) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        ncb++;
+    }
+    if (csv) {
+        cbs[ncb] = sn_callback_csv_logger(csv);
+        if (!cbs[ncb]) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        ncb++;
+    }
+    sn_fit_opts fo = sn_fit_defaults();
+    fo.epochs = (int)epochs;
+    fo.steps_per_epoch = steps_per_epoch;
+    fo.validation = test;
+    fo.validation_steps = validation_steps;
+    fo.n_callbacks = ncb;
+    fo.callbacks = cbs;
+    if (!quiet) {
+        printf("Training %s on %s: %lld images of %lldx%lld, batch %lld, %s, %lld steps per "
+               "execution\n", model_name, data_dir ? data_dir : dataset, (long long)n_train,
+               (long long)rows, (long long)cols, (long long)batch, optimizer,
+               (long long)steps_per_execution);
+        fflush(stdout);
+    }
+    if (sn_model_fit(m, train, &fo, &hist) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+
+    /* After a full validation pass the last epoch's val_* values already are the test
+     * results of the final weights; evaluate only when validation saw part of the split. */
+    double vals[SN_MAX_METRICS + 1];
+    int nv = 0, last = sn_history_epochs(hist) - 1;
+    if (validation_steps == 0 && last >= 0 &&
+        !isnan(sn_history_get(hist, "val_sparse_categorical_accuracy", last))) {
+        vals[0] = sn_history_get(hist, "val_loss", last);
+        vals[1] = sn_history_get(hist, "val_sparse_categorical_accuracy", last);
+        nv = 2;
+    } else if (sn_model_evaluate(m, test, 0, vals, SN_MAX_METRICS + 1, &nv) != SN_OK) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+    printf("Test loss: %.4f\n", vals[0]);
+    if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
+    if (save) {
+        if (sn_model_save_weights(m, save) != SN_OK) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        if (!quiet) printf("Saved weights to %s\n", save);
+    }
+    rc = 0;
+
+done:
+    sn_history_free(hist);
+    for (int i = 0; i < ncb; i++) sn_callback_free(cbs[i]);
+    sn_model_free(m);
+    sn_dataset_free(train);
+    sn_dataset_free(test);
+    sn_tensor_free(xtr);
+    sn_tensor_free(ytr);
+    sn_tensor_free(xte);
+    sn_tensor_free(yte);
+    return rc;
+}
