@@ -636,14 +636,98 @@ static void test_state(void) {
         }
 }
 
-int main(void) {
-    sn_rng_init(&rng, 42, 0);
-    sn_set_num_threads(2);
+/* ---- the ISA variants agree bit for bit -------------------------------------------------- */
+
+static void register_fast(void) {
     fast = *sn_ref_kernels();
     sn_cpu_register_elementwise(&fast);
     sn_cpu_register_reduce(&fast);
     sn_cpu_register_softmax(&fast);
     sn_cpu_register_state(&fast);
+}
+
+/* No FMA contraction (ISO C mode) and fixed summation lanes: the AVX-512, AVX2 and baseline
+ * variants must give the same bits, so results do not depend on the machine's ISA. */
+static void test_isa_bits(void) {
+    const char *isas[] = {"avx512", "avx2", "generic"};
+    enum { NCASE = 8 };
+    tcall t[NCASE];
+    tc_init(&t[0], SN_OP_EXP, SN_F32, S1(1003));
+    tc_in(&t[0], SN_F32, S1(1003), FILL_UNIFORM, -90, 90);
+    tc_init(&t[1], SN_OP_TANH, SN_F32, S1(1003));
+    tc_in(&t[1], SN_F32, S1(1003), FILL_UNIFORM, -3, 3);
+    tc_init(&t[2], SN_OP_LOG, SN_F32, S1(1003));
+    tc_in(&t[2], SN_F32, S1(1003), FILL_UNIFORM, 0, 10);
+    tc_init(&t[3], SN_OP_REDUCE_SUM, SN_F32, S0());
+    t[3].node.attr.reduce.mask = 1;
+    tc_in(&t[3], SN_F32, S1(100003), FILL_UNIFORM, -1, 1);
+    tc_init(&t[4], SN_OP_REDUCE_MEAN, SN_F32, S1(40));
+    t[4].node.attr.reduce.mask = 1;
+    tc_in(&t[4], SN_F32, S2(1000, 40), FILL_UNIFORM, -1, 1);
+    tc_init(&t[5], SN_OP_SOFTMAX, SN_F32, S2(32, 37));
+    t[5].node.attr.axis.axis = 1;
+    tc_in(&t[5], SN_F32, S2(32, 37), FILL_UNIFORM, -5, 5);
+    tc_init(&t[6], SN_OP_SPARSE_XENT_GRAD, SN_F32, S2(32, 37));
+    tc_in(&t[6], SN_F32, S2(32, 37), FILL_UNIFORM, -5, 5);
+    tc_in(&t[6], SN_I32, S1(32), FILL_LABELS, 37, 0);
+    tc_in(&t[6], SN_F32, S1(32), FILL_UNIFORM, -1, 1);
+    tc_init(&t[7], SN_OP_APPLY_OPTIMIZER, SN_F32, S1(1003));
+    t[7].node.attr.optim.kind = SN_OPTIM_ADAM;
+    t[7].node.attr.optim.lr = 0.001;
+    t[7].node.attr.optim.beta1 = 0.9;
+    t[7].node.attr.optim.beta2 = 0.999;
+    t[7].node.attr.optim.epsilon = 1e-7;
+    tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, -1, 1);
+    tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, -1, 1);
+    tc_in(&t[7], SN_I32, S0(), FILL_ZERO, 0, 0);
+    tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, -1, 1);
+    tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, 0, 1);
+    void *first[NCASE] = {0};
+    for (int v = 0; v < 3; v++) {
+        setenv("SN_CPU_ISA", isas[v], 1);
+        register_fast();
+        for (int k = 0; k < NCASE; k++) {
+            void *out;
+            if (t[k].node.op == SN_OP_APPLY_OPTIMIZER) { /* in place: run on a copy of var */
+                size_t nb = bytes_of(SN_F32, &t[k].node.shape);
+                out = xmalloc(nb);
+                memcpy(out, t[k].data[0], nb);
+                void *m = xmalloc(nb), *vv = xmalloc(nb);
+                memcpy(m, t[k].data[3], nb);
+                memcpy(vv, t[k].data[4], nb);
+                t[k].c.in[0] = out;
+                t[k].c.in[3] = m;
+                t[k].c.in[4] = vv;
+                t[k].c.out = out;
+                run_kernel(sn_kernel_select(&fast, &t[k].c), &t[k].c);
+                for (int i = 0; i < t[k].c.n_in; i++) t[k].c.in[i] = t[k].data[i];
+                free(m);
+                free(vv);
+            } else {
+                out = run_fast(&t[k]);
+            }
+            if (v == 0) {
+                first[k] = out;
+                continue;
+            }
+            if (memcmp(first[k], out, bytes_of(SN_F32, &t[k].node.shape)) != 0)
+                FAIL("op %d: variant %s differs from %s", (int)t[k].node.op, isas[v], isas[0]);
+            free(out);
+            cases++;
+        }
+    }
+    for (int k = 0; k < NCASE; k++) {
+        free(first[k]);
+        tc_free(&t[k]);
+    }
+    unsetenv("SN_CPU_ISA");
+    register_fast();
+}
+
+int main(void) {
+    sn_rng_init(&rng, 42, 0);
+    sn_set_num_threads(2);
+    register_fast();
     printf("fast kernels: elementwise '%s', reduce '%s', softmax '%s', state '%s'\n",
            fast.k[SN_OP_EXP]->impl, fast.k[SN_OP_REDUCE_SUM]->impl, fast.k[SN_OP_SOFTMAX]->impl,
            fast.k[SN_OP_APPLY_OPTIMIZER]->impl);
@@ -655,6 +739,7 @@ int main(void) {
     test_softmax();
     test_losses();
     test_state();
+    test_isa_bits();
     printf("%d cases, %d failures\n", cases, failures);
     return failures ? 1 : 0;
 }
