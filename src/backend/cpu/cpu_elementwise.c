@@ -266,6 +266,48 @@ INL void from_bf16_body(float *o, const uint16_t *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) o[i] = u2f((uint32_t)x[i] << 16);
 }
 
+/* ---- dropout mask: Philox4x32-10 for PG counters at once -------------------------------- */
+
+enum { PG = 16 }; /* groups of four elements drawn together: 64 elements per batch */
+
+/* Elements [4 * g0, 4 * g0 + 4 * PG) of dropout: the words of sn_philox(key, hi, g0 + j) for
+ * j < PG, computed lane-parallel (the same arithmetic as core/rng.c, written so that the
+ * compiler vectorises across j), then kept or zeroed. The test checks the bits against the
+ * reference, which calls sn_dropout_keep. */
+INL void dropout_batch_body(float *o, const float *x, uint64_t key, uint64_t hi, uint64_t g0,
+                            float thresh, double scale) {
+    uint32_t c0[PG], c1[PG], c2[PG], c3[PG];
+    for (int j = 0; j < PG; j++) {
+        uint64_t lo = g0 + (uint64_t)j;
+        c0[j] = (uint32_t)lo;
+        c1[j] = (uint32_t)(lo >> 32);
+        c2[j] = (uint32_t)hi;
+        c3[j] = (uint32_t)(hi >> 32);
+    }
+    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
+    for (int round = 0; round < 10; round++) {
+        for (int j = 0; j < PG; j++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c0[j];
+            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2[j];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[j] ^ k0;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[j] ^ k1;
+            c1[j] = (uint32_t)p1;
+            c3[j] = (uint32_t)p0;
+            c0[j] = n0;
+            c2[j] = n2;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int j = 0; j < PG; j++) {
+        const uint32_t w[4] = {c0[j], c1[j], c2[j], c3[j]};
+        for (int k = 0; k < 4; k++) {
+            float v = (float)((double)x[4 * j + k] * scale);
+            o[4 * j + k] = sel(mask(sn_u32_to_unit(w[k]) >= thresh), v, 0.0f);
+        }
+    }
+}
+
 /* ---- the three compiled variants --------------------------------------------------------- */
 
 typedef struct ew_isa {
@@ -274,6 +316,8 @@ typedef struct ew_isa {
     void (*unary)(int op, float *o, const float *x, int64_t n);
     void (*to_bf16)(uint16_t *o, const float *x, int64_t n);
     void (*from_bf16)(float *o, const uint16_t *x, int64_t n);
+    void (*dropout)(float *o, const float *x, uint64_t key, uint64_t hi, uint64_t g0,
+                    float thresh, double scale);
 } ew_isa;
 
 static void bin_generic(int op, float *o, const float *a, int sa, const float *b, int sb,
@@ -283,8 +327,12 @@ static void bin_generic(int op, float *o, const float *a, int sa, const float *b
 static void un_generic(int op, float *o, const float *x, int64_t n) { un_body(op, o, x, n); }
 static void to_bf16_generic(uint16_t *o, const float *x, int64_t n) { to_bf16_body(o, x, n); }
 static void from_bf16_generic(float *o, const uint16_t *x, int64_t n) { from_bf16_body(o, x, n); }
+static void dropout_generic(float *o, const float *x, uint64_t key, uint64_t hi, uint64_t g0,
+                            float thresh, double scale) {
+    dropout_batch_body(o, x, key, hi, g0, thresh, scale);
+}
 static const ew_isa isa_generic = {"cpu", bin_generic, un_generic, to_bf16_generic,
-                                   from_bf16_generic};
+                                   from_bf16_generic, dropout_generic};
 
 #ifdef SN_EW_X86
 TGT_AVX512 static void bin_avx512(int op, float *o, const float *a, int sa, const float *b,
@@ -309,8 +357,12 @@ TGT_AVX512 static void to_bf16_avx512(uint16_t *o, const float *x, int64_t n) {
 TGT_AVX512 static void from_bf16_avx512(float *o, const uint16_t *x, int64_t n) {
     from_bf16_body(o, x, n);
 }
+TGT_AVX512 static void dropout_avx512(float *o, const float *x, uint64_t key, uint64_t hi,
+                                      uint64_t g0, float thresh, double scale) {
+    dropout_batch_body(o, x, key, hi, g0, thresh, scale);
+}
 static const ew_isa isa_avx512 = {"avx512", bin_avx512, un_avx512, to_bf16_avx512,
-                                  from_bf16_avx512};
+                                  from_bf16_avx512, dropout_avx512};
 
 TGT_AVX2 static void bin_avx2(int op, float *o, const float *a, int sa, const float *b, int sb,
                               int64_t n) {
@@ -329,7 +381,12 @@ TGT_AVX2 static void to_bf16_avx2(uint16_t *o, const float *x, int64_t n) { to_b
 TGT_AVX2 static void from_bf16_avx2(float *o, const uint16_t *x, int64_t n) {
     from_bf16_body(o, x, n);
 }
-static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf16_avx2};
+TGT_AVX2 static void dropout_avx2(float *o, const float *x, uint64_t key, uint64_t hi,
+                                  uint64_t g0, float thresh, double scale) {
+    dropout_batch_body(o, x, key, hi, g0, thresh, scale);
+}
+static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf16_avx2,
+                                dropout_avx2};
 #endif
 
 static const ew_isa *isa = &isa_generic;
@@ -618,9 +675,10 @@ static sn_status cast_run(sn_kcall *c) {
 /* ---- dropout ---------------------------------------------------------------------------- */
 
 /* The mask must equal sn_dropout_keep bit for bit (the reference and the gradient node use
- * it); one Philox call yields the words of four consecutive elements, so it is called once
- * per aligned group of four instead of once per element, with the counters spelled exactly as
- * sn_dropout_keep spells them (the test compares the two). */
+ * it); one Philox call yields the words of four consecutive elements, so it is drawn once per
+ * aligned group of four, PG groups at a time lane-parallel (dropout_batch_body), the rest
+ * through sn_philox, with the counters spelled exactly as sn_dropout_keep spells them (the
+ * test compares the two). */
 static void dropout_task(void *vctx, int ith, int nth) {
     const flat_ctx *x = vctx;
     const sn_attrs *at = &x->c->node->attr;
@@ -636,7 +694,10 @@ static void dropout_task(void *vctx, int ith, int nth) {
     sn_split_range((x->n + 3) / 4, ith, nth, &lo, &hi);
     lo *= 4;
     hi = hi * 4 < x->n ? hi * 4 : x->n;
-    for (int64_t g = lo; g < hi; g += 4) {
+    int64_t g = lo;
+    for (; g + 4 * PG <= hi; g += 4 * PG)
+        isa->dropout(out + g, in + g, seed, hi_ctr, (uint64_t)g >> 2, thresh, x->scale);
+    for (; g < hi; g += 4) {
         uint32_t r[4];
         sn_philox(seed, hi_ctr, (uint64_t)g >> 2, r);
         int64_t m = hi - g < 4 ? hi - g : 4;
@@ -686,7 +747,6 @@ void sn_cpu_register_elementwise(sn_kernel_table *t) {
                         &k_log,  &k_sqrt, &k_neg,     &k_cast,      &k_relu_grad,
                         &k_sigmoid_grad, &k_tanh_grad, &k_dropout};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->impl = isa->name;
-    k_dropout.impl = "cpu"; /* Philox-bound: the same code on every ISA */
     t->k[SN_OP_ADD] = &k_add;
     t->k[SN_OP_SUB] = &k_sub;
     t->k[SN_OP_MUL] = &k_mul;
