@@ -174,6 +174,34 @@ static void bench_dense(const char *filter, const char *tag, int64_t B, int64_t 
     bench_matmul(filter, name, IN, OUT, B, true, false, reps);
 }
 
+/* 2x2 stride-2 pools on [N,H,W,C] (memory-bound: GB/s of x + y traffic is the figure). */
+static void bench_pool(const char *filter, int64_t N, int64_t H, int64_t W, int64_t C, int reps) {
+    sn_shape xs = sn_shape_make(4, N, H, W, C), ys = sn_shape_make(4, N, H / 2, W / 2, C);
+    struct {
+        const char *name;
+        sn_op op;
+        int n_in;
+        sn_shape in[2], out;
+    } ops[4] = {{"pool_max_fwd", SN_OP_MAX_POOL2D, 1, {xs}, ys},
+                {"pool_max_grad", SN_OP_MAX_POOL2D_GRAD, 2, {xs, ys}, xs},
+                {"pool_avg_fwd", SN_OP_AVG_POOL2D, 1, {xs}, ys},
+                {"pool_avg_grad", SN_OP_AVG_POOL2D_GRAD, 1, {ys}, xs}};
+    for (int o = 0; o < 4; o++) {
+        if (!want(filter, ops[o].name)) continue;
+        bench b;
+        if (setup(&b, ops[o].op, ops[o].n_in, ops[o].in, &ops[o].out) != 0) continue;
+        b.node.attr.pool.pool_h = b.node.attr.pool.pool_w = 2;
+        b.node.attr.pool.stride_h = b.node.attr.pool.stride_w = 2;
+        b.node.attr.pool.x_shape = xs;
+        /* "GFLOP/s" column: GB moved per second (x or dx once, y or dy once, x again for the
+         * max gradient). */
+        double bytes = 4.0 * (double)(sn_shape_numel(&xs) + sn_shape_numel(&ys)) +
+                       (ops[o].op == SN_OP_MAX_POOL2D_GRAD ? 4.0 * (double)sn_shape_numel(&xs) : 0);
+        measure(ops[o].name, &b, sn_cpu_pool_impl(ops[o].op), bytes, reps);
+        teardown(&b);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *filter = argc > 1 && strcmp(argv[1], "all") != 0 ? argv[1] : NULL;
     int reps = argc > 2 ? atoi(argv[2]) : 5;
@@ -186,6 +214,7 @@ int main(int argc, char **argv) {
     bench_dense(filter, "dense1", 200, 147456, 256, reps);
     bench_dense(filter, "dense2", 200, 256, 128, reps);
     bench_dense(filter, "dense3", 200, 128, 10, reps);
+    bench_pool(filter, 200, 24, 24, 256, reps);
     /* Where oneDNN's blocked weights start to pay (the threshold in cpu_conv.c): only with
      * the filter "sweep". */
     if (filter && strcmp(filter, "sweep") == 0) {

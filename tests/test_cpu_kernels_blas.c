@@ -251,7 +251,7 @@ static void pool_cases(void) {
     check_pool("3x3 s2 same 9x9x6", 2, 9, 9, 6, 3, 3, 2, 2, true, false);
     check_pool("3x3 s1 same 7x6x5 (overlap)", 2, 7, 6, 5, 3, 3, 1, 1, true, false);
     check_pool("2x2 s2 same 7x7x3 (pb>pt)", 2, 7, 7, 3, 2, 2, 2, 2, true, false);
-    check_pool("2x3 s(2,1) same 8x7x130", 1, 8, 7, 130, 2, 3, 2, 1, true, false);
+    check_pool("2x3 s(2,1) same 8x7x300", 1, 8, 7, 300, 2, 3, 2, 1, true, false);
     check_pool("ties 2x2 s2 8x8x20", 2, 8, 8, 20, 2, 2, 2, 2, false, true);
     check_pool("ties 3x3 s1 same 6x6x9", 2, 6, 6, 9, 3, 3, 1, 1, true, true);
     check_pool("seed 24x24x32 2x2 s2", 2, 24, 24, 32, 2, 2, 2, 2, false, false);

@@ -131,7 +131,8 @@ static sn_status conv_build(conv_dnnl *s, const sn_kcall *c, bool plain_weights,
     if (prim_scratch) st = dnnl_memory_create(&s->scratch, smd, eng, DNNL_MEMORY_NONE);
     const dnnl_memory_desc_t *wint = dnnl_primitive_desc_query_md(
         pd, op == SN_OP_CONV2D_BWD_FILTER ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
-    dnnl_memory_desc_t wint_md = *wint;
+    if (!wint) st = dnnl_runtime_error;
+    dnnl_memory_desc_t wint_md = wint ? *wint : wuser;
     if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, pd);
     dnnl_primitive_desc_destroy(pd);
     if (st != dnnl_success) {
@@ -221,6 +222,9 @@ static sn_status run_reorder(conv_dnnl *s, dnnl_stream_t stream, dnnl_memory_t f
     return SN_OK;
 }
 
+/* CONV2D:            x [N, H, W, C], w [KH, KW, C, F] -> y [N, OH, OW, F]
+ * CONV2D_BWD_DATA:   dy [N, OH, OW, F], w [KH, KW, C, F] -> dx [N, H, W, C]
+ * CONV2D_BWD_FILTER: x [N, H, W, C], dy [N, OH, OW, F] -> dw [KH, KW, C, F] */
 static sn_status conv_run(sn_kcall *c) {
     conv_dnnl *s = c->state;
     sn_op op = c->node->op;

@@ -176,6 +176,7 @@ static void dw_sum_task(void *vctx, int ith, int nth) {
     }
 }
 
+/* The three conv ops, shapes as in cpu_conv.c's conv_run (x, w, y NHWC / HWIO). */
 static sn_status gemm_run(sn_kcall *c) {
     gemm_ctx t = {.c = c, .s = c->state};
     SN_ASSERT(sn_conv_geom_of(c, &t.g));

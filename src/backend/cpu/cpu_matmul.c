@@ -83,6 +83,7 @@ static void mm_batch_task(void *ctx, int ith, int nth) {
                  t->b + (d->b_batch > 1 ? i * d->k * d->n : 0), t->y + i * d->m * d->n, d->m);
 }
 
+/* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> y [..., M, N] */
 static sn_status mm_blas_run(sn_kcall *c) {
     mm_dims d;
     SN_ASSERT(mm_dims_of(c, &d));
@@ -178,6 +179,7 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     return st;
 }
 
+/* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> y [..., M, N] */
 static sn_status mm_dnnl_run(sn_kcall *c) {
     mm_dnnl *s = c->state;
     if (!s) return mm_blas_run(c);
