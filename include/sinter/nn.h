@@ -159,7 +159,9 @@ typedef struct sn_callback {
 /* Keras's progress bar: redrawn in place with an ETA on a terminal, one line per epoch
  * otherwise. */
 sn_callback *sn_callback_progress_bar(FILE *out, int verbose);
-/* Appends "epoch,loss,...,val_..." rows to a CSV file (header first). */
+/* Writes one row per epoch to a CSV file, as Keras's CSVLogger(append=False): the file is
+ * created anew at the start of each fit; the header is "epoch" then the log names sorted
+ * ("epoch,loss,sparse_categorical_accuracy,val_loss,..."); epochs count from 0. */
 sn_callback *sn_callback_csv_logger(const char *path);
 /* Stops when `monitor` ("val_loss" by default) has not improved by min_delta for patience
  * epochs. */
@@ -179,16 +181,20 @@ typedef struct sn_fit_opts {
 } sn_fit_opts;
 sn_fit_opts sn_fit_defaults(void);
 
-/* Trains; *history (optional) receives per-epoch logs, freed with sn_history_free. The loop
- * runs steps_per_execution steps per plan call; batch callbacks run between executions. */
+/* Trains; *history (optional) receives per-epoch logs, freed with sn_history_free (also when
+ * training stops with an error: the epochs completed). Every epoch starts from the dataset's
+ * beginning (sn_dataset_reset). The loop runs steps_per_execution steps per plan call; batch
+ * callbacks run between executions. */
 sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history);
 /* Mean loss and metrics over `steps` batches (0 = the whole dataset). values[0] is the loss,
  * then each metric in compile order; n_values receives how many were written. */
 sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
                             int *n_values);
-/* Predicts one batch x [B, ...] f32 -> *out [B, classes] (probabilities when the model ends in
- * logits and the loss is from_logits: softmax applied, as Keras's predict on a softmax model).
- * The caller frees *out. */
+/* Predicts one batch x [B, ...] f32 -> *out [B, classes]. When the model is compiled with a
+ * from_logits loss, the output is turned into probabilities as Keras's predict on a model that
+ * ends in softmax/sigmoid would give: softmax for the categorical losses, sigmoid for binary
+ * cross-entropy. Otherwise (MSE, from_logits false, not compiled) the raw output. Works on a
+ * built model before compile too. The caller frees *out. */
 sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out);
 
 int sn_history_epochs(const sn_history *h);
