@@ -355,6 +355,43 @@ static void test_callbacks(void) {
     sn_model_free(m);
 }
 
+/* ---- BatchNormalization: its moving statistics are updated by the training plan ------------- */
+static void test_batch_norm(void) {
+    sn_model *m = sn_sequential_new("bn");
+    CHECK_OK(sn_model_add(m, sn_layer_flatten()));
+    CHECK_OK(sn_model_add(m, sn_layer_dense(16, SN_ACT_NONE)));
+    CHECK_OK(sn_model_add(m, sn_layer_batch_norm()));
+    CHECK_OK(sn_model_add(m, sn_layer_activation(SN_ACT_RELU)));
+    CHECK_OK(sn_model_add(m, sn_layer_dense(10, SN_ACT_NONE)));
+    CHECK_OK(sn_model_build(m, &(sn_shape){.ndim = 3, .dim = {28, 28, 1}}, 3));
+    sn_compile_opts c = sn_compile_defaults();
+    c.steps_per_execution = 5;
+    CHECK_OK(sn_model_compile(m, &c));
+    sn_dataset *tr = fmnist_ds(train_x, train_y, 500, 50, 3, true);
+    sn_fit_opts f = sn_fit_defaults();
+    f.epochs = 2;
+    sn_history *h = NULL;
+    CHECK_OK(sn_model_fit(m, tr, &f, &h));
+    sn_node v[4];
+    int nv = sn_model_layer_variables(m, 2, v, 4);
+    CHECK(nv == 4, "BN has %d variables", nv);
+    if (nv == 4) {
+        const float *mean = sn_variable_data(sn_model_graph(m), v[2]);
+        const float *var = sn_variable_data(sn_model_graph(m), v[3]);
+        CHECK(mean[0] != 0 && var[0] != 1, "moving mean %g, variance %g not updated", mean[0],
+              var[0]);
+    }
+    CHECK(sn_history_get(h, "loss", 1) < sn_history_get(h, "loss", 0), "BN model loss");
+    double ev[2];
+    CHECK_OK(sn_model_evaluate(m, tr, 0, ev, 2, NULL));
+    /* 20 steps at momentum 0.99 leave the moving statistics near their start (as in Keras):
+     * only better than chance */
+    CHECK(ev[1] > 0.2, "BN model accuracy with moving statistics %g", ev[1]);
+    sn_history_free(h);
+    sn_dataset_free(tr);
+    sn_model_free(m);
+}
+
 /* ---- progress bar on a terminal (a pseudo-terminal) and verbose 2 --------------------------- */
 static void test_progress_tty(void) {
     sn_model *m = mlp(16, 0, 10, SN_ACT_NONE, 5);
@@ -583,6 +620,7 @@ int main(void) {
     test_cnn();
     test_determinism();
     test_callbacks();
+    test_batch_norm();
     test_progress_tty();
     test_losses();
     test_bad_inputs();

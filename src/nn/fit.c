@@ -110,14 +110,16 @@ static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
         SN_TRY(sn_dataset_next(r->ds, r->pending, &end));
         if (end) {
             r->ended = r->stopped = true;
-            return SN_ERR_STATE; /* not an error: ends the execution before this step */
+            /* not an error: ends the execution before this step (the message only keeps
+             * sn_plan_run's context from piling up in the thread's error text) */
+            return sn_errorf(SN_ERR_STATE, "end of the data");
         }
         r->have_pending = true;
     }
     /* A batch of another shape (or a bad one) opens the next execution, which checks it. */
     if (!fits_plan(r, r->pending)) {
         r->stopped = true;
-        return SN_ERR_STATE;
+        return sn_errorf(SN_ERR_STATE, "next batch needs another plan");
     }
     SN_TRY(sn_plan_set_input(p, r->cp->x, sn_tensor_cdata(r->pending[0]),
                              (size_t)sn_tensor_numel(r->pending[0]) * sizeof(float)));
