@@ -21,8 +21,18 @@ typedef struct sn_device_info {
     long long memory_bytes; /* 0 when the device shares host memory */
 } sn_device_info;
 
+#define SN_MAX_LOGICAL_DEVICES 256
+
+/* Splits the CPU into n logical devices CPU:0 .. CPU:n-1 (TensorFlow's logical device
+ * configuration). Call it once, before the devices are used. Device i gets
+ * max(1, cores / n) threads (the first cores % n devices one more); with n > cores every
+ * device has one thread and devices share the cores round-robin. SN_ERR_INVALID outside
+ * [1, SN_MAX_LOGICAL_DEVICES]. */
+sn_status sn_device_configure_cpu(int n);
 /* How many logical devices this process has (at least one CPU). */
 int sn_device_count(void);
+/* Threads of device i (0 when i is out of range). */
+int sn_device_threads(int i);
 /* Fills *info for device i; SN_ERR_INVALID when i is out of range. */
 sn_status sn_device_get(int i, sn_device_info *info);
 /* Resolves a name (full or short form) to a device index; NULL or "" is the default device 0.

@@ -1,5 +1,13 @@
-/* Logical devices. One CPU device per process for now (the logical split of the CPU into N
- * devices comes with the distribution strategies). */
+/* Logical devices: the CPU split into N logical devices, as TensorFlow's
+ * tf.config.set_logical_device_configuration does. Each logical device gets its share of the
+ * thread budget (sn_num_threads(): SN_NUM_THREADS, else all cores): max(1, cores / n), the
+ * first cores % n devices one more, so the shares add up to the cores. With more devices than
+ * cores every device gets one thread and devices share cores round-robin (device i runs on
+ * core i % cores when replicas run at once): they are logical, for placement and replication,
+ * not a promise of dedicated hardware.
+ *
+ * The configuration is process-wide and, as in TensorFlow, meant to be set once before the
+ * devices are used; it is not thread-safe against concurrent lookups. */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
@@ -7,7 +15,25 @@
 #include "core/core.h"
 #include "sinter/device.h"
 
-int sn_device_count(void) { return 1; }
+/* 0 = not configured: one CPU device with the whole team. */
+static int g_cpu_devices = 0;
+
+sn_status sn_device_configure_cpu(int n) {
+    if (n < 1 || n > SN_MAX_LOGICAL_DEVICES)
+        return sn_errorf(SN_ERR_INVALID, "configure_cpu: %d logical CPU devices requested; "
+                         "expected 1 to %d", n, SN_MAX_LOGICAL_DEVICES);
+    g_cpu_devices = n;
+    return SN_OK;
+}
+
+int sn_device_count(void) { return g_cpu_devices > 0 ? g_cpu_devices : 1; }
+
+int sn_device_threads(int i) {
+    int n = sn_device_count(), cores = sn_num_threads();
+    if (i < 0 || i >= n) return 0;
+    if (n >= cores) return 1;
+    return cores / n + (i < cores % n ? 1 : 0);
+}
 
 sn_status sn_device_get(int i, sn_device_info *info) {
     if (!info) return sn_errorf(SN_ERR_INVALID, "sn_device_get: info is NULL");
@@ -18,7 +44,7 @@ sn_status sn_device_get(int i, sn_device_info *info) {
     snprintf(info->name, sizeof info->name, "/job:localhost/replica:0/task:0/device:CPU:%d", i);
     info->kind = SN_DEVICE_CPU;
     info->index = i;
-    info->threads = sn_num_threads();
+    info->threads = sn_device_threads(i);
     return SN_OK;
 }
 
@@ -54,8 +80,10 @@ sn_status sn_device_find(const char *name, int *index) {
     if (kind != SN_DEVICE_CPU || idx >= sn_device_count())
         return sn_errorf(SN_ERR_NOT_FOUND,
                          "device '%s' does not exist: this process has %d logical device(s), "
-                         "CPU:0 to CPU:%d, and no GPU", name, sn_device_count(),
-                         sn_device_count() - 1);
+                         "CPU:0 to CPU:%d, and no GPU%s", name, sn_device_count(),
+                         sn_device_count() - 1,
+                         g_cpu_devices == 0 ? " (sn_device_configure_cpu / --cpu-devices N "
+                                              "splits the CPU into N)" : "");
     *index = idx;
     return SN_OK;
 }

@@ -1,0 +1,75 @@
+/* Internal to src/dist/ (and to the hooks fit and compile call): the strategy's fields, the
+ * collectives behind one interface, and the data-parallel training step.
+ *
+ * Layering: dist depends on core, graph, data and (for training) the nn internals; nothing
+ * below depends on dist. MPI is touched only by collective_mpi.c (compiled when SN_HAVE_MPI). */
+#ifndef SN_DIST_IMPL_H
+#define SN_DIST_IMPL_H
+
+#include "core/core.h"
+#include "sinter/dist.h"
+#include "sinter/graph.h"
+
+/* ---- collectives ------------------------------------------------------------------------ */
+/* Across workers (processes). In-process replicas are summed by sn_sum_replicas instead:
+ * their buffers are all in one address space. */
+typedef struct sn_collective sn_collective;
+typedef struct sn_collective_vt {
+    const char *name;
+    /* In-place sum over all workers; every worker ends with identical bits. Buckets of
+     * bucket_bytes are reduced as separate non-blocking operations in a fixed order. */
+    sn_status (*allreduce_f32)(sn_collective *c, float *buf, size_t n, size_t bucket_bytes,
+                               double timeout_s);
+    sn_status (*allreduce_f64)(sn_collective *c, double *buf, size_t n, double timeout_s);
+    sn_status (*broadcast)(sn_collective *c, void *buf, size_t bytes, int root, double timeout_s);
+    void (*destroy)(sn_collective *c);
+} sn_collective_vt;
+struct sn_collective {
+    const sn_collective_vt *vt;
+    int rank, size;
+};
+
+/* One process, one worker: every operation is the identity. */
+sn_collective *sn_collective_inproc_new(void);
+#ifdef SN_HAVE_MPI
+/* MPI_COMM_WORLD (initialised here when nobody has). */
+sn_status sn_collective_mpi_new(sn_collective **out);
+void sn_mpi_shutdown(bool ok);
+#endif
+
+/* dst[i] = srcs[0][i] + srcs[1][i] + ... in that order (so the bits do not depend on the
+ * thread count), split over the thread team. */
+void sn_sum_replicas(float *dst, const float *const *srcs, int n, size_t count);
+
+/* ---- the strategy ------------------------------------------------------------------------ */
+struct sn_strategy {
+    sn_strategy_kind kind;
+    int n_local;
+    int devices[SN_MAX_LOGICAL_DEVICES]; /* local replica -> logical device index */
+    char (*device_names)[96];
+    int rank, workers;
+    sn_collective *coll;
+    double timeout_s;
+    size_t bucket_bytes; /* gradient all-reduce bucket size ($SN_DIST_BUCKET_MB, default 4) */
+    bool parallel;       /* run local replicas at once when each device has one thread */
+};
+
+/* ---- training: the hooks fit and compile call ------------------------------------------ */
+struct sn_cached_plan;
+struct sn_model;
+typedef struct sn_dist_train sn_dist_train; /* per model, in struct sn_model (dist field) */
+
+/* compile.c, sn_train_plan, for SN_PLAN_TRAIN when m->strategy is set: the "plan" fit feeds.
+ * Its x and y are global-batch inputs; sn_dist_plan_run runs the replicas from them. */
+sn_status sn_dist_train_plan(struct sn_model *m, int64_t batch, const sn_shape *y_shape,
+                             sn_dtype y_dtype, struct sn_cached_plan **out);
+/* fit.c, execute, instead of sn_plan_run for a training plan under a strategy: the same
+ * contract (feed before each step, a feed failure ends the execution and is returned, the
+ * plan's step advances by the steps run). */
+sn_status sn_dist_plan_run(struct sn_model *m, struct sn_cached_plan *cp, int64_t steps,
+                           sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
+/* model.c, sn_model_free (and compile, through m->train changing): frees the per-model
+ * state; plans go before the graph. */
+void sn_dist_train_free(sn_dist_train *d);
+
+#endif

@@ -1,0 +1,468 @@
+/* Synchronous data-parallel training under a strategy: what fit runs instead of its one
+ * training plan when a strategy is attached (compile.c and fit.c call the two hooks of
+ * dist_impl.h).
+ *
+ * The model keeps one graph and one variable buffer: replicas of a process read the same
+ * variables (mirrored by construction), and each has its own plan, hence its own arena for
+ * inputs, activations and gradients. Per global batch shape B:
+ *
+ *   staging plan   x [B, ...], y [B, ...]: the buffers fit's feed fills (no kernels);
+ *   replica r      x_r [b_r, ...] (its rows of the global batch: sn_split_range over all
+ *                  replicas of all workers), forward in training mode, per-example loss,
+ *                  loss_r = sum(per) / B (compute_average_loss), d loss_r / d vars; targets:
+ *                  the gradients, sum(per), the metric sums, and the new values batch
+ *                  normalization would assign to its moving averages;
+ *   apply plan     (one per model) grad inputs -> one apply_optimizer per variable and
+ *                  iterations += 1, exactly the update fit's own plan runs.
+ *
+ * A step: slice the batch into the replicas' inputs, run the replicas (at once when each
+ * device has one thread, else one after another with the whole team), sum their targets in
+ * replica order into one buffer, all-reduce that buffer across workers (buckets, MPI), feed
+ * the gradients to the apply plan and run it, then add the loss/metric/count sums to fit's
+ * accumulators and set the moving averages to the replicas' mean. Every worker applies the
+ * same bits, so the workers' variables stay identical; the first step broadcasts rank 0's
+ * variables so that they also start identical.
+ *
+ * Bitwise: two replicas in one process and two workers with one replica each compute the
+ * same sums (g_0 + g_1 per element), so they end with identical weights. One replica on the
+ * whole batch sums the examples in another order inside the kernels, so it agrees to float
+ * rounding (~1e-6 relative per step), not bitwise. */
+#include <omp.h>
+#include <string.h>
+
+#include "dist/dist_impl.h"
+#include "nn/train_impl.h"
+
+typedef struct replica {
+    int64_t lo, rows;  /* rows [lo, lo + rows) of the global batch */
+    sn_node x, y;
+    sn_node *tg;       /* targets: see target layout below */
+    sn_plan *plan;
+} replica;
+
+/* Target layout of every replica (and of the reduce buffer, in floats):
+ * [grad 0 .. grad n_vars-1 | loss sum | metric sums | count | bn values ...] where count is
+ * not a target (the host knows the rows) but a slot in the buffer. */
+typedef struct entry {
+    sn_cached_plan cp;  /* what fit sees; cp.plan is the staging plan */
+    int n_rep;
+    replica *rep;
+    int n_tg;           /* targets per replica (count excluded) */
+    size_t *off;        /* n_tg + 1 float offsets into the reduce buffer; off[n_tg] = total */
+    size_t count_off;   /* float offset of the example count */
+    int n_bn;
+    sn_node *bn_var;    /* the variable each bn value goes to */
+    int *bn_op;         /* SN_OP_ASSIGN or SN_OP_ASSIGN_ADD */
+    float *red;         /* the reduce buffer */
+    struct entry *next;
+} entry;
+
+struct sn_dist_train {
+    const sn_strategy *s;
+    const sn_train_state *train_seen; /* rebuilt after a new compile */
+    entry *entries;
+    sn_plan *apply;
+    sn_node *gin;       /* apply plan's gradient inputs */
+    int n_apply;
+    sn_node *apply_tg;
+    const void *nodes_seen; /* the graph's node array when the plans were made */
+    bool synced;        /* rank 0's variables broadcast */
+};
+
+static void entry_free(entry *e) {
+    sn_plan_free(e->cp.plan);
+    free(e->cp.targets);
+    for (int r = 0; r < e->n_rep; r++) {
+        sn_plan_free(e->rep[r].plan);
+        free(e->rep[r].tg);
+    }
+    free(e->rep);
+    free(e->off);
+    free(e->bn_var);
+    free(e->bn_op);
+    sn_free_aligned(e->red);
+    free(e);
+}
+
+void sn_dist_train_free(sn_dist_train *d) {
+    if (!d) return;
+    for (entry *e = d->entries, *n; e; e = n) {
+        n = e->next;
+        entry_free(e);
+    }
+    sn_plan_free(d->apply);
+    free(d->gin);
+    free(d->apply_tg);
+    free(d);
+}
+
+sn_status sn_model_set_strategy(sn_model *m, sn_strategy *s) {
+    if (!m) return sn_errorf(SN_ERR_INVALID, "set_strategy: model is NULL");
+    sn_dist_train_free(m->dist);
+    m->dist = NULL;
+    m->strategy = s;
+    return SN_OK;
+}
+
+sn_strategy *sn_model_get_strategy(const sn_model *m) { return m ? m->strategy : NULL; }
+
+/* ---- building ----------------------------------------------------------------------------- */
+
+static sn_status plan_on(sn_graph *g, int n, const sn_node *tg, const char *device,
+                         sn_plan **out) {
+    sn_plan_opts po = sn_plan_opts_defaults();
+    po.device = device;
+    return sn_plan_new(out, g, n, tg, &po);
+}
+
+static sn_status build_apply(sn_model *m, sn_dist_train *d) {
+    sn_train_state *t = m->train;
+    sn_graph *g = m->g;
+    int n = t->n_vars;
+    d->gin = sn_calloc((size_t)(n ? n : 1), sizeof *d->gin);
+    d->apply_tg = sn_calloc((size_t)n + 1, sizeof *d->apply_tg);
+    if (!d->gin || !d->apply_tg) return SN_ERR_NOMEM;
+    for (int i = 0; i < n; i++) {
+        sn_shape vs = sn_node_shape(g, t->vars[i]);
+        char name[64];
+        snprintf(name, sizeof name, "allreduced_grad_%d", i);
+        d->gin[i] = sn_input(g, name, SN_F32, &vs);
+    }
+    if (n > 0)
+        SN_TRY(sn_optimizer_apply(g, &t->opts.optimizer, n, t->vars, d->gin, t->slots,
+                                  t->iterations, d->apply_tg));
+    d->n_apply = n > 0 ? n + 1 : 0;
+    SN_TRY(sn_graph_status(g));
+    if (d->n_apply) SN_TRY(plan_on(g, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
+    return SN_OK;
+}
+
+static sn_status build_replica(sn_model *m, sn_dist_train *d, entry *e, replica *rp, int64_t B) {
+    sn_train_state *t = m->train;
+    const sn_compile_opts *o = &t->opts;
+    sn_graph *g = m->g;
+    sn_shape xs = {.ndim = m->input_shape.ndim + 1};
+    xs.dim[0] = rp->rows;
+    for (int i = 0; i < m->input_shape.ndim; i++) xs.dim[i + 1] = m->input_shape.dim[i];
+    sn_shape ys = e->cp.y_shape;
+    ys.dim[0] = rp->rows;
+    rp->x = sn_input(g, "replica_x", SN_F32, &xs);
+    rp->y = sn_input(g, "replica_y", e->cp.y_dtype, &ys);
+    sn_updates upd = {0};
+    sn_node out = SN_NONE;
+    SN_TRY(sn_model_forward(m, rp->x, true, &upd, &out));
+    sn_node y = rp->y;
+    sn_shape os = sn_node_shape(g, out);
+    if (o->loss >= SN_LOSS_BINARY_CROSSENTROPY && ys.ndim + 1 == os.ndim) y = sn_reshape(g, y, &os);
+    sn_node per = sn_loss_per_example(g, o->loss, o->from_logits, out, y);
+    sn_node lsum = sn_reduce_sum(g, per, 0, NULL, false);
+    /* compute_average_loss: the per-example losses over the GLOBAL batch. */
+    sn_node loss = sn_mul(g, lsum, sn_scalar(g, SN_F32, 1.0 / (double)B));
+    int nv = t->n_vars, nm = o->n_metrics;
+    rp->tg = sn_calloc((size_t)(nv + 1 + nm + upd.n), sizeof *rp->tg);
+    if (!rp->tg) {
+        sn_updates_free(&upd);
+        return SN_ERR_NOMEM;
+    }
+    sn_status s = nv > 0 ? sn_gradients(g, loss, nv, t->vars, rp->tg) : SN_OK;
+    int k = nv;
+    rp->tg[k++] = lsum;
+    for (int i = 0; i < nm; i++) {
+        sn_node ms = sn_metric_batch_sum(g, o->metrics[i], o->loss, o->from_logits, out, y);
+        if (ms != SN_NONE && sn_node_dtype(g, ms) != SN_F32) ms = sn_cast(g, ms, SN_F32);
+        rp->tg[k++] = ms;
+    }
+    /* Batch normalization's moving averages: target the values it would assign; the host
+     * assigns their mean over the replicas (sync on write, aggregation MEAN). */
+    bool first = e->bn_var == NULL;
+    if (first && upd.n > 0) {
+        e->bn_var = sn_calloc((size_t)upd.n, sizeof *e->bn_var);
+        e->bn_op = sn_calloc((size_t)upd.n, sizeof *e->bn_op);
+        if (!e->bn_var || !e->bn_op) s = SN_ERR_NOMEM;
+        e->n_bn = upd.n;
+    }
+    for (int i = 0; i < upd.n && s == SN_OK; i++) {
+        const sn_node_t *un = &g->nodes[upd.nodes[i]];
+        if ((un->op != SN_OP_ASSIGN && un->op != SN_OP_ASSIGN_ADD) ||
+            g->nodes[un->in[1]].dtype != SN_F32) {
+            s = sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: layer side effect %s (node "
+                          "%d) is not an f32 assign", sn_node_op_name(g, upd.nodes[i]),
+                          (int)upd.nodes[i]);
+            break;
+        }
+        if (first) {
+            e->bn_var[i] = un->in[0];
+            e->bn_op[i] = un->op;
+        }
+        rp->tg[k++] = un->in[1];
+    }
+    sn_updates_free(&upd);
+    SN_TRY(s);
+    SN_TRY(sn_error_context(sn_graph_status(g), "building replica graphs for a global batch of "
+                            "%lld", (long long)B));
+    e->n_tg = k;
+    return SN_OK;
+}
+
+/* Float offsets of each target in the reduce buffer (64-byte aligned pieces). */
+static sn_status layout(sn_graph *g, entry *e) {
+    e->off = sn_calloc((size_t)e->n_tg + 1, sizeof *e->off);
+    if (!e->off) return SN_ERR_NOMEM;
+    size_t o = 0;
+    const replica *r0 = &e->rep[0];
+    for (int k = 0; k < e->n_tg; k++) {
+        sn_shape s = sn_node_shape(g, r0->tg[k]);
+        e->off[k] = o;
+        o += ((size_t)sn_shape_numel(&s) + 15) & ~(size_t)15;
+    }
+    e->count_off = o;
+    o += 16;
+    e->off[e->n_tg] = o;
+    e->red = sn_malloc_aligned(o * sizeof(float));
+    if (!e->red) return SN_ERR_NOMEM;
+    memset(e->red, 0, o * sizeof(float));
+    return SN_OK;
+}
+
+static sn_status replan_entry(sn_graph *g, const sn_strategy *s, entry *e) {
+    sn_plan_free(e->cp.plan);
+    e->cp.plan = NULL;
+    SN_TRY(plan_on(g, e->cp.n_targets, e->cp.targets, s->device_names[0], &e->cp.plan));
+    e->cp.nodes_seen = g->nodes;
+    for (int r = 0; r < e->n_rep; r++) {
+        sn_plan_free(e->rep[r].plan);
+        e->rep[r].plan = NULL;
+        SN_TRY(sn_error_context(plan_on(g, e->n_tg, e->rep[r].tg, s->device_names[r],
+                                        &e->rep[r].plan),
+                                "planning replica %d", r));
+    }
+    return SN_OK;
+}
+
+/* Plans point into the graph's node array, which moves when nodes are added (another batch
+ * shape, an evaluation plan): remake every plan made before such a move. */
+static sn_status refresh(sn_model *m, sn_dist_train *d) {
+    if (d->nodes_seen == (const void *)m->g->nodes) return SN_OK;
+    for (entry *e = d->entries; e; e = e->next) SN_TRY(replan_entry(m->g, d->s, e));
+    if (d->n_apply) {
+        sn_plan_free(d->apply);
+        d->apply = NULL;
+        SN_TRY(plan_on(m->g, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
+    }
+    d->nodes_seen = m->g->nodes;
+    return SN_OK;
+}
+
+static sn_status get_state(sn_model *m, sn_dist_train **out) {
+    if (!m->strategy) return sn_errorf(SN_ERR_STATE, "distributed training: no strategy attached");
+    if (!m->train || !m->train->compiled)
+        return sn_errorf(SN_ERR_STATE, "distributed training: model '%s' is not compiled",
+                         m->name ? m->name : "");
+    if (m->dist && (m->dist->train_seen != m->train || m->dist->s != m->strategy)) {
+        sn_dist_train_free(m->dist);
+        m->dist = NULL;
+    }
+    if (!m->dist) {
+        sn_dist_train *d = sn_calloc(1, sizeof *d);
+        if (!d) return SN_ERR_NOMEM;
+        d->s = m->strategy;
+        d->train_seen = m->train;
+        m->dist = d;
+        sn_status s = build_apply(m, d);
+        if (s != SN_OK) {
+            sn_dist_train_free(d);
+            m->dist = NULL;
+            return sn_error_context(s, "distributed training: building the update");
+        }
+        d->nodes_seen = m->g->nodes;
+    }
+    *out = m->dist;
+    return SN_OK;
+}
+
+sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape, sn_dtype y_dtype,
+                             sn_cached_plan **out) {
+    sn_dist_train *d;
+    SN_TRY(get_state(m, &d));
+    const sn_strategy *s = d->s;
+    for (entry *e = d->entries; e; e = e->next)
+        if (e->cp.batch == batch && e->cp.y_dtype == y_dtype &&
+            sn_shape_equal(&e->cp.y_shape, y_shape)) {
+            SN_TRY(refresh(m, d));
+            *out = &e->cp;
+            return SN_OK;
+        }
+    int R = sn_strategy_num_replicas(s);
+    if (batch < R)
+        return sn_errorf(SN_ERR_SHAPE, "distributed training: a global batch of %lld examples "
+                         "cannot give each of the %d replicas one (use a batch of at least %d)",
+                         (long long)batch, R, R);
+    entry *e = sn_calloc(1, sizeof *e);
+    if (!e) return SN_ERR_NOMEM;
+    e->cp = (sn_cached_plan){.kind = SN_PLAN_TRAIN, .batch = batch, .y_shape = *y_shape,
+                             .y_dtype = y_dtype, .x = SN_NONE, .y = SN_NONE, .out = SN_NONE};
+    sn_graph *g = m->g;
+    sn_status st = SN_OK;
+    sn_shape xs = {.ndim = m->input_shape.ndim + 1};
+    xs.dim[0] = batch;
+    for (int i = 0; i < m->input_shape.ndim; i++) xs.dim[i + 1] = m->input_shape.dim[i];
+    e->cp.x = sn_input(g, "global_x", SN_F32, &xs);
+    e->cp.y = sn_input(g, "global_y", y_dtype, y_shape);
+    e->cp.targets = sn_malloc(2 * sizeof *e->cp.targets);
+    e->rep = sn_calloc((size_t)s->n_local, sizeof *e->rep);
+    if (!e->cp.targets || !e->rep) st = SN_ERR_NOMEM;
+    if (st == SN_OK) {
+        e->cp.targets[0] = e->cp.x;
+        e->cp.targets[1] = e->cp.y;
+        e->cp.n_targets = 2;
+        e->n_rep = s->n_local;
+    }
+    for (int r = 0; r < e->n_rep && st == SN_OK; r++) {
+        int64_t lo, hi;
+        sn_split_range(batch, s->rank * s->n_local + r, R, &lo, &hi);
+        e->rep[r].lo = lo;
+        e->rep[r].rows = hi - lo;
+        st = build_replica(m, d, e, &e->rep[r], batch);
+    }
+    if (st == SN_OK) st = layout(g, e);
+    /* New nodes moved the array: every plan of this model is remade from here. */
+    if (st == SN_OK) {
+        e->next = d->entries;
+        d->entries = e;
+        d->nodes_seen = NULL;
+        st = refresh(m, d);
+        if (st == SN_OK) {
+            *out = &e->cp;
+            return SN_OK;
+        }
+        d->entries = e->next;
+    }
+    entry_free(e);
+    return sn_error_context(st, "distributed training (%s, %d replicas)", sn_strategy_name(s), R);
+}
+
+/* ---- running -------------------------------------------------------------------------------- */
+
+static sn_status run_replicas(const sn_strategy *s, entry *e) {
+    int n = e->n_rep;
+    bool one_thread_each = true;
+    for (int r = 0; r < n; r++)
+        if (sn_device_threads(s->devices[r]) > 1) one_thread_each = false;
+    int team = sn_num_threads();
+    if (n == 1 || !s->parallel || !one_thread_each || team < 2) {
+        for (int r = 0; r < n; r++)
+            SN_TRY(sn_error_context(sn_plan_run(e->rep[r].plan, 1, NULL, NULL), "replica %d on %s",
+                                    r, s->device_names[r]));
+        return SN_OK;
+    }
+    /* One thread per device: the replicas run at once, device r on thread r % team; a
+     * kernel's own parallel region inside is then inactive (one thread), as the device's
+     * share says. Messages are per thread, so failures are carried back by hand. */
+    sn_status st[SN_MAX_LOGICAL_DEVICES];
+    char msg[SN_MAX_LOGICAL_DEVICES][256];
+    int nth = n < team ? n : team;
+#pragma omp parallel for num_threads(nth) schedule(static, 1)
+    for (int r = 0; r < n; r++) {
+        st[r] = sn_plan_run(e->rep[r].plan, 1, NULL, NULL);
+        if (st[r] != SN_OK) snprintf(msg[r], sizeof msg[r], "%s", sn_last_error());
+    }
+    for (int r = 0; r < n; r++)
+        if (st[r] != SN_OK)
+            return sn_errorf(st[r], "replica %d on %s: %s", r, s->device_names[r], msg[r]);
+    return SN_OK;
+}
+
+static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step) {
+    const sn_strategy *s = d->s;
+    sn_train_state *t = m->train;
+    sn_graph *g = m->g;
+    int R = sn_strategy_num_replicas(s);
+    /* The replicas' rows of the global batch. */
+    const char *xg = sn_plan_buffer(e->cp.plan, e->cp.x), *yg = sn_plan_buffer(e->cp.plan, e->cp.y);
+    if (!xg || !yg) return SN_ERR_INVALID;
+    sn_shape xs = sn_node_shape(g, e->cp.x);
+    size_t xrow = (size_t)(sn_shape_numel(&xs) / xs.dim[0]) * sizeof(float);
+    size_t yrow = (size_t)(sn_shape_numel(&e->cp.y_shape) / e->cp.batch) *
+                  sn_dtype_size(e->cp.y_dtype);
+    for (int r = 0; r < e->n_rep; r++) {
+        replica *rp = &e->rep[r];
+        SN_TRY(sn_plan_set_input(rp->plan, rp->x, xg + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
+        SN_TRY(sn_plan_set_input(rp->plan, rp->y, yg + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow));
+        /* Dropout masks are keyed by the plan step: distinct per replica, reproducible. */
+        sn_plan_set_step(rp->plan, step * R + s->rank * s->n_local + r);
+    }
+    SN_TRY(run_replicas(s, e));
+
+    /* Sum the replicas' targets in replica order, then across workers. */
+    const float *srcs[SN_MAX_LOGICAL_DEVICES];
+    for (int k = 0; k < e->n_tg; k++) {
+        for (int r = 0; r < e->n_rep; r++) {
+            srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
+            if (!srcs[r]) return SN_ERR_INVALID;
+        }
+        sn_shape ks = sn_node_shape(g, e->rep[0].tg[k]);
+        sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
+    }
+    float count = 0;
+    for (int r = 0; r < e->n_rep; r++) count += (float)e->rep[r].rows;
+    e->red[e->count_off] = count;
+    SN_TRY(sn_error_context(s->coll->vt->allreduce_f32(s->coll, e->red, e->off[e->n_tg],
+                                                       s->bucket_bytes, s->timeout_s),
+                            "step %lld", (long long)step + 1));
+
+    /* One update of the mirrored variables. */
+    int nv = t->n_vars, nm = t->opts.n_metrics;
+    for (int i = 0; i < nv; i++) {
+        sn_shape vs = sn_node_shape(g, t->vars[i]);
+        SN_TRY(sn_plan_set_input(d->apply, d->gin[i], e->red + e->off[i],
+                                 (size_t)sn_shape_numel(&vs) * sizeof(float)));
+    }
+    if (d->apply) SN_TRY(sn_error_context(sn_plan_run(d->apply, 1, NULL, NULL), "optimizer update"));
+    /* fit's accumulators: global sums (loss as a sum over examples, as fit keeps it). */
+    const sn_node *acc = t->acc[0];
+    for (int i = 0; i < nm + 1; i++)
+        *(float *)sn_variable_data(g, acc[i]) += e->red[e->off[nv + i]];
+    *(float *)sn_variable_data(g, acc[nm + 1]) += e->red[e->count_off];
+    /* Moving averages: the mean of the replicas' new values. */
+    for (int i = 0; i < e->n_bn; i++) {
+        float *v = sn_variable_data(g, e->bn_var[i]);
+        const float *sum = e->red + e->off[nv + 1 + nm + i];
+        sn_shape vs = sn_node_shape(g, e->bn_var[i]);
+        int64_t n = sn_shape_numel(&vs);
+        for (int64_t j = 0; j < n; j++) {
+            float mean = sum[j] / (float)R;
+            v[j] = e->bn_op[i] == SN_OP_ASSIGN ? mean : v[j] + mean;
+        }
+    }
+    return SN_OK;
+}
+
+sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
+                           sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx) {
+    sn_dist_train *d;
+    SN_TRY(get_state(m, &d));
+    entry *e = d->entries;
+    while (e && &e->cp != cp) e = e->next;
+    if (!e) return sn_errorf(SN_ERR_INVALID, "dist_plan_run: the plan is not this model's "
+                             "distributed training plan");
+    SN_TRY(refresh(m, d));
+    const sn_strategy *s = d->s;
+    if (!d->synced && s->workers > 1) {
+        /* Every worker starts from rank 0's variables (optimizer state and counters too). */
+        size_t bytes = 0;
+        void *buf = sn_graph_variable_buffer(m->g, &bytes);
+        SN_TRY(sn_error_context(s->coll->vt->broadcast(s->coll, buf, bytes, 0, s->timeout_s),
+                                "distributed training: broadcasting rank 0's variables"));
+    }
+    d->synced = true;
+    int64_t base = sn_plan_step(e->cp.plan);
+    for (int64_t i = 0; i < steps; i++) {
+        if (feed) {
+            sn_status fs = feed(ctx, e->cp.plan, i);
+            if (fs != SN_OK) return fs;
+        }
+        SN_TRY(one_step(m, d, e, base + i));
+        sn_plan_set_step(e->cp.plan, base + i + 1);
+    }
+    return SN_OK;
+}

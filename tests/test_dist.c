@@ -1,0 +1,508 @@
+/* Devices, strategies, per-replica values, reductions, distributed datasets, and data-parallel
+ * training: one replica, two mirrored replicas (at once and one after another) and, under
+ * mpirun (tests/test_mpi.sh), two MPI workers end with the same weights.
+ *
+ *   test_dist                          the in-process tests (CTest runs this)
+ *   test_dist --train KIND OUT         K training steps under KIND (none, one_device,
+ *                                      mirrored2, mirrored2_seq, multi_worker) and write the
+ *                                      trainable weights (f32) to OUT (rank 0 only)
+ *   test_dist --train-die STEP         multi_worker training forever; rank 1 kills itself
+ *                                      with SIGKILL at STEP (the dead-worker test) */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dist/dist_impl.h"
+#include "nn/train_impl.h"
+#include "sinter/dist.h"
+#include "sinter/nn.h"
+#include "sn_test.h"
+
+/* ---- devices ------------------------------------------------------------------------------ */
+
+static void test_devices(void) {
+    CHECK_ERR(sn_device_configure_cpu(0), SN_ERR_INVALID, "expected 1 to");
+    CHECK_OK(sn_device_configure_cpu(4));
+    CHECK(sn_device_count() == 4, "count %d", sn_device_count());
+    int total = 0;
+    for (int i = 0; i < 4; i++) {
+        sn_device_info d;
+        CHECK_OK(sn_device_get(i, &d));
+        char want[96];
+        snprintf(want, sizeof want, "/job:localhost/replica:0/task:0/device:CPU:%d", i);
+        CHECK(!strcmp(d.name, want), "name %s", d.name);
+        CHECK(d.threads >= 1, "threads %d", d.threads);
+        total += d.threads;
+    }
+    int cores = sn_num_threads();
+    CHECK(total == (cores >= 4 ? cores : 4), "threads add up to %d with %d cores", total, cores);
+    int idx = -1;
+    CHECK_OK(sn_device_find("/job:localhost/replica:0/task:0/device:CPU:3", &idx));
+    CHECK(idx == 3, "idx %d", idx);
+    CHECK_OK(sn_device_find("cpu:2", &idx));
+    CHECK(idx == 2, "idx %d", idx);
+    CHECK_ERR(sn_device_find("cpu:4", &idx), SN_ERR_NOT_FOUND, "4 logical device(s)");
+    CHECK_ERR(sn_device_find("gpu:0", &idx), SN_ERR_NOT_FOUND, "does not exist");
+    CHECK_ERR(sn_device_find("tpu", &idx), SN_ERR_NOT_FOUND, "unknown device");
+    /* A plan placed on a configured device, and one on a missing device. */
+    sn_graph *g = sn_graph_new();
+    float a[] = {1, 2, 3, 4};
+    sn_shape s = {.ndim = 2, .dim = {2, 2}};
+    sn_node c = sn_matmul(g, sn_const(g, SN_F32, &s, a), sn_const(g, SN_F32, &s, a), false, false);
+    sn_tensor *t = NULL;
+    CHECK_OK(sn_eval(g, c, "cpu:3", &t));
+    CHECK(t && sn_tensor_get(t, 0) == 7 && sn_tensor_get(t, 3) == 22, "matmul on cpu:3");
+    sn_tensor_free(t);
+    CHECK_ERR(sn_eval(g, c, "/device:CPU:7", &t), SN_ERR_NOT_FOUND, "CPU:0 to CPU:3");
+    sn_graph_free(g);
+}
+
+/* ---- strategies, run, print, reduce ------------------------------------------------------- */
+
+static sn_status matmul_fn(void *ctx, const sn_replica_context *rc, sn_tensor **out) {
+    (void)ctx;
+    sn_graph *g = sn_graph_new();
+    if (!g) return SN_ERR_NOMEM;
+    float a[] = {1, 2, 3, 4, 5, 6};
+    sn_shape sa = {.ndim = 2, .dim = {2, 3}}, sb = {.ndim = 2, .dim = {3, 2}};
+    sn_node c = sn_matmul(g, sn_const(g, SN_F32, &sa, a), sn_const(g, SN_F32, &sb, a), false, false);
+    sn_status s = sn_eval(g, c, rc->device, out);
+    sn_graph_free(g);
+    return s;
+}
+
+static sn_status id_fn(void *ctx, const sn_replica_context *rc, sn_tensor **out) {
+    (void)ctx;
+    float v[3] = {(float)rc->replica_id_in_sync_group, 1.0f, 0.5f};
+    sn_shape s = {.ndim = 1, .dim = {3}};
+    return sn_tensor_from_data(out, SN_F32, &s, v);
+}
+
+static void test_strategies(void) {
+    sn_strategy *s = NULL;
+    CHECK_ERR(sn_strategy_one_device("cpu:9", &s), SN_ERR_NOT_FOUND, "cpu:9");
+    CHECK_ERR(sn_strategy_mirrored(5, NULL, &s), SN_ERR_INVALID, "4 logical device(s)");
+    const char *dup[] = {"cpu:1", "/device:CPU:1"};
+    CHECK_ERR(sn_strategy_mirrored(2, dup, &s), SN_ERR_INVALID, "listed twice");
+    const char *two[] = {"cpu:2", "cpu:0"};
+    CHECK_OK(sn_strategy_mirrored(2, two, &s));
+    CHECK(s && sn_strategy_num_replicas(s) == 2 &&
+          !strcmp(sn_strategy_replica_device(s, 0), "/job:localhost/replica:0/task:0/device:CPU:2"),
+          "listed devices");
+    sn_strategy_free(s);
+
+    CHECK_OK(sn_strategy_mirrored(0, NULL, &s));
+    CHECK(sn_strategy_num_replicas(s) == 4 && sn_strategy_is_chief(s) &&
+          sn_strategy_num_workers(s) == 1, "mirrored over all 4 devices");
+    CHECK(!strcmp(sn_strategy_name(s), "MirroredStrategy"), "name %s", sn_strategy_name(s));
+
+    sn_per_replica *r = NULL;
+    CHECK_OK(sn_strategy_run(s, matmul_fn, NULL, &r));
+    CHECK(sn_per_replica_count(r) == 4, "count %d", sn_per_replica_count(r));
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK_OK(sn_per_replica_print(r, f));
+    fclose(f);
+    const char *one = "tf.Tensor(\n[[22. 28.]\n [49. 64.]], shape=(2, 2), dtype=float32)";
+    char want[1024] = "PerReplica:{\n";
+    for (int i = 0; i < 4; i++) {
+        char line[160];
+        snprintf(line, sizeof line, "  %d: %s%s\n", i, one, i < 3 ? "," : "");
+        strcat(want, line);
+    }
+    strcat(want, "}");
+    CHECK(buf && !strcmp(buf, want), "printed:\n%s\nwanted:\n%s", buf ? buf : "", want);
+    free(buf);
+    sn_tensor *sum = NULL;
+    CHECK_OK(sn_strategy_reduce(s, SN_REDUCE_SUM, r, -1, &sum));
+    CHECK(sum && sn_tensor_get(sum, 0) == 88 && sn_tensor_get(sum, 3) == 256, "sum of matmuls");
+    sn_tensor_free(sum);
+    sn_per_replica_free(r);
+
+    /* Values that differ per replica: [id, 1, 0.5]. */
+    CHECK_OK(sn_strategy_run(s, id_fn, NULL, &r));
+    sn_tensor *t = NULL;
+    CHECK_OK(sn_strategy_reduce(s, SN_REDUCE_SUM, r, -1, &t));
+    CHECK(t && sn_tensor_get(t, 0) == 6 && sn_tensor_get(t, 1) == 4 && sn_tensor_get(t, 2) == 2,
+          "SUM over replicas");
+    sn_tensor_free(t);
+    CHECK_OK(sn_strategy_reduce(s, SN_REDUCE_MEAN, r, -1, &t));
+    CHECK(t && sn_tensor_get(t, 0) == 1.5 && sn_tensor_get(t, 1) == 1 && sn_tensor_get(t, 2) == 0.5,
+          "MEAN over replicas");
+    sn_tensor_free(t);
+    CHECK_OK(sn_strategy_reduce(s, SN_REDUCE_SUM, r, 0, &t));
+    CHECK(t && sn_tensor_shape(t)->ndim == 0 && sn_tensor_get(t, 0) == 12, "SUM axis 0: %g",
+          t ? sn_tensor_get(t, 0) : -1);
+    sn_tensor_free(t);
+    CHECK_OK(sn_strategy_reduce(s, SN_REDUCE_MEAN, r, 0, &t));
+    CHECK(t && sn_tensor_get(t, 0) == 1.0, "MEAN axis 0 (12 / 12 elements): %g",
+          t ? sn_tensor_get(t, 0) : -1);
+    sn_tensor_free(t);
+    CHECK_ERR(sn_strategy_reduce(s, SN_REDUCE_SUM, r, 2, &t), SN_ERR_INVALID, "axis 2");
+    f = open_memstream(&buf, &len);
+    sn_tensor_print_tf(sn_per_replica_get(r, 3), f);
+    fclose(f);
+    CHECK(!strcmp(buf, "tf.Tensor([3.  1.  0.5], shape=(3,), dtype=float32)"), "1-D print: %s", buf);
+    free(buf);
+    sn_per_replica_free(r);
+    sn_strategy_free(s);
+}
+
+/* ---- distributed datasets ------------------------------------------------------------------ */
+
+static sn_dataset *counting_dataset(int64_t n, int64_t batch) {
+    sn_shape xs = {.ndim = 2, .dim = {n, 2}}, ys = {.ndim = 1, .dim = {n}};
+    sn_tensor *x = NULL, *y = NULL;
+    sn_tensor_new(&x, SN_F32, &xs);
+    sn_tensor_new(&y, SN_I32, &ys);
+    for (int64_t i = 0; i < n; i++) {
+        ((float *)sn_tensor_data(x))[2 * i] = (float)i;
+        ((float *)sn_tensor_data(x))[2 * i + 1] = (float)-i;
+        ((int32_t *)sn_tensor_data(y))[i] = (int32_t)i;
+    }
+    sn_dataset *ds = NULL;
+    sn_tensor *xy[2] = {x, y};
+    sn_dataset_from_tensors(&ds, 2, xy);
+    sn_tensor_free(x);
+    sn_tensor_free(y);
+    if (ds && batch > 0) sn_dataset_batch(&ds, batch, false);
+    return ds;
+}
+
+static sn_status shard_fn(void *ctx, const sn_input_context *ic, sn_dataset **out) {
+    int64_t per;
+    SN_TRY(sn_input_context_per_replica_batch(ic, 8, &per));
+    sn_dataset *ds = counting_dataset(32, 0);
+    if (!ds) return SN_ERR_NOMEM;
+    SN_TRY(sn_dataset_shard(&ds, ic->num_input_pipelines, ic->input_pipeline_id));
+    SN_TRY(sn_dataset_batch(&ds, per, true));
+    *(int *)ctx = ic->num_replicas_in_sync;
+    *out = ds;
+    return SN_OK;
+}
+
+static void test_datasets(void) {
+    sn_strategy *s = NULL;
+    CHECK_OK(sn_strategy_mirrored(0, NULL, &s)); /* 4 replicas */
+    sn_dataset *ds = counting_dataset(20, 10);
+    sn_dist_dataset *dd = NULL;
+    CHECK_OK(sn_strategy_distribute_dataset(s, ds, &dd));
+    sn_per_replica *c[SN_DATASET_MAX_COMPONENTS];
+    bool end = false;
+    int steps = 0;
+    for (;;) {
+        CHECK_OK(sn_dist_dataset_next(dd, c, &end));
+        if (end) break;
+        /* 10 rows over 4 replicas: 3, 3, 2, 2, in order. */
+        int64_t want_lo[4] = {0, 3, 6, 8}, want_n[4] = {3, 3, 2, 2};
+        for (int r = 0; r < 4; r++) {
+            sn_tensor *x = sn_per_replica_get(c[0], r), *y = sn_per_replica_get(c[1], r);
+            CHECK(sn_tensor_shape(x)->dim[0] == want_n[r] && sn_tensor_shape(y)->dim[0] == want_n[r],
+                  "replica %d rows", r);
+            CHECK(sn_tensor_get(y, 0) == steps * 10 + want_lo[r] &&
+                      sn_tensor_get(x, 1) == -(steps * 10 + want_lo[r]),
+                  "replica %d first row %g", r, sn_tensor_get(y, 0));
+        }
+        sn_per_replica_free(c[0]);
+        sn_per_replica_free(c[1]);
+        steps++;
+    }
+    CHECK(steps == 2, "steps %d", steps);
+    sn_dist_dataset_free(dd);
+    sn_dataset_free(ds);
+
+    int seen = 0;
+    CHECK_OK(sn_strategy_distribute_datasets_from_function(s, shard_fn, &seen, &dd));
+    CHECK(seen == 4, "input context num_replicas_in_sync %d", seen);
+    steps = 0;
+    for (;;) {
+        CHECK_OK(sn_dist_dataset_next(dd, c, &end));
+        if (end) break;
+        for (int r = 0; r < 4; r++) {
+            sn_tensor *y = sn_per_replica_get(c[1], r);
+            CHECK(sn_tensor_shape(y)->dim[0] == 2 && sn_tensor_get(y, 0) == steps * 8 + 2 * r,
+                  "from_function replica %d batch", r);
+        }
+        sn_per_replica_free(c[0]);
+        sn_per_replica_free(c[1]);
+        steps++;
+    }
+    CHECK(steps == 4, "from_function steps %d", steps);
+    sn_dist_dataset_free(dd);
+    sn_strategy_free(s);
+}
+
+/* ---- training --------------------------------------------------------------------------------- */
+
+enum { IMG = 10, CLASSES = 5, GLOBAL_BATCH = 24, STEPS = 6 };
+
+typedef struct feeder {
+    const float *x;
+    const int32_t *y;
+    int64_t next; /* the next global batch */
+    sn_cached_plan *cp;
+} feeder;
+
+/* The same contract as fit's feed: the global batch into the plan's x and y. */
+static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
+    feeder *f = ctx;
+    int64_t b = f->next++ % 4;
+    size_t xn = (size_t)GLOBAL_BATCH * IMG * IMG;
+    SN_TRY(sn_plan_set_input(p, f->cp->x, f->x + b * xn, xn * sizeof(float)));
+    return sn_plan_set_input(p, f->cp->y, f->y + b * GLOBAL_BATCH, GLOBAL_BATCH * sizeof(int32_t));
+}
+
+static sn_model *make_model(bool bn_dropout) {
+    sn_model *m = sn_sequential_new("dist_test");
+    sn_model_add(m, sn_layer_conv2d(4, 3, 3, SN_ACT_RELU));
+    if (bn_dropout) sn_model_add(m, sn_layer_batch_norm());
+    sn_model_add(m, sn_layer_max_pool2d(2, 2));
+    sn_model_add(m, sn_layer_flatten());
+    if (bn_dropout) sn_model_add(m, sn_layer_dropout(0.25));
+    sn_model_add(m, sn_layer_dense(16, SN_ACT_RELU));
+    sn_model_add(m, sn_layer_dense(CLASSES, SN_ACT_NONE));
+    sn_shape in = {.ndim = 3, .dim = {IMG, IMG, 1}};
+    if (sn_model_build(m, &in, 7) != SN_OK) return NULL;
+    sn_compile_opts co = sn_compile_defaults();
+    co.optimizer.learning_rate = 0.01;
+    if (sn_model_compile(m, &co) != SN_OK) return NULL;
+    return m;
+}
+
+/* STEPS steps of the same 4 global batches (a fixed synthetic set) under strategy s (NULL:
+ * fit's own plan); returns the model (the caller frees it) or NULL. */
+static sn_model *train(sn_strategy *s, bool bn_dropout, int64_t steps, double *loss) {
+    static float *x;
+    static int32_t *y;
+    if (!x) {
+        size_t n = (size_t)4 * GLOBAL_BATCH * IMG * IMG;
+        x = malloc(n * sizeof *x);
+        y = malloc((size_t)4 * GLOBAL_BATCH * sizeof *y);
+        sn_rng rng;
+        sn_rng_init(&rng, 99, 0);
+        for (size_t i = 0; i < n; i++) x[i] = (float)sn_rng_uniform(&rng);
+        for (int i = 0; i < 4 * GLOBAL_BATCH; i++) {
+            y[i] = (int32_t)sn_rng_below(&rng, CLASSES);
+            /* a learnable signal: brighten a class-dependent pixel */
+            x[(size_t)i * IMG * IMG + (size_t)y[i] * 7] += 2.0f;
+        }
+    }
+    sn_model *m = make_model(bn_dropout);
+    if (!m) return NULL;
+    sn_model_set_strategy(m, s);
+    sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
+    feeder f = {.x = x, .y = y};
+    sn_status st = s ? sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &f.cp)
+                     : sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
+    if (st == SN_OK)
+        st = s ? sn_dist_plan_run(m, f.cp, steps, feed, &f) : sn_plan_run(f.cp->plan, steps, feed, &f);
+    if (st != SN_OK) {
+        fprintf(stderr, "train: %s\n", sn_last_error());
+        sn_model_set_strategy(m, NULL);
+        sn_model_free(m);
+        return NULL;
+    }
+    sn_train_state *t = m->train;
+    double sum = *(float *)sn_variable_data(m->g, t->acc[0][0]);
+    double cnt = *(float *)sn_variable_data(m->g, t->acc[0][t->opts.n_metrics + 1]);
+    if (loss) *loss = sum / cnt;
+    return m;
+}
+
+/* The trainable weights, concatenated (the caller frees). */
+static float *weights(sn_model *m, size_t *n) {
+    sn_node v[64];
+    int nv = sn_graph_variables(m->g, true, v, 64);
+    size_t tot = 0;
+    for (int i = 0; i < nv; i++) {
+        sn_shape s = sn_node_shape(m->g, v[i]);
+        tot += (size_t)sn_shape_numel(&s);
+    }
+    float *w = malloc(tot * sizeof *w);
+    size_t o = 0;
+    for (int i = 0; i < nv; i++) {
+        sn_shape s = sn_node_shape(m->g, v[i]);
+        size_t k = (size_t)sn_shape_numel(&s);
+        memcpy(w + o, sn_variable_data(m->g, v[i]), k * sizeof *w);
+        o += k;
+    }
+    *n = tot;
+    return w;
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (fabs((double)a[i]) + 1e-3);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+static void free_model(sn_model *m) {
+    if (!m) return;
+    sn_model_set_strategy(m, NULL);
+    sn_model_free(m);
+}
+
+static void test_training(void) {
+    sn_strategy *one = NULL, *mir = NULL;
+    CHECK_OK(sn_device_configure_cpu(2));
+    CHECK_OK(sn_strategy_one_device("cpu:1", &one));
+    CHECK_OK(sn_strategy_mirrored(2, NULL, &mir));
+    double l0 = 0, l1 = 0, l2 = 0, l3 = 0;
+    sn_model *m0 = train(NULL, false, STEPS, &l0);
+    sn_model *m1 = train(one, false, STEPS, &l1);
+    sn_model *m2 = train(mir, false, STEPS, &l2);
+    mir->parallel = false;
+    sn_model *m3 = train(mir, false, STEPS, &l3);
+    mir->parallel = true;
+    CHECK(m0 && m1 && m2 && m3, "training ran");
+    if (m0 && m1 && m2 && m3) {
+        size_t n0, n1, n2, n3;
+        float *w0 = weights(m0, &n0), *w1 = weights(m1, &n1), *w2 = weights(m2, &n2),
+              *w3 = weights(m3, &n3);
+        CHECK(n0 == n1 && n0 == n2 && n0 == n3, "weight counts");
+        /* The batch split changes the order of the sums inside the kernels, so one replica and
+         * two agree to float rounding, not bitwise: ~1e-7 per step relative, compounded over
+         * STEPS Adam steps; 1e-4 leaves a wide margin and still catches a wrong scale (a
+         * missing 1/replicas is 100%). */
+        double d01 = max_rel_diff(w0, w1, n0), d02 = max_rel_diff(w0, w2, n0),
+               d23 = max_rel_diff(w2, w3, n0);
+        printf("max relative weight difference after %d steps: one_device %.3g, mirrored(2) "
+               "%.3g, mirrored at once vs one after another %.3g\n", STEPS, d01, d02, d23);
+        CHECK(d01 < 1e-4, "one_device vs fit's plan: %g", d01);
+        CHECK(d02 < 1e-4, "mirrored(2) vs one replica: %g", d02);
+        CHECK(d23 < 1e-4, "mirrored parallel vs sequential: %g", d23);
+        CHECK(fabs(l0 - l2) < 1e-4 * fabs(l0), "mean loss %g vs %g", l0, l2);
+        double moved = max_rel_diff(w0, weights(m0, &n0), n0);
+        (void)moved;
+        free(w0);
+        free(w1);
+        free(w2);
+        free(w3);
+    }
+    free_model(m0);
+    free_model(m1);
+    free_model(m2);
+    free_model(m3);
+
+    /* Batch normalization and dropout: per-replica statistics and masks, so only sanity. */
+    double lb0 = 0, lb = 0;
+    sn_model *b0 = train(mir, true, 1, &lb0);
+    sn_model *b = train(mir, true, 40, &lb);
+    CHECK(b0 && b && isfinite(lb) && lb < lb0, "BN + dropout under mirrored: loss %g after 1 "
+          "step, %g mean over 40", lb0, lb);
+    if (b) {
+        /* moving variance moved away from 1 and stayed positive */
+        sn_node v[64];
+        int nv = sn_graph_variables(b->g, false, v, 64);
+        bool found = false;
+        for (int i = 0; i < nv; i++)
+            if (strstr(sn_node_name(b->g, v[i]), "moving_variance")) {
+                float mv = *(float *)sn_variable_data(b->g, v[i]);
+                CHECK(mv > 0 && mv != 1.0f, "moving variance %g", mv);
+                found = true;
+            }
+        CHECK(found, "a moving_variance variable");
+    }
+    free_model(b0);
+    free_model(b);
+
+    /* A global batch smaller than the replicas. */
+    sn_strategy *many = NULL;
+    CHECK_OK(sn_device_configure_cpu(32));
+    CHECK_OK(sn_strategy_mirrored(32, NULL, &many));
+    sn_model *m = make_model(false);
+    sn_model_set_strategy(m, many);
+    sn_cached_plan *cp;
+    sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
+    CHECK_ERR(sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp), SN_ERR_SHAPE,
+              "cannot give each of the 32 replicas");
+    free_model(m);
+    sn_strategy_free(many);
+    sn_strategy_free(one);
+    sn_strategy_free(mir);
+}
+
+/* ---- modes for tests/test_mpi.sh ------------------------------------------------------------ */
+
+static int train_mode(const char *kind, const char *out) {
+    sn_strategy *s = NULL;
+    sn_status st = SN_OK;
+    if (!strcmp(kind, "one_device")) st = sn_strategy_one_device(NULL, &s);
+    else if (!strncmp(kind, "mirrored2", 9)) {
+        st = sn_device_configure_cpu(2);
+        if (st == SN_OK) st = sn_strategy_mirrored(2, NULL, &s);
+        if (st == SN_OK && !strcmp(kind, "mirrored2_seq")) s->parallel = false;
+    } else if (!strcmp(kind, "multi_worker")) st = sn_strategy_multi_worker(1, &s);
+    else if (strcmp(kind, "none") != 0) {
+        fprintf(stderr, "test_dist: unknown kind '%s'\n", kind);
+        return 2;
+    }
+    if (st != SN_OK) {
+        fprintf(stderr, "test_dist: %s\n", sn_last_error());
+        sn_dist_shutdown(false);
+        return 1;
+    }
+    sn_model *m = train(s, false, STEPS, NULL);
+    if (!m) {
+        sn_dist_shutdown(false);
+        return 1;
+    }
+    if (sn_strategy_is_chief(s)) {
+        size_t n;
+        float *w = weights(m, &n);
+        FILE *f = fopen(out, "wb");
+        if (!f || fwrite(w, sizeof *w, n, f) != n) {
+            fprintf(stderr, "test_dist: cannot write %s\n", out);
+            return 1;
+        }
+        fclose(f);
+        free(w);
+    }
+    free_model(m);
+    sn_strategy_free(s);
+    sn_dist_shutdown(true);
+    return 0;
+}
+
+static int die_mode(int64_t die_at) {
+    sn_strategy *s = NULL;
+    if (sn_strategy_multi_worker(1, &s) != SN_OK) {
+        fprintf(stderr, "test_dist: %s\n", sn_last_error());
+        return 1;
+    }
+    sn_model *m = train(s, false, 1, NULL);
+    for (int64_t step = 1; m; step++) {
+        if (step == die_at && sn_strategy_worker_rank(s) == 1) {
+            fprintf(stderr, "test_dist: worker 1 kills itself at step %lld\n", (long long)step);
+            raise(SIGKILL);
+        }
+        sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
+        sn_cached_plan *cp;
+        feeder f = {0};
+        (void)f;
+        if (sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp) != SN_OK) break;
+        /* Feed nothing new: the plan's inputs keep the last batch. */
+        if (sn_dist_plan_run(m, cp, 1, NULL, NULL) != SN_OK) {
+            fprintf(stderr, "test_dist: worker %d: %s\n", sn_strategy_worker_rank(s),
+                    sn_last_error());
+            sn_dist_shutdown(false);
+            return 1;
+        }
+    }
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--train")) return train_mode(argv[2], argv[3]);
+    if (argc == 3 && !strcmp(argv[1], "--train-die")) return die_mode(atoll(argv[2]));
+    test_devices();
+    test_strategies();
+    test_datasets();
+    test_training();
+    return sn_test_finish("test_dist");
+}
