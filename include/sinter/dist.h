@@ -159,6 +159,9 @@ struct sn_model;
  * device over the whole dataset given, so they report global values without a reduction. */
 sn_status sn_model_set_strategy(struct sn_model *m, sn_strategy *s);
 sn_strategy *sn_model_get_strategy(const struct sn_model *m);
+/* Training steps run under the attached strategy since it was attached (or since the last
+ * compile): a check that fit honoured it. */
+int64_t sn_model_distributed_steps(const struct sn_model *m);
 
 /* ---- process lifetime (for programs, never called by the library itself) ---------------- */
 /* Ends MPI cleanly (MPI_Finalize) when ok, or ends the whole job (MPI_Abort with code 1) after

@@ -1,19 +1,53 @@
-/* sinter devices: what TensorFlow's tf.config.list_logical_devices() shows. */
+/* sinter devices: what TensorFlow's tf.config.list_logical_devices() shows, after an optional
+ * split of the CPU into N logical devices (tf.config.set_logical_device_configuration). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
 #include "core/core.h"
 #include "sinter/device.h"
 
+static int usage(FILE *f, int rc) {
+    fprintf(f, "usage: sinter devices [--cpu-devices N]\n\n"
+               "Lists the logical devices with their TensorFlow-style names and threads.\n\n"
+               "  --cpu-devices N  split the CPU into N logical devices (1 to %d), each with\n"
+               "                   max(1, cores / N) threads; more devices than cores share\n"
+               "                   the cores\n", SN_MAX_LOGICAL_DEVICES);
+    return rc;
+}
+
 int sn_cmd_devices(int argc, char **argv) {
+    int n = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: sinter devices\n\nLists the logical devices with their TensorFlow-style names.\n");
-            return 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout, 0);
+        const char *v = NULL;
+        if (!strcmp(argv[i], "--cpu-devices")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "sinter devices: --cpu-devices needs a value (1 to %d)\n",
+                        SN_MAX_LOGICAL_DEVICES);
+                return 2;
+            }
+            v = argv[++i];
+        } else if (!strncmp(argv[i], "--cpu-devices=", 14)) {
+            v = argv[i] + 14;
+        } else {
+            fprintf(stderr, "sinter devices: unknown flag '%s' (accepted: --cpu-devices N, --help)\n",
+                    argv[i]);
+            return 2;
         }
-        fprintf(stderr, "sinter devices: unknown flag '%s' (accepted: --help)\n", argv[i]);
-        return 2;
+        char *end;
+        long x = strtol(v, &end, 10);
+        if (!*v || *end || x < 1 || x > SN_MAX_LOGICAL_DEVICES) {
+            fprintf(stderr, "sinter devices: --cpu-devices: '%s' is not an integer from 1 to %d\n",
+                    v, SN_MAX_LOGICAL_DEVICES);
+            return 2;
+        }
+        n = (int)x;
+    }
+    if (n > 0 && sn_device_configure_cpu(n) != SN_OK) {
+        fprintf(stderr, "sinter devices: %s\n", sn_last_error());
+        return 1;
     }
     const sn_cpu_features *f = sn_cpu();
     for (int i = 0; i < sn_device_count(); i++) {

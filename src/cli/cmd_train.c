@@ -8,8 +8,23 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "sinter/dist.h"
 
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};
+static const char *const strategies[] = {"none", "one_device", "mirrored", "multi_worker", NULL};
+
+/* The strategy of --strategy (NULL for "none"), after --cpu-devices split the CPU. Prints the
+ * error and returns 1 (2 for a bad combination of flags); 0 on success. */
+static int make_strategy(const char *prog, const char *kind, int64_t cpu_devices,
+                         sn_strategy **out) {
+    *out = NULL;
+    if (cpu_devices > 0 && sn_device_configure_cpu((int)cpu_devices) != SN_OK) return sn_cli_fail(prog);
+    sn_status st = SN_OK;
+    if (!strcmp(kind, "one_device")) st = sn_strategy_one_device(NULL, out);
+    else if (!strcmp(kind, "mirrored")) st = sn_strategy_mirrored(0, NULL, out);
+    else if (!strcmp(kind, "multi_worker")) st = sn_strategy_multi_worker(cpu_devices > 0 ? (int)cpu_devices : 1, out);
+    return st == SN_OK ? 0 : sn_cli_fail(prog);
+}
 
 int sn_cmd_train(int argc, char **argv) {
     const char *prog = "sinter train";
@@ -19,6 +34,8 @@ int sn_cmd_train(int argc, char **argv) {
     int64_t steps_per_execution = 50, seed = 1, threads = 0;
     double lr = 1e-3;
     bool quiet = false;
+    const char *strategy_name = "none";
+    int64_t cpu_devices = 0;
     sn_flag flags[] = {
         {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
          .help = "data set installed on this machine"},
@@ -51,6 +68,14 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "write one CSV row of logs per epoch to PATH"},
         {.name = "quiet", .kind = SN_FLAG_BOOL, .value = &quiet,
          .help = "no progress log; only the final test accuracy"},
+        {.name = "strategy", .kind = SN_FLAG_ENUM, .value = &strategy_name, .choices = strategies,
+         .help = "distribution strategy: mirrored = one replica per logical device, "
+                 "multi_worker = one per process under mpirun; --batch-size is then the global "
+                 "batch"},
+        {.name = "cpu-devices", .kind = SN_FLAG_INT, .value = &cpu_devices, .imin = 0,
+         .imax = SN_MAX_LOGICAL_DEVICES,
+         .help = "split the CPU into N logical devices (mirrored: N replicas; multi_worker: N "
+                 "per worker), 0 = one device"},
     };
     sn_flag_set fs = {prog,
                       "Trains a preset model on Fashion-MNIST (or --data-dir) with the test split "
@@ -59,6 +84,19 @@ int sn_cmd_train(int argc, char **argv) {
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
     sn_cli_set_threads(threads);
+    sn_strategy *strategy = NULL;
+    rc = make_strategy(prog, strategy_name, cpu_devices, &strategy);
+    if (rc != 0) {
+        sn_dist_shutdown(false);
+        return rc;
+    }
+    /* Under multi_worker only rank 0 prints progress and writes files; every worker reads
+     * the same global batches and trains on its own slice of each. */
+    const bool chief = sn_strategy_is_chief(strategy);
+    if (!chief) {
+        quiet = true;
+        csv = save = NULL;
+    }
 
     sn_tensor *xtr = NULL, *ytr = NULL, *xte = NULL, *yte = NULL;
     sn_dataset *train = NULL, *test = NULL;
@@ -109,7 +147,7 @@ int sn_cmd_train(int argc, char **argv) {
     }
     if (sn_flags_find(&fs, "learning-rate")->set) co.optimizer.learning_rate = lr;
     co.steps_per_execution = (int)steps_per_execution;
-    if (sn_model_compile(m, &co) != SN_OK) {
+    if (sn_model_compile(m, &co) != SN_OK || sn_model_set_strategy(m, strategy) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }
@@ -142,10 +180,20 @@ int sn_cmd_train(int argc, char **argv) {
                "execution\n", model_name, data_dir ? data_dir : dataset, (long long)n_train,
                (long long)rows, (long long)cols, (long long)batch, optimizer,
                (long long)steps_per_execution);
+        if (strategy)
+            printf("Strategy: %s, %d replica(s) in sync over %d worker(s): %s%s\n",
+                   sn_strategy_name(strategy), sn_strategy_num_replicas(strategy),
+                   sn_strategy_num_workers(strategy), sn_strategy_replica_device(strategy, 0),
+                   sn_strategy_local_replicas(strategy) > 1 ? ", ..." : "");
         fflush(stdout);
     }
     if (sn_model_fit(m, train, &fo, &hist) != SN_OK) {
         rc = sn_cli_fail(prog);
+        goto done;
+    }
+    if (strategy && sn_model_distributed_steps(m) == 0) {
+        fprintf(stderr, "%s: --strategy %s: fit trained without the strategy (this build's fit "
+                        "does not call the distribution hooks)\n", prog, strategy_name);
         goto done;
     }
 
@@ -162,8 +210,10 @@ int sn_cmd_train(int argc, char **argv) {
         rc = sn_cli_fail(prog);
         goto done;
     }
-    printf("Test loss: %.4f\n", vals[0]);
-    if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
+    if (chief) {
+        printf("Test loss: %.4f\n", vals[0]);
+        if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
+    }
     if (save) {
         if (sn_model_save_weights(m, save) != SN_OK) {
             rc = sn_cli_fail(prog);
@@ -176,7 +226,12 @@ int sn_cmd_train(int argc, char **argv) {
 done:
     sn_history_free(hist);
     for (int i = 0; i < ncb; i++) sn_callback_free(cbs[i]);
+    if (m) sn_model_set_strategy(m, NULL);
     sn_model_free(m);
+    sn_strategy_free(strategy);
+    /* After a failure under multi_worker, end the whole job rather than leave the other
+     * workers waiting in a collective. */
+    sn_dist_shutdown(rc == 0);
     sn_dataset_free(train);
     sn_dataset_free(test);
     sn_tensor_free(xtr);

@@ -67,6 +67,7 @@ struct sn_dist_train {
     sn_node *apply_tg;
     const void *nodes_seen; /* the graph's node array when the plans were made */
     bool synced;        /* rank 0's variables broadcast */
+    int64_t steps_run;
 };
 
 static void entry_free(entry *e) {
@@ -105,6 +106,10 @@ sn_status sn_model_set_strategy(sn_model *m, sn_strategy *s) {
 }
 
 sn_strategy *sn_model_get_strategy(const sn_model *m) { return m ? m->strategy : NULL; }
+
+int64_t sn_model_distributed_steps(const sn_model *m) {
+    return m && m->dist ? m->dist->steps_run : 0;
+}
 
 /* ---- building ----------------------------------------------------------------------------- */
 
@@ -462,6 +467,7 @@ sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
             if (fs != SN_OK) return fs;
         }
         SN_TRY(one_step(m, d, e, base + i));
+        d->steps_run++;
         sn_plan_set_step(e->cp.plan, base + i + 1);
     }
     return SN_OK;
