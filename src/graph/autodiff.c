@@ -51,9 +51,10 @@ sn_status sn_gradients(sn_graph *g, sn_node loss, int n, const sn_node *wrt, sn_
         sn_node dx[SN_MAX_INPUTS];
         for (int j = 0; j < SN_MAX_INPUTS; j++) dx[j] = SN_NONE;
         def->grad(g, i, grad[i], dx);
-        const sn_node_t *nd = &g->nodes[i]; /* re-read: the rule may have grown the array */
-        for (int j = 0; j < nd->n_in; j++) {
-            sn_node in = nd->in[j];
+        /* A copy: sn_add below grows (and may move) the node array. */
+        const sn_node_t nd = g->nodes[i];
+        for (int j = 0; j < nd.n_in; j++) {
+            sn_node in = nd.in[j];
             if (dx[j] == SN_NONE || !reach[in] || !sn_dtype_is_float(g->nodes[in].dtype))
                 continue;
             grad[in] = grad[in] == SN_NONE ? dx[j] : sn_add(g, grad[in], dx[j]);

@@ -126,14 +126,17 @@ sn_node sn_dropout(sn_graph *g, sn_node x, double rate, uint64_t seed) {
 
 sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape) {
     if (!g || g->status != SN_OK) return SN_NONE;
+    if (x < 0 || x >= g->n_nodes)
+        return sn_graph_fail(g, SN_ERR_INVALID, "broadcast_to: input is not a node of this graph");
     if (sn_shape_equal(&g->nodes[x].shape, shape)) return x;
     sn_attrs a = {.target = {.shape = *shape}};
     return sn_graph_add(g, SN_OP_BROADCAST_TO, 1, &x, &a);
 }
 
-sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape) {
+sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape_in) {
     if (!g || g->status != SN_OK || dy == SN_NONE) return SN_NONE;
-    const sn_shape ds = g->nodes[dy].shape;
+    /* Copies: `shape_in` may point into g->nodes, which the nodes added below can move. */
+    const sn_shape target = *shape_in, ds = g->nodes[dy].shape, *shape = &target;
     if (sn_shape_equal(&ds, shape)) return dy;
     int axes[SN_MAX_DIMS], n = 0;
     for (int i = 0; i < ds.ndim; i++) {
@@ -150,36 +153,54 @@ static sn_node scalar_like(sn_graph *g, sn_node like, double v) {
     return sn_scalar(g, g->nodes[like].dtype, v);
 }
 
+/* Gradient rules add nodes, which can move g->nodes: they copy what they need first (node,
+ * shapes) and never hold a pointer into the array across a builder call. */
+static void input_shapes(const sn_graph *g, sn_node n, sn_node_t *node, sn_shape *a, sn_shape *b) {
+    *node = g->nodes[n];
+    *a = g->nodes[node->in[0]].shape;
+    *b = g->nodes[node->in[1]].shape;
+}
+
 static void grad_add(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node_t node = g->nodes[n];
-    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[node.in[0]].shape);
-    dx[1] = sn_sum_to_shape(g, dy, &g->nodes[node.in[1]].shape);
+    sn_node_t node;
+    sn_shape as, bs;
+    input_shapes(g, n, &node, &as, &bs);
+    dx[0] = sn_sum_to_shape(g, dy, &as);
+    dx[1] = sn_sum_to_shape(g, dy, &bs);
 }
 
 static void grad_sub(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node_t node = g->nodes[n];
-    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[node.in[0]].shape);
-    dx[1] = sn_sum_to_shape(g, sn_neg(g, dy), &g->nodes[node.in[1]].shape);
+    sn_node_t node;
+    sn_shape as, bs;
+    input_shapes(g, n, &node, &as, &bs);
+    dx[0] = sn_sum_to_shape(g, dy, &as);
+    dx[1] = sn_sum_to_shape(g, sn_neg(g, dy), &bs);
 }
 
 static void grad_mul(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node_t node = g->nodes[n];
-    dx[0] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[1]), &g->nodes[node.in[0]].shape);
-    dx[1] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[0]), &g->nodes[node.in[1]].shape);
+    sn_node_t node;
+    sn_shape as, bs;
+    input_shapes(g, n, &node, &as, &bs);
+    dx[0] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[1]), &as);
+    dx[1] = sn_sum_to_shape(g, sn_mul(g, dy, node.in[0]), &bs);
 }
 
 static void grad_div(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     /* y = a / b: da = dy / b, db = -dy * y / b */
-    sn_node_t node = g->nodes[n];
+    sn_node_t node;
+    sn_shape as, bs;
+    input_shapes(g, n, &node, &as, &bs);
     sn_node da = sn_div(g, dy, node.in[1]);
-    dx[0] = sn_sum_to_shape(g, da, &g->nodes[node.in[0]].shape);
-    dx[1] = sn_sum_to_shape(g, sn_neg(g, sn_mul(g, da, n)), &g->nodes[node.in[1]].shape);
+    dx[0] = sn_sum_to_shape(g, da, &as);
+    dx[1] = sn_sum_to_shape(g, sn_neg(g, sn_mul(g, da, n)), &bs);
 }
 
 static void grad_bias_add(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node_t node = g->nodes[n];
+    sn_node_t node;
+    sn_shape xs, bs;
+    input_shapes(g, n, &node, &xs, &bs);
     dx[0] = dy;
-    dx[1] = sn_sum_to_shape(g, dy, &g->nodes[node.in[1]].shape);
+    dx[1] = sn_sum_to_shape(g, dy, &bs);
 }
 
 static void grad_relu(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
@@ -222,7 +243,8 @@ static void grad_dropout(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
 }
 
 static void grad_broadcast_to(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    dx[0] = sn_sum_to_shape(g, dy, &g->nodes[g->nodes[n].in[0]].shape);
+    sn_shape xs = g->nodes[g->nodes[n].in[0]].shape;
+    dx[0] = sn_sum_to_shape(g, dy, &xs);
 }
 
 /* ---- registry rows (referenced by ops.c) ----------------------------------------------- */

@@ -34,6 +34,7 @@ struct sn_plan {
     void *scratch;
     size_t scratch_bytes;
     const unsigned char *vars_seen;
+    const sn_node_t *nodes_seen; /* g->nodes when the calls' node pointers were set */
     int64_t step;
     double *prof;         /* per call: seconds spent, when profiling is on */
     char device[96];
@@ -71,11 +72,22 @@ static void bind(sn_plan *p) {
     }
     for (int c = 0; c < p->n_calls; c++) {
         sn_kcall *k = &p->calls[c];
-        for (int j = 0; j < k->n_in; j++) k->in[j] = p->ptr[g->nodes[k->id].in[j]];
+        /* Node pointers too: adding nodes to the graph after planning moves the array. */
+        k->node = &g->nodes[k->id];
+        for (int j = 0; j < k->n_in; j++) {
+            k->in_node[j] = &g->nodes[k->node->in[j]];
+            k->in[j] = p->ptr[k->node->in[j]];
+        }
         k->out = p->ptr[k->id];
         k->scratch = p->scratch;
     }
     p->vars_seen = g->vars;
+    p->nodes_seen = g->nodes;
+}
+
+/* Whether the graph moved its variable buffer or node array since bind(). */
+static bool stale(const sn_plan *p) {
+    return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen;
 }
 
 typedef struct block {
@@ -302,7 +314,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
 sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     if (!p) return sn_errorf(SN_ERR_INVALID, "plan_run: plan is NULL");
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
-    if (p->g->vars != p->vars_seen) bind(p);
+    if (stale(p)) bind(p);
     for (int64_t s = 0; s < steps; s++) {
         if (feed) {
             sn_status fs = feed(ctx, p, s);
@@ -335,7 +347,7 @@ void *sn_plan_buffer(sn_plan *p, sn_node n) {
                   sn_ops[nd->op]->name);
         return NULL;
     }
-    if (p->g->vars != p->vars_seen) bind(p);
+    if (stale(p)) bind(p);
     return p->ptr[n];
 }
 
