@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Multi-worker tests over Open MPI (2 processes; CI runs as root, hence --allow-run-as-root).
+#   1. two MPI workers end with exactly the weights of two mirrored replicas in one process
+#      (the same per-element sums g0 + g1), after the same steps, batches and seed;
+#   2. a worker killed mid-training (SIGKILL) makes the job exit non-zero within 30 s;
+#   3. a worker that stops responding makes the others fail with "stopped responding" after
+#      $SN_DIST_TIMEOUT and the job exit non-zero, within 30 s;
+#   4. sinter train --strategy multi_worker and --strategy mirrored train end to end, with the
+#      log printed once (rank 0).
+# Usage: tests/test_mpi.sh BUILD_DIR. Skips (exit 0 with a message) when mpirun is absent or
+# the build has no MPI.
+set -u
+B=${1:-build}
+T=$B/tests/test_dist
+S=$B/sinter
+if ! command -v mpirun >/dev/null 2>&1; then
+    echo "test_mpi: SKIP: mpirun not found (install Open MPI to run the multi-worker tests)"
+    exit 0
+fi
+MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; fail=1; }
+
+# Probe: a build without MPI says so.
+if ! out=$(SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_mpi.bin" 2>&1); then
+    if grep -q "has no MPI" <<<"$out"; then
+        echo "test_mpi: SKIP: this build has no MPI"
+        exit 0
+    fi
+    bad "mpirun -np 2 test_dist --train multi_worker: $out"
+fi
+
+# 1. Bitwise equal weights. One thread per replica on both sides: kernels may split sums
+#    differently with more threads, so the thread count is part of the configuration.
+SN_NUM_THREADS=2 "$T" --train mirrored2 "$tmp/w_mirrored.bin" || bad "test_dist --train mirrored2"
+SN_NUM_THREADS=1 "$T" --train mirrored2_seq "$tmp/w_mirrored_seq.bin" || bad "test_dist --train mirrored2_seq"
+if cmp -s "$tmp/w_mpi.bin" "$tmp/w_mirrored.bin" && cmp -s "$tmp/w_mpi.bin" "$tmp/w_mirrored_seq.bin"; then
+    ok "2 MPI workers == 2 mirrored replicas (at once and one after another), bit for bit"
+else
+    bad "weights of 2 MPI workers and 2 mirrored replicas differ"
+fi
+
+# 2. A dead worker.
+t0=$(date +%s)
+SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train-die 20 >"$tmp/die.log" 2>&1
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 30 ]; then
+    ok "killed worker: job exited $rc after ${dt}s"
+else
+    bad "killed worker: exit $rc after ${dt}s (wanted non-zero within 30 s)"; cat "$tmp/die.log"
+fi
+
+# 3. A hung worker: the survivor's all-reduce deadline fires and aborts the job.
+t0=$(date +%s)
+SN_DIST_TIMEOUT=5 SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train-hang 10 >"$tmp/hang.log" 2>&1
+rc=$?
+dt=$(( $(date +%s) - t0 ))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 30 ] && grep -q "stopped responding" "$tmp/hang.log"; then
+    ok "hung worker: '$(grep -o 'did not complete within [0-9]* s' "$tmp/hang.log" | head -1)', job exited $rc after ${dt}s"
+else
+    bad "hung worker: exit $rc after ${dt}s (wanted non-zero within 30 s naming the stall)"; cat "$tmp/hang.log"
+fi
+
+# 4. The command line, end to end (small: 20 steps of the MLP).
+args=(train --model mlp --epochs 1 --steps-per-epoch 20 --validation-steps 4 --batch-size 64
+      --steps-per-execution 5 --seed 5)
+if [ ! -d /usr/share/datasets/fashion-mnist ]; then
+    echo "test_mpi: SKIP the sinter train runs: Fashion-MNIST is not installed"
+else
+    out=$(SN_NUM_THREADS=1 timeout 120 "${MPIRUN[@]}" "$S" "${args[@]}" --strategy multi_worker 2>&1)
+    rc=$?
+    if grep -q "does not call the distribution hooks" <<<"$out"; then
+        echo "test_mpi: SKIP sinter train --strategy: fit does not call the distribution hooks yet"
+    elif [ $rc -eq 0 ] && [ "$(grep -c '^Test accuracy' <<<"$out")" = 1 ] &&
+         grep -q "MultiWorkerMirroredStrategy, 2 replica" <<<"$out"; then
+        ok "mpirun -np 2 sinter train --strategy multi_worker (log printed once)"
+    else
+        bad "mpirun -np 2 sinter train --strategy multi_worker: exit $rc"; echo "$out"
+    fi
+    out=$(SN_NUM_THREADS=2 timeout 120 "$S" "${args[@]}" --strategy mirrored --cpu-devices 2 2>&1)
+    rc=$?
+    if grep -q "does not call the distribution hooks" <<<"$out"; then
+        echo "test_mpi: SKIP sinter train --strategy mirrored: fit does not call the hooks yet"
+    elif [ $rc -eq 0 ] && grep -q "MirroredStrategy, 2 replica" <<<"$out" &&
+         grep -q '^Test accuracy' <<<"$out"; then
+        ok "sinter train --strategy mirrored --cpu-devices 2"
+    else
+        bad "sinter train --strategy mirrored --cpu-devices 2: exit $rc"; echo "$out"
+    fi
+fi
+
+# The guide's example on 8 logical devices: 8 identical results.
+n=$("$B/examples/distributed_matmul" 8 | grep -c "^\[\[22. 28.\]")
+[ "$n" = 8 ] && ok "distributed_matmul 8: 8 identical replicas" || bad "distributed_matmul 8 printed $n results"
+
+[ $fail -eq 0 ] && echo "test_mpi: all passed" || echo "test_mpi: FAILED"
+exit $fail
