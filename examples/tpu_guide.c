@@ -52,7 +52,7 @@ static bool parse_args(int argc, char **argv, args *a) {
                    "[--epochs N] [--steps N] [--batch-size N] [--loop-steps N] "
                    "[--loop-batch-size N]\n"
                    "defaults: Fashion-MNIST in /usr/share/datasets/fashion-mnist, tpu_guide_cnn, "
-                   "1 epoch of 2 steps of 16 images; hand-written loop: 20 steps of 64 images\n");
+                   "1 epoch of 2 steps of 16 images; hand-written loop: 10 steps of 32 images\n");
             exit(0);
         }
         static const char *names[] = {"--data-dir", "--model", "--epochs", "--steps",
@@ -391,7 +391,7 @@ done:
 
 int main(int argc, char **argv) {
     args a = {.data_dir = NULL, .model = "tpu_guide_cnn", .epochs = 1, .steps = 2, .batch = 16,
-              .loop_steps = 20, .loop_batch = 64};
+              .loop_steps = 10, .loop_batch = 32};
     if (!parse_args(argc, argv, &a)) return 2;
     const char *dir = a.data_dir ? a.data_dir : "/usr/share/datasets/fashion-mnist";
 

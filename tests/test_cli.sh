@@ -14,6 +14,10 @@ SINTER="$BUILD/sinter"
 GUIDE="$BUILD/examples/tpu_guide"
 DATA=/usr/share/datasets/fashion-mnist
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
+# On cores shared with other jobs, libgomp's spinning at barriers made small steps up to 70x
+# slower (measured: 6.3 s against 0.09 s for 10 steps of the guide's loop); sleeping waiters
+# keep this test at seconds. libgomp reads the variable when it loads, hence here.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -173,8 +177,8 @@ if [ -e "$DATA/train-images-idx3-ubyte.gz" ] || [ -e "$DATA/train-images-idx3-ub
             expect guide out '^ \[49\. 64\.\]\], shape=\(2, 2\), dtype=float32\)$'
             expect guide out 'steps_per_execution=2'
             expect guide out 'val_sparse_categorical_accuracy'
+            expect guide out '^Current step: 10, training loss: [0-9.]+, accuracy: [0-9.]+%$'
             expect guide out '^Current step: 20, training loss: [0-9.]+, accuracy: [0-9.]+%$'
-            expect guide out '^Current step: 40, training loss: [0-9.]+, accuracy: [0-9.]+%$'
         fi
         run guide_bad_flag 2 "$GUIDE" --steps zero && expect guide_bad_flag err "--steps: 'zero'"
     else

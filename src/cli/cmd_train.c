@@ -30,7 +30,10 @@ int sn_cmd_train(int argc, char **argv) {
     const char *prog = "sinter train";
     const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
     const char *optimizer = "adam", *save = NULL, *csv = NULL;
-    int64_t epochs = 3, batch = 128, steps_per_epoch = 0, validation_steps = 0;
+    /* Defaults are the README's main job: small_cnn, Adam 1e-3, batches of 128. Measured on 2
+     * shared cores, test accuracy after epochs 3..8 was 0.8865, 0.8954, 0.8963, 0.9030,
+     * 0.9020, 0.9075; 6 epochs clear 0.89 with a margin in about 2 minutes or less. */
+    int64_t epochs = 6, batch = 128, steps_per_epoch = 0, validation_steps = 0;
     int64_t steps_per_execution = 50, seed = 1, threads = 0;
     double lr = 1e-3;
     bool quiet = false;
