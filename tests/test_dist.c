@@ -1,10 +1,10 @@
 /* Devices, strategies, per-replica values, reductions, distributed datasets, and data-parallel
- * training: one replica, two mirrored replicas (at once and one after another) and, under
+ * training: one replica, two mirrored replicas and, under
  * mpirun (tests/test_mpi.sh), two MPI workers end with the same weights.
  *
  *   test_dist                          the in-process tests (CTest runs this)
  *   test_dist --train KIND OUT         K training steps under KIND (none, one_device,
- *                                      mirrored2, mirrored2_seq, multi_worker) and write the
+ *                                      mirrored2, multi_worker) and write the
  *                                      trainable weights (f32) to OUT (rank 0 only)
  *   test_dist --train-die STEP         multi_worker training forever; rank 1 kills itself
  *                                      with SIGKILL at STEP (the dead-worker test)
@@ -357,9 +357,7 @@ static void test_training(void) {
     sn_model *m0 = train(NULL, false, STEPS, &l0);
     sn_model *m1 = train(one, false, STEPS, &l1);
     sn_model *m2 = train(mir, false, STEPS, &l2);
-    mir->parallel = false;
     sn_model *m3 = train(mir, false, STEPS, &l3);
-    mir->parallel = true;
     CHECK(m0 && m1 && m2 && m3, "training ran");
     if (m0 && m1 && m2 && m3) {
         size_t n0, n1, n2, n3;
@@ -373,10 +371,10 @@ static void test_training(void) {
         double d01 = max_rel_diff(w0, w1, n0), d02 = max_rel_diff(w0, w2, n0),
                d23 = max_rel_diff(w2, w3, n0);
         printf("max relative weight difference after %d steps: one_device %.3g, mirrored(2) "
-               "%.3g, mirrored at once vs one after another %.3g\n", STEPS, d01, d02, d23);
+               "%.3g, mirrored run twice %.3g\n", STEPS, d01, d02, d23);
         CHECK(d01 < 1e-4, "one_device vs fit's plan: %g", d01);
         CHECK(d02 < 1e-4, "mirrored(2) vs one replica: %g", d02);
-        CHECK(d23 < 1e-4, "mirrored parallel vs sequential: %g", d23);
+        CHECK(d23 == 0, "mirrored run twice differs: %g", d23);
         CHECK(fabs(l0 - l2) < 1e-4 * fabs(l0), "mean loss %g vs %g", l0, l2);
         free(w0);
         free(w1);
@@ -432,10 +430,9 @@ static int train_mode(const char *kind, const char *out) {
     sn_strategy *s = NULL;
     sn_status st = SN_OK;
     if (!strcmp(kind, "one_device")) st = sn_strategy_one_device(NULL, &s);
-    else if (!strncmp(kind, "mirrored2", 9)) {
+    else if (!strcmp(kind, "mirrored2")) {
         st = sn_device_configure_cpu(2);
         if (st == SN_OK) st = sn_strategy_mirrored(2, NULL, &s);
-        if (st == SN_OK && !strcmp(kind, "mirrored2_seq")) s->parallel = false;
     } else if (!strcmp(kind, "multi_worker")) st = sn_strategy_multi_worker(1, &s);
     else if (strcmp(kind, "none") != 0) {
         fprintf(stderr, "test_dist: unknown kind '%s'\n", kind);

@@ -52,7 +52,6 @@ struct sn_strategy {
     double timeout_s;
     size_t bucket_bytes; /* gradient all-reduce bucket size ($SN_DIST_BUCKET_MB, default 1: measured
                           * 1.7x faster than 4 MB for 154 MB over shared memory here) */
-    bool parallel;       /* run local replicas at once when each device has one thread */
 };
 
 /* ---- training: the hooks fit and compile call ------------------------------------------ */

@@ -15,8 +15,8 @@
  *   apply plan     (one per model) grad inputs -> one apply_optimizer per variable and
  *                  iterations += 1, exactly the update fit's own plan runs.
  *
- * A step: slice the batch into the replicas' inputs, run the replicas (at once when each
- * device has one thread, else one after another with the whole team), sum their targets in
+ * A step: slice the batch into the replicas' inputs, run the replicas (one after another,
+ * each with the whole team: see run_replicas), sum their targets in
  * replica order into one buffer, all-reduce that buffer across workers (buckets, MPI), feed
  * the gradients to the apply plan and run it, then add the loss/metric/count sums to fit's
  * accumulators and set the moving averages to the replicas' mean. Every worker applies the
@@ -27,7 +27,6 @@
  * same sums (g_0 + g_1 per element), so they end with identical weights. One replica on the
  * whole batch sums the examples in another order inside the kernels, so it agrees to float
  * rounding (~1e-6 relative per step), not bitwise. */
-#include <omp.h>
 #include <string.h>
 
 #include "dist/dist_impl.h"
@@ -348,32 +347,16 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
 
 /* ---- running -------------------------------------------------------------------------------- */
 
+/* The replicas run one after another, each with the whole thread team. Running them at once
+ * (an OpenMP team with one replica per thread, so the kernels' own regions nest inactive)
+ * was measured to stall: oneDNN's JIT convolutions size their work split and barriers to the
+ * thread count at creation and spin forever when executed inside a parallel region with one
+ * thread. Replicas at once need a per-thread team size in src/core/threads.c (each replica
+ * on its own thread with its device's share), which the executor does not have yet. */
 static sn_status run_replicas(const sn_strategy *s, entry *e) {
-    int n = e->n_rep;
-    bool one_thread_each = true;
-    for (int r = 0; r < n; r++)
-        if (sn_device_threads(s->devices[r]) > 1) one_thread_each = false;
-    int team = sn_num_threads();
-    if (n == 1 || !s->parallel || !one_thread_each || team < 2) {
-        for (int r = 0; r < n; r++)
-            SN_TRY(sn_error_context(sn_plan_run(e->rep[r].plan, 1, NULL, NULL), "replica %d on %s",
-                                    r, s->device_names[r]));
-        return SN_OK;
-    }
-    /* One thread per device: the replicas run at once, device r on thread r % team; a
-     * kernel's own parallel region inside is then inactive (one thread), as the device's
-     * share says. Messages are per thread, so failures are carried back by hand. */
-    sn_status st[SN_MAX_LOGICAL_DEVICES];
-    char msg[SN_MAX_LOGICAL_DEVICES][256];
-    int nth = n < team ? n : team;
-#pragma omp parallel for num_threads(nth) schedule(static, 1)
-    for (int r = 0; r < n; r++) {
-        st[r] = sn_plan_run(e->rep[r].plan, 1, NULL, NULL);
-        if (st[r] != SN_OK) snprintf(msg[r], sizeof msg[r], "%s", sn_last_error());
-    }
-    for (int r = 0; r < n; r++)
-        if (st[r] != SN_OK)
-            return sn_errorf(st[r], "replica %d on %s: %s", r, s->device_names[r], msg[r]);
+    for (int r = 0; r < e->n_rep; r++)
+        SN_TRY(sn_error_context(sn_plan_run(e->rep[r].plan, 1, NULL, NULL), "replica %d on %s", r,
+                                s->device_names[r]));
     return SN_OK;
 }
 
