@@ -11,6 +11,7 @@
  * so fit can run steps_per_execution steps per sn_plan_run and read three scalars once. */
 #include <string.h>
 
+#include "dist/dist_impl.h"
 #include "nn/train_impl.h"
 
 sn_compile_opts sn_compile_defaults(void) {
@@ -82,6 +83,8 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
 
     /* A new compile starts a new optimizer (as Keras): the old state's plans go; its
      * variables stay in the graph, unused. */
+    sn_dist_train_free(m->dist); /* its plans hold the old optimizer's nodes */
+    m->dist = NULL;
     sn_train_state_free(m->train);
     m->train = NULL;
     sn_train_state *t = sn_train_state_get(m);
@@ -222,6 +225,9 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
 
 sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
                         sn_dtype y_dtype, sn_cached_plan **out) {
+    /* Under a strategy the training "plan" is the strategy's replicas (src/dist). */
+    if (kind == SN_PLAN_TRAIN && m->strategy)
+        return sn_dist_train_plan(m, batch, y_shape, y_dtype, out);
     sn_train_state *t = sn_train_state_get(m);
     if (!t) return SN_ERR_NOMEM;
     for (int i = 0; i < t->n_plans; i++) {

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "dist/dist_impl.h"
 #include "nn/train_impl.h"
 
 sn_fit_opts sn_fit_defaults(void) {
@@ -157,7 +158,9 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
     if (r->kind == SN_PLAN_TRAIN) sn_plan_set_step(p, t->step);
     int64_t before = sn_plan_step(p);
     r->stopped = false;
-    sn_status s = sn_plan_run(p, max_steps, feed, r);
+    sn_status s = r->kind == SN_PLAN_TRAIN && r->m->strategy
+                      ? sn_dist_plan_run(r->m, r->cp, max_steps, feed, r)
+                      : sn_plan_run(p, max_steps, feed, r);
     *ran = sn_plan_step(p) - before;
     if (r->kind == SN_PLAN_TRAIN) t->step += *ran;
     if (s != SN_OK && !r->stopped) {

@@ -6,6 +6,7 @@
  * weights and masks, and adding a layer at the end does not change the earlier ones. */
 #include <string.h>
 
+#include "dist/dist_impl.h"
 #include "nn/nn_impl.h"
 
 static void layer_free(sn_layer *l) {
@@ -30,6 +31,7 @@ sn_model *sn_sequential_new(const char *name) {
 void sn_model_free(sn_model *m) {
     if (!m) return;
     /* The training state holds plans over the graph: it goes first. */
+    sn_dist_train_free(m->dist); /* plans go before the graph */
     if (m->train) sn_train_state_free(m->train);
     for (int i = 0; i < m->n_layers; i++) layer_free(m->layers[i]);
     free(m->layers);
