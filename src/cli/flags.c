@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sinter/device.h"
 #include "sinter/status.h"
 
 sn_flag *sn_flags_find(sn_flag_set *fs, const char *name) {
@@ -215,8 +216,5 @@ int sn_cli_fail(const char *prog) {
 }
 
 void sn_cli_set_threads(int64_t threads) {
-    if (threads <= 0) return;
-    char buf[32];
-    snprintf(buf, sizeof buf, "%lld", (long long)threads);
-    setenv("SN_NUM_THREADS", buf, 1);
+    if (threads > 0) sn_set_num_threads((int)threads);
 }

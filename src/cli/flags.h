@@ -51,8 +51,7 @@ sn_flag *sn_flags_find(sn_flag_set *fs, const char *name);
 /* Prints "<prog>: <sn_last_error()>" to stderr and returns 1 (the exit code of a library
  * failure). */
 int sn_cli_fail(const char *prog);
-/* Applies --threads before any library call: the core reads SN_NUM_THREADS once, at its first
- * use, so setting the variable here is enough (0 keeps the environment's or all cores). */
+/* Applies --threads (0 keeps $SN_NUM_THREADS or all cores). */
 void sn_cli_set_threads(int64_t threads);
 
 #endif
