@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh
 build/sinter devices
-exec build/sinter train --dataset fashion_mnist --model small_cnn "$@"
+exec build/sinter train --dataset fashion_mnist --model small_cnn --save small_cnn.weights.h5 "$@"

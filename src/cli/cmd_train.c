@@ -26,6 +26,27 @@ static int make_strategy(const char *prog, const char *kind, int64_t cpu_devices
     return st == SN_OK ? 0 : sn_cli_fail(prog);
 }
 
+/* --report: the training seconds of each epoch, up to its last batch (no validation). */
+#define SN_REPORT_EPOCHS 1000
+typedef struct epoch_timer {
+    int n;
+    int64_t steps;
+    double seconds[SN_REPORT_EPOCHS];
+} epoch_timer;
+
+static sn_status timer_begin(void *user, int epoch, int epochs) {
+    epoch_timer *t = user;
+    if (t->n < SN_REPORT_EPOCHS) t->seconds[t->n++] = 0;
+    return SN_OK;
+}
+
+static sn_status timer_batch(void *user, const sn_logs *logs, bool *stop) {
+    epoch_timer *t = user;
+    if (t->n > 0) t->seconds[t->n - 1] = logs->seconds;
+    t->steps = logs->step;
+    return SN_OK;
+}
+
 int sn_cmd_train(int argc, char **argv) {
     const char *prog = "sinter train";
     const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
@@ -36,7 +57,7 @@ int sn_cmd_train(int argc, char **argv) {
     int64_t epochs = 6, batch = 128, steps_per_epoch = 0, validation_steps = 0;
     int64_t steps_per_execution = 50, seed = 1, threads = 0;
     double lr = 1e-3;
-    bool quiet = false;
+    bool quiet = false, report = false;
     const char *strategy_name = "none";
     int64_t cpu_devices = 0;
     sn_flag flags[] = {
@@ -71,6 +92,8 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "write one CSV row of logs per epoch to PATH"},
         {.name = "quiet", .kind = SN_FLAG_BOOL, .value = &quiet,
          .help = "no progress log; only the final test accuracy"},
+        {.name = "report", .kind = SN_FLAG_BOOL, .value = &report,
+         .help = "end with one key=value line (epoch_s, ms_per_step, test_acc) for bench/compare.sh"},
         {.name = "strategy", .kind = SN_FLAG_ENUM, .value = &strategy_name, .choices = strategies,
          .help = "distribution strategy: mirrored = one replica per logical device, "
                  "multi_worker = one per process under mpirun; --batch-size is then the global "
@@ -104,7 +127,8 @@ int sn_cmd_train(int argc, char **argv) {
     sn_tensor *xtr = NULL, *ytr = NULL, *xte = NULL, *yte = NULL;
     sn_dataset *train = NULL, *test = NULL;
     sn_model *m = NULL;
-    sn_callback *cbs[2] = {NULL, NULL};
+    sn_callback *cbs[3] = {NULL, NULL, NULL};
+    epoch_timer timer = {0};
     sn_history *hist = NULL;
     int ncb = 0;
     rc = 1;
@@ -171,6 +195,12 @@ int sn_cmd_train(int argc, char **argv) {
         }
         ncb++;
     }
+    if (report) {
+        static sn_callback timer_cb;
+        timer_cb = (sn_callback){.user = &timer, .on_epoch_begin = timer_begin,
+                                 .on_batch_end = timer_batch};
+        cbs[ncb++] = &timer_cb;
+    }
     sn_fit_opts fo = sn_fit_defaults();
     fo.epochs = (int)epochs;
     fo.steps_per_epoch = steps_per_epoch;
@@ -217,6 +247,20 @@ int sn_cmd_train(int argc, char **argv) {
         printf("Test loss: %.4f\n", vals[0]);
         if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
     }
+    if (chief && report) {
+        /* Training time per epoch, validation excluded, as ../shared/bench's epoch_s. */
+        printf("framework=sinter workload=%s threads=%d batch=%lld epochs=%d steps_per_epoch=%lld "
+               "steps_per_execution=%lld epoch_s=", model_name, sn_num_threads(), (long long)batch,
+               timer.n, (long long)timer.steps, (long long)steps_per_execution);
+        double total = 0;
+        for (int e = 0; e < timer.n; e++) {
+            printf(e ? ",%.3f" : "%.3f", timer.seconds[e]);
+            total += timer.seconds[e];
+        }
+        double per = timer.n && timer.steps ? total / timer.n / (double)timer.steps : 0;
+        printf(" ms_per_step=%.4g samples_per_s=%.5g test_loss=%.4f test_acc=%.4f\n", 1e3 * per,
+               per > 0 ? (double)batch / per : 0, vals[0], nv > 1 ? vals[1] : NAN);
+    }
     if (save) {
         if (sn_model_save_weights(m, save) != SN_OK) {
             rc = sn_cli_fail(prog);
@@ -228,7 +272,8 @@ int sn_cmd_train(int argc, char **argv) {
 
 done:
     sn_history_free(hist);
-    for (int i = 0; i < ncb; i++) sn_callback_free(cbs[i]);
+    for (int i = 0; i < ncb; i++)
+        if (cbs[i]->user != &timer) sn_callback_free(cbs[i]);
     if (m) sn_model_set_strategy(m, NULL);
     sn_model_free(m);
     sn_strategy_free(strategy);
