@@ -172,6 +172,14 @@ sn_node sn_apply_optimizer(sn_graph *g, int n_in, const sn_node *in, const sn_at
 sn_status sn_plan_profile(sn_plan *p, bool on);
 bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
                            double *seconds);
+/* A hook the executor calls after each kernel call c (node n) of every step, e.g. to start the
+ * all-reduce of a gradient bucket as soon as its last gradient is computed, overlapping it with
+ * the rest of the backward pass. A non-SN_OK return stops the run with that status. */
+typedef sn_status (*sn_node_hook)(void *ctx, sn_plan *p, int call, sn_node n);
+void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx);
+/* The position of node n in the plan's execution order, or -1 when it does not execute. */
+int sn_plan_call_of(const sn_plan *p, sn_node n);
+
 /* Floating-point operations of one execution of node n (2 per multiply-add for matmul and
  * convolutions, 1 per element for elementwise work). */
 double sn_node_flops(const sn_graph *g, sn_node n);

@@ -37,6 +37,8 @@ struct sn_plan {
     const sn_node_t *nodes_seen; /* g->nodes when the calls' node pointers were set */
     int64_t step;
     double *prof;         /* per call: seconds spent, when profiling is on */
+    sn_node_hook hook;    /* called after each kernel call, when set */
+    void *hook_ctx;
     char device[96];
     int n_nodes; /* graph size when planned */
 };
@@ -283,6 +285,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         k->node = nd;
         k->id = id;
         k->n_in = nd->n_in;
+        k->bf16 = o.bf16_compute;
         for (int j = 0; j < nd->n_in; j++) k->in_node[j] = &g->nodes[nd->in[j]];
         const sn_kernel *kern = sn_kernel_select(table, k);
         char b[128];
@@ -326,6 +329,7 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
             double t0 = p->prof ? sn_now() : 0;
             sn_status st = p->kern[c]->run(k);
             if (p->prof) p->prof[c] += sn_now() - t0;
+            if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
             if (st != SN_OK)
                 return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
                                         (int)k->id, sn_ops[k->node->op]->name);
@@ -376,6 +380,18 @@ void sn_plan_set_step(sn_plan *p, int64_t step) {
     if (p) p->step = step;
 }
 const char *sn_plan_device(const sn_plan *p) { return p ? p->device : ""; }
+
+void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx) {
+    if (!p) return;
+    p->hook = hook;
+    p->hook_ctx = ctx;
+}
+
+int sn_plan_call_of(const sn_plan *p, sn_node n) {
+    for (int c = 0; p && c < p->n_calls; c++)
+        if (p->calls[c].id == n) return c;
+    return -1;
+}
 
 sn_status sn_plan_profile(sn_plan *p, bool on) {
     if (!p) return sn_errorf(SN_ERR_INVALID, "plan_profile: plan is NULL");
