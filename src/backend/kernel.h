@@ -21,6 +21,7 @@ typedef struct sn_kcall {
     size_t scratch_bytes;
     void *state;                           /* the kernel's own, from prepare */
     int64_t step;                          /* the plan's step counter (dropout) */
+    bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
 } sn_kcall;
 
 typedef struct sn_kernel {
