@@ -126,6 +126,11 @@ typedef struct sn_compile_opts {
     int n_metrics;
     sn_metric_type metrics[SN_MAX_METRICS];
     int steps_per_execution;    /* default 1 */
+    /* Keras's mixed_bfloat16 policy: the training, evaluation and prediction plans compute
+     * matmuls and convolutions in bfloat16 (float32 accumulation) where the CPU has
+     * AVX512-BF16; variables, optimizer state, every other op and the loss stay float32
+     * (sn_plan_opts.bf16_compute). Default false. */
+    bool mixed_bfloat16;
 } sn_compile_opts;
 /* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
 sn_compile_opts sn_compile_defaults(void);

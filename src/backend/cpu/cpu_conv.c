@@ -5,7 +5,10 @@
  * weights stay Keras HWIO ([KH, KW, C, F], oneDNN's hwio tag) in our buffers, and each run
  * reorders them to or from the blocked layout oneDNN's fastest kernels want, inside the
  * scratch memory the planner hands us. Every oneDNN object is built once per plan node in
- * prepare; a run only sets data handles and executes. */
+ * prepare; a run only sets data handles and executes (sn_dnnl_op, dnnl_util.h).
+ *
+ * Mixed bfloat16 (c->bf16, on CPUs with AVX512-BF16): x, w and dy are converted to bf16 in
+ * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32. */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
@@ -50,37 +53,19 @@ bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
 
 #ifdef SN_HAVE_DNNL
 
-typedef struct conv_dnnl {
-    dnnl_primitive_t prim;
-    dnnl_primitive_t reorder;      /* weights HWIO <-> oneDNN's layout; NULL when equal */
-    dnnl_memory_t in0, in1, out;   /* our buffers (one of them is the HWIO weights) */
-    dnnl_memory_t w_int;           /* weights in oneDNN's layout, in scratch */
-    dnnl_memory_t scratch, reorder_scratch;
-    size_t w_int_off;              /* byte offset of w_int in c->scratch */
-} conv_dnnl;
-
 static void conv_release(sn_kcall *c) {
-    conv_dnnl *s = c->state;
+    sn_dnnl_op *s = c->state;
     if (!s) return;
-    if (s->prim) dnnl_primitive_destroy(s->prim);
-    if (s->reorder) dnnl_primitive_destroy(s->reorder);
-    dnnl_memory_t mems[] = {s->in0, s->in1, s->out, s->w_int, s->scratch, s->reorder_scratch};
-    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
-        if (mems[i]) dnnl_memory_destroy(mems[i]);
+    sn_dnnl_op_destroy(s);
     free(s);
     c->state = NULL;
 }
 
-static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
-
-static size_t pd_scratch(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_t **md) {
-    *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    return *md ? dnnl_memory_desc_get_size(*md) : 0;
-}
-
 /* Builds the primitive for c->node->op. plain_weights: ask oneDNN for HWIO weights directly
- * (no reorder; used by the benchmark to show what the reorder buys). */
-static sn_status conv_build(conv_dnnl *s, const sn_kcall *c, bool plain_weights,
+ * (no reorder; used by the benchmark to show what the reorder buys). bf16: the mixed
+ * precision of sn_plan_opts.bf16_compute: x, w and dy are converted to bfloat16 (in the
+ * layouts oneDNN picks) and the primitive accumulates and writes float32. */
+static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights, bool bf16,
                             size_t *scratch_bytes) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
@@ -90,18 +75,30 @@ static sn_status conv_build(conv_dnnl *s, const sn_kcall *c, bool plain_weights,
 
     dnnl_dims_t xd = {g.n, g.c, g.h, g.w}, yd = {g.n, g.f, g.oh, g.ow}, wd = {g.f, g.c, g.kh, g.kw};
     dnnl_dims_t strides = {g.sh, g.sw}, pad_l = {g.pt, g.pl}, pad_r = {g.pb, g.pr};
-    dnnl_memory_desc_t xmd, ymd, wuser, wany;
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xmd, 4, xd, dnnl_f32, dnnl_nhwc));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ymd, 4, yd, dnnl_f32, dnnl_nhwc));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wuser, 4, wd, dnnl_f32, dnnl_hwio));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wany, 4, wd, dnnl_f32,
-                                               plain_weights ? dnnl_hwio : dnnl_format_tag_any));
+    /* *u: our f32 buffers (NHWC activations, Keras HWIO weights); *i: what the primitive
+     * reads. bf16 activations stay NHWC: with an f32 NHWC partner (y, dx) and activations of
+     * format any, oneDNN 2.6 finds only its reference kernel for forward and backward data
+     * (measured 100x slower); with NHWC it runs brgconv / jit_bf16. */
+    dnnl_memory_desc_t xu, yu, wu, xi, yi, wi, dwi;
+    dnnl_format_tag_t wtag = plain_weights ? dnnl_hwio : dnnl_format_tag_any;
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wu, 4, wd, dnnl_f32, dnnl_hwio));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dwi, 4, wd, dnnl_f32, wtag));
+    if (bf16) {
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xi, 4, xd, dnnl_bf16, dnnl_nhwc));
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yi, 4, yd, dnnl_bf16, dnnl_nhwc));
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wi, 4, wd, dnnl_bf16, wtag));
+    } else {
+        xi = xu, yi = yu, wi = dwi;
+    }
 
-    /* Backward primitives need the forward one as a hint. */
+    /* Backward primitives need the forward one as a hint: it sees the same operand types as
+     * the backward op (dy's type for y). */
     dnnl_convolution_desc_t fwd_d, d;
-    SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training,
-                                                     dnnl_convolution_direct, &xmd, &wany, NULL,
-                                                     &ymd, strides, pad_l, pad_r));
+    SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(
+        &fwd_d, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi, NULL,
+        op == SN_OP_CONV2D ? &yu : &yi, strides, pad_l, pad_r));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
@@ -112,68 +109,38 @@ static sn_status conv_build(conv_dnnl *s, const sn_kcall *c, bool plain_weights,
             fwd_pd = NULL;
         } else {
             if (op == SN_OP_CONV2D_BWD_DATA)
-                st = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &xmd,
-                                                              &wany, &ymd, strides, pad_l, pad_r);
+                st = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &xu,
+                                                              &wi, &yi, strides, pad_l, pad_r);
             else
                 st = dnnl_convolution_backward_weights_desc_init(
-                    &d, dnnl_convolution_direct, &xmd, &wany, NULL, &ymd, strides, pad_l, pad_r);
+                    &d, dnnl_convolution_direct, &xi, &dwi, NULL, &yi, strides, pad_l, pad_r);
             if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &d, attr, eng, fwd_pd);
         }
     }
     if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
-    if (st != dnnl_success) {
-        dnnl_primitive_attr_destroy(attr);
-        return sn_dnnl_error(st, "convolution primitive descriptor", __FILE__, __LINE__);
-    }
-
-    const dnnl_memory_desc_t *smd;
-    size_t prim_scratch = pd_scratch(pd, &smd);
-    if (prim_scratch) st = dnnl_memory_create(&s->scratch, smd, eng, DNNL_MEMORY_NONE);
-    const dnnl_memory_desc_t *wint = dnnl_primitive_desc_query_md(
-        pd, op == SN_OP_CONV2D_BWD_FILTER ? dnnl_query_diff_weights_md : dnnl_query_weights_md, 0);
-    if (!wint) st = dnnl_runtime_error;
-    dnnl_memory_desc_t wint_md = wint ? *wint : wuser;
-    if (st == dnnl_success) st = dnnl_primitive_create(&s->prim, pd);
-    dnnl_primitive_desc_destroy(pd);
-    if (st != dnnl_success) {
-        dnnl_primitive_attr_destroy(attr);
-        return sn_dnnl_error(st, "convolution primitive", __FILE__, __LINE__);
-    }
-
-    size_t reorder_scratch = 0;
-    if (!dnnl_memory_desc_equal(&wint_md, &wuser)) {
-        dnnl_primitive_desc_t rpd;
-        if (op == SN_OP_CONV2D_BWD_FILTER)
-            st = dnnl_reorder_primitive_desc_create(&rpd, &wint_md, eng, &wuser, eng, attr);
-        else
-            st = dnnl_reorder_primitive_desc_create(&rpd, &wuser, eng, &wint_md, eng, attr);
-        if (st == dnnl_success) {
-            reorder_scratch = pd_scratch(rpd, &smd);
-            if (reorder_scratch)
-                st = dnnl_memory_create(&s->reorder_scratch, smd, eng, DNNL_MEMORY_NONE);
-            if (st == dnnl_success) st = dnnl_primitive_create(&s->reorder, rpd);
-            dnnl_primitive_desc_destroy(rpd);
-        }
-        if (st == dnnl_success)
-            st = dnnl_memory_create(&s->w_int, &wint_md, eng, DNNL_MEMORY_NONE);
-    }
     dnnl_primitive_attr_destroy(attr);
-    SN_DNNL_CHECK(st);
+    if (st != dnnl_success)
+        return sn_dnnl_error(st, "convolution primitive descriptor", __FILE__, __LINE__);
 
-    /* The two scratchpads are used one after the other: they share offset 0; the weights in
-     * oneDNN's layout follow them. */
-    size_t pads = round64(prim_scratch > reorder_scratch ? prim_scratch : reorder_scratch);
-    s->w_int_off = pads;
-    *scratch_bytes = pads + (s->w_int ? round64(dnnl_memory_desc_get_size(&wint_md)) : 0);
-
-    const dnnl_memory_desc_t *in0 = op == SN_OP_CONV2D_BWD_DATA ? &ymd : &xmd;
-    const dnnl_memory_desc_t *in1 = op == SN_OP_CONV2D_BWD_FILTER ? &ymd : &wuser;
-    const dnnl_memory_desc_t *out =
-        op == SN_OP_CONV2D ? &ymd : op == SN_OP_CONV2D_BWD_DATA ? &xmd : &wuser;
-    SN_DNNL_CHECK(dnnl_memory_create(&s->in0, in0, eng, DNNL_MEMORY_NONE));
-    SN_DNNL_CHECK(dnnl_memory_create(&s->in1, in1, eng, DNNL_MEMORY_NONE));
-    SN_DNNL_CHECK(dnnl_memory_create(&s->out, out, eng, DNNL_MEMORY_NONE));
-    return SN_OK;
+    int arg[3];
+    const dnnl_memory_desc_t *user[3];
+    switch (op) {
+    case SN_OP_CONV2D:
+        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DST;
+        user[0] = &xu, user[1] = &wu, user[2] = &yu;
+        break;
+    case SN_OP_CONV2D_BWD_DATA:
+        arg[0] = DNNL_ARG_DIFF_DST, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DIFF_SRC;
+        user[0] = &yu, user[1] = &wu, user[2] = &xu;
+        break;
+    default:
+        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_DIFF_DST, arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+        user[0] = &xu, user[1] = &yu, user[2] = &wu;
+        break;
+    }
+    sn_status r = sn_dnnl_op_init(s, pd, arg, user, scratch_bytes);
+    dnnl_primitive_desc_destroy(pd);
+    return r;
 }
 
 static const char *conv_op_name(sn_op op) {
@@ -182,12 +149,32 @@ static const char *conv_op_name(sn_op op) {
                                          : "conv2d_bwd_filter";
 }
 
+/* The layout of the weights oneDNN computes with. Blocked (oneDNN's choice) wins by 2-4x on
+ * wide layers (the seed CNN's conv2, C = 256). With few input channels the blocked kernels
+ * pad C up to a block of 16 and lose 2-4x, in all three ops, to the GEMM-based kernels oneDNN
+ * runs on plain HWIO weights (the seed CNN's conv1, C = 1). Measured in docs/kernels.md. */
+enum { CONV_PLAIN_BELOW_C = 16 };
+
+/* Mixed bfloat16 where the plan asks for it and the CPU has AVX512-BF16 (elsewhere oneDNN
+ * would emulate it, slower than f32). Narrow layers (C < 16) stay f32: a reduction over
+ * kh*kw*C <= 135 terms is memory-bound, so bf16 buys nothing there (docs/kernels.md). */
+static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
+    return c->bf16 && sn_cpu()->avx512_bf16 && g->c >= CONV_PLAIN_BELOW_C;
+}
+
 static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain) {
-    conv_dnnl *s = sn_calloc(1, sizeof *s);
+    sn_conv_geom g;
+    SN_ASSERT(sn_conv_geom_of(c, &g));
+    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
     *scratch_bytes = 0;
-    sn_status st = conv_build(s, c, plain, scratch_bytes);
+    sn_status st = SN_ERR_UNSUPPORTED;
+    if (conv_use_bf16(c, &g)) {
+        st = conv_build(s, c, plain, true, scratch_bytes);
+        /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
+    }
+    if (st == SN_ERR_UNSUPPORTED) st = conv_build(s, c, plain, false, scratch_bytes);
     if (st != SN_OK) {
         conv_release(c);
         return sn_error_context(st, "preparing oneDNN %s for node %d", conv_op_name(c->node->op),
@@ -195,12 +182,6 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     }
     return SN_OK;
 }
-
-/* The layout of the weights oneDNN computes with. Blocked (oneDNN's choice) wins by 2-4x on
- * wide layers (the seed CNN's conv2, C = 256). With few input channels the blocked kernels
- * pad C up to a block of 16 and lose 2-4x, in all three ops, to the GEMM-based kernels oneDNN
- * runs on plain HWIO weights (the seed CNN's conv1, C = 1). Measured in docs/kernels.md. */
-enum { CONV_PLAIN_BELOW_C = 16 };
 
 static sn_status conv_prepare(sn_kcall *c, size_t *scratch_bytes) {
     sn_conv_geom g;
@@ -214,56 +195,11 @@ static sn_status conv_prepare_plain(sn_kcall *c, size_t *scratch_bytes) {
     return conv_prepare_impl(c, scratch_bytes, true);
 }
 
-static sn_status run_reorder(conv_dnnl *s, dnnl_stream_t stream, dnnl_memory_t from,
-                             dnnl_memory_t to) {
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to},
-                               {DNNL_ARG_SCRATCHPAD, s->reorder_scratch}};
-    SN_DNNL_CHECK(dnnl_primitive_execute(s->reorder, stream, s->reorder_scratch ? 3 : 2, args));
-    return SN_OK;
-}
-
 /* CONV2D:            x [N, H, W, C], w [KH, KW, C, F] -> y [N, OH, OW, F]
  * CONV2D_BWD_DATA:   dy [N, OH, OW, F], w [KH, KW, C, F] -> dx [N, H, W, C]
  * CONV2D_BWD_FILTER: x [N, H, W, C], dy [N, OH, OW, F] -> dw [KH, KW, C, F] */
 static sn_status conv_run(sn_kcall *c) {
-    conv_dnnl *s = c->state;
-    sn_op op = c->node->op;
-    dnnl_stream_t stream;
-    SN_TRY(sn_dnnl_stream(&stream));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->in0, (void *)c->in[0]));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->in1, (void *)c->in[1]));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->out, c->out));
-    if (s->scratch) SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->scratch, c->scratch));
-    if (s->reorder_scratch)
-        SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->reorder_scratch, c->scratch));
-    if (s->w_int)
-        SN_DNNL_CHECK(
-            dnnl_memory_set_data_handle(s->w_int, (unsigned char *)c->scratch + s->w_int_off));
-
-    dnnl_memory_t w = s->w_int ? s->w_int : op == SN_OP_CONV2D_BWD_FILTER ? s->out : s->in1;
-    if (s->reorder && op != SN_OP_CONV2D_BWD_FILTER) SN_TRY(run_reorder(s, stream, s->in1, w));
-    dnnl_exec_arg_t args[4];
-    switch (op) {
-    case SN_OP_CONV2D:
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, s->in0};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, s->out};
-        break;
-    case SN_OP_CONV2D_BWD_DATA:
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, s->in0};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, w};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_SRC, s->out};
-        break;
-    default:
-        args[0] = (dnnl_exec_arg_t){DNNL_ARG_SRC, s->in0};
-        args[1] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_DST, s->in1};
-        args[2] = (dnnl_exec_arg_t){DNNL_ARG_DIFF_WEIGHTS, w};
-        break;
-    }
-    args[3] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, s->scratch};
-    SN_DNNL_CHECK(dnnl_primitive_execute(s->prim, stream, s->scratch ? 4 : 3, args));
-    if (s->reorder && op == SN_OP_CONV2D_BWD_FILTER) SN_TRY(run_reorder(s, stream, w, s->out));
-    return SN_OK;
+    return sn_dnnl_op_run(c->state, c->in[0], c->in[1], c->out, c->scratch);
 }
 
 static bool conv_supports(const sn_kcall *c) {

@@ -4,7 +4,8 @@
  * Semantics (as the reference kernel): a [..., M, K] ([..., K, M] if ta), b [..., K, N]
  * ([..., N, K] if tb) -> y [..., M, N]; the leading (batch) dimensions of a and b are equal,
  * or one side has none (a 2-D operand is shared by every batch). f32 only; anything else
- * falls back to the reference kernel. */
+ * falls back to the reference kernel. With c->bf16 on a CPU with AVX512-BF16, oneDNN reads
+ * bf16 copies of a and b made in scratch and accumulates and writes f32. */
 #include <cblas.h>
 #include <string.h>
 
@@ -116,52 +117,46 @@ static const sn_kernel k_matmul_blas = {
 /* ---- oneDNN ------------------------------------------------------------------------------ */
 #ifdef SN_HAVE_DNNL
 
-typedef struct mm_dnnl {
-    dnnl_primitive_t prim;
-    dnnl_memory_t a, b, y, scratch;
-} mm_dnnl;
-
 static void mm_dnnl_release(sn_kcall *c) {
-    mm_dnnl *s = c->state;
+    sn_dnnl_op *s = c->state;
     if (!s) return;
-    if (s->prim) dnnl_primitive_destroy(s->prim);
-    if (s->a) dnnl_memory_destroy(s->a);
-    if (s->b) dnnl_memory_destroy(s->b);
-    if (s->y) dnnl_memory_destroy(s->y);
-    if (s->scratch) dnnl_memory_destroy(s->scratch);
+    sn_dnnl_op_destroy(s);
     free(s);
     c->state = NULL;
 }
 
-static sn_status mm_dnnl_build(mm_dnnl *s, const mm_dims *d, size_t *scratch_bytes) {
+/* bf16: the mixed precision of sn_plan_opts.bf16_compute: a and b are converted to bfloat16
+ * in the layouts oneDNN picks (format any: blocked, VNNI-paired weights), and the primitive
+ * accumulates and writes float32. */
+static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, size_t *scratch_bytes) {
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
     /* Always 3-D: a batch dimension of 1 broadcasts. Transposes are permuted layouts. */
     dnnl_dims_t ad = {d->a_batch, d->m, d->k}, bd = {d->b_batch, d->k, d->n},
                 yd = {d->batch, d->m, d->n};
-    dnnl_memory_desc_t amd, bmd, ymd;
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&amd, 3, ad, dnnl_f32, d->ta ? dnnl_acb : dnnl_abc));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bmd, 3, bd, dnnl_f32, d->tb ? dnnl_acb : dnnl_abc));
+    dnnl_memory_desc_t au, bu, ymd, ai, bi;
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&au, 3, ad, dnnl_f32, d->ta ? dnnl_acb : dnnl_abc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bu, 3, bd, dnnl_f32, d->tb ? dnnl_acb : dnnl_abc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ymd, 3, yd, dnnl_f32, dnnl_abc));
+    if (bf16) {
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ai, 3, ad, dnnl_bf16, dnnl_format_tag_any));
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bi, 3, bd, dnnl_bf16, dnnl_format_tag_any));
+    } else {
+        ai = au, bi = bu;
+    }
     dnnl_matmul_desc_t md;
-    SN_DNNL_CHECK(dnnl_matmul_desc_init(&md, &amd, &bmd, NULL, &ymd));
+    SN_DNNL_CHECK(dnnl_matmul_desc_init(&md, &ai, &bi, NULL, &ymd));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL);
     dnnl_primitive_attr_destroy(attr);
     SN_DNNL_CHECK(st);
-    const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    *scratch_bytes = smd ? dnnl_memory_desc_get_size(smd) : 0;
-    st = dnnl_primitive_create(&s->prim, pd);
-    if (st == dnnl_success && *scratch_bytes)
-        st = dnnl_memory_create(&s->scratch, smd, eng, DNNL_MEMORY_NONE);
+    const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
+    const dnnl_memory_desc_t *user[3] = {&au, &bu, &ymd};
+    sn_status r = sn_dnnl_op_init(s, pd, arg, user, scratch_bytes);
     dnnl_primitive_desc_destroy(pd);
-    SN_DNNL_CHECK(st);
-    SN_DNNL_CHECK(dnnl_memory_create(&s->a, &amd, eng, DNNL_MEMORY_NONE));
-    SN_DNNL_CHECK(dnnl_memory_create(&s->b, &bmd, eng, DNNL_MEMORY_NONE));
-    SN_DNNL_CHECK(dnnl_memory_create(&s->y, &ymd, eng, DNNL_MEMORY_NONE));
-    return SN_OK;
+    return r;
 }
 
 static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
@@ -171,32 +166,23 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     c->state = NULL;
     /* oneDNN rejects empty dimensions: those (trivial) products run on sgemm. */
     if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch == 0) return SN_OK;
-    mm_dnnl *s = sn_calloc(1, sizeof *s);
+    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
-    sn_status st = mm_dnnl_build(s, &d, scratch_bytes);
+    sn_status st = SN_ERR_UNSUPPORTED;
+    /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there. */
+    if (c->bf16 && sn_cpu()->avx512_bf16) st = mm_dnnl_build(s, &d, true, scratch_bytes);
+    /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
+    if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, false, scratch_bytes);
     if (st != SN_OK) mm_dnnl_release(c);
     return st;
 }
 
 /* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> y [..., M, N] */
 static sn_status mm_dnnl_run(sn_kcall *c) {
-    mm_dnnl *s = c->state;
+    sn_dnnl_op *s = c->state;
     if (!s) return mm_blas_run(c);
-    dnnl_stream_t stream;
-    SN_TRY(sn_dnnl_stream(&stream));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->a, (void *)c->in[0]));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->b, (void *)c->in[1]));
-    SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->y, c->out));
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, s->a}, {DNNL_ARG_WEIGHTS, s->b},
-                               {DNNL_ARG_DST, s->y}, {DNNL_ARG_SCRATCHPAD, s->scratch}};
-    int nargs = 3;
-    if (s->scratch) {
-        SN_DNNL_CHECK(dnnl_memory_set_data_handle(s->scratch, c->scratch));
-        nargs = 4;
-    }
-    SN_DNNL_CHECK(dnnl_primitive_execute(s->prim, stream, nargs, args));
-    return SN_OK;
+    return sn_dnnl_op_run(s, c->in[0], c->in[1], c->out, c->scratch);
 }
 
 static const sn_kernel k_matmul_dnnl = {

@@ -39,5 +39,36 @@ sn_status sn_dnnl_attr_user_scratchpad(dnnl_primitive_attr_t *out);
  * "gemm:jit", ...), for profiles and docs; "?" when unknown. */
 const char *sn_dnnl_impl_name(const_dnnl_primitive_desc_t pd);
 
+/* One oneDNN primitive with two inputs and one output on our plain f32 buffers. Where the
+ * primitive wants another layout or data type for an operand (blocked weights, bfloat16
+ * operands under mixed precision), a reorder converts it inside the plan's scratch memory at
+ * run time: the inputs before the primitive, the output after it. Built once at plan time; a
+ * run only sets data handles and executes, so nothing is allocated on the step path.
+ *
+ * Scratch layout: [0, pad) is shared by the primitive's scratchpad and the reorders' (they
+ * run one after another), the converted operands follow it, each 64-byte aligned. */
+typedef struct sn_dnnl_op {
+    dnnl_primitive_t prim;
+    int arg[3];                      /* DNNL_ARG_* of input 0, input 1 and the output */
+    dnnl_memory_t user[3];           /* our buffers; data handles set per run */
+    dnnl_memory_t inner[3];          /* the operand as the primitive takes it; NULL = user */
+    dnnl_primitive_t reorder[3];     /* user -> inner (inputs), inner -> user (output) */
+    dnnl_memory_t reorder_scratch[3];
+    dnnl_memory_t scratch;           /* the primitive's scratchpad; NULL when none */
+    size_t inner_off[3];             /* byte offset of inner[j] in the scratch memory */
+} sn_dnnl_op;
+
+/* Builds op from pd (which the caller still owns and destroys) for our operands described by
+ * user[0..2] (input 0, input 1, output), bound to the primitive's arguments arg[0..2]; pd must
+ * have been created with sn_dnnl_attr_user_scratchpad. *scratch_bytes: what a run needs. On
+ * failure everything built is destroyed and op is zeroed. */
+sn_status sn_dnnl_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, const int arg[3],
+                          const dnnl_memory_desc_t *const user[3], size_t *scratch_bytes);
+/* One execution: in0, in1 -> out, with scratch of the size init reported. */
+sn_status sn_dnnl_op_run(sn_dnnl_op *op, const void *in0, const void *in1, void *out,
+                         void *scratch);
+/* Destroys what init built (safe on a zeroed op) and zeroes it. */
+void sn_dnnl_op_destroy(sn_dnnl_op *op);
+
 #endif /* SN_HAVE_DNNL */
 #endif
