@@ -448,6 +448,16 @@ static int train_mode(const char *kind, const char *out) {
         sn_dist_shutdown(false);
         return 1;
     }
+    if (sn_strategy_is_chief(s) && sn_strategy_num_workers(s) > 1) {
+        /* test_mpi.sh reads this line: with small buckets, some must start during the
+         * backward pass (unless $SN_DIST_OVERLAP=0). */
+        int64_t nb, early;
+        double wait_s;
+        sn_dist_allreduce_stats(m, &nb, &early, &wait_s);
+        printf("test_dist: rank 0: %lld all-reduce buckets, %lld started during the backward "
+               "pass; %.3f ms/step waited after it\n", (long long)nb, (long long)early,
+               1e3 * wait_s / (double)STEPS);
+    }
     if (sn_strategy_is_chief(s)) {
         size_t n;
         float *w = weights(m, &n);

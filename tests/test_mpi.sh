@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Multi-worker tests over Open MPI (2 processes; CI runs as root, hence --allow-run-as-root).
 #   1. two MPI workers end with exactly the weights of two mirrored replicas in one process
-#      (the same per-element sums g0 + g1), after the same steps, batches and seed;
+#      (the same per-element sums g0 + g1), after the same steps, batches and seed; also with
+#      1 KB buckets (most started during the backward pass) and with the overlap off;
 #   2. a worker killed mid-training (SIGKILL) makes the job exit non-zero within 30 s;
 #   3. a worker that stops responding makes the others fail with "stopped responding" after
 #      $SN_DIST_TIMEOUT and the job exit non-zero, within 30 s;
@@ -40,6 +41,23 @@ if cmp -s "$tmp/w_mpi.bin" "$tmp/w_mirrored.bin"; then
     ok "2 MPI workers == 2 mirrored replicas, bit for bit"
 else
     bad "weights of 2 MPI workers and 2 mirrored replicas differ"
+fi
+
+# 1b. The all-reduce overlapped with the backward pass changes no bit: 1 KB buckets (many, some
+#     started from the executor's hook mid-backward, large gradients in several pieces) and
+#     the overlap turned off both give the mirrored weights.
+out=$(SN_DIST_BUCKET_MB=0.001 SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_small.bin" 2>&1)
+early=$(sed -n 's/.* buckets, \([0-9]*\) started during the backward pass.*/\1/p' <<<"$out")
+if cmp -s "$tmp/w_small.bin" "$tmp/w_mirrored.bin" && [ "${early:-0}" -gt 0 ]; then
+    ok "1 KB buckets, overlapped: bit for bit ($(grep -o '[0-9]* all-reduce buckets, [0-9]* started' <<<"$out"))"
+else
+    bad "1 KB buckets, overlapped: weights differ or no bucket started during the backward pass"; echo "$out"
+fi
+out=$(SN_DIST_OVERLAP=0 SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_noovl.bin" 2>&1)
+if cmp -s "$tmp/w_noovl.bin" "$tmp/w_mirrored.bin" && grep -q " 0 started during" <<<"$out"; then
+    ok "SN_DIST_OVERLAP=0 (all-reduce after the backward pass): bit for bit"
+else
+    bad "SN_DIST_OVERLAP=0: weights differ or buckets started early"; echo "$out"
 fi
 
 # 2. A dead worker.

@@ -9,6 +9,15 @@ static sn_status inproc_allreduce_f32(sn_collective *c, float *buf, size_t n,
     return SN_OK;
 }
 
+static sn_status inproc_start_f32(sn_collective *c, float *buf, size_t n, size_t bucket_bytes,
+                                  double timeout_s) {
+    return SN_OK;
+}
+
+static sn_status inproc_progress(sn_collective *c) { return SN_OK; }
+
+static sn_status inproc_finish(sn_collective *c, double timeout_s) { return SN_OK; }
+
 static sn_status inproc_allreduce_f64(sn_collective *c, double *buf, size_t n, double timeout_s) {
     return SN_OK;
 }
@@ -23,6 +32,9 @@ static void inproc_destroy(sn_collective *c) { free(c); }
 static const sn_collective_vt inproc_vt = {
     .name = "in-process",
     .allreduce_f32 = inproc_allreduce_f32,
+    .start_f32 = inproc_start_f32,
+    .progress = inproc_progress,
+    .finish = inproc_finish,
     .allreduce_f64 = inproc_allreduce_f64,
     .broadcast = inproc_broadcast,
     .destroy = inproc_destroy,

@@ -7,9 +7,11 @@
  * (Open MPI's mpirun also kills the whole job when one rank dies, which usually ends the
  * others sooner; the deadline covers a rank that hangs, and launchers that do not.)
  *
- * Gradients are reduced in buckets (a few MB each, in a fixed order): all buckets are in
- * flight at once, so the network streams while MPI progresses them, and a bucket is the unit
- * a future overlap with the backward pass would start as soon as its gradients exist. */
+ * Gradients are reduced in buckets (1 MB by default, in a fixed order), many in flight at
+ * once so the network streams while MPI progresses them. dist_train.c starts each bucket from
+ * the executor's node hook as soon as its gradients exist (start_f32), calls progress after
+ * every later kernel, and finish before the optimizer update: the all-reduce overlaps the
+ * rest of the backward pass. */
 #include <mpi.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +21,11 @@
 typedef struct mpi_coll {
     sn_collective base;
     MPI_Comm comm;
+    MPI_Request *req;  /* pieces started and not yet finished, in start order */
+    int *idx;          /* MPI_Testsome's output indices */
+    int n_req, cap_req;
+    int n_done;        /* req[0, n_done) are known complete */
+    bool broken;       /* a wait failed: requests were abandoned */
 } mpi_coll;
 
 static bool g_we_initialised = false;
@@ -58,30 +65,77 @@ static sn_status wait_all(mpi_coll *c, int n, MPI_Request *req, double timeout_s
     }
 }
 
-static sn_status mpi_allreduce_f32(sn_collective *base, float *buf, size_t n, size_t bucket_bytes,
-                                   double timeout_s) {
+/* Split-phase all-reduce. Requests live in c->req until finish; a completed one becomes
+ * MPI_REQUEST_NULL (MPI_Testsome frees it), which the later tests skip. */
+enum { MAX_INFLIGHT = 64 }; /* beyond this, start waits for the oldest piece first */
+
+static sn_status mpi_progress(sn_collective *base) {
     mpi_coll *c = (mpi_coll *)base;
+    if (c->n_req == c->n_done) return SN_OK;
+    int outcount = 0;
+    SN_MPI_CHECK(MPI_Testsome(c->n_req - c->n_done, c->req + c->n_done, &outcount,
+                              c->idx, MPI_STATUSES_IGNORE));
+    while (c->n_done < c->n_req && c->req[c->n_done] == MPI_REQUEST_NULL) c->n_done++;
+    return SN_OK;
+}
+
+static sn_status mpi_start_f32(sn_collective *base, float *buf, size_t n, size_t bucket_bytes,
+                               double timeout_s) {
+    mpi_coll *c = (mpi_coll *)base;
+    if (c->broken)
+        return sn_errorf(SN_ERR_DIST, "MPI: an earlier gradient all-reduce of this worker (%d) "
+                         "did not complete, so the workers are out of step; restart the job",
+                         base->rank);
     if (n == 0 || base->size == 1) return SN_OK;
     size_t per = bucket_bytes / sizeof(float);
     if (per == 0) per = n;
     if (per > (size_t)INT32_MAX) per = (size_t)INT32_MAX;
-    enum { MAX_INFLIGHT = 32 };
-    MPI_Request req[MAX_INFLIGHT];
-    size_t nb = (n + per - 1) / per;
-    /* Buckets in a fixed order, at most MAX_INFLIGHT outstanding. */
-    for (size_t b0 = 0; b0 < nb; b0 += MAX_INFLIGHT) {
-        int k = 0;
-        for (size_t b = b0; b < nb && k < MAX_INFLIGHT; b++, k++) {
-            size_t off = b * per, cnt = n - off < per ? n - off : per;
-            SN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM,
-                                        c->comm, &req[k]));
+    for (size_t off = 0; off < n; off += per) {
+        size_t cnt = n - off < per ? n - off : per;
+        if (c->n_req - c->n_done >= MAX_INFLIGHT) {
+            /* Too many in flight: wait for the oldest (the deadline guards a dead peer). */
+            sn_status st = wait_all(c, 1, &c->req[c->n_done], timeout_s,
+                                    "the gradient all-reduce (an earlier bucket)");
+            if (st != SN_OK) {
+                c->broken = true;
+                return st;
+            }
+            SN_TRY(mpi_progress(base));
         }
-        char what[96];
-        snprintf(what, sizeof what, "the gradient all-reduce (buckets %zu-%zu of %zu)", b0 + 1,
-                 b0 + (size_t)k, nb);
-        SN_TRY(wait_all(c, k, req, timeout_s, what));
+        if (c->n_req == c->cap_req) {
+            int cap = c->cap_req ? 2 * c->cap_req : 64;
+            MPI_Request *r = realloc(c->req, (size_t)cap * sizeof *r);
+            int *ix = realloc(c->idx, (size_t)cap * sizeof *ix);
+            if (r) c->req = r;
+            if (ix) c->idx = ix;
+            if (!r || !ix) return SN_ERR_NOMEM;
+            c->cap_req = cap;
+        }
+        SN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM,
+                                    c->comm, &c->req[c->n_req]));
+        c->n_req++;
     }
     return SN_OK;
+}
+
+static sn_status mpi_finish(sn_collective *base, double timeout_s) {
+    mpi_coll *c = (mpi_coll *)base;
+    int k = c->n_req - c->n_done;
+    char what[96];
+    snprintf(what, sizeof what, "the gradient all-reduce (%d of %d buckets outstanding)", k,
+             c->n_req);
+    sn_status st = k > 0 ? wait_all(c, k, c->req + c->n_done, timeout_s, what) : SN_OK;
+    /* On failure the requests stay pending and are abandoned with the job (MPI_Abort);
+     * broken makes any later start say so instead of mismatching the peers' collectives. */
+    if (st != SN_OK) c->broken = true;
+    c->n_req = c->n_done = 0;
+    return st;
+}
+
+static sn_status mpi_allreduce_f32(sn_collective *base, float *buf, size_t n, size_t bucket_bytes,
+                                   double timeout_s) {
+    SN_TRY(mpi_start_f32(base, buf, n, bucket_bytes, timeout_s));
+    return mpi_finish(base, timeout_s);
 }
 
 static sn_status mpi_allreduce_f64(sn_collective *base, double *buf, size_t n, double timeout_s) {
@@ -113,12 +167,17 @@ static void mpi_destroy(sn_collective *base) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c->req);
+    free(c->idx);
     free(c);
 }
 
 static const sn_collective_vt mpi_vt = {
     .name = "MPI",
     .allreduce_f32 = mpi_allreduce_f32,
+    .start_f32 = mpi_start_f32,
+    .progress = mpi_progress,
+    .finish = mpi_finish,
     .allreduce_f64 = mpi_allreduce_f64,
     .broadcast = mpi_broadcast,
     .destroy = mpi_destroy,

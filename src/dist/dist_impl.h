@@ -20,6 +20,16 @@ typedef struct sn_collective_vt {
      * bucket_bytes are reduced as separate non-blocking operations in a fixed order. */
     sn_status (*allreduce_f32)(sn_collective *c, float *buf, size_t n, size_t bucket_bytes,
                                double timeout_s);
+    /* The same sum split in phases, to overlap it with the backward pass: start_f32 starts
+     * the in-place sum of buf[0, n) (in pieces of at most bucket_bytes) and returns at once;
+     * progress lets the library move what is in flight (Open MPI advances non-blocking
+     * collectives only inside MPI calls); finish waits for everything started, at most
+     * timeout_s. Every worker starts the same pieces in the same order; buf is not touched
+     * by the caller until finish returns. */
+    sn_status (*start_f32)(sn_collective *c, float *buf, size_t n, size_t bucket_bytes,
+                           double timeout_s);
+    sn_status (*progress)(sn_collective *c);
+    sn_status (*finish)(sn_collective *c, double timeout_s);
     sn_status (*allreduce_f64)(sn_collective *c, double *buf, size_t n, double timeout_s);
     sn_status (*broadcast)(sn_collective *c, void *buf, size_t bytes, int root, double timeout_s);
     void (*destroy)(sn_collective *c);
@@ -52,6 +62,8 @@ struct sn_strategy {
     double timeout_s;
     size_t bucket_bytes; /* gradient all-reduce bucket size ($SN_DIST_BUCKET_MB, default 1: measured
                           * 1.7x faster than 4 MB for 154 MB over shared memory here) */
+    bool overlap;        /* start each bucket's all-reduce during the backward pass as soon as
+                          * its gradients exist ($SN_DIST_OVERLAP=0 turns it off) */
 };
 
 /* ---- training: the hooks fit and compile call ------------------------------------------ */
@@ -68,6 +80,12 @@ sn_status sn_dist_train_plan(struct sn_model *m, int64_t batch, const sn_shape *
  * plan's step advances by the steps run). */
 sn_status sn_dist_plan_run(struct sn_model *m, struct sn_cached_plan *cp, int64_t steps,
                            sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
+/* What the gradient all-reduce of model m has done so far (multi-worker; zeros otherwise):
+ * buckets started, how many of them from the node hook during the backward pass, and the
+ * seconds the steps spent after the replicas' runs summing and waiting for the all-reduce
+ * (the communication the backward pass did not hide). For tests and measurements. */
+void sn_dist_allreduce_stats(const struct sn_model *m, int64_t *buckets, int64_t *early,
+                             double *wait_s);
 /* model.c, sn_model_free (and compile, through m->train changing): frees the per-model
  * state; plans go before the graph. */
 void sn_dist_train_free(sn_dist_train *d);

@@ -17,7 +17,8 @@
  *
  * A step: slice the batch into the replicas' inputs, run the replicas (one after another,
  * each with the whole team: see run_replicas), sum their targets in
- * replica order into one buffer, all-reduce that buffer across workers (buckets, MPI), feed
+ * replica order into one buffer, all-reduce that buffer across workers (buckets, MPI; with
+ * several workers each bucket starts during the backward pass: see overlap_hook), feed
  * the gradients to the apply plan and run it, then add the loss/metric/count sums to fit's
  * accumulators and set the moving averages to the replicas' mean. Every worker applies the
  * same bits, so the workers' variables stay identical; the first step broadcasts rank 0's
@@ -27,6 +28,7 @@
  * same sums (g_0 + g_1 per element), so they end with identical weights. One replica on the
  * whole batch sums the examples in another order inside the kernels, so it agrees to float
  * rounding (~1e-6 relative per step), not bitwise. */
+#include <limits.h>
 #include <string.h>
 
 #include "dist/dist_impl.h"
@@ -53,6 +55,15 @@ typedef struct entry {
     sn_node *bn_var;    /* the variable each bn value goes to */
     int *bn_op;         /* SN_OP_ASSIGN or SN_OP_ASSIGN_ADD */
     float *red;         /* the reduce buffer */
+    /* Overlap (multi-worker only): the targets in the order the last replica's plan
+     * produces them (rank 0's order, so every worker has the same buckets), laid out in
+     * that order in red; bucket b holds order[bk[b], bk[b + 1]) and, for the last bucket,
+     * the count slot; it can start once call bk_ready[b] of the last replica has run. */
+    bool overlap_set;
+    int *order;
+    int n_bk;
+    int *bk;            /* n_bk + 1 */
+    int *bk_ready;      /* n_bk */
     struct entry *next;
 } entry;
 
@@ -67,6 +78,8 @@ struct sn_dist_train {
     const void *nodes_seen; /* the graph's node array when the plans were made */
     bool synced;        /* rank 0's variables broadcast */
     int64_t steps_run;
+    int64_t buckets, early; /* sn_dist_allreduce_stats */
+    double wait_s;
 };
 
 static void entry_free(entry *e) {
@@ -81,6 +94,9 @@ static void entry_free(entry *e) {
     free(e->bn_var);
     free(e->bn_op);
     sn_free_aligned(e->red);
+    free(e->order);
+    free(e->bk);
+    free(e->bk_ready);
     free(e);
 }
 
@@ -108,6 +124,14 @@ sn_strategy *sn_model_get_strategy(const sn_model *m) { return m ? m->strategy :
 
 int64_t sn_model_distributed_steps(const sn_model *m) {
     return m && m->dist ? m->dist->steps_run : 0;
+}
+
+void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
+                             double *wait_s) {
+    const sn_dist_train *d = m ? m->dist : NULL;
+    if (buckets) *buckets = d ? d->buckets : 0;
+    if (early) *early = d ? d->early : 0;
+    if (wait_s) *wait_s = d ? d->wait_s : 0;
 }
 
 /* ---- building ----------------------------------------------------------------------------- */
@@ -208,16 +232,22 @@ static sn_status build_replica(sn_model *m, sn_dist_train *d, entry *e, replica 
     return SN_OK;
 }
 
-/* Float offsets of each target in the reduce buffer (64-byte aligned pieces). */
+/* Floats a target takes in the reduce buffer (a multiple of 16: 64-byte aligned pieces). */
+static size_t padded(sn_graph *g, sn_node n) {
+    sn_shape s = sn_node_shape(g, n);
+    return ((size_t)sn_shape_numel(&s) + 15) & ~(size_t)15;
+}
+
+/* Float offsets of each target in the reduce buffer, in target order (overlap_setup lays
+ * them out again in the order the backward pass produces them). */
 static sn_status layout(sn_graph *g, entry *e) {
     e->off = sn_calloc((size_t)e->n_tg + 1, sizeof *e->off);
     if (!e->off) return SN_ERR_NOMEM;
     size_t o = 0;
     const replica *r0 = &e->rep[0];
     for (int k = 0; k < e->n_tg; k++) {
-        sn_shape s = sn_node_shape(g, r0->tg[k]);
         e->off[k] = o;
-        o += ((size_t)sn_shape_numel(&s) + 15) & ~(size_t)15;
+        o += padded(g, r0->tg[k]);
     }
     e->count_off = o;
     o += 16;
@@ -360,6 +390,145 @@ static sn_status run_replicas(const sn_strategy *s, entry *e) {
     return SN_OK;
 }
 
+/* ---- overlapping the all-reduce with the backward pass (multi-worker) ----------------------
+ *
+ * Autodiff emits the gradients roughly in reverse layer order, and the last replica's plan
+ * computes them one after another. The executor calls overlap_hook after each kernel call;
+ * once the last target of a bucket has been computed (by the last replica: the others ran
+ * before it), the hook sums the bucket's targets over the local replicas into red and
+ * starts its all-reduce, then lets MPI progress what is in flight. After the run the
+ * buckets no kernel fills are started and everything is waited for (with the deadline)
+ * before the apply plan runs the optimizer: the update is a separate plan, so no variable
+ * is written while a bucket is in flight. Per element the sums are unchanged (replicas in
+ * order, then MPI's sum of the workers' values), so the weights are bitwise those of the
+ * all-reduce after the backward pass, which $SN_DIST_OVERLAP=0 still runs. */
+
+/* The call after which target node n exists in plan p. A reshape is a view of its input
+ * (no kernel runs for it), so it exists once its input does; a target no kernel computes (a
+ * variable, a constant) counts as ready after the run. */
+static int ready_call(const sn_graph *g, const sn_plan *p, sn_node n) {
+    while (g->nodes[n].op == SN_OP_RESHAPE) n = g->nodes[n].in[0];
+    int c = sn_plan_call_of(p, n);
+    return c < 0 ? INT_MAX : c;
+}
+
+/* Once per entry, on every worker at the same point (its first run): the order of the
+ * targets, the layout of red in that order, and the buckets. */
+static sn_status overlap_setup(sn_graph *g, const sn_strategy *s, entry *e) {
+    int n = e->n_tg;
+    const replica *last = &e->rep[e->n_rep - 1];
+    free(e->order); /* from an earlier attempt that failed */
+    free(e->bk);
+    free(e->bk_ready);
+    int *key = sn_calloc((size_t)n + 1, sizeof *key);
+    e->order = sn_calloc((size_t)n + 1, sizeof *e->order);
+    e->bk = sn_calloc((size_t)n + 2, sizeof *e->bk);
+    e->bk_ready = sn_calloc((size_t)n + 1, sizeof *e->bk_ready);
+    if (!key || !e->order || !e->bk || !e->bk_ready) {
+        free(key);
+        return SN_ERR_NOMEM;
+    }
+    /* Stable insertion sort by the call that produces each target (a few dozen targets). */
+    for (int k = 0; k < n; k++) {
+        int kk = ready_call(g, last->plan, last->tg[k]), i = k;
+        for (; i > 0 && key[i - 1] > kk; i--) {
+            key[i] = key[i - 1];
+            e->order[i] = e->order[i - 1];
+        }
+        key[i] = kk;
+        e->order[i] = k;
+    }
+    free(key);
+    /* MPI collectives must match on every worker: rank 0's order decides the buckets (the
+     * workers build the same graph, so it normally is everyone's order anyway). */
+    SN_TRY(sn_error_context(s->coll->vt->broadcast(s->coll, e->order, (size_t)n * sizeof *e->order,
+                                                   0, s->timeout_s),
+                            "distributed training: agreeing on the gradient buckets"));
+    bool *seen = sn_calloc((size_t)n + 1, sizeof *seen);
+    if (!seen) return SN_ERR_NOMEM;
+    bool perm = true;
+    for (int i = 0; i < n && perm; i++) {
+        int k = e->order[i];
+        perm = k >= 0 && k < n && !seen[k];
+        if (perm) seen[k] = true;
+    }
+    free(seen);
+    if (!perm)
+        return sn_errorf(SN_ERR_DIST, "distributed training: rank 0's gradient order does not fit "
+                         "worker %d's %d targets (the workers built different models?)", s->rank, n);
+    /* Lay red out in that order (same total), and cut it into buckets of about
+     * bucket_bytes, each whole targets (a larger target is one bucket, which start_f32
+     * reduces in bucket_bytes pieces). */
+    size_t o = 0, total = e->off[n], cur = 0;
+    int nb = 0;
+    e->bk[0] = 0;
+    for (int i = 0; i < n; i++) {
+        int k = e->order[i];
+        size_t f = padded(g, e->rep[0].tg[k]);
+        e->off[k] = o;
+        o += f;
+        if (cur > 0 && (cur + f) * sizeof(float) > s->bucket_bytes) {
+            e->bk[++nb] = i;
+            cur = 0;
+        }
+        cur += f;
+    }
+    e->bk[++nb] = n;
+    e->n_bk = nb;
+    e->count_off = o;
+    SN_ASSERT(o + 16 == total);
+    memset(e->red, 0, total * sizeof(float));
+    return SN_OK;
+}
+
+/* Per run (plans may have been remade): the call after which each bucket is complete here. */
+static void overlap_ready(const sn_graph *g, entry *e) {
+    const replica *last = &e->rep[e->n_rep - 1];
+    for (int b = 0; b < e->n_bk; b++) {
+        int r = -1;
+        for (int i = e->bk[b]; i < e->bk[b + 1]; i++) {
+            int c = ready_call(g, last->plan, last->tg[e->order[i]]);
+            if (c > r) r = c;
+        }
+        e->bk_ready[b] = r;
+    }
+}
+
+typedef struct overlap {
+    const sn_strategy *s;
+    sn_graph *g;
+    entry *e;
+    int next; /* the first bucket not started; buckets start in order on every worker */
+} overlap;
+
+/* Sums bucket o->next over the local replicas into red and starts its all-reduce. */
+static sn_status launch(overlap *o) {
+    entry *e = o->e;
+    const sn_strategy *s = o->s;
+    int b = o->next++;
+    const float *srcs[SN_MAX_LOGICAL_DEVICES];
+    for (int i = e->bk[b]; i < e->bk[b + 1]; i++) {
+        int k = e->order[i];
+        for (int r = 0; r < e->n_rep; r++) {
+            srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
+            if (!srcs[r]) return SN_ERR_INVALID;
+        }
+        sn_shape ks = sn_node_shape(o->g, e->rep[0].tg[k]);
+        sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
+    }
+    size_t lo = e->bk[b] < e->n_tg ? e->off[e->order[e->bk[b]]] : e->count_off;
+    size_t hi = b + 1 == e->n_bk ? e->off[e->n_tg] : e->off[e->order[e->bk[b + 1]]];
+    return sn_error_context(s->coll->vt->start_f32(s->coll, e->red + lo, hi - lo,
+                                                   s->bucket_bytes, s->timeout_s),
+                            "starting gradient bucket %d of %d", b + 1, e->n_bk);
+}
+
+static sn_status overlap_hook(void *ctx, sn_plan *p, int call, sn_node n) {
+    overlap *o = ctx;
+    while (o->next < o->e->n_bk && o->e->bk_ready[o->next] <= call) SN_TRY(launch(o));
+    return o->s->coll->vt->progress(o->s->coll);
+}
+
 static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step) {
     const sn_strategy *s = d->s;
     sn_train_state *t = m->train;
@@ -379,24 +548,48 @@ static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step)
         /* Dropout masks are keyed by the plan step: distinct per replica, reproducible. */
         sn_plan_set_step(rp->plan, step * R + s->rank * s->n_local + r);
     }
-    SN_TRY(run_replicas(s, e));
-
-    /* Sum the replicas' targets in replica order, then across workers. */
-    const float *srcs[SN_MAX_LOGICAL_DEVICES];
-    for (int k = 0; k < e->n_tg; k++) {
-        for (int r = 0; r < e->n_rep; r++) {
-            srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
-            if (!srcs[r]) return SN_ERR_INVALID;
-        }
-        sn_shape ks = sn_node_shape(g, e->rep[0].tg[k]);
-        sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
-    }
     float count = 0;
     for (int r = 0; r < e->n_rep; r++) count += (float)e->rep[r].rows;
     e->red[e->count_off] = count;
-    SN_TRY(sn_error_context(s->coll->vt->allreduce_f32(s->coll, e->red, e->off[e->n_tg],
-                                                       s->bucket_bytes, s->timeout_s),
-                            "step %lld", (long long)step + 1));
+
+    if (e->overlap_set) {
+        /* The buckets start inside the last replica's run (overlap_hook). The hook's context
+         * lives on this stack, so it is unset before returning. */
+        overlap o = {.s = s, .g = g, .e = e, .next = 0};
+        sn_plan *last = e->rep[e->n_rep - 1].plan;
+        sn_plan_set_node_hook(last, overlap_hook, &o);
+        sn_status rs = run_replicas(s, e);
+        sn_plan_set_node_hook(last, NULL, NULL);
+        SN_TRY(rs);
+        double t0 = sn_now();
+        d->early += o.next;
+        d->buckets += e->n_bk;
+        while (o.next < e->n_bk) SN_TRY(launch(&o));
+        SN_TRY(sn_error_context(s->coll->vt->finish(s->coll, s->timeout_s), "step %lld",
+                                (long long)step + 1));
+        d->wait_s += sn_now() - t0;
+    } else {
+        SN_TRY(run_replicas(s, e));
+        double t0 = sn_now();
+        /* Sum the replicas' targets in replica order, then across workers. */
+        const float *srcs[SN_MAX_LOGICAL_DEVICES];
+        for (int k = 0; k < e->n_tg; k++) {
+            for (int r = 0; r < e->n_rep; r++) {
+                srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
+                if (!srcs[r]) return SN_ERR_INVALID;
+            }
+            sn_shape ks = sn_node_shape(g, e->rep[0].tg[k]);
+            sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
+        }
+        SN_TRY(sn_error_context(s->coll->vt->allreduce_f32(s->coll, e->red, e->off[e->n_tg],
+                                                           s->bucket_bytes, s->timeout_s),
+                                "step %lld", (long long)step + 1));
+        if (s->workers > 1) {
+            size_t per = s->bucket_bytes / sizeof(float);
+            d->buckets += per ? (int64_t)((e->off[e->n_tg] + per - 1) / per) : 1;
+            d->wait_s += sn_now() - t0;
+        }
+    }
 
     /* One update of the mirrored variables. */
     int nv = t->n_vars, nm = t->opts.n_metrics;
@@ -443,6 +636,13 @@ sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
                                 "distributed training: broadcasting rank 0's variables"));
     }
     d->synced = true;
+    if (s->workers > 1 && s->overlap) {
+        if (!e->overlap_set) {
+            SN_TRY(overlap_setup(m->g, s, e));
+            e->overlap_set = true;
+        }
+        overlap_ready(m->g, e);
+    }
     int64_t base = sn_plan_step(e->cp.plan);
     for (int64_t i = 0; i < steps; i++) {
         if (feed) {

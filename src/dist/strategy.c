@@ -38,6 +38,7 @@ static sn_status strategy_alloc(sn_strategy_kind kind, int n_local, const int *d
     s->workers = 1;
     s->timeout_s = env_double("SN_DIST_TIMEOUT", 25.0, 0.001, 1e9);
     s->bucket_bytes = (size_t)(env_double("SN_DIST_BUCKET_MB", 1.0, 0.001, 4096.0) * 1048576.0);
+    s->overlap = env_double("SN_DIST_OVERLAP", 1.0, 0.0, 1.0) != 0.0;
     *out = s;
     return SN_OK;
 }
