@@ -8,7 +8,10 @@
  *                                      trainable weights (f32) to OUT (rank 0 only)
  *   test_dist --train-die STEP         multi_worker training forever; rank 1 kills itself
  *                                      with SIGKILL at STEP (the dead-worker test)
- *   test_dist --train-hang STEP        the same, but rank 1 stops responding (sleeps) */
+ *   test_dist --train-hang STEP        the same, but rank 1 stops responding (sleeps)
+ *   test_dist --bench PRESET B STEPS   under mpirun: ms/step of a preset model and how much
+ *                                      of the gradient all-reduce waited after the backward
+ *                                      pass (docs/distributed.md) */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -454,7 +457,7 @@ static int train_mode(const char *kind, const char *out) {
         int64_t nb, early;
         double wait_s;
         sn_dist_allreduce_stats(m, &nb, &early, &wait_s);
-        printf("test_dist: rank 0: %lld all-reduce buckets, %lld started during the backward "
+        printf("test_dist: rank 0: %lld all-reduces, %lld started during the backward "
                "pass; %.3f ms/step waited after it\n", (long long)nb, (long long)early,
                1e3 * wait_s / (double)STEPS);
     }
@@ -504,7 +507,58 @@ static int die_mode(int64_t die_at, bool hang) {
     return 1;
 }
 
+/* The measurement in docs/distributed.md: STEPS steps (after one warm-up) of a preset on
+ * synthetic 28x28 images under multi_worker; rank 0 prints ms/step and how much of the
+ * all-reduce the backward pass hid ($SN_DIST_OVERLAP=0 for the all-reduce after it). */
+static int bench_mode(const char *preset, int64_t batch, int64_t steps) {
+    sn_strategy *s = NULL;
+    sn_model *m = NULL;
+    sn_cached_plan *cp = NULL;
+    sn_shape in = {.ndim = 3, .dim = {28, 28, 1}}, ys = {.ndim = 1, .dim = {batch}};
+    sn_status st = sn_strategy_multi_worker(1, &s);
+    if (st == SN_OK) st = sn_model_preset(preset, &m);
+    if (st == SN_OK) st = sn_model_build(m, &in, 3);
+    if (st == SN_OK) {
+        sn_compile_opts co = sn_compile_defaults();
+        st = sn_model_compile(m, &co);
+    }
+    if (st == SN_OK) st = sn_model_set_strategy(m, s);
+    if (st == SN_OK) st = sn_dist_train_plan(m, batch, &ys, SN_I32, &cp);
+    if (st == SN_OK) {
+        /* Synthetic inputs: the speed does not depend on the values. */
+        float *x = sn_plan_buffer(cp->plan, cp->x);
+        int32_t *y = sn_plan_buffer(cp->plan, cp->y);
+        for (int64_t i = 0; x && y && i < batch * 28 * 28; i++) x[i] = (float)(i % 17) / 17.0f;
+        for (int64_t i = 0; x && y && i < batch; i++) y[i] = (int32_t)(i % 10);
+        st = sn_dist_plan_run(m, cp, 1, NULL, NULL);
+    }
+    int64_t nb0 = 0, e0 = 0, nb = 0, early = 0;
+    double w0 = 0, w = 0, t0 = sn_now();
+    sn_dist_allreduce_stats(m, &nb0, &e0, &w0);
+    if (st == SN_OK) st = sn_dist_plan_run(m, cp, steps, NULL, NULL);
+    double dt = sn_now() - t0;
+    sn_dist_allreduce_stats(m, &nb, &early, &w);
+    if (st != SN_OK) {
+        fprintf(stderr, "test_dist --bench: %s\n", sn_last_error());
+        sn_dist_shutdown(false);
+        return 1;
+    }
+    if (sn_strategy_is_chief(s))
+        printf("bench %s batch %lld, %d workers, overlap %s: %.2f ms/step; %lld all-reduces/step, "
+               "%lld started during the backward pass; %.3f ms/step waited after it\n", preset,
+               (long long)batch, sn_strategy_num_workers(s),
+               s->workers > 1 && s->overlap ? "on" : "off", 1e3 * dt / (double)steps,
+               (long long)((nb - nb0) / steps), (long long)((early - e0) / steps),
+               1e3 * (w - w0) / (double)steps);
+    free_model(m);
+    sn_strategy_free(s);
+    sn_dist_shutdown(true);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--bench"))
+        return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]));
     if (argc == 4 && !strcmp(argv[1], "--train")) return train_mode(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "--train-die")) return die_mode(atoll(argv[2]), false);
     if (argc == 3 && !strcmp(argv[1], "--train-hang")) return die_mode(atoll(argv[2]), true);

@@ -47,9 +47,9 @@ fi
 #     started from the executor's hook mid-backward, large gradients in several pieces) and
 #     the overlap turned off both give the mirrored weights.
 out=$(SN_DIST_BUCKET_MB=0.001 SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_small.bin" 2>&1)
-early=$(sed -n 's/.* buckets, \([0-9]*\) started during the backward pass.*/\1/p' <<<"$out")
+early=$(sed -n 's/.* all-reduces, \([0-9]*\) started during the backward pass.*/\1/p' <<<"$out")
 if cmp -s "$tmp/w_small.bin" "$tmp/w_mirrored.bin" && [ "${early:-0}" -gt 0 ]; then
-    ok "1 KB buckets, overlapped: bit for bit ($(grep -o '[0-9]* all-reduce buckets, [0-9]* started' <<<"$out"))"
+    ok "1 KB buckets, overlapped: bit for bit ($(grep -o '[0-9]* all-reduces, [0-9]* started' <<<"$out"))"
 else
     bad "1 KB buckets, overlapped: weights differ or no bucket started during the backward pass"; echo "$out"
 fi

@@ -81,7 +81,8 @@ sn_status sn_dist_train_plan(struct sn_model *m, int64_t batch, const sn_shape *
 sn_status sn_dist_plan_run(struct sn_model *m, struct sn_cached_plan *cp, int64_t steps,
                            sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
 /* What the gradient all-reduce of model m has done so far (multi-worker; zeros otherwise):
- * buckets started, how many of them from the node hook during the backward pass, and the
+ * all-reduces started (one per bucket_bytes piece), how many of them from the node hook
+ * during the backward pass, and the
  * seconds the steps spent after the replicas' runs summing and waiting for the all-reduce
  * (the communication the backward pass did not hide). For tests and measurements. */
 void sn_dist_allreduce_stats(const struct sn_model *m, int64_t *buckets, int64_t *early,

@@ -499,6 +499,7 @@ typedef struct overlap {
     sn_graph *g;
     entry *e;
     int next; /* the first bucket not started; buckets start in order on every worker */
+    int64_t pieces; /* MPI all-reduces started (a bucket over bucket_bytes is several) */
 } overlap;
 
 /* Sums bucket o->next over the local replicas into red and starts its all-reduce. */
@@ -518,6 +519,8 @@ static sn_status launch(overlap *o) {
     }
     size_t lo = e->bk[b] < e->n_tg ? e->off[e->order[e->bk[b]]] : e->count_off;
     size_t hi = b + 1 == e->n_bk ? e->off[e->n_tg] : e->off[e->order[e->bk[b + 1]]];
+    size_t per = s->bucket_bytes / sizeof(float);
+    o->pieces += per ? (int64_t)((hi - lo + per - 1) / per) : 1;
     return sn_error_context(s->coll->vt->start_f32(s->coll, e->red + lo, hi - lo,
                                                    s->bucket_bytes, s->timeout_s),
                             "starting gradient bucket %d of %d", b + 1, e->n_bk);
@@ -562,9 +565,9 @@ static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step)
         sn_plan_set_node_hook(last, NULL, NULL);
         SN_TRY(rs);
         double t0 = sn_now();
-        d->early += o.next;
-        d->buckets += e->n_bk;
+        d->early += o.pieces;
         while (o.next < e->n_bk) SN_TRY(launch(&o));
+        d->buckets += o.pieces;
         SN_TRY(sn_error_context(s->coll->vt->finish(s->coll, s->timeout_s), "step %lld",
                                 (long long)step + 1));
         d->wait_s += sn_now() - t0;
