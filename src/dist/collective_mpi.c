@@ -122,8 +122,8 @@ static sn_status mpi_finish(sn_collective *base, double timeout_s) {
     mpi_coll *c = (mpi_coll *)base;
     int k = c->n_req - c->n_done;
     char what[96];
-    snprintf(what, sizeof what, "the gradient all-reduce (%d of %d buckets outstanding)", k,
-             c->n_req);
+    snprintf(what, sizeof what, "the gradient all-reduce (%d of its %d pieces still in "
+             "flight)", k, c->n_req);
     sn_status st = k > 0 ? wait_all(c, k, c->req + c->n_done, timeout_s, what) : SN_OK;
     /* On failure the requests stay pending and are abandoned with the job (MPI_Abort);
      * broken makes any later start say so instead of mismatching the peers' collectives. */
