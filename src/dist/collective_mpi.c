@@ -18,14 +18,23 @@
 
 #include "dist/dist_impl.h"
 
+enum { MAX_INFLIGHT = 64 }; /* all-reduce pieces in flight at once; the rest wait in a queue */
+
+typedef struct piece {
+    float *p;
+    int n;
+} piece;
+
 typedef struct mpi_coll {
     sn_collective base;
     MPI_Comm comm;
-    MPI_Request *req;  /* pieces started and not yet finished, in start order */
-    int *idx;          /* MPI_Testsome's output indices */
-    int n_req, cap_req;
-    int n_done;        /* req[0, n_done) are known complete */
-    bool broken;       /* a wait failed: requests were abandoned */
+    /* The pieces of the split-phase all-reduce since the last finish, in start order:
+     * [0, n_done) complete, [n_done, n_started) in flight (req), [n_started, n_pc) queued. */
+    piece *pc;
+    MPI_Request *req;
+    int n_pc, n_started, n_done, cap;
+    int idx[MAX_INFLIGHT]; /* MPI_Testsome's output indices */
+    bool broken;           /* a wait failed: requests were abandoned */
 } mpi_coll;
 
 static bool g_we_initialised = false;
@@ -43,6 +52,13 @@ static sn_status mpi_fail(int rc, const char *call, const char *file, int line) 
         if (sn_mpi_rc_ != MPI_SUCCESS) return mpi_fail(sn_mpi_rc_, #call, __FILE__, __LINE__); \
     } while (0)
 
+static sn_status stalled(const mpi_coll *c, const char *what, double timeout_s) {
+    return sn_errorf(SN_ERR_DIST, "MPI: %s did not complete within %.0f s: another worker of "
+                     "the %d stopped responding (it died or hangs); this is worker %d "
+                     "($SN_DIST_TIMEOUT sets the limit)", what, timeout_s, c->base.size,
+                     c->base.rank);
+}
+
 /* Waits for n requests, polling, until timeout_s passes. */
 static sn_status wait_all(mpi_coll *c, int n, MPI_Request *req, double timeout_s,
                           const char *what) {
@@ -53,11 +69,7 @@ static sn_status wait_all(mpi_coll *c, int n, MPI_Request *req, double timeout_s
         SN_MPI_CHECK(MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE));
         if (done) return SN_OK;
         double waited = sn_now() - t0;
-        if (timeout_s > 0 && waited > timeout_s)
-            return sn_errorf(SN_ERR_DIST, "MPI: %s did not complete within %.0f s: another "
-                             "worker of the %d stopped responding (it died or hangs); this is "
-                             "worker %d ($SN_DIST_TIMEOUT sets the limit)", what, timeout_s,
-                             c->base.size, c->base.rank);
+        if (timeout_s > 0 && waited > timeout_s) return stalled(c, what, timeout_s);
         /* Spin briefly (a step's collectives usually finish in microseconds to
          * milliseconds), then sleep 0.1 ms between polls so a waiting rank leaves the cores to
          * whatever else runs on the node. */
@@ -65,18 +77,30 @@ static sn_status wait_all(mpi_coll *c, int n, MPI_Request *req, double timeout_s
     }
 }
 
-/* Split-phase all-reduce. Requests live in c->req until finish; a completed one becomes
- * MPI_REQUEST_NULL (MPI_Testsome frees it), which the later tests skip. */
-enum { MAX_INFLIGHT = 64 }; /* beyond this, start waits for the oldest piece first */
+/* Split-phase all-reduce. start_f32 queues its pieces; pump starts queued pieces, in queue
+ * order, while fewer than MAX_INFLIGHT are in flight, so a 150 MB gradient never makes the
+ * backward pass wait inside start. progress tests what is in flight (MPI_Testsome frees a
+ * completed request and leaves MPI_REQUEST_NULL) and pumps again; finish does that until
+ * everything is done or the deadline passes. */
+static sn_status pump(mpi_coll *c) {
+    while (c->n_started < c->n_pc && c->n_started - c->n_done < MAX_INFLIGHT) {
+        const piece *q = &c->pc[c->n_started];
+        SN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, q->p, q->n, MPI_FLOAT, MPI_SUM, c->comm,
+                                    &c->req[c->n_started]));
+        c->n_started++;
+    }
+    return SN_OK;
+}
 
 static sn_status mpi_progress(sn_collective *base) {
     mpi_coll *c = (mpi_coll *)base;
-    if (c->n_req == c->n_done) return SN_OK;
-    int outcount = 0;
-    SN_MPI_CHECK(MPI_Testsome(c->n_req - c->n_done, c->req + c->n_done, &outcount,
-                              c->idx, MPI_STATUSES_IGNORE));
-    while (c->n_done < c->n_req && c->req[c->n_done] == MPI_REQUEST_NULL) c->n_done++;
-    return SN_OK;
+    if (c->n_started > c->n_done) {
+        int outcount = 0;
+        SN_MPI_CHECK(MPI_Testsome(c->n_started - c->n_done, c->req + c->n_done, &outcount,
+                                  c->idx, MPI_STATUSES_IGNORE));
+        while (c->n_done < c->n_started && c->req[c->n_done] == MPI_REQUEST_NULL) c->n_done++;
+    }
+    return pump(c);
 }
 
 static sn_status mpi_start_f32(sn_collective *base, float *buf, size_t n, size_t bucket_bytes,
@@ -91,44 +115,41 @@ static sn_status mpi_start_f32(sn_collective *base, float *buf, size_t n, size_t
     if (per == 0) per = n;
     if (per > (size_t)INT32_MAX) per = (size_t)INT32_MAX;
     for (size_t off = 0; off < n; off += per) {
-        size_t cnt = n - off < per ? n - off : per;
-        if (c->n_req - c->n_done >= MAX_INFLIGHT) {
-            /* Too many in flight: wait for the oldest (the deadline guards a dead peer). */
-            sn_status st = wait_all(c, 1, &c->req[c->n_done], timeout_s,
-                                    "the gradient all-reduce (an earlier bucket)");
-            if (st != SN_OK) {
-                c->broken = true;
-                return st;
-            }
-            SN_TRY(mpi_progress(base));
-        }
-        if (c->n_req == c->cap_req) {
-            int cap = c->cap_req ? 2 * c->cap_req : 64;
+        if (c->n_pc == c->cap) {
+            int cap = c->cap ? 2 * c->cap : 64;
+            piece *q = realloc(c->pc, (size_t)cap * sizeof *q);
+            if (q) c->pc = q;
             MPI_Request *r = realloc(c->req, (size_t)cap * sizeof *r);
-            int *ix = realloc(c->idx, (size_t)cap * sizeof *ix);
             if (r) c->req = r;
-            if (ix) c->idx = ix;
-            if (!r || !ix) return SN_ERR_NOMEM;
-            c->cap_req = cap;
+            if (!q || !r) return SN_ERR_NOMEM;
+            c->cap = cap;
         }
-        SN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, (int)cnt, MPI_FLOAT, MPI_SUM,
-                                    c->comm, &c->req[c->n_req]));
-        c->n_req++;
+        c->pc[c->n_pc++] = (piece){buf + off, (int)(n - off < per ? n - off : per)};
     }
-    return SN_OK;
+    return pump(c);
 }
 
 static sn_status mpi_finish(sn_collective *base, double timeout_s) {
     mpi_coll *c = (mpi_coll *)base;
-    int k = c->n_req - c->n_done;
-    char what[96];
-    snprintf(what, sizeof what, "the gradient all-reduce (%d of its %d pieces still in "
-             "flight)", k, c->n_req);
-    sn_status st = k > 0 ? wait_all(c, k, c->req + c->n_done, timeout_s, what) : SN_OK;
+    double t0 = sn_now();
+    long polls = 0;
+    sn_status st = SN_OK;
+    for (;;) {
+        st = mpi_progress(base);
+        if (st != SN_OK || c->n_done == c->n_pc) break;
+        if (timeout_s > 0 && sn_now() - t0 > timeout_s) {
+            char what[96];
+            snprintf(what, sizeof what, "the gradient all-reduce (%d of its %d pieces not done)",
+                     c->n_pc - c->n_done, c->n_pc);
+            st = stalled(c, what, timeout_s);
+            break;
+        }
+        if (++polls > 1000) nanosleep(&(struct timespec){0, 100000}, NULL);
+    }
     /* On failure the requests stay pending and are abandoned with the job (MPI_Abort);
      * broken makes any later start say so instead of mismatching the peers' collectives. */
     if (st != SN_OK) c->broken = true;
-    c->n_req = c->n_done = 0;
+    c->n_pc = c->n_started = c->n_done = 0;
     return st;
 }
 
@@ -167,8 +188,8 @@ static void mpi_destroy(sn_collective *base) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c->pc);
     free(c->req);
-    free(c->idx);
     free(c);
 }
 
