@@ -113,13 +113,6 @@ int sn_cmd_train(int argc, char **argv) {
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
-    /* The strategies' replica plans (src/dist) do not take the bf16 plan option yet: refuse
-     * rather than train in fp32 under a bf16 label. */
-    if (!strcmp(precision, "bf16") && strcmp(strategy_name, "none") != 0) {
-        fprintf(stderr, "%s: --precision bf16 runs without --strategy only (got --strategy %s)\n",
-                prog, strategy_name);
-        return 2;
-    }
     sn_cli_set_threads(threads);
     sn_strategy *strategy = NULL;
     rc = make_strategy(prog, strategy_name, cpu_devices, &strategy);

@@ -136,11 +136,13 @@ void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early
 
 /* ---- building ----------------------------------------------------------------------------- */
 
-static sn_status plan_on(sn_graph *g, int n, const sn_node *tg, const char *device,
+/* Replica and update plans take the model's precision, as fit's own plans do. */
+static sn_status plan_on(sn_model *m, int n, const sn_node *tg, const char *device,
                          sn_plan **out) {
     sn_plan_opts po = sn_plan_opts_defaults();
     po.device = device;
-    return sn_plan_new(out, g, n, tg, &po);
+    po.bf16_compute = m->train && m->train->opts.mixed_bfloat16;
+    return sn_plan_new(out, m->g, n, tg, &po);
 }
 
 static sn_status build_apply(sn_model *m, sn_dist_train *d) {
@@ -161,7 +163,7 @@ static sn_status build_apply(sn_model *m, sn_dist_train *d) {
                                   t->iterations, d->apply_tg));
     d->n_apply = n > 0 ? n + 1 : 0;
     SN_TRY(sn_graph_status(g));
-    if (d->n_apply) SN_TRY(plan_on(g, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
+    if (d->n_apply) SN_TRY(plan_on(m, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
     return SN_OK;
 }
 
@@ -258,15 +260,16 @@ static sn_status layout(sn_graph *g, entry *e) {
     return SN_OK;
 }
 
-static sn_status replan_entry(sn_graph *g, const sn_strategy *s, entry *e) {
+static sn_status replan_entry(sn_model *m, const sn_strategy *s, entry *e) {
+    sn_graph *g = m->g;
     sn_plan_free(e->cp.plan);
     e->cp.plan = NULL;
-    SN_TRY(plan_on(g, e->cp.n_targets, e->cp.targets, s->device_names[0], &e->cp.plan));
+    SN_TRY(plan_on(m, e->cp.n_targets, e->cp.targets, s->device_names[0], &e->cp.plan));
     e->cp.nodes_seen = g->nodes;
     for (int r = 0; r < e->n_rep; r++) {
         sn_plan_free(e->rep[r].plan);
         e->rep[r].plan = NULL;
-        SN_TRY(sn_error_context(plan_on(g, e->n_tg, e->rep[r].tg, s->device_names[r],
+        SN_TRY(sn_error_context(plan_on(m, e->n_tg, e->rep[r].tg, s->device_names[r],
                                         &e->rep[r].plan),
                                 "planning replica %d", r));
     }
@@ -277,11 +280,11 @@ static sn_status replan_entry(sn_graph *g, const sn_strategy *s, entry *e) {
  * shape, an evaluation plan): remake every plan made before such a move. */
 static sn_status refresh(sn_model *m, sn_dist_train *d) {
     if (d->nodes_seen == (const void *)m->g->nodes) return SN_OK;
-    for (entry *e = d->entries; e; e = e->next) SN_TRY(replan_entry(m->g, d->s, e));
+    for (entry *e = d->entries; e; e = e->next) SN_TRY(replan_entry(m, d->s, e));
     if (d->n_apply) {
         sn_plan_free(d->apply);
         d->apply = NULL;
-        SN_TRY(plan_on(m->g, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
+        SN_TRY(plan_on(m, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
     }
     d->nodes_seen = m->g->nodes;
     return SN_OK;
