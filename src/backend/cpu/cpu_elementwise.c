@@ -15,8 +15,9 @@
  *     registration. The library itself keeps baseline flags, so it runs anywhere.
  * exp/log/tanh/sigmoid use our own branch-free polynomial versions (Cephes coefficients,
  * about 2 ulp in f32) that the compiler vectorises; libm calls would keep the loops scalar.
- * Selects are written as bit masks (sel/mask below): GCC 12 refuses to if-convert `c ? a : b`
- * inside the longer loop bodies on AVX2/SSE (measured), and then vectorises nothing.
+ * Selects are written as bit masks (sel/mask, in cpu_vec.h with vexp, shared with the
+ * reduce, softmax and state kernels): GCC 12 refuses to if-convert `c ? a : b` inside the
+ * longer loop bodies on AVX2/SSE (measured), and then vectorises nothing.
  *
  * No -ffast-math and no FMA contraction (ISO C mode): results are the same bits whichever
  * ISA variant runs. SN_CPU_ISA=avx512|avx2|generic picks a variant for benchmarks/debugging.
@@ -24,74 +25,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_vec.h"
 #include "backend/kernel.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define SN_EW_X86 1
-#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
-#define TGT_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define INL static inline __attribute__((always_inline))
 
 /* Elements below which a kernel stays on the calling thread. Transcendental ops and dropout
  * cost 5-20x more per element, so they go parallel earlier. */
 enum { GRAIN_CHEAP = 32768, GRAIN_MATH = 8192, GRAIN_DROPOUT = 4096 };
 
-static int threads_for(int64_t n, int64_t grain) {
-    if (n < 2 * grain) return 1;
-    int64_t nth = sn_num_threads(), most = n / grain;
-    if (nth > most) nth = most;
-    return nth < 1 ? 1 : (int)nth;
-}
-
-static void run_tasks(sn_task_fn fn, void *ctx, int64_t n, int64_t grain) {
-    int nth = threads_for(n, grain);
-    if (nth <= 1)
-        fn(ctx, 0, 1);
-    else
-        sn_parallel(fn, ctx, nth);
-}
-
-/* ---- scalar building blocks (inlined into every vector loop) ----------------------------- */
-
-INL uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-INL float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-INL uint32_t mask(int c) { return 0u - (uint32_t)(c != 0); }
-INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) & ~m)); }
-
-/* e^x. Clamped so that 2^n stays representable as two factors; a NaN fails both compares and
- * flows through the polynomial, so NaN in gives NaN out. */
-INL float vexp(float x) {
-    x = sel(mask(x > 88.8f), 88.8f, x);
-    x = sel(mask(x < -104.0f), -104.0f, x);
-    /* Adding 1.5 * 2^23 rounds x * log2(e) to an integer held in the low mantissa bits. */
-    const float magic = 12582912.0f;
-    float t = x * 1.44269504088896341f + magic;
-    float n = t - magic;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    int32_t k = (int32_t)(f2u(t) - f2u(magic));
-    /* n in [-150, 128]: 2^n as 2^(n/2) * 2^(n - n/2) keeps both factors normal. */
-    uint32_t k1 = (uint32_t)(k >> 1), k2 = (uint32_t)k - k1;
-    float s1 = u2f((k1 + 127u) << 23), s2 = u2f((k2 + 127u) << 23);
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    return p * s1 * s2;
-}
+/* ---- scalar maths (inlined into every vector loop; vexp and the bit-mask selects are in
+ * cpu_vec.h) ------------------------------------------------------------------------------ */
 
 /* log(x) (Cephes logf), with log(0) = -inf, log(<0) = NaN, log(inf) = inf, denormals exact. */
 INL float vlog(float x) {
@@ -334,7 +276,7 @@ static void dropout_generic(float *o, const float *x, uint64_t key, uint64_t hi,
 static const ew_isa isa_generic = {"cpu", bin_generic, un_generic, to_bf16_generic,
                                    from_bf16_generic, dropout_generic};
 
-#ifdef SN_EW_X86
+#ifdef SN_CPU_X86
 TGT_AVX512 static void bin_avx512(int op, float *o, const float *a, int sa, const float *b,
                                   int sb, int64_t n) {
     bin_body(op, o, a, sa, b, sb, n);
@@ -344,12 +286,7 @@ TGT_AVX512 static void un_avx512(int op, float *o, const float *x, int64_t n) {
         un_body(op, o, x, n);
         return;
     }
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(o + i, m, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(m, x + i)));
-    }
+    vsqrt_avx512(o, x, n);
 }
 TGT_AVX512 static void to_bf16_avx512(uint16_t *o, const float *x, int64_t n) {
     to_bf16_body(o, x, n);
@@ -373,9 +310,7 @@ TGT_AVX2 static void un_avx2(int op, float *o, const float *x, int64_t n) {
         un_body(op, o, x, n);
         return;
     }
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
-    for (; i < n; i++) o[i] = sqrtf(x[i]);
+    vsqrt_avx2(o, x, n);
 }
 TGT_AVX2 static void to_bf16_avx2(uint16_t *o, const float *x, int64_t n) { to_bf16_body(o, x, n); }
 TGT_AVX2 static void from_bf16_avx2(float *o, const uint16_t *x, int64_t n) {
@@ -392,15 +327,13 @@ static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf
 static const ew_isa *isa = &isa_generic;
 
 static const ew_isa *pick_isa(void) {
-#ifdef SN_EW_X86
-    const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
-    bool want512 = !env || strcmp(env, "avx512") == 0;
-    bool want2 = want512 || strcmp(env, "avx2") == 0;
-    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return &isa_avx512;
-    if (want2 && f->avx2 && f->fma) return &isa_avx2;
+    switch (pick_cpu_isa()) {
+#ifdef SN_CPU_X86
+    case ISA_AVX512: return &isa_avx512;
+    case ISA_AVX2: return &isa_avx2;
 #endif
-    return &isa_generic;
+    default: return &isa_generic;
+    }
 }
 
 /* ---- broadcasting: the output index space as a few coalesced strided dimensions ---------- */
@@ -540,7 +473,7 @@ static sn_status binary_common(sn_kcall *c, bin_op op) {
     SN_ASSERT(bc_make(&p, &c->node->shape, 2, in));
     bin_ctx x = {&p, op, c->out, c->in[0], c->in[1]};
     int64_t grain = op == B_DIV ? GRAIN_MATH : GRAIN_CHEAP;
-    run_tasks(bin_task, &x, p.total, grain);
+    run_tasks(bin_task, &x, p.total, grain, p.total);
     return SN_OK;
 }
 
@@ -563,7 +496,7 @@ static sn_status broadcast_to_run(sn_kcall *c) {
     const sn_shape *in[1] = {&c->in_node[0]->shape};
     SN_ASSERT(bc_make(&p, &c->node->shape, 1, in));
     bin_ctx x = {&p, B_FIRST, c->out, c->in[0], c->in[0]};
-    run_tasks(bin_task, &x, p.total, GRAIN_CHEAP);
+    run_tasks(bin_task, &x, p.total, GRAIN_CHEAP, p.total);
     return SN_OK;
 }
 
@@ -598,7 +531,7 @@ static void unary_task(void *vctx, int ith, int nth) {
 static sn_status unary_common(sn_kcall *c, un_op op) {
     flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0]};
     bool cheap = op == U_RELU || op == U_NEG;
-    run_tasks(unary_task, &x, x.n, cheap ? GRAIN_CHEAP : GRAIN_MATH);
+    run_tasks(unary_task, &x, x.n, cheap ? GRAIN_CHEAP : GRAIN_MATH, x.n);
     return SN_OK;
 }
 
@@ -624,7 +557,7 @@ static void pair_task(void *vctx, int ith, int nth) {
 static sn_status grad_common(sn_kcall *c, bin_op op) {
     flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0],
                   .b = c->in[1]};
-    run_tasks(pair_task, &x, x.n, GRAIN_CHEAP);
+    run_tasks(pair_task, &x, x.n, GRAIN_CHEAP, x.n);
     return SN_OK;
 }
 static sn_status relu_grad_run(sn_kcall *c) { return grad_common(c, B_RELU_GRAD); }
@@ -668,7 +601,7 @@ static void cast_task(void *vctx, int ith, int nth) {
 /* x [any] -> same shape in the node's dtype (f32 -> bf16 rounds to nearest even) */
 static sn_status cast_run(sn_kcall *c) {
     flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c};
-    run_tasks(cast_task, &x, x.n, GRAIN_CHEAP);
+    run_tasks(cast_task, &x, x.n, GRAIN_CHEAP, x.n);
     return SN_OK;
 }
 
@@ -714,7 +647,7 @@ static sn_status dropout_run(sn_kcall *c) {
     double rate = c->node->attr.dropout.rate;
     flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c,
                   .scale = rate < 1.0 ? 1.0 / (1.0 - rate) : 0.0};
-    run_tasks(dropout_task, &x, x.n, GRAIN_DROPOUT);
+    run_tasks(dropout_task, &x, x.n, GRAIN_DROPOUT, x.n);
     return SN_OK;
 }
 

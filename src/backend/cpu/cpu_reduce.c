@@ -18,14 +18,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_vec.h"
 #include "backend/kernel.h"
-
-#if defined(__x86_64__)
-#define SN_RED_X86 1
-#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
-#define TGT_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define INL static inline __attribute__((always_inline))
 
 enum {
     GRAIN = 32768,     /* elements below which one thread does the whole reduction */
@@ -37,23 +31,7 @@ enum {
 
 typedef enum { R_SUM, R_MEAN, R_MAX } red_kind;
 
-/* ---- inner loops ------------------------------------------------------------------------ */
-
-INL uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-INL float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-INL uint32_t mask(int c) { return 0u - (uint32_t)(c != 0); }
-INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) & ~m)); }
-/* max that lets NaN through (as the reference and TensorFlow do): b wins when it is larger or
- * NaN, and a NaN already in a is never replaced by a number. */
-INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
+/* ---- inner loops (maxnan: the NaN-propagating max of cpu_vec.h) ------------------------- */
 
 INL float lanes_sum_body(const float *x, int64_t n) {
     float l[LANES] = {0};
@@ -108,7 +86,7 @@ static void cols_generic(int is_max, float *acc, const float *x, int64_t ld, int
 }
 static const red_isa isa_generic = {"cpu", lanes_sum_generic, lanes_max_generic, cols_generic};
 
-#ifdef SN_RED_X86
+#ifdef SN_CPU_X86
 TGT_AVX512 static float lanes_sum_avx512(const float *x, int64_t n) { return lanes_sum_body(x, n); }
 TGT_AVX512 static float lanes_max_avx512(const float *x, int64_t n) { return lanes_max_body(x, n); }
 TGT_AVX512 static void cols_avx512(int is_max, float *acc, const float *x, int64_t ld,
@@ -135,15 +113,13 @@ static const red_isa isa_avx2 = {"avx2", lanes_sum_avx2, lanes_max_avx2, cols_av
 static const red_isa *isa = &isa_generic;
 
 static const red_isa *pick_isa(void) {
-#ifdef SN_RED_X86
-    const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
-    bool want512 = !env || strcmp(env, "avx512") == 0;
-    bool want2 = want512 || strcmp(env, "avx2") == 0;
-    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return &isa_avx512;
-    if (want2 && f->avx2 && f->fma) return &isa_avx2;
+    switch (pick_cpu_isa()) {
+#ifdef SN_CPU_X86
+    case ISA_AVX512: return &isa_avx512;
+    case ISA_AVX2: return &isa_avx2;
 #endif
-    return &isa_generic;
+    default: return &isa_generic;
+    }
 }
 
 /* ---- shape analysis --------------------------------------------------------------------- */
@@ -282,22 +258,6 @@ static sn_status reduce_prepare(sn_kcall *k, size_t *scratch_bytes) {
     return SN_OK;
 }
 
-static int threads_for(int64_t work, int64_t items) {
-    if (work < 2 * GRAIN || items < 2) return 1;
-    int64_t nth = sn_num_threads(), most = work / GRAIN;
-    if (nth > most) nth = most;
-    if (nth > items) nth = items;
-    return nth < 1 ? 1 : (int)nth;
-}
-
-static void run_tasks(sn_task_fn fn, void *ctx, int64_t work, int64_t items) {
-    int nth = threads_for(work, items);
-    if (nth <= 1)
-        fn(ctx, 0, 1);
-    else
-        sn_parallel(fn, ctx, nth);
-}
-
 /* x [any] f32 -> x's shape with the masked axes reduced (as [A, R, B] -> [A, B]) */
 static sn_status reduce_common(sn_kcall *k, red_kind kind) {
     red_ctx c = {.kind = kind, .x = k->in[0], .out = k->out};
@@ -317,11 +277,12 @@ static sn_status reduce_common(sn_kcall *k, red_kind kind) {
     }
     int64_t work = c.A * c.R * c.B;
     if (c.B == 1) {
-        run_tasks(rows_task, &c, work, c.A * c.nblk);
-        if (c.nblk > 1) run_tasks(rows_combine_task, &c, c.A * c.nblk, c.A);
+        run_tasks(rows_task, &c, work, GRAIN, c.A * c.nblk);
+        if (c.nblk > 1) run_tasks(rows_combine_task, &c, c.A * c.nblk, GRAIN, c.A);
     } else {
-        run_tasks(cols_task, &c, work, c.A * c.nblk * c.nchunk);
-        if (c.nblk > 1) run_tasks(cols_combine_task, &c, c.A * c.nblk * c.B, c.A * c.nchunk);
+        run_tasks(cols_task, &c, work, GRAIN, c.A * c.nblk * c.nchunk);
+        if (c.nblk > 1) run_tasks(cols_combine_task, &c, c.A * c.nblk * c.B, GRAIN,
+                                  c.A * c.nchunk);
     }
     free(own);
     return SN_OK;

@@ -5,60 +5,18 @@
  * Every op is a loop over independent rows of C values; one function per ISA variant runs a
  * range of rows for any op, so a call costs one indirect call, not one per row. Row sums use
  * 32 fixed lanes folded in a fixed order (as cpu_reduce.c) so that results do not depend on
- * the thread count or the ISA. exp is the branch-free polynomial of cpu_elementwise.c (a copy:
- * kept identical on purpose, see there for why it is written with bit-mask selects). Labels
+ * the thread count or the ISA. exp is the branch-free polynomial shared with
+ * cpu_elementwise.c (vexp in cpu_vec.h, with the bit-mask selects and maxnan). Labels
  * are checked in one pass before anything is written, so a bad label leaves no half-written
  * output. Threads split rows, and only above GRAIN elements: a [32, 10] loss stays on the
  * calling thread. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_vec.h"
 #include "backend/kernel.h"
 
-#if defined(__x86_64__)
-#define SN_SM_X86 1
-#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
-#define TGT_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define INL static inline __attribute__((always_inline))
-
 enum { GRAIN = 8192, LANES = 32 };
-
-INL uint32_t f2u(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-INL float u2f(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-INL uint32_t mask(int c) { return 0u - (uint32_t)(c != 0); }
-INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) & ~m)); }
-INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
-
-/* e^x, identical to cpu_elementwise.c's vexp. */
-INL float vexp(float x) {
-    x = sel(mask(x > 88.8f), 88.8f, x);
-    x = sel(mask(x < -104.0f), -104.0f, x);
-    const float magic = 12582912.0f;
-    float t = x * 1.44269504088896341f + magic;
-    float n = t - magic;
-    float r = x - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
-    int32_t k = (int32_t)(f2u(t) - f2u(magic));
-    uint32_t k1 = (uint32_t)(k >> 1), k2 = (uint32_t)k - k1;
-    float s1 = u2f((k1 + 127u) << 23), s2 = u2f((k2 + 127u) << 23);
-    float p = 1.9875691500E-4f;
-    p = p * r + 1.3981999507E-3f;
-    p = p * r + 8.3334519073E-3f;
-    p = p * r + 4.1665795894E-2f;
-    p = p * r + 1.6666665459E-1f;
-    p = p * r + 5.0000001201E-1f;
-    p = p * r * r + r + 1.0f;
-    return p * s1 * s2;
-}
 
 /* ---- row building blocks ---------------------------------------------------------------- */
 
@@ -209,7 +167,7 @@ typedef struct sm_isa {
 
 static void rows_generic(const sm_ctx *c, int64_t lo, int64_t hi) { sm_rows_body(c, lo, hi); }
 static const sm_isa isa_generic = {"cpu", rows_generic};
-#ifdef SN_SM_X86
+#ifdef SN_CPU_X86
 TGT_AVX512 static void rows_avx512(const sm_ctx *c, int64_t lo, int64_t hi) {
     sm_rows_body(c, lo, hi);
 }
@@ -220,15 +178,13 @@ static const sm_isa isa_avx512 = {"avx512", rows_avx512}, isa_avx2 = {"avx2", ro
 static const sm_isa *isa = &isa_generic;
 
 static const sm_isa *pick_isa(void) {
-#ifdef SN_SM_X86
-    const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
-    bool want512 = !env || strcmp(env, "avx512") == 0;
-    bool want2 = want512 || strcmp(env, "avx2") == 0;
-    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return &isa_avx512;
-    if (want2 && f->avx2 && f->fma) return &isa_avx2;
+    switch (pick_cpu_isa()) {
+#ifdef SN_CPU_X86
+    case ISA_AVX512: return &isa_avx512;
+    case ISA_AVX2: return &isa_avx2;
 #endif
-    return &isa_generic;
+    default: return &isa_generic;
+    }
 }
 
 static void sm_task(void *vctx, int ith, int nth) {
@@ -238,20 +194,7 @@ static void sm_task(void *vctx, int ith, int nth) {
     if (lo < hi) isa->rows(c, lo, hi);
 }
 
-static void sm_run_rows(sm_ctx *c) {
-    int64_t work = c->rows * c->n;
-    int nth = 1;
-    if (work >= 2 * GRAIN && c->rows >= 2) {
-        int64_t t = sn_num_threads(), most = work / GRAIN;
-        if (t > most) t = most;
-        if (t > c->rows) t = c->rows;
-        nth = t < 1 ? 1 : (int)t;
-    }
-    if (nth <= 1)
-        sm_task(c, 0, 1);
-    else
-        sn_parallel(sm_task, c, nth);
-}
+static void sm_run_rows(sm_ctx *c) { run_tasks(sm_task, c, c->rows * c->n, GRAIN, c->rows); }
 
 /* ---- supports and run ------------------------------------------------------------------- */
 

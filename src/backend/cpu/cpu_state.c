@@ -13,15 +13,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_vec.h"
 #include "backend/kernel.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define SN_ST_X86 1
-#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
-#define TGT_AVX2 __attribute__((target("avx2,fma")))
-#endif
-#define INL static inline __attribute__((always_inline))
 
 enum { GRAIN = 32768, CHUNK = 256 };
 
@@ -31,21 +24,6 @@ static void copy_to_out(const sn_kcall *c) {
     if (c->out == NULL || c->out == c->in[0]) return;
     memcpy(c->out, c->in[0],
            (size_t)sn_shape_numel(&c->in_node[0]->shape) * sn_dtype_size(c->in_node[0]->dtype));
-}
-
-static int threads_for(int64_t n) {
-    if (n < 2 * GRAIN) return 1;
-    int64_t nth = sn_num_threads(), most = n / GRAIN;
-    if (nth > most) nth = most;
-    return nth < 1 ? 1 : (int)nth;
-}
-
-static void run_tasks(sn_task_fn fn, void *ctx, int64_t n) {
-    int nth = threads_for(n);
-    if (nth <= 1)
-        fn(ctx, 0, 1);
-    else
-        sn_parallel(fn, ctx, nth);
 }
 
 /* ---- assign, assign_add ----------------------------------------------------------------- */
@@ -108,7 +86,7 @@ static sn_status assign_common(sn_kcall *c, bool add) {
         memmove(var, c->in[1], (size_t)n * sn_dtype_size(tv));
     } else {
         asg_ctx x = {var, c->in[1], n, scalar, add};
-        run_tasks(assign_task, &x, n);
+        run_tasks(assign_task, &x, n, GRAIN, n);
     }
     copy_to_out(c);
     return SN_OK;
@@ -128,8 +106,9 @@ typedef struct opt_ctx {
     bool nesterov, centered, decay;
 } opt_ctx;
 
-/* Elements [lo, hi) in chunks; vsqrt takes the square root of a chunk in place. */
-INL void opt_range_body(const opt_ctx *c, int64_t lo, int64_t hi, void (*vsqrt)(float *, int64_t)) {
+/* Elements [lo, hi) in chunks; vsqrt(o, x, n) takes the square root of a chunk (in place). */
+INL void opt_range_body(const opt_ctx *c, int64_t lo, int64_t hi,
+                        void (*vsqrt)(float *, const float *, int64_t)) {
     float t[CHUNK];
     for (int64_t base = lo; base < hi; base += CHUNK) {
         const int64_t n = hi - base < CHUNK ? hi - base : CHUNK;
@@ -167,7 +146,7 @@ INL void opt_range_body(const opt_ctx *c, int64_t lo, int64_t hi, void (*vsqrt)(
                 v[i] += (gi * gi - v[i]) * c->b2c;
                 t[i] = v[i];
             }
-            vsqrt(t, n);
+            vsqrt(t, t, n);
             for (int64_t i = 0; i < n; i++) w[i] -= c->alpha * m[i] / (t[i] + c->eps);
             break;
         }
@@ -191,7 +170,7 @@ INL void opt_range_body(const opt_ctx *c, int64_t lo, int64_t hi, void (*vsqrt)(
                     t[i] = vv + c->eps;
                 }
             }
-            vsqrt(t, n);
+            vsqrt(t, t, n);
             if (c->mom > 0) {
                 float *restrict mm = c->slot[1] + base;
                 for (int64_t i = 0; i < n; i++) {
@@ -208,8 +187,8 @@ INL void opt_range_body(const opt_ctx *c, int64_t lo, int64_t hi, void (*vsqrt)(
     }
 }
 
-static void sqrt_generic(float *t, int64_t n) {
-    for (int64_t i = 0; i < n; i++) t[i] = sqrtf(t[i]);
+static void sqrt_generic(float *o, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) o[i] = sqrtf(x[i]);
 }
 static void opt_generic(const opt_ctx *c, int64_t lo, int64_t hi) {
     opt_range_body(c, lo, hi, sqrt_generic);
@@ -221,25 +200,12 @@ typedef struct st_isa {
 } st_isa;
 static const st_isa isa_generic = {"cpu", opt_generic};
 
-#ifdef SN_ST_X86
-TGT_AVX512 static void sqrt_avx512(float *t, int64_t n) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(t + i, _mm512_sqrt_ps(_mm512_loadu_ps(t + i)));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
-        _mm512_mask_storeu_ps(t + i, m, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(m, t + i)));
-    }
-}
+#ifdef SN_CPU_X86
 TGT_AVX512 static void opt_avx512(const opt_ctx *c, int64_t lo, int64_t hi) {
-    opt_range_body(c, lo, hi, sqrt_avx512);
-}
-TGT_AVX2 static void sqrt_avx2(float *t, int64_t n) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(t + i, _mm256_sqrt_ps(_mm256_loadu_ps(t + i)));
-    for (; i < n; i++) t[i] = sqrtf(t[i]);
+    opt_range_body(c, lo, hi, vsqrt_avx512);
 }
 TGT_AVX2 static void opt_avx2(const opt_ctx *c, int64_t lo, int64_t hi) {
-    opt_range_body(c, lo, hi, sqrt_avx2);
+    opt_range_body(c, lo, hi, vsqrt_avx2);
 }
 static const st_isa isa_avx512 = {"avx512", opt_avx512}, isa_avx2 = {"avx2", opt_avx2};
 #endif
@@ -247,15 +213,13 @@ static const st_isa isa_avx512 = {"avx512", opt_avx512}, isa_avx2 = {"avx2", opt
 static const st_isa *isa = &isa_generic;
 
 static const st_isa *pick_isa(void) {
-#ifdef SN_ST_X86
-    const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
-    bool want512 = !env || strcmp(env, "avx512") == 0;
-    bool want2 = want512 || strcmp(env, "avx2") == 0;
-    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return &isa_avx512;
-    if (want2 && f->avx2 && f->fma) return &isa_avx2;
+    switch (pick_cpu_isa()) {
+#ifdef SN_CPU_X86
+    case ISA_AVX512: return &isa_avx512;
+    case ISA_AVX2: return &isa_avx2;
 #endif
-    return &isa_generic;
+    default: return &isa_generic;
+    }
 }
 
 /* Slots after (var, grad, iterations), as the reference counts them; -1: unknown kind. */
@@ -316,7 +280,7 @@ static sn_status optimizer_run(sn_kcall *k) {
     c.decay = a->optim.weight_decay != 0;
     c.nesterov = a->optim.nesterov;
     c.centered = a->optim.centered;
-    run_tasks(opt_task, &c, c.n);
+    run_tasks(opt_task, &c, c.n, GRAIN, c.n);
     copy_to_out(k);
     return SN_OK;
 }

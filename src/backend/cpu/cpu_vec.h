@@ -1,0 +1,138 @@
+/* Internal to the vectorised CPU kernels (cpu_elementwise.c, cpu_reduce.c, cpu_softmax.c,
+ * cpu_state.c): the ISA target attributes, the scalar building blocks their loops are written
+ * in, the one polynomial e^x, choosing an ISA variant, and running a task on the calling
+ * thread or the team.
+ *
+ * Each of those files compiles its inner loops three times (AVX-512, AVX2, baseline x86-64)
+ * with function-level target attributes and picks one at registration; the library itself
+ * keeps baseline flags, so it runs anywhere. The helpers here carry no target attribute and
+ * are always inlined: a function of the baseline target may be inlined into an AVX-512 or
+ * AVX2 caller, and is then compiled (and vectorised) for that caller's ISA, exactly as when
+ * each file kept its own copy. Everything is static inline, so nothing here is exported.
+ *
+ * No -ffast-math and no FMA contraction (ISO C mode): the same bits whichever ISA variant
+ * runs, which tests/test_cpu_kernels_vec.c checks. */
+#ifndef SN_CPU_VEC_H
+#define SN_CPU_VEC_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/kernel.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define SN_CPU_X86 1
+#define TGT_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512")))
+#define TGT_AVX2 __attribute__((target("avx2,fma")))
+#endif
+#define INL static inline __attribute__((always_inline))
+
+/* ---- scalar building blocks (inlined into every vector loop) ----------------------------- */
+
+INL uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+INL float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+/* Selects are written as bit masks: GCC 12 refuses to if-convert `c ? a : b` inside the
+ * longer loop bodies on AVX2/SSE (measured), and then vectorises nothing. */
+INL uint32_t mask(int c) { return 0u - (uint32_t)(c != 0); }
+INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) & ~m)); }
+/* max that lets NaN through (as the reference and TensorFlow do): b wins when it is larger or
+ * NaN, and a NaN already in a is never replaced by a number. */
+INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
+
+/* e^x (Cephes coefficients, about 2 ulp in f32), branch-free so that the compiler vectorises
+ * it; libm's expf would keep the loops scalar. Clamped so that 2^n stays representable as two
+ * factors; a NaN fails both compares and flows through the polynomial, so NaN in gives NaN
+ * out. */
+INL float vexp(float x) {
+    x = sel(mask(x > 88.8f), 88.8f, x);
+    x = sel(mask(x < -104.0f), -104.0f, x);
+    /* Adding 1.5 * 2^23 rounds x * log2(e) to an integer held in the low mantissa bits. */
+    const float magic = 12582912.0f;
+    float t = x * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    int32_t k = (int32_t)(f2u(t) - f2u(magic));
+    /* n in [-150, 128]: 2^n as 2^(n/2) * 2^(n - n/2) keeps both factors normal. */
+    uint32_t k1 = (uint32_t)(k >> 1), k2 = (uint32_t)k - k1;
+    float s1 = u2f((k1 + 127u) << 23), s2 = u2f((k2 + 127u) << 23);
+    float p = 1.9875691500E-4f;
+    p = p * r + 1.3981999507E-3f;
+    p = p * r + 8.3334519073E-3f;
+    p = p * r + 4.1665795894E-2f;
+    p = p * r + 1.6666665459E-1f;
+    p = p * r + 5.0000001201E-1f;
+    p = p * r * r + r + 1.0f;
+    return p * s1 * s2;
+}
+
+/* ---- square root of a vector ------------------------------------------------------------- */
+
+/* sqrtf does not vectorise without -fno-math-errno (which the build does not set), so the x86
+ * variants call the instruction directly. o may be x. */
+#ifdef SN_CPU_X86
+TGT_AVX512 static inline void vsqrt_avx512(float *o, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_sqrt_ps(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        _mm512_mask_storeu_ps(o + i, m, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(m, x + i)));
+    }
+}
+TGT_AVX2 static inline void vsqrt_avx2(float *o, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+    for (; i < n; i++) o[i] = sqrtf(x[i]);
+}
+#endif
+
+/* ---- choosing a variant ------------------------------------------------------------------ */
+
+typedef enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 } cpu_isa;
+
+/* The widest variant this CPU runs; SN_CPU_ISA=avx512|avx2|generic asks for a narrower one
+ * (benchmarks, debugging). ISA_GENERIC off x86. */
+static inline cpu_isa pick_cpu_isa(void) {
+#ifdef SN_CPU_X86
+    const sn_cpu_features *f = sn_cpu();
+    const char *env = getenv("SN_CPU_ISA");
+    bool want512 = !env || strcmp(env, "avx512") == 0;
+    bool want2 = want512 || strcmp(env, "avx2") == 0;
+    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return ISA_AVX512;
+    if (want2 && f->avx2 && f->fma) return ISA_AVX2;
+#endif
+    return ISA_GENERIC;
+}
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+/* Runs fn over `work` elements split into `items` independent pieces: on the calling thread
+ * below 2 * grain elements or with fewer than two pieces (waking an OpenMP team costs several
+ * microseconds, more than a small op), else on at most one thread per grain elements and per
+ * piece. */
+static inline void run_tasks(sn_task_fn fn, void *ctx, int64_t work, int64_t grain,
+                             int64_t items) {
+    int nth = 1;
+    if (work >= 2 * grain && items >= 2) {
+        int64_t t = sn_num_threads(), most = work / grain;
+        if (t > most) t = most;
+        if (t > items) t = items;
+        nth = t < 1 ? 1 : (int)t;
+    }
+    if (nth <= 1)
+        fn(ctx, 0, 1);
+    else
+        sn_parallel(fn, ctx, nth);
+}
+
+#endif
