@@ -38,5 +38,22 @@ sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batc
  * channel. The caller frees *out. */
 sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
                              sn_model **out);
+/* For the commands that run saved weights (evaluate, predict): the preset built as above
+ * (seed 0), compiled with the defaults and loaded from `weights`. The caller frees *out; on
+ * an error nothing is left to free. */
+sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
+                            sn_model **out);
+/* Their flags --model, --weights (required), --dataset and --data-dir, as entries of an
+ * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
+#define SN_CLI_WEIGHTS_FLAGS(model, weights, dataset, data_dir)                                \
+    {.name = "model", .kind = SN_FLAG_ENUM, .value = (model), .choices = sn_cli_models,        \
+     .help = "model preset the weights belong to"},                                            \
+    {.name = "weights", .kind = SN_FLAG_STRING, .value = (weights), .metavar = "PATH",         \
+     .required = true,                                                                         \
+     .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5)"},             \
+    {.name = "dataset", .kind = SN_FLAG_ENUM, .value = (dataset), .choices = sn_cli_datasets,  \
+     .help = "data set installed on this machine"},                                            \
+    {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \
+     .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"}
 
 #endif

@@ -10,14 +10,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
     const char *weights = NULL;
     int64_t batch = 128, threads = 0;
     sn_flag flags[] = {
-        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .help = "model preset the weights belong to"},
-        {.name = "weights", .kind = SN_FLAG_STRING, .value = &weights, .metavar = "PATH",
-         .required = true, .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5)"},
-        {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
-         .help = "data set installed on this machine"},
-        {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
-         .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"},
+        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dataset, &data_dir),
         {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
          .help = "images per step"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
@@ -36,9 +29,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
     if (sn_cli_load_split(prog, dataset, data_dir, "test", &x, &y) != 0) goto done;
     const int64_t n = sn_tensor_shape(x)->dim[0];
     if (batch > n) batch = n;
-    sn_compile_opts co = sn_compile_defaults();
-    if (sn_cli_build_model(model_name, x, 0, &m) != SN_OK || sn_model_compile(m, &co) != SN_OK ||
-        sn_model_load_weights(m, weights) != SN_OK) {
+    if (sn_cli_load_model(model_name, x, weights, &m) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }

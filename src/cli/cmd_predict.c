@@ -29,14 +29,7 @@ int sn_cmd_predict(int argc, char **argv) {
     const char *weights = NULL, *output = NULL;
     int64_t count = 10, batch = 128, threads = 0;
     sn_flag flags[] = {
-        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .help = "model preset the weights belong to"},
-        {.name = "weights", .kind = SN_FLAG_STRING, .value = &weights, .metavar = "PATH",
-         .required = true, .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5)"},
-        {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
-         .help = "data set installed on this machine"},
-        {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
-         .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"},
+        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dataset, &data_dir),
         {.name = "count", .kind = SN_FLAG_INT, .value = &count, .imin = 1, .imax = 1000000000,
          .help = "predict the first N test images"},
         {.name = "output", .kind = SN_FLAG_STRING, .value = &output, .metavar = "FILE.csv",
@@ -68,10 +61,7 @@ int sn_cmd_predict(int argc, char **argv) {
         goto done;
     }
     if (batch > count) batch = count;
-    /* compile tells predict that the model ends in logits, so it returns probabilities. */
-    sn_compile_opts co = sn_compile_defaults();
-    if (sn_cli_build_model(model_name, x, 0, &m) != SN_OK || sn_model_compile(m, &co) != SN_OK ||
-        sn_model_load_weights(m, weights) != SN_OK ||
+    if (sn_cli_load_model(model_name, x, weights, &m) != SN_OK ||
         sn_cli_pipeline(x, y, count, batch, false, 0, false, &ds) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;

@@ -91,3 +91,20 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
     *out = m;
     return SN_OK;
 }
+
+sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
+                            sn_model **out) {
+    sn_model *m = NULL;
+    sn_status s = sn_cli_build_model(preset, images, 0, &m);
+    if (s != SN_OK) return s;
+    /* compile tells predict that the model ends in logits, so it returns probabilities. */
+    sn_compile_opts co = sn_compile_defaults();
+    s = sn_model_compile(m, &co);
+    if (s == SN_OK) s = sn_model_load_weights(m, weights);
+    if (s != SN_OK) {
+        sn_model_free(m);
+        return s;
+    }
+    *out = m;
+    return SN_OK;
+}
