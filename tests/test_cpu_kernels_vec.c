@@ -12,18 +12,11 @@
 #include <string.h>
 
 #include "backend/kernel.h"
+#include "kernel_test_util.h"
 
-static int failures, cases;
+static int cases;
 static sn_kernel_table fast; /* reference rows overridden by the four register functions */
 static sn_rng rng;
-
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-        printf(__VA_ARGS__);                                                                   \
-        printf("\n");                                                                          \
-        failures++;                                                                            \
-    } while (0)
 
 static void *xmalloc(size_t n) {
     void *p = malloc(n ? n : 1);
@@ -31,23 +24,7 @@ static void *xmalloc(size_t n) {
     return p;
 }
 
-/* ---- a hand-built kernel call ----------------------------------------------------------- */
-
-typedef struct tcall {
-    sn_node_t node;
-    sn_node_t in[SN_MAX_INPUTS];
-    void *data[SN_MAX_INPUTS]; /* owned */
-    sn_kcall c;
-} tcall;
-
-static void tc_init(tcall *t, sn_op op, sn_dtype dt, sn_shape shape) {
-    memset(t, 0, sizeof *t);
-    t->node.op = op;
-    t->node.dtype = dt;
-    t->node.shape = shape;
-    t->c.node = &t->node;
-    t->c.step = 7;
-}
+/* ---- a hand-built kernel call (tcall, tc_init, tc_input: kernel_test_util.h) ------------- */
 
 static size_t bytes_of(sn_dtype dt, const sn_shape *s) {
     return (size_t)sn_shape_numel(s) * sn_dtype_size(dt);
@@ -55,14 +32,10 @@ static size_t bytes_of(sn_dtype dt, const sn_shape *s) {
 
 typedef enum { FILL_UNIFORM, FILL_LABELS, FILL_ZERO, FILL_INTS } fill_kind;
 
-/* Adds an input filled with values in [lo, hi) (uniform), labels in [0, lo), zeros, or
- * integers in [lo, hi) stored as the dtype (ties for argmax). */
+/* Adds an input (owned: t->data, freed by tc_free) filled with values in [lo, hi) (uniform),
+ * labels in [0, lo), zeros, or integers in [lo, hi) stored as the dtype (ties for argmax). */
 static void *tc_in(tcall *t, sn_dtype dt, sn_shape shape, fill_kind fk, double lo, double hi) {
-    int i = t->c.n_in++;
-    t->in[i].op = SN_OP_INPUT;
-    t->in[i].dtype = dt;
-    t->in[i].shape = shape;
-    t->c.in_node[i] = &t->in[i];
+    int i = t->c.n_in;
     size_t nb = bytes_of(dt, &shape);
     t->data[i] = xmalloc(nb);
     memset(t->data[i], 0, nb);
@@ -77,8 +50,7 @@ static void *tc_in(tcall *t, sn_dtype dt, sn_shape shape, fill_kind fk, double l
         }
         sn_store(dt, t->data[i], j, v);
     }
-    t->c.in[i] = t->data[i];
-    t->node.n_in = t->c.n_in;
+    tc_input(t, dt, shape, t->data[i]);
     return t->data[i];
 }
 
@@ -363,6 +335,7 @@ static void test_dropout(void) {
         for (int g = 0; g < 2; g++) {
             tcall t;
             tc_init(&t, g ? SN_OP_DROPOUT_GRAD : SN_OP_DROPOUT, SN_F32, S1(sizes[s]));
+            t.c.step = 7; /* part of the mask's counter */
             t.node.attr.dropout.rate = 0.3;
             t.node.attr.dropout.seed = 1234;
             t.node.attr.dropout.mask_node = 5;
@@ -382,6 +355,7 @@ static void test_dropout(void) {
         }
     tcall t;
     tc_init(&t, SN_OP_DROPOUT, SN_F32, S1(1000));
+    t.c.step = 7;
     t.node.attr.dropout.rate = 0.0;
     tc_in(&t, SN_F32, S1(1000), FILL_UNIFORM, -3, 3);
     check_call("dropout rate 0", &t, true, true);

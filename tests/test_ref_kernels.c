@@ -7,43 +7,11 @@
 #include <string.h>
 
 #include "backend/kernel.h"
+#include "kernel_test_util.h"
 
-static int failures;
 static sn_kernel_table table; /* filled from the ref register functions */
 
-#define FAIL(...)                                                                              \
-    do {                                                                                       \
-        printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-        printf(__VA_ARGS__);                                                                   \
-        printf("\n");                                                                          \
-        failures++;                                                                            \
-    } while (0)
-
-/* ---- a hand-built kernel call ----------------------------------------------------------- */
-
-typedef struct tcall {
-    sn_node_t node;
-    sn_node_t in[SN_MAX_INPUTS];
-    sn_kcall c;
-} tcall;
-
-static void tc_init(tcall *t, sn_op op, sn_dtype dt, sn_shape shape) {
-    memset(t, 0, sizeof *t);
-    t->node.op = op;
-    t->node.dtype = dt;
-    t->node.shape = shape;
-    t->c.node = &t->node;
-}
-
-static void tc_in(tcall *t, sn_dtype dt, sn_shape shape, const void *data) {
-    int i = t->c.n_in++;
-    t->in[i].op = SN_OP_INPUT;
-    t->in[i].dtype = dt;
-    t->in[i].shape = shape;
-    t->c.in_node[i] = &t->in[i];
-    t->c.in[i] = data;
-    t->node.n_in = t->c.n_in;
-}
+/* ---- a hand-built kernel call (tcall, tc_init, tc_input: kernel_test_util.h) ------------- */
 
 static sn_status tc_run(tcall *t, void *out) {
     t->c.out = out;
@@ -94,8 +62,8 @@ static void test_matmul(void) {
     double out[4];
     tcall t;
     tc_init(&t, SN_OP_MATMUL, SN_F64, S2(2, 2));
-    tc_in(&t, SN_F64, S2(2, 3), a);
-    tc_in(&t, SN_F64, S2(3, 2), b);
+    tc_input(&t, SN_F64, S2(2, 3), a);
+    tc_input(&t, SN_F64, S2(3, 2), b);
     tc_ok(&t, out, "matmul");
     check("matmul 2x3*3x2", out, want, 4, 0);
 
@@ -104,8 +72,8 @@ static void test_matmul(void) {
     tc_init(&t, SN_OP_MATMUL, SN_F64, S2(2, 2));
     t.node.attr.matmul.ta = true;
     t.node.attr.matmul.tb = true;
-    tc_in(&t, SN_F64, S2(3, 2), at);
-    tc_in(&t, SN_F64, S2(2, 3), bt);
+    tc_input(&t, SN_F64, S2(3, 2), at);
+    tc_input(&t, SN_F64, S2(2, 3), bt);
     tc_ok(&t, out, "matmul ta tb");
     check("matmul ta,tb", out, want, 4, 0);
 
@@ -114,8 +82,8 @@ static void test_matmul(void) {
     const double wantb[] = {22, 28, 49, 64, 44, 56, 98, 128};
     double outb[8];
     tc_init(&t, SN_OP_MATMUL, SN_F64, S3(2, 2, 2));
-    tc_in(&t, SN_F64, S3(2, 2, 3), ab);
-    tc_in(&t, SN_F64, S2(3, 2), b);
+    tc_input(&t, SN_F64, S3(2, 2, 3), ab);
+    tc_input(&t, SN_F64, S2(3, 2), b);
     tc_ok(&t, outb, "matmul batched");
     check("matmul batch x 2-D", outb, wantb, 8, 0);
 
@@ -123,8 +91,8 @@ static void test_matmul(void) {
     uint16_t a16[6], b16[6], o16[4];
     for (int i = 0; i < 6; i++) a16[i] = sn_f32_to_bf16((float)a[i]), b16[i] = sn_f32_to_bf16((float)b[i]);
     tc_init(&t, SN_OP_MATMUL, SN_BF16, S2(2, 2));
-    tc_in(&t, SN_BF16, S2(2, 3), a16);
-    tc_in(&t, SN_BF16, S2(3, 2), b16);
+    tc_input(&t, SN_BF16, S2(2, 3), a16);
+    tc_input(&t, SN_BF16, S2(3, 2), b16);
     tc_ok(&t, o16, "matmul bf16");
     for (int i = 0; i < 4; i++) out[i] = sn_bf16_to_f32(o16[i]);
     check("matmul bf16", out, want, 4, 0);
@@ -142,8 +110,8 @@ static void test_matmul(void) {
             fw[i * N + j] = s;
         }
     tc_init(&t, SN_OP_MATMUL, SN_F32, S2(M, N));
-    tc_in(&t, SN_F32, S2(M, K), fa);
-    tc_in(&t, SN_F32, S2(K, N), fb);
+    tc_input(&t, SN_F32, S2(M, K), fa);
+    tc_input(&t, SN_F32, S2(K, N), fb);
     tc_ok(&t, fo, "matmul 70x50x60");
     check_f32("matmul 70x50x60 f32", fo, fw, M * N, 1e-6);
 }
@@ -156,33 +124,33 @@ static void test_elementwise(void) {
     double out[6];
 
     tc_init(&t, SN_OP_ADD, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), a);
-    tc_in(&t, SN_F64, S1(3), r);
+    tc_input(&t, SN_F64, S2(2, 3), a);
+    tc_input(&t, SN_F64, S1(3), r);
     tc_ok(&t, out, "add");
     check("add [2,3]+[3]", out, (double[]){11, 22, 33, 14, 25, 36}, 6, 0);
 
     tc_init(&t, SN_OP_SUB, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S1(3), r);
-    tc_in(&t, SN_F64, S2(2, 3), a);
+    tc_input(&t, SN_F64, S1(3), r);
+    tc_input(&t, SN_F64, S2(2, 3), a);
     tc_ok(&t, out, "sub");
     check("sub [3]-[2,3]", out, (double[]){9, 18, 27, 6, 15, 24}, 6, 0);
 
     /* Outer product through broadcasting: [2,1] * [1,3]. */
     tc_init(&t, SN_OP_MUL, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 1), col);
-    tc_in(&t, SN_F64, S2(1, 3), r);
+    tc_input(&t, SN_F64, S2(2, 1), col);
+    tc_input(&t, SN_F64, S2(1, 3), r);
     tc_ok(&t, out, "mul");
     check("mul [2,1]*[1,3]", out, (double[]){20, 40, 60, 40, 80, 120}, 6, 0);
 
     tc_init(&t, SN_OP_DIV, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), a);
-    tc_in(&t, SN_F64, S2(2, 1), col);
+    tc_input(&t, SN_F64, S2(2, 3), a);
+    tc_input(&t, SN_F64, S2(2, 1), col);
     tc_ok(&t, out, "div");
     check("div [2,3]/[2,1]", out, (double[]){0.5, 1, 1.5, 1, 1.25, 1.5}, 6, 0);
 
     tc_init(&t, SN_OP_BIAS_ADD, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), a);
-    tc_in(&t, SN_F64, S1(3), r);
+    tc_input(&t, SN_F64, S2(2, 3), a);
+    tc_input(&t, SN_F64, S1(3), r);
     tc_ok(&t, out, "bias_add");
     check("bias_add", out, (double[]){11, 22, 33, 14, 25, 36}, 6, 0);
 
@@ -194,17 +162,17 @@ static void test_elementwise(void) {
         double want[6];
         for (int i = 0; i < 6; i++) want[i] = un[u].f(x[i]);
         tc_init(&t, un[u].op, SN_F64, S1(6));
-        tc_in(&t, SN_F64, S1(6), x);
+        tc_input(&t, SN_F64, S1(6), x);
         tc_ok(&t, out, un[u].name);
         check(un[u].name, out, want, 6, 1e-15);
     }
     tc_init(&t, SN_OP_RELU, SN_F64, S1(6));
-    tc_in(&t, SN_F64, S1(6), x);
+    tc_input(&t, SN_F64, S1(6), x);
     tc_ok(&t, out, "relu");
     check("relu", out, (double[]){0, 0, 0, 0.5, 2, 30}, 6, 0);
 
     tc_init(&t, SN_OP_SIGMOID, SN_F64, S1(6));
-    tc_in(&t, SN_F64, S1(6), x);
+    tc_input(&t, SN_F64, S1(6), x);
     tc_ok(&t, out, "sigmoid");
     double ws[6];
     for (int i = 0; i < 6; i++) ws[i] = 1 / (1 + exp(-x[i]));
@@ -212,40 +180,40 @@ static void test_elementwise(void) {
     /* Large negative input must not overflow into NaN. */
     double big = -1000, sb;
     tc_init(&t, SN_OP_SIGMOID, SN_F64, S1(1));
-    tc_in(&t, SN_F64, S1(1), &big);
+    tc_input(&t, SN_F64, S1(1), &big);
     tc_ok(&t, &sb, "sigmoid(-1000)");
     if (!(sb == 0)) FAIL("sigmoid(-1000) = %g, want 0", sb);
 
     const double p[] = {1, 4, 0.25};
     tc_init(&t, SN_OP_LOG, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), p);
+    tc_input(&t, SN_F64, S1(3), p);
     tc_ok(&t, out, "log");
     check("log", out, (double[]){0, log(4.0), log(0.25)}, 3, 1e-15);
     tc_init(&t, SN_OP_SQRT, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), p);
+    tc_input(&t, SN_F64, S1(3), p);
     tc_ok(&t, out, "sqrt");
     check("sqrt", out, (double[]){1, 2, 0.5}, 3, 0);
     tc_init(&t, SN_OP_NEG, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), p);
+    tc_input(&t, SN_F64, S1(3), p);
     tc_ok(&t, out, "neg");
     check("neg", out, (double[]){-1, -4, -0.25}, 3, 0);
 
     /* Pointwise gradients. */
     const double y[] = {0.25, 0.5, 0.9}, dy[] = {2, -1, 3};
     tc_init(&t, SN_OP_SIGMOID_GRAD, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), y);
-    tc_in(&t, SN_F64, S1(3), dy);
+    tc_input(&t, SN_F64, S1(3), y);
+    tc_input(&t, SN_F64, S1(3), dy);
     tc_ok(&t, out, "sigmoid_grad");
     check("sigmoid_grad", out, (double[]){2 * 0.25 * 0.75, -0.25, 3 * 0.9 * 0.1}, 3, 1e-15);
     tc_init(&t, SN_OP_TANH_GRAD, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), y);
-    tc_in(&t, SN_F64, S1(3), dy);
+    tc_input(&t, SN_F64, S1(3), y);
+    tc_input(&t, SN_F64, S1(3), dy);
     tc_ok(&t, out, "tanh_grad");
     check("tanh_grad", out, (double[]){2 * (1 - 0.0625), -0.75, 3 * (1 - 0.81)}, 3, 1e-15);
     const double xr[] = {-1, 0, 2};
     tc_init(&t, SN_OP_RELU_GRAD, SN_F64, S1(3));
-    tc_in(&t, SN_F64, S1(3), xr);
-    tc_in(&t, SN_F64, S1(3), dy);
+    tc_input(&t, SN_F64, S1(3), xr);
+    tc_input(&t, SN_F64, S1(3), dy);
     tc_ok(&t, out, "relu_grad");
     check("relu_grad", out, (double[]){0, 0, 3}, 3, 0);
 }
@@ -259,7 +227,7 @@ static void test_cast(void) {
     uint16_t o[4];
     tc_init(&t, SN_OP_CAST, SN_BF16, S1(4));
     t.node.attr.cast.to = SN_BF16;
-    tc_in(&t, SN_F32, S1(4), f);
+    tc_input(&t, SN_F32, S1(4), f);
     tc_ok(&t, o, "cast f32->bf16");
     for (int i = 0; i < 4; i++)
         if (o[i] != want[i]) FAIL("cast f32->bf16 [%d]: got 0x%04X want 0x%04X", i, o[i], want[i]);
@@ -268,7 +236,7 @@ static void test_cast(void) {
     float fo[3];
     tc_init(&t, SN_OP_CAST, SN_F32, S1(3));
     t.node.attr.cast.to = SN_F32;
-    tc_in(&t, SN_I32, S1(3), lab);
+    tc_input(&t, SN_I32, S1(3), lab);
     tc_ok(&t, fo, "cast i32->f32");
     check_f32("cast i32->f32", fo, (double[]){0, 7, -3}, 3, 0);
 }
@@ -283,7 +251,7 @@ static void test_softmax(void) {
     double want[6] = {e1 / s, e2 / s, e3 / s, e1 / s, e2 / s, e3 / s}, out[6];
     tc_init(&t, SN_OP_SOFTMAX, SN_F64, S2(2, 3));
     t.node.attr.axis.axis = 1;
-    tc_in(&t, SN_F64, S2(2, 3), x);
+    tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "softmax");
     check("softmax rows", out, want, 6, 1e-14);
     for (int r = 0; r < 2; r++)
@@ -294,7 +262,7 @@ static void test_softmax(void) {
     for (int i = 0; i < 6; i++) lwant[i] = log(want[i]);
     tc_init(&t, SN_OP_LOG_SOFTMAX, SN_F64, S2(2, 3));
     t.node.attr.axis.axis = 1;
-    tc_in(&t, SN_F64, S2(2, 3), x);
+    tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "log_softmax");
     check("log_softmax rows", out, lwant, 6, 1e-14);
 
@@ -302,7 +270,7 @@ static void test_softmax(void) {
     const double xc[] = {0, 0, log(3.0), 0};
     tc_init(&t, SN_OP_SOFTMAX, SN_F64, S2(2, 2));
     t.node.attr.axis.axis = 0;
-    tc_in(&t, SN_F64, S2(2, 2), xc);
+    tc_input(&t, SN_F64, S2(2, 2), xc);
     tc_ok(&t, out, "softmax axis 0");
     check("softmax axis 0", out, (double[]){0.25, 0.5, 0.75, 0.5}, 4, 1e-15);
 
@@ -311,15 +279,15 @@ static void test_softmax(void) {
     double dot = 0.2 * 1 + 0.3 * -2 + 0.5 * 0.5, sdy = 1 - 2 + 0.5;
     tc_init(&t, SN_OP_SOFTMAX_GRAD, SN_F64, S2(1, 3));
     t.node.attr.axis.axis = 1;
-    tc_in(&t, SN_F64, S2(1, 3), y);
-    tc_in(&t, SN_F64, S2(1, 3), dy);
+    tc_input(&t, SN_F64, S2(1, 3), y);
+    tc_input(&t, SN_F64, S2(1, 3), dy);
     tc_ok(&t, out, "softmax_grad");
     check("softmax_grad", out, (double[]){0.2 * (1 - dot), 0.3 * (-2 - dot), 0.5 * (0.5 - dot)}, 3, 1e-15);
     const double ly[] = {log(0.2), log(0.3), log(0.5)};
     tc_init(&t, SN_OP_LOG_SOFTMAX_GRAD, SN_F64, S2(1, 3));
     t.node.attr.axis.axis = 1;
-    tc_in(&t, SN_F64, S2(1, 3), ly);
-    tc_in(&t, SN_F64, S2(1, 3), dy);
+    tc_input(&t, SN_F64, S2(1, 3), ly);
+    tc_input(&t, SN_F64, S2(1, 3), dy);
     tc_ok(&t, out, "log_softmax_grad");
     check("log_softmax_grad", out, (double[]){1 - 0.2 * sdy, -2 - 0.3 * sdy, 0.5 - 0.5 * sdy}, 3, 1e-14);
 }
@@ -330,8 +298,8 @@ static void test_xent(void) {
     const int32_t labels[] = {2, 0};
     double out[6];
     tc_init(&t, SN_OP_SPARSE_XENT, SN_F64, S1(2));
-    tc_in(&t, SN_F64, S2(2, 3), logits);
-    tc_in(&t, SN_I32, S1(2), labels);
+    tc_input(&t, SN_F64, S2(2, 3), logits);
+    tc_input(&t, SN_I32, S1(2), labels);
     tc_ok(&t, out, "sparse_xent");
     double lse0 = log(exp(1.0) + exp(2.0) + exp(3.0));
     check("sparse_xent", out, (double[]){lse0 - 3, log(3.0)}, 2, 1e-15);
@@ -339,9 +307,9 @@ static void test_xent(void) {
     /* Gradient: (softmax - onehot) * dloss. */
     const double dloss[] = {2, 0.5};
     tc_init(&t, SN_OP_SPARSE_XENT_GRAD, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), logits);
-    tc_in(&t, SN_I32, S1(2), labels);
-    tc_in(&t, SN_F64, S1(2), dloss);
+    tc_input(&t, SN_F64, S2(2, 3), logits);
+    tc_input(&t, SN_I32, S1(2), labels);
+    tc_input(&t, SN_F64, S1(2), dloss);
     tc_ok(&t, out, "sparse_xent_grad");
     double want[6];
     for (int j = 0; j < 3; j++) want[j] = 2 * (exp(logits[j] - lse0) - (j == 2));
@@ -353,8 +321,8 @@ static void test_xent(void) {
     const int32_t bad[] = {0, 1, 2, 12};
     double o4[4];
     tc_init(&t, SN_OP_SPARSE_XENT, SN_F64, S1(4));
-    tc_in(&t, SN_F64, S2(4, 10), big);
-    tc_in(&t, SN_I32, S1(4), bad);
+    tc_input(&t, SN_F64, S2(4, 10), big);
+    tc_input(&t, SN_I32, S1(4), bad);
     sn_status st = tc_run(&t, o4);
     const char *msg = sn_last_error();
     if (st != SN_ERR_INVALID) FAIL("bad label: status %d, want SN_ERR_INVALID", (int)st);
@@ -366,13 +334,13 @@ static void test_xent(void) {
     const int32_t lb[] = {1, 1, 0};
     float acc[3];
     tc_init(&t, SN_OP_SPARSE_ACCURACY, SN_F32, S1(3));
-    tc_in(&t, SN_F64, S2(3, 3), lg);
-    tc_in(&t, SN_I32, S1(3), lb);
+    tc_input(&t, SN_F64, S2(3, 3), lg);
+    tc_input(&t, SN_I32, S1(3), lb);
     tc_ok(&t, acc, "sparse_accuracy");
     check_f32("sparse_accuracy", acc, (double[]){1, 0, 1}, 3, 0);
     int32_t am[3];
     tc_init(&t, SN_OP_ARGMAX, SN_I32, S1(3));
-    tc_in(&t, SN_F64, S2(3, 3), lg);
+    tc_input(&t, SN_F64, S2(3, 3), lg);
     tc_ok(&t, am, "argmax");
     if (am[0] != 1 || am[1] != 0 || am[2] != 0) FAIL("argmax = %d %d %d, want 1 0 0", am[0], am[1], am[2]);
 }
@@ -390,21 +358,21 @@ static void test_reduce(void) {
     tc_init(&t, SN_OP_REDUCE_SUM, SN_F64, S3(2, 1, 4));
     t.node.attr.reduce.mask = 1u << 1;
     t.node.attr.reduce.keepdims = true;
-    tc_in(&t, SN_F64, S3(2, 3, 4), x);
+    tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_sum");
     check("reduce_sum axis 1", out, want, 8, 0);
 
     /* Mean over axes 0 and 2 (no keepdims): mean of 12a + c over a, c = 6 + 1.5 + 4b. */
     tc_init(&t, SN_OP_REDUCE_MEAN, SN_F64, S1(3));
     t.node.attr.reduce.mask = (1u << 0) | (1u << 2);
-    tc_in(&t, SN_F64, S3(2, 3, 4), x);
+    tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_mean");
     check("reduce_mean axes 0,2", out, (double[]){7.5, 11.5, 15.5}, 3, 1e-15);
 
     /* Max over everything, and over the last axis. */
     tc_init(&t, SN_OP_REDUCE_MAX, SN_F64, sn_shape_make(0));
     t.node.attr.reduce.mask = 7;
-    tc_in(&t, SN_F64, S3(2, 3, 4), x);
+    tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_max all");
     check("reduce_max all", out, (double[]){23}, 1, 0);
 
@@ -412,20 +380,20 @@ static void test_reduce(void) {
     const double xm[] = {1, 3, 3, 2, 0, 5}, ym[] = {3, 5}, dym[] = {10, 20};
     tc_init(&t, SN_OP_REDUCE_MAX_GRAD, SN_F64, S2(2, 3));
     t.node.attr.reduce.mask = 1u << 1;
-    tc_in(&t, SN_F64, S2(2, 3), xm);
-    tc_in(&t, SN_F64, S1(2), ym);
-    tc_in(&t, SN_F64, S1(2), dym);
+    tc_input(&t, SN_F64, S2(2, 3), xm);
+    tc_input(&t, SN_F64, S1(2), ym);
+    tc_input(&t, SN_F64, S1(2), dym);
     tc_ok(&t, out, "reduce_max_grad");
     check("reduce_max_grad", out, (double[]){0, 10, 0, 0, 0, 20}, 6, 0);
 
     /* broadcast_to: [2, 1] -> [2, 3] and [3] -> [2, 3]. */
     const double col[] = {1, 2}, row[] = {7, 8, 9};
     tc_init(&t, SN_OP_BROADCAST_TO, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 1), col);
+    tc_input(&t, SN_F64, S2(2, 1), col);
     tc_ok(&t, out, "broadcast_to col");
     check("broadcast_to [2,1]", out, (double[]){1, 1, 1, 2, 2, 2}, 6, 0);
     tc_init(&t, SN_OP_BROADCAST_TO, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S1(3), row);
+    tc_input(&t, SN_F64, S1(3), row);
     tc_ok(&t, out, "broadcast_to row");
     check("broadcast_to [3]", out, (double[]){7, 8, 9, 7, 8, 9}, 6, 0);
 }
@@ -437,14 +405,14 @@ static void test_shape(void) {
     const double x[] = {1, 2, 3, 4, 5, 6};
     double out[24];
     tc_init(&t, SN_OP_RESHAPE, SN_F64, S2(3, 2));
-    tc_in(&t, SN_F64, S2(2, 3), x);
+    tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "reshape");
     check("reshape", out, x, 6, 0);
 
     tc_init(&t, SN_OP_TRANSPOSE, SN_F64, S2(3, 2));
     t.node.attr.transpose.perm[0] = 1;
     t.node.attr.transpose.perm[1] = 0;
-    tc_in(&t, SN_F64, S2(2, 3), x);
+    tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "transpose");
     check("transpose 2-D", out, (double[]){1, 4, 2, 5, 3, 6}, 6, 0);
 
@@ -461,7 +429,7 @@ static void test_shape(void) {
     t.node.attr.transpose.perm[0] = 2;
     t.node.attr.transpose.perm[1] = 0;
     t.node.attr.transpose.perm[2] = 1;
-    tc_in(&t, SN_F64, S3(2, 3, 4), x3);
+    tc_input(&t, SN_F64, S3(2, 3, 4), x3);
     tc_ok(&t, out, "transpose 3-D");
     check("transpose 3-D", out, w3, 24, 0);
 
@@ -470,7 +438,7 @@ static void test_shape(void) {
     t.node.attr.slice.begin[0] = 1;
     t.node.attr.slice.begin[1] = 1;
     t.node.attr.slice.in_shape = S3(2, 3, 4);
-    tc_in(&t, SN_F64, S3(2, 3, 4), x3);
+    tc_input(&t, SN_F64, S3(2, 3, 4), x3);
     tc_ok(&t, out, "slice");
     check("slice", out, (double[]){110, 111, 112, 113, 120, 121, 122, 123}, 8, 0);
     double sl[8], dx[24], wdx[24] = {0};
@@ -480,7 +448,7 @@ static void test_shape(void) {
     t.node.attr.slice.begin[0] = 1;
     t.node.attr.slice.begin[1] = 1;
     t.node.attr.slice.in_shape = S3(2, 3, 4);
-    tc_in(&t, SN_F64, S3(1, 2, 4), sl);
+    tc_input(&t, SN_F64, S3(1, 2, 4), sl);
     tc_ok(&t, dx, "slice_grad");
     check("slice_grad", dx, wdx, 24, 0);
 
@@ -488,9 +456,9 @@ static void test_shape(void) {
     const double c0[] = {1, 2}, c1[] = {3, 4, 5, 6}, c2[] = {7, 8};
     tc_init(&t, SN_OP_CONCAT, SN_F64, S2(2, 4));
     t.node.attr.axis.axis = 1;
-    tc_in(&t, SN_F64, S2(2, 1), c0);
-    tc_in(&t, SN_F64, S2(2, 2), c1);
-    tc_in(&t, SN_F64, S2(2, 1), c2);
+    tc_input(&t, SN_F64, S2(2, 1), c0);
+    tc_input(&t, SN_F64, S2(2, 2), c1);
+    tc_input(&t, SN_F64, S2(2, 1), c2);
     tc_ok(&t, out, "concat");
     check("concat axis 1", out, (double[]){1, 3, 4, 7, 2, 5, 6, 8}, 8, 0);
 
@@ -499,14 +467,14 @@ static void test_shape(void) {
     const int32_t idx[] = {2, 0, 2, 3};
     float g[8];
     tc_init(&t, SN_OP_GATHER, SN_F32, S3(2, 2, 2));
-    tc_in(&t, SN_F32, S2(4, 2), table4);
-    tc_in(&t, SN_I32, S2(2, 2), idx);
+    tc_input(&t, SN_F32, S2(4, 2), table4);
+    tc_input(&t, SN_I32, S2(2, 2), idx);
     tc_ok(&t, g, "gather");
     check_f32("gather", g, (double[]){20, 21, 0, 1, 20, 21, 30, 31}, 8, 0);
     const int32_t badidx[] = {2, 0, 4, 3};
     tc_init(&t, SN_OP_GATHER, SN_F32, S3(2, 2, 2));
-    tc_in(&t, SN_F32, S2(4, 2), table4);
-    tc_in(&t, SN_I32, S2(2, 2), badidx);
+    tc_input(&t, SN_F32, S2(4, 2), table4);
+    tc_input(&t, SN_I32, S2(2, 2), badidx);
     if (tc_run(&t, g) != SN_ERR_INVALID ||
         strcmp(sn_last_error(), "gather: index 4 at position 2 is outside [0, 4)") != 0)
         FAIL("gather bad index: \"%s\"", sn_last_error());
@@ -514,8 +482,8 @@ static void test_shape(void) {
     float dt[8];
     tc_init(&t, SN_OP_GATHER_GRAD, SN_F32, S2(4, 2));
     t.node.attr.gather.vocab = 4;
-    tc_in(&t, SN_I32, S2(2, 2), idx);
-    tc_in(&t, SN_F32, S3(2, 2, 2), dyg);
+    tc_input(&t, SN_I32, S2(2, 2), idx);
+    tc_input(&t, SN_F32, S3(2, 2, 2), dyg);
     tc_ok(&t, dt, "gather_grad");
     check_f32("gather_grad", dt, (double[]){3, 4, 0, 0, 6, 8, 7, 8}, 8, 0);
 }
@@ -567,8 +535,8 @@ static void conv_case(int N, int H, int W, int C, int KH, int KW, int F, int sh,
     tcall t;
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(N, OH, OW, F));
     t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, H, W, C), X);
-    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
+    tc_input(&t, SN_F64, S4(N, H, W, C), X);
+    tc_input(&t, SN_F64, S4(KH, KW, C, F), Wt);
     tc_ok(&t, Y, "conv2d");
     check("conv2d vs scatter loop", Y, y0, ny, 1e-13);
     if (hand) {
@@ -583,14 +551,14 @@ static void conv_case(int N, int H, int W, int C, int KH, int KW, int F, int sh,
     }
     tc_init(&t, SN_OP_CONV2D_BWD_DATA, SN_F64, S4(N, H, W, C));
     t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
-    tc_in(&t, SN_F64, S4(KH, KW, C, F), Wt);
+    tc_input(&t, SN_F64, S4(N, OH, OW, F), DY);
+    tc_input(&t, SN_F64, S4(KH, KW, C, F), Wt);
     tc_ok(&t, DX, "conv2d_bwd_data");
     check("conv2d_bwd_data vs scatter loop", DX, dx0, nx, 1e-13);
     tc_init(&t, SN_OP_CONV2D_BWD_FILTER, SN_F64, S4(KH, KW, C, F));
     t.node.attr = ca;
-    tc_in(&t, SN_F64, S4(N, H, W, C), X);
-    tc_in(&t, SN_F64, S4(N, OH, OW, F), DY);
+    tc_input(&t, SN_F64, S4(N, H, W, C), X);
+    tc_input(&t, SN_F64, S4(N, OH, OW, F), DY);
     tc_ok(&t, DW, "conv2d_bwd_filter");
     check("conv2d_bwd_filter vs scatter loop", DW, dw0, nw, 1e-13);
     /* And the adjoint identity <conv(x, w), dy> = <x, dx> = <w, dw>. */
@@ -607,8 +575,8 @@ static void test_conv(void) {
     double out[64];
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(1, 2, 2, 1));
     t.node.attr.conv.stride_h = t.node.attr.conv.stride_w = 1;
-    tc_in(&t, SN_F64, S4(1, 3, 3, 1), x);
-    tc_in(&t, SN_F64, S4(2, 2, 1, 1), w);
+    tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
+    tc_input(&t, SN_F64, S4(2, 2, 1, 1), w);
     tc_ok(&t, out, "conv2d valid");
     check("conv2d 3x3 * 2x2 valid", out, (double[]){37, 47, 67, 77}, 4, 0);
 
@@ -617,8 +585,8 @@ static void test_conv(void) {
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(1, 3, 3, 1));
     t.node.attr.conv.stride_h = t.node.attr.conv.stride_w = 1;
     t.node.attr.conv.pad_top = t.node.attr.conv.pad_left = 1;
-    tc_in(&t, SN_F64, S4(1, 3, 3, 1), x);
-    tc_in(&t, SN_F64, S4(3, 3, 1, 1), ones);
+    tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
+    tc_input(&t, SN_F64, S4(3, 3, 1, 1), ones);
     tc_ok(&t, out, "conv2d same");
     check("conv2d 3x3 ones same", out, (double[]){12, 21, 16, 27, 45, 33, 24, 39, 28}, 9, 0);
 
@@ -640,26 +608,26 @@ static void test_pool(void) {
     pa.pool.x_shape = S4(1, 3, 3, 1);
     tc_init(&t, SN_OP_MAX_POOL2D, SN_F64, S4(1, 2, 2, 1));
     t.node.attr = pa;
-    tc_in(&t, SN_F64, S4(1, 3, 3, 1), x);
+    tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_ok(&t, out, "max_pool same");
     check("max_pool2d same", out, (double[]){5, 6, 8, 9}, 4, 0);
     tc_init(&t, SN_OP_AVG_POOL2D, SN_F64, S4(1, 2, 2, 1));
     t.node.attr = pa;
-    tc_in(&t, SN_F64, S4(1, 3, 3, 1), x);
+    tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_ok(&t, out, "avg_pool same");
     check("avg_pool2d same (valid cells only)", out, (double[]){3, 4.5, 7.5, 9}, 4, 0);
 
     const double dy[] = {1, 2, 3, 4};
     tc_init(&t, SN_OP_MAX_POOL2D_GRAD, SN_F64, S4(1, 3, 3, 1));
     t.node.attr = pa;
-    tc_in(&t, SN_F64, S4(1, 3, 3, 1), x);
-    tc_in(&t, SN_F64, S4(1, 2, 2, 1), dy);
+    tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
+    tc_input(&t, SN_F64, S4(1, 2, 2, 1), dy);
     tc_ok(&t, out, "max_pool grad");
     check("max_pool2d_grad", out, (double[]){0, 0, 0, 0, 1, 2, 0, 3, 4}, 9, 0);
     const double dya[] = {4, 4, 2, 3};
     tc_init(&t, SN_OP_AVG_POOL2D_GRAD, SN_F64, S4(1, 3, 3, 1));
     t.node.attr = pa;
-    tc_in(&t, SN_F64, S4(1, 2, 2, 1), dya);
+    tc_input(&t, SN_F64, S4(1, 2, 2, 1), dya);
     tc_ok(&t, out, "avg_pool grad");
     check("avg_pool2d_grad", out, (double[]){1, 1, 2, 1, 1, 2, 1, 1, 3}, 9, 0);
 
@@ -672,8 +640,8 @@ static void test_pool(void) {
     po.pool.stride_h = po.pool.stride_w = 1;
     tc_init(&t, SN_OP_MAX_POOL2D_GRAD, SN_F64, S4(1, 1, 5, 1));
     t.node.attr = po;
-    tc_in(&t, SN_F64, S4(1, 1, 5, 1), xo);
-    tc_in(&t, SN_F64, S4(1, 1, 4, 1), dyo);
+    tc_input(&t, SN_F64, S4(1, 1, 5, 1), xo);
+    tc_input(&t, SN_F64, S4(1, 1, 4, 1), dyo);
     tc_ok(&t, out, "max_pool grad overlap");
     check("max_pool2d_grad overlap", out, (double[]){0, 2, 0, 12, 0}, 5, 0);
 }
@@ -692,7 +660,7 @@ static void test_dropout(void) {
     tc_init(&t, SN_OP_DROPOUT, SN_F32, S1(N));
     t.node.attr = da;
     t.c.step = 5;
-    tc_in(&t, SN_F32, S1(N), x);
+    tc_input(&t, SN_F32, S1(N), x);
     tc_ok(&t, a, "dropout");
     tc_ok(&t, b, "dropout again");
     t.c.step = 6;
@@ -715,7 +683,7 @@ static void test_dropout(void) {
     tc_init(&t, SN_OP_DROPOUT_GRAD, SN_F32, S1(N));
     t.node.attr = da;
     t.c.step = 5;
-    tc_in(&t, SN_F32, S1(N), x);
+    tc_input(&t, SN_F32, S1(N), x);
     tc_ok(&t, d, "dropout_grad");
     if (memcmp(a, d, sizeof a) != 0) FAIL("dropout_grad mask differs from the forward mask");
 }
@@ -727,20 +695,20 @@ static void test_assign(void) {
     double var[6] = {1, 2, 3, 4, 5, 6};
     const double v[] = {10, 20, 30};
     tc_init(&t, SN_OP_ASSIGN_ADD, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), var);
-    tc_in(&t, SN_F64, S1(3), v);
+    tc_input(&t, SN_F64, S2(2, 3), var);
+    tc_input(&t, SN_F64, S1(3), v);
     tc_ok(&t, var, "assign_add");
     check("assign_add broadcast", var, (double[]){11, 22, 33, 14, 25, 36}, 6, 0);
     const double nv[] = {-1, -2, -3, -4, -5, -6};
     tc_init(&t, SN_OP_ASSIGN, SN_F64, S2(2, 3));
-    tc_in(&t, SN_F64, S2(2, 3), var);
-    tc_in(&t, SN_F64, S2(2, 3), nv);
+    tc_input(&t, SN_F64, S2(2, 3), var);
+    tc_input(&t, SN_F64, S2(2, 3), nv);
     tc_ok(&t, var, "assign");
     check("assign", var, nv, 6, 0);
     int32_t it = 4, one = 1;
     tc_init(&t, SN_OP_ASSIGN_ADD, SN_I32, sn_shape_make(0));
-    tc_in(&t, SN_I32, sn_shape_make(0), &it);
-    tc_in(&t, SN_I32, sn_shape_make(0), &one);
+    tc_input(&t, SN_I32, sn_shape_make(0), &it);
+    tc_input(&t, SN_I32, sn_shape_make(0), &one);
     tc_ok(&t, &it, "assign_add i32");
     if (it != 5) FAIL("iterations += 1 gave %d", it);
 }
@@ -754,10 +722,10 @@ static void run_optimizer(sn_attrs a, int nslots, double *var, double (*slots)[3
         int32_t iterations = s;
         tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F64, S1(3));
         t.node.attr = a;
-        tc_in(&t, SN_F64, S1(3), var);
-        tc_in(&t, SN_F64, S1(3), grads[s]);
-        tc_in(&t, SN_I32, sn_shape_make(0), &iterations);
-        for (int k = 0; k < nslots; k++) tc_in(&t, SN_F64, S1(3), slots[k]);
+        tc_input(&t, SN_F64, S1(3), var);
+        tc_input(&t, SN_F64, S1(3), grads[s]);
+        tc_input(&t, SN_I32, sn_shape_make(0), &iterations);
+        for (int k = 0; k < nslots; k++) tc_input(&t, SN_F64, S1(3), slots[k]);
         tc_ok(&t, var, "apply_optimizer");
     }
 }
@@ -864,9 +832,9 @@ static void test_optimizers(void) {
     double vv[3] = {0}, g0[3] = {0};
     tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F64, S1(3));
     t.node.attr = a;
-    tc_in(&t, SN_F64, S1(3), vv);
-    tc_in(&t, SN_F64, S1(3), g0);
-    tc_in(&t, SN_I32, sn_shape_make(0), &it);
+    tc_input(&t, SN_F64, S1(3), vv);
+    tc_input(&t, SN_F64, S1(3), g0);
+    tc_input(&t, SN_I32, sn_shape_make(0), &it);
     if (tc_run(&t, vv) != SN_ERR_INVALID) FAIL("apply_optimizer without slots did not fail");
 }
 
