@@ -326,16 +326,6 @@ static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf
 
 static const ew_isa *isa = &isa_generic;
 
-static const ew_isa *pick_isa(void) {
-    switch (pick_cpu_isa()) {
-#ifdef SN_CPU_X86
-    case ISA_AVX512: return &isa_avx512;
-    case ISA_AVX2: return &isa_avx2;
-#endif
-    default: return &isa_generic;
-    }
-}
-
 /* ---- broadcasting: the output index space as a few coalesced strided dimensions ---------- */
 
 typedef struct bc_plan {
@@ -674,7 +664,9 @@ static sn_kernel k_add = EW_KERNEL(binary_supports, add_run),
                  k_dropout = EW_KERNEL(unary_supports, dropout_run);
 
 void sn_cpu_register_elementwise(sn_kernel_table *t) {
-    isa = pick_isa();
+#ifdef SN_CPU_X86
+    isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
+#endif
     sn_kernel *all[] = {&k_add,  &k_sub,  &k_mul,     &k_div,       &k_bias_add,
                         &k_bcast, &k_relu, &k_sigmoid, &k_tanh,      &k_exp,
                         &k_log,  &k_sqrt, &k_neg,     &k_cast,      &k_relu_grad,

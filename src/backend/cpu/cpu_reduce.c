@@ -112,16 +112,6 @@ static const red_isa isa_avx2 = {"avx2", lanes_sum_avx2, lanes_max_avx2, cols_av
 
 static const red_isa *isa = &isa_generic;
 
-static const red_isa *pick_isa(void) {
-    switch (pick_cpu_isa()) {
-#ifdef SN_CPU_X86
-    case ISA_AVX512: return &isa_avx512;
-    case ISA_AVX2: return &isa_avx2;
-#endif
-    default: return &isa_generic;
-    }
-}
-
 /* ---- shape analysis --------------------------------------------------------------------- */
 
 /* The reduction as x [A, R, B] -> [A, B]: size-1 axes are ignored, runs of kept or reduced
@@ -297,7 +287,9 @@ static sn_kernel k_sum = RED_KERNEL(reduce_sum_run), k_mean = RED_KERNEL(reduce_
                  k_max = RED_KERNEL(reduce_max_run);
 
 void sn_cpu_register_reduce(sn_kernel_table *t) {
-    isa = pick_isa();
+#ifdef SN_CPU_X86
+    isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
+#endif
     k_sum.impl = k_mean.impl = k_max.impl = isa->name;
     t->k[SN_OP_REDUCE_SUM] = &k_sum;
     t->k[SN_OP_REDUCE_MEAN] = &k_mean;

@@ -177,16 +177,6 @@ static const sm_isa isa_avx512 = {"avx512", rows_avx512}, isa_avx2 = {"avx2", ro
 
 static const sm_isa *isa = &isa_generic;
 
-static const sm_isa *pick_isa(void) {
-    switch (pick_cpu_isa()) {
-#ifdef SN_CPU_X86
-    case ISA_AVX512: return &isa_avx512;
-    case ISA_AVX2: return &isa_avx2;
-#endif
-    default: return &isa_generic;
-    }
-}
-
 static void sm_task(void *vctx, int ith, int nth) {
     const sm_ctx *c = vctx;
     int64_t lo, hi;
@@ -324,7 +314,9 @@ static sn_kernel k_softmax = SM_KERNEL(axis_supports, softmax_run),
                  k_argmax = SM_KERNEL(argmax_supports, argmax_run);
 
 void sn_cpu_register_softmax(sn_kernel_table *t) {
-    isa = pick_isa();
+#ifdef SN_CPU_X86
+    isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
+#endif
     sn_kernel *vec[] = {&k_softmax, &k_log_softmax, &k_softmax_grad, &k_log_softmax_grad,
                         &k_xent,    &k_xent_grad};
     for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) vec[i]->impl = isa->name;

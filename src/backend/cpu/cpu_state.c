@@ -212,16 +212,6 @@ static const st_isa isa_avx512 = {"avx512", opt_avx512}, isa_avx2 = {"avx2", opt
 
 static const st_isa *isa = &isa_generic;
 
-static const st_isa *pick_isa(void) {
-    switch (pick_cpu_isa()) {
-#ifdef SN_CPU_X86
-    case ISA_AVX512: return &isa_avx512;
-    case ISA_AVX2: return &isa_avx2;
-#endif
-    default: return &isa_generic;
-    }
-}
-
 /* Slots after (var, grad, iterations), as the reference counts them; -1: unknown kind. */
 static int optim_slots(const sn_attrs *a) {
     switch (a->optim.kind) {
@@ -292,7 +282,9 @@ static sn_kernel k_assign = {.impl = "cpu", .supports = assign_supports, .run = 
                                 .run = optimizer_run};
 
 void sn_cpu_register_state(sn_kernel_table *t) {
-    isa = pick_isa();
+#ifdef SN_CPU_X86
+    isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
+#endif
     k_optimizer.impl = isa->name;
     t->k[SN_OP_ASSIGN] = &k_assign;
     t->k[SN_OP_ASSIGN_ADD] = &k_assign_add;

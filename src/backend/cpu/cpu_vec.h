@@ -98,21 +98,21 @@ TGT_AVX2 static inline void vsqrt_avx2(float *o, const float *x, int64_t n) {
 
 /* ---- choosing a variant ------------------------------------------------------------------ */
 
-typedef enum { ISA_GENERIC, ISA_AVX2, ISA_AVX512 } cpu_isa;
-
-/* The widest variant this CPU runs; SN_CPU_ISA=avx512|avx2|generic asks for a narrower one
- * (benchmarks, debugging). ISA_GENERIC off x86. */
-static inline cpu_isa pick_cpu_isa(void) {
 #ifdef SN_CPU_X86
+/* One of a file's three variant tables: the widest this CPU runs, or a narrower one that
+ * SN_CPU_ISA=avx512|avx2|generic asks for (benchmarks, debugging). Off x86 a file keeps its
+ * generic table. */
+static inline const void *pick_variant(const void *generic, const void *avx2,
+                                       const void *avx512) {
     const sn_cpu_features *f = sn_cpu();
     const char *env = getenv("SN_CPU_ISA");
     bool want512 = !env || strcmp(env, "avx512") == 0;
     bool want2 = want512 || strcmp(env, "avx2") == 0;
-    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return ISA_AVX512;
-    if (want2 && f->avx2 && f->fma) return ISA_AVX2;
-#endif
-    return ISA_GENERIC;
+    if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return avx512;
+    if (want2 && f->avx2 && f->fma) return avx2;
+    return generic;
 }
+#endif
 
 /* ---- threads ----------------------------------------------------------------------------- */
 
