@@ -2,7 +2,8 @@
 # Side-by-side benchmark: sinter against the PyTorch reference scripts of ../shared/bench, run
 # alternately (sinter, stock PyTorch, tuned PyTorch) for ROUNDS rounds on the same machine, then
 # the median of each and the ratios. Usage:
-#   bench/compare.sh [ROUNDS] [WORKLOAD...]     workloads: seed_cnn small_cnn tiny_mlp (default all)
+#   bench/compare.sh [ROUNDS] [WORKLOAD...]
+#   workloads: seed_cnn small_cnn tiny_mlp (the default set), seed_cnn_bf16 (mixed bfloat16)
 # Needs build/sinter (scripts/build.sh) and Debian's python3-torch; tuned PyTorch needs
 # libjemalloc2. Everything runs with 2 threads. Output: one line per run, then a table.
 set -euo pipefail
@@ -23,6 +24,8 @@ median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else pr
 run_sinter() {
   case $1 in
     seed_cnn) $SINTER bench --model tpu_guide_cnn --batch-size 200 --steps 5 --warmup 2 --threads 2 ;;
+    seed_cnn_bf16) $SINTER bench --model tpu_guide_cnn --batch-size 200 --steps 5 --warmup 2 --threads 2 \
+                     --precision bf16 ;;
     tiny_mlp) $SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
                 --learning-rate 0.01 --threads 2 ;;
     small_cnn) $SINTER train --model small_cnn --epochs 1 --batch-size 128 --threads 2 --report ;;
@@ -32,6 +35,7 @@ run_torch() { # $1 workload, $2 stock|tuned
   local w=; [ "$2" = tuned ] && w="$REF/tuned.sh"
   case $1 in
     seed_cnn) (cd "$REF" && $w $PY seed_cnn.py --threads 2) ;;
+    seed_cnn_bf16) (cd "$REF" && $w $PY seed_cnn.py --threads 2 --bf16 1) ;;
     tiny_mlp) (cd "$REF" && $w $PY tiny_mlp.py --threads 2) ;;
     small_cnn) (cd "$REF" && $w $PY small_cnn.py --threads 2 --epochs 1) ;;
   esac
