@@ -107,6 +107,28 @@ static void test_multi_step_and_reuse(void) {
     sn_graph_free(g);
 }
 
+/* A plan stays valid when the graph grows after it was made (the node array and the variable
+ * buffer move): fit makes an evaluation plan after the training plan, for instance. */
+static void test_plan_survives_graph_growth(void) {
+    sn_graph *g = sn_graph_new();
+    sn_shape s3 = sn_shape_make(1, (int64_t)3);
+    float one[3] = {1, 2, 3};
+    sn_node v = sn_variable(g, "v", SN_F32, &s3, true);
+    memcpy(sn_variable_data(g, v), one, sizeof one);
+    sn_node y = sn_mul(g, sn_relu(g, v), sn_const(g, SN_F32, &s3, one));
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 1, &y, NULL));
+    const sn_node_t *before = g->nodes;
+    for (int i = 0; i < 500; i++) sn_variable(g, "more", SN_F32, &s3, false); /* grow both */
+    CHECK(before != g->nodes, "the node array did not move; the test needs a bigger graph");
+    CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+    const float *r = sn_plan_buffer(p, y);
+    CHECK(r && r[0] == 1 && r[1] == 4 && r[2] == 9, "after growth got %g %g %g", r ? r[0] : -1,
+          r ? r[1] : -1, r ? r[2] : -1);
+    sn_plan_free(p);
+    sn_graph_free(g);
+}
+
 static void test_devices(void) {
     int idx = -1;
     CHECK_OK(sn_device_find("cpu:0", &idx));
@@ -122,6 +144,7 @@ int main(void) {
     test_eager_matmul();
     test_shape_errors();
     test_multi_step_and_reuse();
+    test_plan_survives_graph_growth();
     test_devices();
     return sn_test_finish("test_graph");
 }

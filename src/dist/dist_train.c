@@ -75,7 +75,6 @@ struct sn_dist_train {
     sn_node *gin;       /* apply plan's gradient inputs */
     int n_apply;
     sn_node *apply_tg;
-    const void *nodes_seen; /* the graph's node array when the plans were made */
     bool synced;        /* rank 0's variables broadcast */
     int64_t steps_run;
     int64_t buckets, early; /* sn_dist_allreduce_stats */
@@ -261,11 +260,9 @@ static sn_status layout(sn_graph *g, entry *e) {
 }
 
 static sn_status replan_entry(sn_model *m, const sn_strategy *s, entry *e) {
-    sn_graph *g = m->g;
     sn_plan_free(e->cp.plan);
     e->cp.plan = NULL;
     SN_TRY(plan_on(m, e->cp.n_targets, e->cp.targets, s->device_names[0], &e->cp.plan));
-    e->cp.nodes_seen = g->nodes;
     for (int r = 0; r < e->n_rep; r++) {
         sn_plan_free(e->rep[r].plan);
         e->rep[r].plan = NULL;
@@ -273,20 +270,6 @@ static sn_status replan_entry(sn_model *m, const sn_strategy *s, entry *e) {
                                         &e->rep[r].plan),
                                 "planning replica %d", r));
     }
-    return SN_OK;
-}
-
-/* Plans point into the graph's node array, which moves when nodes are added (another batch
- * shape, an evaluation plan): remake every plan made before such a move. */
-static sn_status refresh(sn_model *m, sn_dist_train *d) {
-    if (d->nodes_seen == (const void *)m->g->nodes) return SN_OK;
-    for (entry *e = d->entries; e; e = e->next) SN_TRY(replan_entry(m, d->s, e));
-    if (d->n_apply) {
-        sn_plan_free(d->apply);
-        d->apply = NULL;
-        SN_TRY(plan_on(m, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
-    }
-    d->nodes_seen = m->g->nodes;
     return SN_OK;
 }
 
@@ -311,7 +294,6 @@ static sn_status get_state(sn_model *m, sn_dist_train **out) {
             m->dist = NULL;
             return sn_error_context(s, "distributed training: building the update");
         }
-        d->nodes_seen = m->g->nodes;
     }
     *out = m->dist;
     return SN_OK;
@@ -325,7 +307,6 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
     for (entry *e = d->entries; e; e = e->next)
         if (e->cp.batch == batch && e->cp.y_dtype == y_dtype &&
             sn_shape_equal(&e->cp.y_shape, y_shape)) {
-            SN_TRY(refresh(m, d));
             *out = &e->cp;
             return SN_OK;
         }
@@ -362,12 +343,11 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
         st = build_replica(m, d, e, &e->rep[r], batch);
     }
     if (st == SN_OK) st = layout(g, e);
-    /* New nodes moved the array: every plan of this model is remade from here. */
+    /* Plans made earlier survive the nodes added here: sn_plan_run rebinds them. */
     if (st == SN_OK) {
         e->next = d->entries;
         d->entries = e;
-        d->nodes_seen = NULL;
-        st = refresh(m, d);
+        st = replan_entry(m, s, e);
         if (st == SN_OK) {
             *out = &e->cp;
             return SN_OK;
@@ -632,7 +612,6 @@ sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
     while (e && &e->cp != cp) e = e->next;
     if (!e) return sn_errorf(SN_ERR_INVALID, "dist_plan_run: the plan is not this model's "
                              "distributed training plan");
-    SN_TRY(refresh(m, d));
     const sn_strategy *s = d->s;
     if (!d->synced && s->workers > 1) {
         /* Every worker starts from rank 0's variables (optimizer state and counters too). */

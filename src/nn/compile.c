@@ -123,16 +123,14 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
 
 /* ---- plans -------------------------------------------------------------------------------- */
 
-/* (Re)plans cp from its targets. A plan keeps pointers into the graph's node array, which
- * moves when a later plan (another batch size, evaluation) adds nodes; a plan made before
- * such a move is made again before its next use. */
-static sn_status replan(sn_graph *g, sn_cached_plan *cp, bool bf16) {
+/* Plans cp from its targets. Later plans (another batch size, evaluation) add nodes to the
+ * graph; the plans made before stay valid (sn_plan_run rebinds them to the moved node array). */
+static sn_status plan_targets(sn_graph *g, sn_cached_plan *cp, bool bf16) {
     sn_plan_free(cp->plan);
     cp->plan = NULL;
     sn_plan_opts po = sn_plan_opts_defaults();
     po.bf16_compute = bf16;
     SN_TRY(sn_plan_new(&cp->plan, g, cp->n_targets, cp->targets, &po));
-    cp->nodes_seen = g->nodes;
     return SN_OK;
 }
 
@@ -221,7 +219,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     }
     cp->targets = targets;
     cp->n_targets = nt;
-    return replan(g, cp, o->mixed_bfloat16);
+    return plan_targets(g, cp, o->mixed_bfloat16);
 }
 
 sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
@@ -236,8 +234,6 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
         if (c->kind == kind && c->batch == batch &&
             (kind == SN_PLAN_PREDICT ||
              (c->y_dtype == y_dtype && sn_shape_equal(&c->y_shape, y_shape)))) {
-            if (c->nodes_seen != (const void *)m->g->nodes)
-                SN_TRY(replan(m->g, c, t->opts.mixed_bfloat16));
             *out = c;
             return SN_OK;
         }

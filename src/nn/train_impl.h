@@ -54,8 +54,7 @@ typedef struct sn_cached_plan {
     sn_plan *plan;
     sn_node x, y, out; /* out: predict's result */
     int n_targets;
-    sn_node *targets;  /* kept to re-plan (see nodes_seen) */
-    const void *nodes_seen; /* the graph's node array when planned: plans point into it */
+    sn_node *targets;
 } sn_cached_plan;
 
 /* Accumulators: [0] loss sum, [1 .. n_metrics] metric sums, [n_metrics + 1] example count. */
