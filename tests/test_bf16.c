@@ -22,8 +22,8 @@
 #include "backend/kernel.h"
 #include "nn/train_impl.h"
 #include "sn_test.h"
+#include "fmnist_test_util.h"
 
-#define FMNIST "/usr/share/datasets/fashion-mnist"
 
 static sn_rng rng;
 
@@ -213,22 +213,6 @@ static void plan_cases(void) {
 
 static sn_tensor *train_x, *train_y, *test_x, *test_y;
 
-static sn_dataset *fmnist_ds(sn_tensor *x, sn_tensor *y, int64_t n, int64_t batch,
-                             uint64_t seed) {
-    sn_tensor *v[2] = {NULL, NULL};
-    sn_shape xs = sn_shape_make(3, n, (int64_t)28, (int64_t)28), ys = sn_shape_make(1, n);
-    CHECK_OK(sn_tensor_view(&v[0], x, &xs, NULL, 0));
-    CHECK_OK(sn_tensor_view(&v[1], y, &ys, NULL, 0));
-    sn_dataset *ds = NULL;
-    CHECK_OK(sn_dataset_from_tensors(&ds, 2, v));
-    sn_tensor_free(v[0]);
-    sn_tensor_free(v[1]);
-    CHECK_OK(sn_dataset_map_normalize(&ds, 0, true));
-    CHECK_OK(sn_dataset_map_cast(&ds, 1, SN_I32));
-    if (seed) CHECK_OK(sn_dataset_shuffle(&ds, n, seed, true));
-    CHECK_OK(sn_dataset_batch(&ds, batch, false));
-    return ds;
-}
 
 /* conv(16) - pool - conv(32) - pool - dense(10): the second convolution (C = 16) and the dense
  * layer run in bf16 under mixed_bfloat16; the first (C = 1) stays f32 by design. Trains on
@@ -248,14 +232,14 @@ static double train_cnn(bool bf16, int64_t n_train, int epochs, unsigned char **
     c.steps_per_execution = 20;
     c.mixed_bfloat16 = bf16;
     CHECK_OK(sn_model_compile(m, &c));
-    sn_dataset *tr = fmnist_ds(train_x, train_y, n_train, 32, 11);
+    sn_dataset *tr = fmnist_ds(train_x, train_y, n_train, 32, 11, true);
     sn_fit_opts f = sn_fit_defaults();
     f.epochs = epochs;
     CHECK_OK(sn_model_fit(m, tr, &f, NULL));
     double v[2] = {NAN, NAN};
     int nv = 0;
     if (!weights) {
-        sn_dataset *te = fmnist_ds(test_x, test_y, 1000, 100, 0);
+        sn_dataset *te = fmnist_ds(test_x, test_y, 1000, 100, 0, true);
         CHECK_OK(sn_model_evaluate(m, te, 0, v, 2, &nv));
         sn_dataset_free(te);
     } else {
