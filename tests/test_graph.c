@@ -1,4 +1,6 @@
 /* Graph builder, registry, planner and executor: behaviour and bad inputs. */
+#include <omp.h>
+
 #include "graph/graph_impl.h"
 #include "sn_test.h"
 #include "sinter/device.h"
@@ -129,6 +131,43 @@ static void test_plan_survives_graph_growth(void) {
     sn_graph_free(g);
 }
 
+/* A plan placed on a logical device runs its kernels with that device's share of the cores. */
+static sn_status record_threads(void *ctx, sn_plan *p, int call, sn_node n) {
+    *(int *)ctx = omp_get_max_threads();
+    return SN_OK;
+}
+
+static void test_plan_threads_follow_device(void) {
+    sn_set_num_threads(2);
+    CHECK_OK(sn_device_configure_cpu(2));
+    sn_graph *g = sn_graph_new();
+    sn_node y = sn_relu(g, sn_scalar(g, SN_F32, 1.0));
+    int seen[2] = {0, 0};
+    for (int d = 0; d < 2; d++) {
+        sn_plan_opts o = sn_plan_opts_defaults();
+        o.device = d ? "cpu:1" : "cpu:0";
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, 1, &y, &o));
+        if (!p) continue;
+        sn_plan_set_node_hook(p, record_threads, &seen[d]);
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        sn_plan_free(p);
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1, "2 cores over 2 devices: plans ran with %d and %d threads",
+          seen[0], seen[1]);
+    CHECK(omp_get_max_threads() == 2, "the caller's team is restored: %d", omp_get_max_threads());
+    CHECK_OK(sn_device_configure_cpu(1));
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 1, &y, NULL));
+    if (p) {
+        sn_plan_set_node_hook(p, record_threads, &seen[0]);
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        CHECK(seen[0] == 2, "one device: plan ran with %d threads", seen[0]);
+        sn_plan_free(p);
+    }
+    sn_graph_free(g);
+}
+
 static void test_devices(void) {
     int idx = -1;
     CHECK_OK(sn_device_find("cpu:0", &idx));
@@ -146,5 +185,6 @@ int main(void) {
     test_multi_step_and_reuse();
     test_plan_survives_graph_growth();
     test_devices();
+    test_plan_threads_follow_device();
     return sn_test_finish("test_graph");
 }

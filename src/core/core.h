@@ -70,6 +70,11 @@ uint64_t sn_rng_below(sn_rng *r, uint64_t n);     /* uniform integer in [0, n) *
  * docs/dependencies.md). The count comes from SN_NUM_THREADS, else all cores. */
 int sn_num_threads(void);
 void sn_set_num_threads(int n);
+/* Runs the calling thread's kernels (ours and oneDNN's) on n threads until sn_threads_leave:
+ * a plan placed on a logical device uses that device's share of the cores. Returns what
+ * sn_threads_leave needs to restore. */
+int sn_threads_enter(int n);
+void sn_threads_leave(int prev);
 /* Runs fn(ctx, ith, nth) on nth threads of the team (nth <= sn_num_threads()) and waits. */
 typedef void (*sn_task_fn)(void *ctx, int ith, int nth);
 void sn_parallel(sn_task_fn fn, void *ctx, int nth);

@@ -9,6 +9,8 @@
 void openblas_set_num_threads(int n); /* from OpenBLAS; declared here to avoid its header */
 
 static int sn_threads = 0;
+/* The team size of the plan this thread is running (its device's share), 0 when none. */
+static _Thread_local int tl_threads = 0;
 
 static void threads_init(void) {
     if (sn_threads > 0) return;
@@ -31,8 +33,21 @@ void sn_set_num_threads(int n) {
     openblas_set_num_threads(n);
 }
 
+int sn_threads_enter(int n) {
+    int prev = tl_threads;
+    if (n < 1) n = sn_num_threads();
+    tl_threads = n;
+    omp_set_num_threads(n); /* per calling thread: oneDNN's regions follow it too */
+    return prev;
+}
+
+void sn_threads_leave(int prev) {
+    tl_threads = prev;
+    omp_set_num_threads(prev > 0 ? prev : sn_num_threads());
+}
+
 void sn_parallel(sn_task_fn fn, void *ctx, int nth) {
-    int max = sn_num_threads();
+    int max = tl_threads > 0 ? tl_threads : sn_num_threads();
     if (nth <= 0 || nth > max) nth = max;
     if (nth == 1) {
         fn(ctx, 0, 1);

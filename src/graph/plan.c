@@ -40,6 +40,7 @@ struct sn_plan {
     sn_node_hook hook;    /* called after each kernel call, when set */
     void *hook_ctx;
     char device[96];
+    int device_index;
     int n_nodes; /* graph size when planned */
 };
 
@@ -223,6 +224,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     sn_device_info info;
     sn_device_get(dev, &info);
     snprintf(p->device, sizeof p->device, "%s", info.name);
+    p->device_index = dev;
     p->loc = sn_calloc((size_t)nn, sizeof *p->loc);
     p->needed = sn_calloc((size_t)nn, 1);
     p->is_target = sn_calloc((size_t)nn, 1);
@@ -296,7 +298,11 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         p->kern[c] = kern;
         if (kern->prepare) {
             size_t need = 0;
+            /* oneDNN sizes its work for the thread count it sees when a primitive is made:
+             * make it with the device's share, the count the plan runs with. */
+            int prev = sn_threads_enter(sn_device_threads(dev));
             sn_status s = kern->prepare(k, &need);
+            sn_threads_leave(prev);
             if (s != SN_OK) {
                 p->kern[c] = NULL; /* nothing to release */
                 return plan_fail(p, sn_error_context(s, "plan: preparing %s (node %d)",
@@ -314,10 +320,8 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     return SN_OK;
 }
 
-sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
-    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_run: plan is NULL");
-    if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
-    if (stale(p)) bind(p);
+/* The steps themselves; sn_plan_run wraps them in the device's thread count. */
+static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     for (int64_t s = 0; s < steps; s++) {
         if (feed) {
             sn_status fs = feed(ctx, p, s);
@@ -337,6 +341,18 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
         p->step++;
     }
     return SN_OK;
+}
+
+sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
+    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_run: plan is NULL");
+    if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
+    if (stale(p)) bind(p);
+    /* A plan placed on logical device i runs its kernels on that device's share of the cores
+     * (all of them when the CPU is one device). */
+    int prev = sn_threads_enter(sn_device_threads(p->device_index));
+    sn_status s = run_steps(p, steps, feed, ctx);
+    sn_threads_leave(prev);
+    return s;
 }
 
 void *sn_plan_buffer(sn_plan *p, sn_node n) {
