@@ -133,7 +133,7 @@ int sn_cmd_bench(int argc, char **argv) {
         {.name = "warmup", .kind = SN_FLAG_INT, .value = &warmup, .imin = 0, .imax = 1000000,
          .help = "untimed steps first"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 1024,
-         .help = "threads (0: SN_NUM_THREADS or all cores)"},
+         .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
         {.name = "precision", .kind = SN_FLAG_ENUM, .value = &precision, .choices = precisions,
          .help = "fp32, or bf16 (mixed_bfloat16)"},
         {.name = "steps-per-execution", .kind = SN_FLAG_INT, .value = &spe, .imin = 1,
@@ -143,7 +143,7 @@ int sn_cmd_bench(int argc, char **argv) {
         {.name = "profile", .kind = SN_FLAG_BOOL, .value = &profile,
          .help = "print a per-op table: time share, GFLOP/s and fraction of peak"},
         {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
-         .help = "a folder with the four IDX files (default: Fashion-MNIST)"},
+         .help = "a folder with the four IDX files, instead of Fashion-MNIST"},
     };
     sn_flag_set fs = {prog,
                       "Times training steps of a preset model on Fashion-MNIST batches and prints "
