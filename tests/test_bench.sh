@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Smoke test of `sinter bench` (issue: CI runs the bench for a couple of steps and never asserts
+# a time): every workload's key=value line has its fields, --profile prints the per-op table,
+# bf16 runs, bad flags are refused. Speed itself is measured by bench/compare.sh, not here.
+#
+#     bash tests/test_bench.sh <build dir>
+set -u
+BUILD=$(cd "${1:?usage: bash tests/test_bench.sh <build dir>}" && pwd)
+SINTER="$BUILD/sinter"
+export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+passed=0 failed=0
+ok() { passed=$((passed + 1)); echo "ok   $1"; }
+bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -s "$2" ] && sed 's/^/     | /' "$2" | tail -15; }
+
+if [ ! -d /usr/share/datasets/fashion-mnist ]; then
+    echo "skip: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
+    echo "0 passed, 0 failed"
+    exit 0
+fi
+
+# bench NAME ARGS...: runs sinter bench, checks exit 0 and the fields of its key=value line.
+bench() {
+    local name=$1
+    shift
+    if ! "$SINTER" bench "$@" >"$TMP/$name" 2>&1; then bad "$name: exit code $?" "$TMP/$name"; return 1; fi
+    local line
+    line=$(grep '^framework=sinter ' "$TMP/$name")
+    for key in workload ms_per_step samples_per_s gflops peak_gflops peak_fraction peak_rss_mb loss; do
+        if ! grep -Eq "(^| )$key=[0-9a-z_.+e-]+( |$)" <<<"$line"; then
+            bad "$name: no $key= in '$line'" "$TMP/$name"
+            return 1
+        fi
+    done
+    ok "$name: $line"
+}
+
+bench seed_cnn --model tpu_guide_cnn --batch-size 4 --steps 2 --warmup 1
+bench mlp_sgd --model mlp --batch-size 32 --steps 20 --warmup 2 --optimizer sgd --learning-rate 0.01 \
+    --steps-per-execution 10
+if bench small_cnn_profile --model small_cnn --batch-size 16 --steps 2 --warmup 1 --profile; then
+    if grep -Eq '^[0-9]+ +conv2d +dnnl' "$TMP/small_cnn_profile" &&
+        grep -q 'GFLOP/s' "$TMP/small_cnn_profile"; then ok "profile table lists conv2d on oneDNN"
+    else bad "profile table lacks the conv2d row" "$TMP/small_cnn_profile"; fi
+fi
+bench bf16 --model mlp --batch-size 16 --steps 2 --warmup 1 --precision bf16 &&
+    { grep -q 'precision=bf16' "$TMP/bf16" && ok "bf16 line says precision=bf16" ||
+          bad "bf16 line lacks precision=bf16" "$TMP/bf16"; }
+
+"$SINTER" bench --steps 0 >"$TMP/bad" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--steps" "$TMP/bad"; then ok "bench --steps 0 is refused (exit 2)"
+else bad "bench --steps 0: exit $rc" "$TMP/bad"; fi
+"$SINTER" bench --precision fp16 >"$TMP/bad2" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "fp32 or bf16" "$TMP/bad2"; then ok "bench --precision fp16 is refused"
+else bad "bench --precision fp16: exit $rc" "$TMP/bad2"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
