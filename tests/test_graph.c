@@ -168,6 +168,46 @@ static void test_plan_threads_follow_device(void) {
     sn_graph_free(g);
 }
 
+/* bias_add -> relu runs as one fused call when nothing else reads the bias_add's output, with
+ * the same values as the two calls (SN_FUSE=0), in training graphs too (relu's gradient reads
+ * relu's output). */
+static int plan_relu_graph(bool fuse, float *out, float *grad) {
+    if (fuse) unsetenv("SN_FUSE");
+    else setenv("SN_FUSE", "0", 1);
+    sn_graph *g = sn_graph_new();
+    sn_shape xs = sn_shape_make(2, (int64_t)3, (int64_t)5), bs = sn_shape_make(1, (int64_t)5);
+    float x[15], bv[5] = {0.5f, -1.0f, 0.0f, 2.0f, -0.25f};
+    for (int i = 0; i < 15; i++) x[i] = (float)(i % 7) - 3.0f;
+    sn_node b = sn_variable(g, "b", SN_F32, &bs, true);
+    memcpy(sn_variable_data(g, b), bv, sizeof bv);
+    sn_node y = sn_relu(g, sn_bias_add(g, sn_const(g, SN_F32, &xs, x), b));
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, y), 0, NULL, false), db;
+    CHECK_OK(sn_gradients(g, loss, 1, &b, &db));
+    sn_node targets[2] = {y, db};
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 2, targets, NULL));
+    int calls = p ? sn_plan_node_count(p) : -1;
+    if (p && sn_plan_run(p, 1, NULL, NULL) == SN_OK) {
+        memcpy(out, sn_plan_buffer(p, y), sizeof x);
+        memcpy(grad, sn_plan_buffer(p, db), sizeof bv);
+    }
+    sn_plan_free(p);
+    sn_graph_free(g);
+    unsetenv("SN_FUSE");
+    return calls;
+}
+
+static void test_bias_relu_fusion(void) {
+    float y1[15], y0[15], g1[5], g0[5];
+    int fused = plan_relu_graph(true, y1, g1), plain = plan_relu_graph(false, y0, g0);
+    CHECK(fused == plain - 1, "fusion should save one call: %d calls fused, %d not", fused, plain);
+    CHECK(!memcmp(y1, y0, sizeof y1) && !memcmp(g1, g0, sizeof g1),
+          "fused bias_add+relu differs from the two separate ops");
+    int zeros = 0;
+    for (int i = 0; i < 15; i++) zeros += y1[i] == 0.0f;
+    CHECK(zeros > 0 && zeros < 15, "relu did not clamp (zeros %d)", zeros);
+}
+
 static void test_devices(void) {
     int idx = -1;
     CHECK_OK(sn_device_find("cpu:0", &idx));
@@ -184,6 +224,7 @@ int main(void) {
     test_shape_errors();
     test_multi_step_and_reuse();
     test_plan_survives_graph_growth();
+    test_bias_relu_fusion();
     test_devices();
     test_plan_threads_follow_device();
     return sn_test_finish("test_graph");

@@ -22,6 +22,9 @@ typedef struct sn_kcall {
     void *state;                           /* the kernel's own, from prepare */
     int64_t step;                          /* the plan's step counter (dropout) */
     bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
+    /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes
+     * max(x + b, 0) in one pass (see plan.c, fuse_bias_relu). Only bias_add sees it set. */
+    bool relu;
 } sn_kcall;
 
 typedef struct sn_kernel {

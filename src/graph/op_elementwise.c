@@ -204,7 +204,9 @@ static void grad_bias_add(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
 }
 
 static void grad_relu(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node in[2] = {g->nodes[n].in[0], dy};
+    /* From the output: y > 0 exactly where x > 0, and reading y instead of x leaves x with a
+     * single reader, so the planner can fuse the bias_add that made x with this relu. */
+    sn_node in[2] = {n, dy};
     dx[0] = sn_graph_add(g, SN_OP_RELU_GRAD, 2, in, NULL);
 }
 

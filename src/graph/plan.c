@@ -28,6 +28,7 @@ struct sn_plan {
     sn_loc *loc;          /* per graph node (only needed ones used) */
     unsigned char *needed; /* per graph node */
     unsigned char *is_target;
+    unsigned char *fuse_relu; /* per graph node: a relu was fused into this bias_add */
     void **ptr;           /* per graph node: resolved buffer */
     unsigned char *arena;
     size_t arena_bytes;
@@ -187,6 +188,7 @@ void sn_plan_free(sn_plan *p) {
     free(p->loc);
     free(p->needed);
     free(p->is_target);
+    free(p->fuse_relu);
     free(p->ptr);
     free(p->prof);
     sn_free_aligned(p->arena);
@@ -274,6 +276,36 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         }
     }
 
+    /* Fusion: a relu whose input is a bias_add read by nothing else runs inside that bias_add
+     * (one pass over the activation instead of two; relu's gradient reads relu's output, so
+     * the pre-activation has no other reader). The relu becomes a view of the bias_add's
+     * buffer. SN_FUSE=0 turns this off (debugging, tests). */
+    unsigned char *fuse_relu = p->fuse_relu = sn_calloc((size_t)nn, 1);
+    if (!fuse_relu) return plan_fail(p, SN_ERR_NOMEM);
+    const char *fuse_env = getenv("SN_FUSE");
+    if (!(fuse_env && !strcmp(fuse_env, "0"))) {
+        int *readers = sn_calloc((size_t)nn, sizeof *readers);
+        if (!readers) return plan_fail(p, SN_ERR_NOMEM);
+        for (int i = 0; i < nn; i++)
+            if (p->needed[i])
+                for (int j = 0; j < g->nodes[i].n_in; j++) readers[g->nodes[i].in[j]]++;
+        int w = 0;
+        for (int c = 0; c < n; c++) {
+            sn_node r = p->order[c];
+            const sn_node_t *nd = &g->nodes[r];
+            sn_node b = nd->n_in == 1 ? nd->in[0] : SN_NONE;
+            if (nd->op == SN_OP_RELU && g->nodes[b].op == SN_OP_BIAS_ADD && readers[b] == 1 &&
+                !p->is_target[b] && g->nodes[b].dtype == nd->dtype) {
+                fuse_relu[b] = 1;
+                p->loc[r] = (sn_loc){.kind = LOC_ALIAS, .alias = b};
+                continue; /* no call of its own */
+            }
+            p->order[w++] = r;
+        }
+        free(readers);
+        n = p->n_calls = w;
+    }
+
     /* Kernels: choose and prepare each call once. */
     p->calls = sn_calloc((size_t)(n ? n : 1), sizeof *p->calls);
     p->kern = sn_calloc((size_t)(n ? n : 1), sizeof *p->kern);
@@ -288,6 +320,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         k->id = id;
         k->n_in = nd->n_in;
         k->bf16 = o.bf16_compute;
+        k->relu = fuse_relu[id];
         for (int j = 0; j < nd->n_in; j++) k->in_node[j] = &g->nodes[nd->in[j]];
         const sn_kernel *kern = sn_kernel_select(table, k);
         char b[128];

@@ -96,6 +96,7 @@ typedef enum {
     B_SIGMOID_GRAD, /* (y, dy) */
     B_TANH_GRAD,    /* (y, dy) */
     B_FIRST,        /* broadcast_to: a */
+    B_ADD_RELU,     /* bias_add with a fused relu: max(a + b, 0) */
 } bin_op;
 
 INL float bin1(bin_op op, float a, float b) {
@@ -108,6 +109,10 @@ INL float bin1(bin_op op, float a, float b) {
     case B_SIGMOID_GRAD: return b * a * (1.0f - a);
     case B_TANH_GRAD: return b * (1.0f - a * a);
     case B_FIRST: return a;
+    case B_ADD_RELU: {
+        float v = a + b;
+        return sel(mask(v > 0.0f), v, 0.0f); /* NaN -> 0, as relu */
+    }
     }
     return 0;
 }
@@ -144,6 +149,7 @@ INL void bin_body(int op, float *o, const float *a, int sa, const float *b, int 
     case B_RELU_GRAD: bin_pattern(B_RELU_GRAD, o, a, sa, b, sb, n); break;
     case B_SIGMOID_GRAD: bin_pattern(B_SIGMOID_GRAD, o, a, sa, b, sb, n); break;
     case B_TANH_GRAD: bin_pattern(B_TANH_GRAD, o, a, sa, b, sb, n); break;
+    case B_ADD_RELU: bin_pattern(B_ADD_RELU, o, a, sa, b, sb, n); break;
     case B_FIRST:
         if (sa)
             memmove(o, a, (size_t)n * sizeof(float));
@@ -472,7 +478,7 @@ static sn_status add_run(sn_kcall *c) { return binary_common(c, B_ADD); }
 static sn_status sub_run(sn_kcall *c) { return binary_common(c, B_SUB); }
 static sn_status mul_run(sn_kcall *c) { return binary_common(c, B_MUL); }
 /* x [..., C], b [C] -> [..., C]: the row broadcast of add */
-static sn_status bias_add_run(sn_kcall *c) { return binary_common(c, B_ADD); }
+static sn_status bias_add_run(sn_kcall *c) { return binary_common(c, c->relu ? B_ADD_RELU : B_ADD); }
 static sn_status div_run(sn_kcall *c) { return binary_common(c, B_DIV); }
 
 /* x [shape broadcastable to out] -> out [node shape] */

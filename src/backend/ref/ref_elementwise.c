@@ -52,7 +52,9 @@ static sn_status bias_add_run(sn_kcall *c) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < ch; j++) {
             int64_t i = r * ch + j;
-            sn_store(to, c->out, i, sn_load(tx, c->in[0], i) + sn_load(tb, c->in[1], j));
+            double v = sn_load(tx, c->in[0], i) + sn_load(tb, c->in[1], j);
+            if (c->relu) v = v > 0 ? v : 0; /* a relu the planner fused into this op */
+            sn_store(to, c->out, i, v);
         }
     return SN_OK;
 }
