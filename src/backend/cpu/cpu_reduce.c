@@ -44,18 +44,6 @@ INL float lanes_sum_body(const float *x, int64_t n) {
     return l[0];
 }
 
-INL float lanes_max_body(const float *x, int64_t n) {
-    float l[LANES];
-    for (int j = 0; j < LANES; j++) l[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) l[j] = maxnan(l[j], x[i + j]);
-    for (int j = 0; i + j < n; j++) l[j] = maxnan(l[j], x[i + j]);
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) l[j] = maxnan(l[j], l[j + w]);
-    return l[0];
-}
-
 /* acc[b] = acc[b] (+ or max) x[r * ld + b] for r < rows, b < n: rows in order. */
 INL void cols_body(int is_max, float *restrict acc, const float *restrict x, int64_t ld,
                    int64_t rows, int64_t n) {
@@ -76,7 +64,7 @@ typedef struct red_isa {
 } red_isa;
 
 static float lanes_sum_generic(const float *x, int64_t n) { return lanes_sum_body(x, n); }
-static float lanes_max_generic(const float *x, int64_t n) { return lanes_max_body(x, n); }
+static float lanes_max_generic(const float *x, int64_t n) { return vec_lanes_max(x, n); }
 static void cols_generic(int is_max, float *acc, const float *x, int64_t ld, int64_t rows,
                          int64_t n) {
     if (is_max)
@@ -88,7 +76,7 @@ static const red_isa isa_generic = {"cpu", lanes_sum_generic, lanes_max_generic,
 
 #ifdef SN_CPU_X86
 TGT_AVX512 static float lanes_sum_avx512(const float *x, int64_t n) { return lanes_sum_body(x, n); }
-TGT_AVX512 static float lanes_max_avx512(const float *x, int64_t n) { return lanes_max_body(x, n); }
+TGT_AVX512 static float lanes_max_avx512(const float *x, int64_t n) { return vec_lanes_max(x, n); }
 TGT_AVX512 static void cols_avx512(int is_max, float *acc, const float *x, int64_t ld,
                                    int64_t rows, int64_t n) {
     if (is_max)
@@ -99,7 +87,7 @@ TGT_AVX512 static void cols_avx512(int is_max, float *acc, const float *x, int64
 static const red_isa isa_avx512 = {"avx512", lanes_sum_avx512, lanes_max_avx512, cols_avx512};
 
 TGT_AVX2 static float lanes_sum_avx2(const float *x, int64_t n) { return lanes_sum_body(x, n); }
-TGT_AVX2 static float lanes_max_avx2(const float *x, int64_t n) { return lanes_max_body(x, n); }
+TGT_AVX2 static float lanes_max_avx2(const float *x, int64_t n) { return vec_lanes_max(x, n); }
 TGT_AVX2 static void cols_avx2(int is_max, float *acc, const float *x, int64_t ld, int64_t rows,
                                int64_t n) {
     if (is_max)

@@ -39,15 +39,8 @@ INL float row_shift(const float *x, int64_t n) {
         for (int64_t i = 0; i < n; i++) m = maxnan(m, x[i]);
         return isfinite(m) ? m : 0.0f;
     }
-    float l[LANES];
-    for (int j = 0; j < LANES; j++) l[j] = -INFINITY;
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) l[j] = maxnan(l[j], x[i + j]);
-    for (int j = 0; i + j < n; j++) l[j] = maxnan(l[j], x[i + j]);
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) l[j] = maxnan(l[j], l[j + w]);
-    return isfinite(l[0]) ? l[0] : 0.0f;
+    float m = vec_lanes_max(x, n);
+    return isfinite(m) ? m : 0.0f;
 }
 
 /* sum of e^(x - m); stores the terms in o when o is not NULL */

@@ -53,6 +53,21 @@ INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
  * it; libm's expf would keep the loops scalar. Clamped so that 2^n stays representable as two
  * factors; a NaN fails both compares and flows through the polynomial, so NaN in gives NaN
  * out. */
+/* Max of x[0..n) (NaN wins) over 32 lanes (two AVX-512 registers) folded pairwise: the same
+ * order, so the same bits, in every caller (reductions, softmax's row shift). */
+#define VEC_LANES 32
+INL float vec_lanes_max(const float *x, int64_t n) {
+    float l[VEC_LANES];
+    for (int j = 0; j < VEC_LANES; j++) l[j] = -INFINITY;
+    int64_t i = 0;
+    for (; i + VEC_LANES <= n; i += VEC_LANES)
+        for (int j = 0; j < VEC_LANES; j++) l[j] = maxnan(l[j], x[i + j]);
+    for (int j = 0; i + j < n; j++) l[j] = maxnan(l[j], x[i + j]);
+    for (int w = VEC_LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) l[j] = maxnan(l[j], l[j + w]);
+    return l[0];
+}
+
 INL float vexp(float x) {
     x = sel(mask(x > 88.8f), 88.8f, x);
     x = sel(mask(x < -104.0f), -104.0f, x);
