@@ -20,6 +20,7 @@
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
+#include "f32_case_util.h"
 #include "nn/train_impl.h"
 #include "sn_test.h"
 #include "fmnist_test_util.h"
@@ -29,60 +30,11 @@ static sn_rng rng;
 
 /* ---- 1. kernels vs the reference --------------------------------------------------------- */
 
-typedef struct tcase {
-    sn_node_t node, in_node[2];
-    sn_kcall call;
-    float *in[2];
-} tcase;
-
-static void init_case(tcase *t, sn_op op, const sn_attrs *attr, const sn_shape *in,
-                      const sn_shape *out) {
-    memset(t, 0, sizeof *t);
-    t->node.op = op;
-    t->node.dtype = SN_F32;
-    t->node.shape = *out;
-    t->node.n_in = 2;
-    t->node.attr = *attr;
-    t->call.node = &t->node;
-    t->call.n_in = 2;
-    for (int i = 0; i < 2; i++) {
-        t->in_node[i].dtype = SN_F32;
-        t->in_node[i].shape = in[i];
-        t->call.in_node[i] = &t->in_node[i];
-        int64_t n = sn_shape_numel(&in[i]);
-        t->in[i] = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
-        SN_ASSERT(t->in[i]);
-        for (int64_t k = 0; k < n; k++) t->in[i][k] = (float)sn_rng_normal(&rng);
-        t->call.in[i] = t->in[i];
-    }
-}
-
-/* Runs k (prepare, two runs, release) into a fresh output; scratch filled with NaN patterns. */
-static sn_status run_kernel(const tcase *t, const sn_kernel *k, bool bf16, float **out) {
-    int64_t n = sn_shape_numel(&t->node.shape);
-    *out = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
-    SN_ASSERT(*out);
-    for (int64_t i = 0; i < n; i++) (*out)[i] = NAN;
-    sn_kcall c = t->call;
-    c.out = *out;
-    c.bf16 = bf16;
-    size_t scratch = 0;
-    if (k->prepare) SN_TRY(k->prepare(&c, &scratch));
-    c.scratch = scratch ? sn_malloc_aligned(scratch) : NULL;
-    c.scratch_bytes = scratch;
-    if (scratch) memset(c.scratch, 0xff, scratch);
-    sn_status st = k->run(&c);
-    if (st == SN_OK) st = k->run(&c);
-    if (k->release) k->release(&c);
-    sn_free_aligned(c.scratch);
-    return st;
-}
-
 /* expect_bf16: the error must look like bf16's (1e-4 < err <= 2e-2); else like f32's. */
 static void check(const char *name, sn_op op, const sn_attrs *attr, const sn_shape *in,
                   sn_shape out, const sn_kernel *fast, bool expect_bf16) {
     tcase t;
-    init_case(&t, op, attr, in, &out);
+    init_case(&t, &rng, op, attr, 2, in, &out, false);
     CHECK(fast && (!fast->supports || fast->supports(&t.call)), "%s: no kernel", name);
     float *yr = NULL, *yf = NULL;
     sn_status sr = run_kernel(&t, sn_ref_kernels()->k[op], false, &yr);
@@ -107,7 +59,7 @@ static void check(const char *name, sn_op op, const sn_attrs *attr, const sn_sha
     }
     sn_free_aligned(yr);
     sn_free_aligned(yf);
-    for (int i = 0; i < 2; i++) sn_free_aligned(t.in[i]);
+    free_case(&t);
 }
 
 static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool tb) {

@@ -10,70 +10,15 @@
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
+#include "f32_case_util.h"
 
 static int n_pass, n_fail;
 static sn_rng rng;
 
-typedef struct tcase {
-    sn_node_t node, in_node[2];
-    sn_kcall call;
-    float *in[2];
-} tcase;
-
-static void init_case(tcase *t, sn_op op, const sn_attrs *attr, int n_in, const sn_shape *in,
-                      const sn_shape *out, bool ties) {
-    memset(t, 0, sizeof *t);
-    t->node.op = op;
-    t->node.dtype = SN_F32;
-    t->node.shape = *out;
-    t->node.n_in = n_in;
-    t->node.attr = *attr;
-    t->call.node = &t->node;
-    t->call.n_in = n_in;
-    for (int i = 0; i < n_in; i++) {
-        t->in_node[i].dtype = SN_F32;
-        t->in_node[i].shape = in[i];
-        t->call.in_node[i] = &t->in_node[i];
-        int64_t n = sn_shape_numel(&in[i]);
-        t->in[i] = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
-        SN_ASSERT(t->in[i]);
-        for (int64_t k = 0; k < n; k++)
-            /* ties: x drawn from 3 values so most pooling windows hold repeated maxima */
-            t->in[i][k] = ties && i == 0 ? (float)sn_rng_below(&rng, 3)
-                                         : (float)sn_rng_normal(&rng);
-        t->call.in[i] = t->in[i];
-    }
-}
-
-static void free_case(tcase *t) {
-    for (int i = 0; i < 2; i++) sn_free_aligned(t->in[i]);
-}
-
-/* Runs kernel k on t into a fresh output (prepare/run/release, scratch sized by prepare). */
-static sn_status run_kernel(tcase *t, const sn_kernel *k, float **out) {
-    int64_t n = sn_shape_numel(&t->node.shape);
-    *out = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
-    SN_ASSERT(*out);
-    /* Garbage in the output: a kernel must write every element itself. */
-    for (int64_t i = 0; i < n; i++) (*out)[i] = NAN;
-    sn_kcall c = t->call;
-    c.out = *out;
-    size_t scratch = 0;
-    if (k->prepare) SN_TRY(k->prepare(&c, &scratch));
-    c.scratch = scratch ? sn_malloc_aligned(scratch) : NULL;
-    c.scratch_bytes = scratch;
-    if (scratch) memset(c.scratch, 0xff, scratch); /* NaN patterns: scratch is not zeroed */
-    sn_status st = k->run(&c);
-    if (st == SN_OK) st = k->run(&c); /* a second run of the same prepared state */
-    if (k->release) k->release(&c);
-    sn_free_aligned(c.scratch);
-    return st;
-}
-
 static void check(const char *name, sn_op op, const sn_attrs *attr, int n_in, const sn_shape *in,
                   sn_shape out, const sn_kernel *fast, bool ties) {
     tcase t;
-    init_case(&t, op, attr, n_in, in, &out, ties);
+    init_case(&t, &rng, op, attr, n_in, in, &out, ties);
     if (!fast || (fast->supports && !fast->supports(&t.call))) {
         printf("FAIL %-34s %-10s does not support the call\n", name, fast ? fast->impl : "-");
         n_fail++;
@@ -82,7 +27,7 @@ static void check(const char *name, sn_op op, const sn_attrs *attr, int n_in, co
     }
     const sn_kernel *ref = sn_ref_kernels()->k[op];
     float *yr = NULL, *yf = NULL;
-    sn_status sr = run_kernel(&t, ref, &yr), sf = run_kernel(&t, fast, &yf);
+    sn_status sr = run_kernel(&t, ref, false, &yr), sf = run_kernel(&t, fast, false, &yf);
     if (sr != SN_OK || sf != SN_OK) {
         printf("FAIL %-34s %-10s status ref %s fast %s: %s\n", name, fast->impl,
                sn_status_name(sr), sn_status_name(sf), sn_last_error());
@@ -264,7 +209,7 @@ static void selection_cases(void) {
     memset(&attr, 0, sizeof attr);
     sn_shape in[2] = {sn_shape_make(2, 4, 5), sn_shape_make(2, 5, 6)};
     sn_shape out = sn_shape_make(2, 4, 6);
-    init_case(&t, SN_OP_MATMUL, &attr, 2, in, &out, false);
+    init_case(&t, &rng, SN_OP_MATMUL, &attr, 2, in, &out, false);
     const sn_kernel *k = sn_kernel_select(sn_cpu_kernels(), &t.call);
     bool fast_f32 = k && strcmp(k->impl, "ref") != 0;
     t.node.dtype = t.in_node[0].dtype = t.in_node[1].dtype = SN_F64;

@@ -1,0 +1,68 @@
+/* One float32 kernel call built by hand for kernel-vs-reference tests: random inputs, then
+ * run_kernel prepares and runs a kernel twice (the same prepared state) into a NaN-filled
+ * output with NaN-patterned scratch, so a kernel that skips elements or reads uninitialised
+ * scratch is caught. Used by test_cpu_kernels_blas.c and test_bf16.c. */
+#ifndef SN_F32_CASE_UTIL_H
+#define SN_F32_CASE_UTIL_H
+
+#include <math.h>
+#include <string.h>
+
+#include "backend/kernel.h"
+
+typedef struct tcase {
+    sn_node_t node, in_node[2];
+    sn_kcall call;
+    float *in[2];
+} tcase;
+
+/* ties: input 0 drawn from {0, 1, 2}, so most pooling windows hold repeated maxima. */
+static void init_case(tcase *t, sn_rng *rng, sn_op op, const sn_attrs *attr, int n_in,
+                      const sn_shape *in, const sn_shape *out, bool ties) {
+    memset(t, 0, sizeof *t);
+    t->node.op = op;
+    t->node.dtype = SN_F32;
+    t->node.shape = *out;
+    t->node.n_in = n_in;
+    t->node.attr = *attr;
+    t->call.node = &t->node;
+    t->call.n_in = n_in;
+    for (int i = 0; i < n_in; i++) {
+        t->in_node[i].dtype = SN_F32;
+        t->in_node[i].shape = in[i];
+        t->call.in_node[i] = &t->in_node[i];
+        int64_t n = sn_shape_numel(&in[i]);
+        t->in[i] = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
+        SN_ASSERT(t->in[i]);
+        for (int64_t k = 0; k < n; k++)
+            t->in[i][k] = ties && i == 0 ? (float)sn_rng_below(rng, 3) : (float)sn_rng_normal(rng);
+        t->call.in[i] = t->in[i];
+    }
+}
+
+static void free_case(tcase *t) {
+    for (int i = 0; i < 2; i++) sn_free_aligned(t->in[i]);
+}
+
+/* Runs kernel k on t into a fresh output the caller frees (sn_free_aligned). */
+static sn_status run_kernel(const tcase *t, const sn_kernel *k, bool bf16, float **out) {
+    int64_t n = sn_shape_numel(&t->node.shape);
+    *out = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
+    SN_ASSERT(*out);
+    for (int64_t i = 0; i < n; i++) (*out)[i] = NAN; /* a kernel must write every element */
+    sn_kcall c = t->call;
+    c.out = *out;
+    c.bf16 = bf16;
+    size_t scratch = 0;
+    if (k->prepare) SN_TRY(k->prepare(&c, &scratch));
+    c.scratch = scratch ? sn_malloc_aligned(scratch) : NULL;
+    c.scratch_bytes = scratch;
+    if (scratch) memset(c.scratch, 0xff, scratch); /* NaN patterns: scratch is not zeroed */
+    sn_status st = k->run(&c);
+    if (st == SN_OK) st = k->run(&c); /* a second run of the same prepared state */
+    if (k->release) k->release(&c);
+    sn_free_aligned(c.scratch);
+    return st;
+}
+
+#endif
