@@ -360,12 +360,11 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
 
 /* ---- running -------------------------------------------------------------------------------- */
 
-/* The replicas run one after another, each with the whole thread team. Running them at once
- * (an OpenMP team with one replica per thread, so the kernels' own regions nest inactive)
- * was measured to stall: oneDNN's JIT convolutions size their work split and barriers to the
- * thread count at creation and spin forever when executed inside a parallel region with one
- * thread. Replicas at once need a per-thread team size in src/core/threads.c (each replica
- * on its own thread with its device's share), which the executor does not have yet. */
+/* The replicas run one after another, each plan with its device's share of the cores (the
+ * executor enters it). Running them at once as nested OpenMP (one replica per thread of a
+ * team) was measured to stall: oneDNN's JIT convolutions size their work split and barriers
+ * to the thread count at creation and spin forever inside a one-thread nested region. The
+ * way forward is one host thread per replica, each entering its share (docs/distributed.md). */
 static sn_status run_replicas(const sn_strategy *s, entry *e) {
     for (int r = 0; r < e->n_rep; r++)
         SN_TRY(sn_error_context(sn_plan_run(e->rep[r].plan, 1, NULL, NULL), "replica %d on %s", r,
