@@ -10,7 +10,14 @@ packages=(
   libhdf5-dev                # Keras-compatible weight files
   zlib1g-dev                 # .gz IDX files
   libopenmpi-dev openmpi-bin # multi-worker strategy
-  libpng-dev                 # plots
+  libjansson-dev             # JSON: Keras model configs, HTTP request bodies
+  libzip-dev                 # .keras archives (zip)
+  libmicrohttpd-dev          # sinter serve (HTTP)
+  libcairo2-dev fonts-dejavu-core # PNG plots with text
+  libprotobuf-c-dev protobuf-c-compiler # TensorBoard event files
+  hdf5-tools                 # h5diff in the resume tests
+  clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh)
+  python3-venv               # the interop tests' Keras/TensorBoard venv (scripts/pyenv.sh)
   dataset-fashion-mnist      # the default data set
 )
 

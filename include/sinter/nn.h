@@ -34,7 +34,46 @@ typedef enum sn_activation {
     SN_ACT_SIGMOID,
     SN_ACT_TANH,
     SN_ACT_SOFTMAX,
+    SN_ACT_GELU,       /* "gelu": Keras's default approximate=false (erf form) */
+    SN_ACT_SILU,       /* "silu", also spelled "swish" */
+    SN_ACT_ELU,        /* "elu", alpha 1 */
+    SN_ACT_LEAKY_RELU, /* "leaky_relu", negative_slope 0.2 (keras.activations.leaky_relu) */
+    SN_ACT_RELU6,      /* "relu6" */
 } sn_activation;
+/* Keras's spelling ("linear", "relu", ..., "swish" for silu) -> the enum; SN_ERR_INVALID names
+ * the accepted names. */
+sn_status sn_activation_from_name(const char *name, sn_activation *out);
+/* The Keras name ("linear" for SN_ACT_NONE). */
+const char *sn_activation_name(sn_activation a);
+
+/* Initializers as Keras names them. SN_INIT_DEFAULT means "the layer's Keras default"
+ * (glorot_uniform kernels, zero biases, orthogonal recurrent kernels, ...). A seed makes the
+ * draw reproducible in sinter (the values differ from Keras's own RNG; weights files carry the
+ * values). */
+typedef enum sn_initializer_type {
+    SN_INIT_DEFAULT = 0,
+    SN_INIT_ZEROS, SN_INIT_ONES, SN_INIT_CONSTANT,
+    SN_INIT_GLOROT_UNIFORM, SN_INIT_GLOROT_NORMAL,
+    SN_INIT_HE_UNIFORM, SN_INIT_HE_NORMAL,
+    SN_INIT_LECUN_UNIFORM, SN_INIT_LECUN_NORMAL,
+    SN_INIT_RANDOM_UNIFORM, SN_INIT_RANDOM_NORMAL, SN_INIT_TRUNCATED_NORMAL,
+    SN_INIT_ORTHOGONAL,
+} sn_initializer_type;
+typedef struct sn_initializer {
+    sn_initializer_type type;
+    double value;          /* constant */
+    double minval, maxval; /* random_uniform (Keras default -0.05, 0.05) */
+    double mean, stddev;   /* random_normal, truncated_normal (0, 0.05) */
+    double gain;           /* orthogonal (1) */
+    bool has_seed;
+    uint64_t seed;
+} sn_initializer;
+
+/* kernel_regularizer / bias_regularizer: L1 (l1 > 0), L2 (l2 > 0) or L1L2; both 0 = none.
+ * The penalty l1 * sum|w| + l2 * sum(w^2) is added to the training loss, as Keras does. */
+typedef struct sn_regularizer {
+    double l1, l2;
+} sn_regularizer;
 
 /* ---- layers (Keras names, arguments and defaults) -------------------------------------- */
 typedef struct sn_layer sn_layer;
@@ -43,6 +82,17 @@ typedef struct sn_layer sn_layer;
  * of memory). sn_model_add takes ownership. `name` may be NULL: Keras-style automatic names
  * ("dense", "dense_1", ...) are given at sn_model_add. */
 sn_layer *sn_layer_dense(int64_t units, sn_activation act);
+/* Dense on inputs of any rank >= 1 applies to the last axis, as Keras does ([B, T, D] ->
+ * [B, T, units]). */
+typedef struct sn_dense_layer_opts {
+    int64_t units;
+    sn_activation activation;
+    bool use_bias;          /* default true */
+    sn_initializer kernel_initializer, bias_initializer;
+    sn_regularizer kernel_regularizer, bias_regularizer;
+} sn_dense_layer_opts;
+sn_dense_layer_opts sn_dense_layer_defaults(int64_t units);
+sn_layer *sn_layer_dense_ex(const sn_dense_layer_opts *o);
 typedef struct sn_conv2d_layer_opts {
     int64_t filters;
     int kernel_h, kernel_w;
@@ -50,6 +100,8 @@ typedef struct sn_conv2d_layer_opts {
     sn_padding padding;     /* default valid */
     sn_activation activation;
     bool use_bias;          /* default true */
+    sn_initializer kernel_initializer, bias_initializer;
+    sn_regularizer kernel_regularizer, bias_regularizer;
 } sn_conv2d_layer_opts;
 sn_conv2d_layer_opts sn_conv2d_layer_defaults(int64_t filters, int kernel_h, int kernel_w);
 sn_layer *sn_layer_conv2d(int64_t filters, int kernel_h, int kernel_w, sn_activation act);
@@ -63,7 +115,57 @@ sn_layer *sn_layer_flatten(void);
 sn_layer *sn_layer_dropout(double rate);
 /* momentum 0.99, epsilon 1e-3, over the last axis (Keras defaults) */
 sn_layer *sn_layer_batch_norm(void);
+typedef struct sn_batch_norm_layer_opts {
+    double momentum, epsilon; /* 0.99, 1e-3 */
+    bool center, scale;       /* true, true: beta and gamma exist */
+    sn_initializer beta_initializer, gamma_initializer,
+                   moving_mean_initializer, moving_variance_initializer;
+    sn_regularizer beta_regularizer, gamma_regularizer;
+} sn_batch_norm_layer_opts;
+sn_batch_norm_layer_opts sn_batch_norm_layer_defaults(void);
+sn_layer *sn_layer_batch_norm_ex(const sn_batch_norm_layer_opts *o);
 sn_layer *sn_layer_activation(sn_activation act);
+/* Reshape to `target` (without the batch); one dimension may be -1. */
+sn_layer *sn_layer_reshape(const sn_shape *target);
+/* GlobalAveragePooling2D: [B, H, W, C] -> [B, C] (keepdims false). */
+sn_layer *sn_layer_global_avg_pool2d(void);
+
+/* ---- sequence layers (Keras names, weight layout and defaults) ------------------------- */
+/* Embedding(input_dim, output_dim): integer ids [B, T] (int32, or f32 holding integers, cast
+ * as Keras does) -> [B, T, output_dim]; the gradient is a scatter-add into the rows used.
+ * Default initializer random_uniform(-0.05, 0.05). An id outside [0, input_dim) is an error
+ * at run time naming the id. */
+typedef struct sn_embedding_layer_opts {
+    int64_t input_dim, output_dim;
+    sn_initializer embeddings_initializer;
+    sn_regularizer embeddings_regularizer;
+} sn_embedding_layer_opts;
+sn_embedding_layer_opts sn_embedding_layer_defaults(int64_t input_dim, int64_t output_dim);
+sn_layer *sn_layer_embedding(int64_t input_dim, int64_t output_dim);
+sn_layer *sn_layer_embedding_ex(const sn_embedding_layer_opts *o);
+
+/* LSTM and GRU over [B, T, D] -> [B, units] (or [B, T, units] with return_sequences).
+ * Variables as Keras writes them: kernel [D, G*units], recurrent_kernel [units, G*units],
+ * bias [G*units] (GRU with reset_after: [2, 3*units]); LSTM gate order i, f, c, o; GRU z, r, h. */
+typedef struct sn_rnn_layer_opts {
+    int64_t units;
+    sn_activation activation;           /* tanh */
+    sn_activation recurrent_activation; /* sigmoid */
+    bool use_bias;                      /* true */
+    bool return_sequences;              /* false */
+    bool return_state;                  /* false */
+    bool stateful;                      /* false */
+    bool unit_forget_bias;              /* LSTM: true */
+    bool reset_after;                   /* GRU: true */
+    sn_initializer kernel_initializer, recurrent_initializer, bias_initializer;
+    sn_regularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
+} sn_rnn_layer_opts;
+sn_rnn_layer_opts sn_lstm_layer_defaults(int64_t units);
+sn_rnn_layer_opts sn_gru_layer_defaults(int64_t units);
+sn_layer *sn_layer_lstm(int64_t units, bool return_sequences);
+sn_layer *sn_layer_lstm_ex(const sn_rnn_layer_opts *o);
+sn_layer *sn_layer_gru(int64_t units, bool return_sequences);
+sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 
