@@ -190,8 +190,8 @@ typedef struct csvlog {
     char *path;
     FILE *f;
     int n_keys;
-    const char *keys[2 * (SN_MAX_METRICS + 1)];
-    char key_store[2 * (SN_MAX_METRICS + 1)][64];
+    const char *keys[SN_LOGS_MAX];
+    char key_store[SN_LOGS_MAX][64];
 } csvlog;
 
 static int cmp_str(const void *a, const void *b) {
@@ -233,7 +233,7 @@ static sn_status csv_epoch_end(void *user, const sn_logs *l, bool *stop) {
     int rc = 0;
     if (c->n_keys == 0) {
         /* Keras writes the keys sorted: epoch,accuracy,loss,val_accuracy,val_loss */
-        for (int i = 0; i < l->n && i < 2 * (SN_MAX_METRICS + 1); i++) {
+        for (int i = 0; i < l->n && i < SN_LOGS_MAX; i++) {
             snprintf(c->key_store[i], sizeof c->key_store[i], "%s", l->names[i]);
             c->keys[c->n_keys++] = c->key_store[i];
         }
