@@ -91,7 +91,7 @@ self_killed() {
     # in the background and waited for: bash reports no "Killed" line then
     SN_NUM_THREADS=1 SN_CKPT_TEST_KILL=$k timeout 120 "$S" "${ARGS[@]}" "${CK[@]}" "$@" \
         --checkpoint-dir "$d" --save "$d.h5" >"$d.killed.log" 2>&1 &
-    wait $!
+    wait $! 2>/dev/null
 }
 check() { # check DIR WHAT
     local d=$1
