@@ -5,7 +5,7 @@
 #     scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]   e.g. scripts/fuzz.sh fuzz_idx 600
 #     scripts/fuzz.sh all SECONDS                           each target in turn
 #     scripts/fuzz.sh list                                  the targets
-#     scripts/fuzz.sh seeds                                 rewrite fuzz/seeds/ with make_seeds
+#     scripts/fuzz.sh seeds                                 rewrite the generated seeds (make_seeds)
 #
 # Corpora: fuzz/seeds/TARGET (committed, read-only here) and build-fuzz/corpus/TARGET (what a
 # run finds; kept between runs). Crashing inputs go to build-fuzz/artifacts/TARGET/, the log to
@@ -50,7 +50,7 @@ run_one() {
 
 case "${1:-}" in
   list) targets ;;
-  seeds) build && rm -rf fuzz/seeds && "$B/make_seeds" fuzz/seeds ;;
+  seeds) build && "$B/make_seeds" fuzz/seeds ;; # overwrites; keeps regress-* inputs
   all)
     secs=${2:?usage: scripts/fuzz.sh all SECONDS}
     build
