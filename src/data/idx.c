@@ -142,12 +142,18 @@ static sn_status idx_load_open(gzFile f, const char *path, int64_t file_size, sn
     int64_t room = plain ? file_size - hbytes : file_size * GZIP_MAX_RATIO;
     if (file_size >= 0 && want > room) {
         char b[128];
+        sn_shape_str(&shape, b, sizeof b);
+        if (plain)
+            return sn_errorf(SN_ERR_FORMAT,
+                             "idx: %s is truncated: dims %s need %lld bytes of data, found %lld "
+                             "(the plain file has %lld bytes)",
+                             path, b, (long long)want, (long long)(room > 0 ? room : 0),
+                             (long long)file_size);
         return sn_errorf(SN_ERR_FORMAT,
-                         "idx: %s is truncated or corrupt: dims %s need %lld bytes of data, but "
-                         "the %s file has %lld bytes%s",
-                         path, sn_shape_str(&shape, b, sizeof b), (long long)want,
-                         plain ? "plain" : "gzip", (long long)file_size,
-                         plain ? "" : " (deflate holds at most 1032 bytes per byte)");
+                         "idx: %s is truncated or corrupt: dims %s need %lld bytes of data, more "
+                         "than the gzip file of %lld bytes can hold (deflate: at most 1032 bytes "
+                         "per byte)",
+                         path, b, (long long)want, (long long)file_size);
     }
     sn_tensor *t = NULL;
     SN_TRY(sn_tensor_new(&t, dtype, &shape));
