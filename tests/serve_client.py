@@ -7,6 +7,7 @@ only (urllib, http.client, socket), against 127.0.0.1. Run by tests/test_serve.s
     serve_client.py load   PORT PID SECONDS CONNECTIONS
                                          valid + malformed + oversize + slow requests
     serve_client.py drain  PORT PID      requests queued in the batcher, then SIGTERM
+    serve_client.py weights PORT CSV IDX_GZ   served == `sinter predict` on trained weights
 
 Every check prints what differed and the script exits 1 when any failed. No check measures
 time: the deadlines below only bound how long a broken server can hang the test."""
@@ -277,6 +278,31 @@ def slow_client(port):
     print(f"stalled client closed after {time.monotonic() - t0:.1f} s")
 
 
+# ---- weights ---------------------------------------------------------------------------------
+
+def weights(port, csv_path, idx_gz):
+    """Trained weights served over HTTP give what `sinter predict` gives for the same test
+    images (its CSV has 6 decimals)."""
+    import gzip
+    import struct
+    with gzip.open(idx_gz, "rb") as f:
+        magic, n, rows, cols = struct.unpack(">IIII", f.read(16))
+        raw = f.read(rows * cols * 4)
+    with open(csv_path) as f:
+        lines = f.read().split("\n")[1:]
+    want = [[float(v) for v in l.split(",")[3:]] for l in lines if l]
+    # Pixels as the CLI's pipeline makes them: u8 / 255 in float32 (exact in JSON via repr).
+    to_f32 = lambda v: struct.unpack("f", struct.pack("f", v / 255.0))[0]
+    xs = [[[[to_f32(raw[k * rows * cols + r * cols + c])] for c in range(cols)] for r in range(rows)]
+          for k in range(len(want))]
+    got = predict_urllib(port, "small_cnn", xs)
+    for k in range(len(want)):
+        check(len(got[k]) == len(want[k]) and
+              all(abs(a - b) <= 5.1e-7 for a, b in zip(got[k], want[k])),
+              f"image {k}: served {got[k][:3]} != sinter predict {want[k][:3]}")
+    finish("serve weights")
+
+
 # ---- batch -------------------------------------------------------------------------------------
 
 def batch(port, refport):
@@ -453,6 +479,8 @@ if __name__ == "__main__":
         batch(int(sys.argv[2]), int(sys.argv[3]))
     elif cmd == "load":
         load(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+    elif cmd == "weights":
+        weights(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif cmd == "drain":
         drain(int(sys.argv[2]), int(sys.argv[3]))
     else:

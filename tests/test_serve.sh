@@ -139,5 +139,26 @@ if start api --model small_cnn --model mlp --name second --max-batch 16 --max-in
     stop api
 fi
 
+# ---- trained weights: served == sinter predict (needs Fashion-MNIST) ---------------------------
+DATA=/usr/share/datasets/fashion-mnist
+if [ -e "$DATA/t10k-images-idx3-ubyte.gz" ]; then
+    W="$TMP/small_cnn.weights.h5"
+    if "$SINTER" train --model small_cnn --epochs 1 --steps-per-epoch 10 --validation-steps 1 \
+        --quiet --save "$W" >"$TMP/train.out" 2>&1 &&
+        "$SINTER" predict --model small_cnn --weights "$W" --count 4 --output "$TMP/pred.csv" \
+            >"$TMP/pred.out" 2>&1; then
+        if start weights --model small_cnn --weights "$W"; then
+            if python3 "$CLIENT" weights "$PORT" "$TMP/pred.csv" "$DATA/t10k-images-idx3-ubyte.gz" \
+                >"$TMP/client_weights.out" 2>&1; then ok "trained weights: served == sinter predict"
+            else bad "trained weights" "$TMP/client_weights.out" "$TMP/weights.err"; fi
+            stop weights
+        fi
+    else
+        bad "training weights for the serve test" "$TMP/train.out" "$TMP/pred.out"
+    fi
+else
+    echo "skip trained weights: Fashion-MNIST is not installed"
+fi
+
 echo "serve: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
