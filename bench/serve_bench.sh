@@ -41,7 +41,8 @@ f:close()
 LUA
 
 "$SINTER" serve --model small_cnn --port 0 --threads "$THREADS" >"$TMP/sinter.out" 2>"$TMP/sinter.err" &
-PIDS+=($!)
+SPID=$!
+PIDS+=($SPID)
 SPORT=
 for _ in $(seq 1 600); do
   SPORT=$(sed -n 's|^Serving .* at http://127\.0\.0\.1:\([0-9]*\)/.*|\1|p' "$TMP/sinter.out")
@@ -55,7 +56,8 @@ TURL=
 if PY=$(scripts/pyenv.sh build 2>"$TMP/pyenv.err"); then
   TPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$PY" bench/tf_serve.py "$TPORT" "$THREADS" >"$TMP/tf.out" 2>"$TMP/tf.err" &
-  PIDS+=($!)
+  TPID=$!
+  PIDS+=($TPID)
   for _ in $(seq 1 1200); do
     grep -q listening "$TMP/tf.out" && break
     sleep 0.1
@@ -66,7 +68,18 @@ else
   echo "serve_bench: no TensorFlow venv (scripts/pyenv.sh failed); sinter only" >&2
 fi
 
-# run SERVER URL CONNS BATCH: one wrk run; prints "server conns batch req/s p50_ms p99_ms non2xx"
+# wait_idle PID: until the server has used < 5% of a core over a second (at most 120 s), so
+# that requests a slow server still works through after wrk stops do not load the next run.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+wait_idle() {
+  local hz a b
+  hz=$(getconf CLK_TCK)
+  for _ in $(seq 1 120); do
+    a=$(cpu_ticks "$1"); sleep 1; b=$(cpu_ticks "$1")
+    [ $(( (b - a) * 100 )) -lt $(( hz * 5 )) ] && return 0
+  done
+}
+# run SERVER URL CONNS BATCH PID: one wrk run; prints "server conns batch req/s p50_ms p99_ms non2xx"
 ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.2f", v}'; }
 run() {
   local name=$1 url=$2 c=$3 b=$4 t
@@ -79,6 +92,7 @@ run() {
   p99=$(awk '$1=="99%"{print $2}' "$TMP/wrk.out" | ms)
   non=$(sed -n 's/.*Non-2xx or 3xx responses: *//p' "$TMP/wrk.out")
   echo "$name $c $b ${rps:-0} ${p50:-nan} ${p99:-nan} ${non:-0}" | tee -a "$TMP/results"
+  wait_idle "$5"
 }
 # Warm both (plans, tracing, caches).
 SN_BODY="$TMP/body1.json" wrk -t1 -c1 -d2s -s "$TMP/post.lua" "$SURL" >/dev/null 2>&1 || true
@@ -87,8 +101,8 @@ echo "server conns batch req_per_s p50_ms p99_ms non_2xx"
 for r in $(seq 1 "$ROUNDS"); do
   for b in $BATCHES; do
     for c in $CONNS; do
-      run sinter "$SURL" "$c" "$b"
-      [ -n "$TURL" ] && run tensorflow "$TURL" "$c" "$b"
+      run sinter "$SURL" "$c" "$b" "$SPID"
+      [ -n "$TURL" ] && run tensorflow "$TURL" "$c" "$b" "$TPID"
     done
   done
 done
