@@ -281,9 +281,14 @@ static void put_tensor(out_buf *o, const sn_shape *s, int axis, const float **sr
 
 char *sn_serve_write_predictions(const sn_serve_model *sm, sn_serve_format format,
                                  const float *y, int64_t n, size_t *len) {
-    /* At most 15 characters per number ("-1.23456789e-38") and a comma; brackets: at most one
-     * pair per number and per row. */
-    size_t cap = (size_t)(n * sm->out_numel) * 18 + (size_t)n * 4 + 64;
+    /* At most 15 characters per number ("-1.23456789e-38") and a comma; per list (a row and
+     * each list inside it) two brackets and a comma; the frame; the final NUL. */
+    size_t lists = 1, inner = 1;
+    for (int k = 0; k + 1 < sm->out.ndim; k++) {
+        inner *= (size_t)sm->out.dim[k];
+        lists += inner;
+    }
+    size_t cap = (size_t)(n * sm->out_numel) * 16 + (size_t)n * lists * 3 + 64;
     out_buf o = {.p = malloc(cap), .cap = cap};
     if (!o.p) return NULL;
     put_str(&o, format == SN_SERVE_ROWS ? "{\"predictions\": [" : "{\"outputs\": [");
@@ -293,6 +298,7 @@ char *sn_serve_write_predictions(const sn_serve_model *sm, sn_serve_format forma
         put_tensor(&o, &sm->out, 0, &src);
     }
     put_str(&o, "]}");
+    o.p[o.len] = '\0';
     *len = o.len;
     return o.p;
 }

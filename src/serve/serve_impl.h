@@ -89,8 +89,8 @@ typedef enum sn_serve_format { SN_SERVE_ROWS = 0, SN_SERVE_COLUMNS } sn_serve_fo
 bool sn_serve_parse_predict(const char *body, size_t len, const sn_serve_model *sm,
                             const sn_serve_limits *lim, float **x, int64_t *n,
                             sn_serve_format *format, char *err, size_t errcap);
-/* {"predictions": [...]} or {"outputs": [...]} for n rows y of shape sm->out; malloc'ed, the
- * caller frees; *len its length. NULL when out of memory. */
+/* {"predictions": [...]} or {"outputs": [...]} for n rows y of shape sm->out; malloc'ed and
+ * NUL-terminated, the caller frees; *len its length. NULL when out of memory. */
 char *sn_serve_write_predictions(const sn_serve_model *sm, sn_serve_format format,
                                  const float *y, int64_t n, size_t *len);
 /* {"error": "<msg escaped>"}, malloc'ed; *len its length. NULL when out of memory. */
