@@ -299,6 +299,53 @@ static void test_learns(void) {
           "loss went from %.4f to %.4f (log(vocab) = %.4f)", first, last, log((double)vocab));
     printf("ok  tiny corpus: loss %.4f -> %.4f, log(vocab) %.4f\n", first, last, log((double)vocab));
     sn_history_free(h);
+
+    /* The stepper: the first sequence fed at once, or one id per call from carried states,
+     * gives predict's next-character distribution at its last position. */
+    sn_tensor *x1 = NULL, *p = NULL;
+    CHECK_OK(sn_tensor_new(&x1, SN_F32, &(sn_shape){.ndim = 2, .dim = {1, L}}));
+    memcpy(sn_tensor_data(x1), xd, sizeof(float) * (size_t)L);
+    CHECK_OK(sn_model_predict(m, x1, &p));
+    sn_stepper *st = NULL;
+    CHECK_OK(sn_stepper_new(m, 1, &st));
+    const float *lg = NULL;
+    int64_t nc = 0;
+    double worst_all = 0, worst_one = 0;
+    if (st && p) {
+        const float *pp = (const float *)sn_tensor_data(p) + (L - 1) * vocab;
+        for (int pass = 0; pass < 2; pass++) {
+            sn_stepper_reset(st);
+            if (pass == 0) {
+                CHECK_OK(sn_stepper_run(st, xd, L, &lg, &nc));
+            } else {
+                for (int64_t j = 0; j < L; j++) CHECK_OK(sn_stepper_run(st, xd + j, 1, &lg, &nc));
+            }
+            CHECK(nc == vocab, "stepper classes %lld, expected %lld", (long long)nc, (long long)vocab);
+            double mx = -INFINITY, sum = 0;
+            for (int64_t k = 0; k < vocab; k++) mx = fmax(mx, lg[k]);
+            for (int64_t k = 0; k < vocab; k++) sum += exp(lg[k] - mx);
+            for (int64_t k = 0; k < vocab; k++) {
+                double e = fabs(exp(lg[k] - mx) / sum - pp[k]);
+                double *w = pass == 0 ? &worst_all : &worst_one;
+                if (e > *w) *w = e;
+            }
+        }
+        CHECK(worst_all < 1e-5 && worst_one < 1e-5, "stepper vs predict: %.3g (one call), %.3g "
+              "(one step per call)", worst_all, worst_one);
+        int32_t a = -1, b = -2, c2 = -3;
+        CHECK_OK(sn_sample_logits(lg, vocab, 1.0, 9, 5, &a));
+        CHECK_OK(sn_sample_logits(lg, vocab, 1.0, 9, 5, &b));
+        CHECK(a == b && a >= 0 && a < vocab, "sampling not deterministic: %d then %d", a, b);
+        /* a near-zero temperature is greedy */
+        CHECK_OK(sn_sample_logits(lg, vocab, 1e-6, 1, 1, &c2));
+        int32_t best = 0;
+        for (int64_t k = 1; k < vocab; k++) if (lg[k] > lg[best]) best = (int32_t)k;
+        CHECK(c2 == best, "temperature 1e-6 drew %d, argmax %d", c2, best);
+        CHECK_ERR(sn_sample_logits(lg, vocab, 0.0, 1, 1, &c2), SN_ERR_INVALID, "temperature 0");
+    }
+    sn_stepper_free(st);
+    sn_tensor_free(x1);
+    sn_tensor_free(p);
     sn_model_free(m);
     sn_dataset_free(ds);
     sn_tensor_free(x);

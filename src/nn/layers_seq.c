@@ -11,94 +11,26 @@
  * instead; stateful=True is refused for training through fit (Keras needs a fixed batch for
  * it, and sinter's models are built without one) - sn_stepper is the stateful runner, with
  * sn_stepper_reset as reset_states. */
-#include <math.h>
 #include <string.h>
 
 #include "graph/op_rnn.h"
-#include "nn/nn_impl.h"
-
-static sn_status seq_shape_error(const sn_layer *l, const sn_shape *in, const char *expected) {
-    char b[160];
-    sn_shape_str(in, b, sizeof b);
-    return sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s): got input of shape (None + %s), expected %s",
-                     l->name ? l->name : "?", l->vt->class_name, b, expected);
-}
+#include "nn/layers_impl.h"
 
 static void put(void *data, sn_dtype dt, int64_t i, double v) {
     if (dt == SN_F64) ((double *)data)[i] = v;
     else ((float *)data)[i] = (float)v;
 }
 
-/* Keras's defaults, drawn from rng in row-major order: U(lo, hi) */
-static void fill_uniform(void *d, sn_dtype dt, int64_t n, double lo, double hi, sn_rng *rng) {
-    for (int64_t i = 0; i < n; i++) put(d, dt, i, lo + (hi - lo) * sn_rng_uniform(rng));
-}
-
-/* Keras's orthogonal(gain 1) for a [rows, cols] kernel: a normal matrix orthonormalised (here
- * by modified Gram-Schmidt on the longer side, in double), with rows orthonormal when
- * rows <= cols. The values differ from Keras's QR draw; the distribution is the same. */
-static sn_status fill_orthogonal(void *d, sn_dtype dt, int64_t rows, int64_t cols, sn_rng *rng) {
-    int64_t n = rows < cols ? rows : cols, m = rows < cols ? cols : rows; /* n vectors of m */
-    double *q = sn_malloc(sizeof *q * (size_t)(n * m));
-    if (!q) return SN_ERR_NOMEM;
-    for (int64_t i = 0; i < n * m; i++) q[i] = sn_rng_normal(rng);
-    for (int64_t a = 0; a < n; a++) {
-        double *va = q + a * m;
-        for (int64_t b = 0; b < a; b++) {
-            const double *vb = q + b * m;
-            double dot = 0;
-            for (int64_t k = 0; k < m; k++) dot += va[k] * vb[k];
-            for (int64_t k = 0; k < m; k++) va[k] -= dot * vb[k];
-        }
-        double nrm = 0;
-        for (int64_t k = 0; k < m; k++) nrm += va[k] * va[k];
-        nrm = sqrt(nrm);
-        for (int64_t k = 0; k < m; k++) va[k] = nrm > 0 ? va[k] / nrm : 0;
-    }
-    /* vector a is row a of a [rows, cols] matrix when rows <= cols, else column a */
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++)
-            put(d, dt, r * cols + c, rows <= cols ? q[r * m + c] : q[c * m + r]);
-    free(q);
-    return SN_OK;
-}
-
-/* A variable "<layer>/<var>" in slot l->n_vars; *data is valid until the next variable. */
-static sn_status seq_var(sn_layer *l, sn_graph *g, const char *var, const sn_shape *shape,
-                         void **data) {
-    SN_ASSERT(l->n_vars < SN_LAYER_MAX_VARS);
-    char name[256];
-    snprintf(name, sizeof name, "%s/%s", l->name, var);
-    sn_node v = sn_variable(g, name, l->dtype, shape, true);
-    if (v == SN_NONE)
-        return sn_error_context(sn_graph_status(g), "layer '%s' (%s): creating '%s'", l->name,
-                                l->vt->class_name, name);
-    *data = sn_variable_data(g, v);
-    l->vars[l->n_vars] = v;
-    l->var_names[l->n_vars++] = var;
-    return SN_OK;
-}
-
-static sn_layer *seq_layer_new(const sn_layer_vtable *vt) {
-    sn_layer *l = sn_calloc(1, sizeof *l);
-    if (!l) return NULL;
-    l->vt = vt;
-    l->dtype = SN_F32;
-    return l;
-}
-
-/* Only Keras's default initializers are implemented here so far; others are refused. */
-static bool default_init(const sn_initializer *i) { return i->type == SN_INIT_DEFAULT; }
-static bool no_reg(const sn_regularizer *r) { return r->l1 == 0 && r->l2 == 0; }
-
 /* ---- Embedding -------------------------------------------------------------------------- */
 static sn_status embedding_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
-    if (in->ndim < 1 || in->ndim + 1 >= SN_MAX_DIMS) return seq_shape_error(l, in, "(None, steps)");
+    if (in->ndim < 1 || in->ndim + 1 >= SN_MAX_DIMS)
+        return sn_layer_shape_error(l, in, "(None, steps)");
     const sn_embedding_layer_opts *o = &l->embedding;
     sn_shape s = {.ndim = 2, .dim = {o->input_dim, o->output_dim}};
-    void *d;
-    SN_TRY(seq_var(l, g, "embeddings", &s, &d));
-    fill_uniform(d, l->dtype, sn_shape_numel(&s), -0.05, 0.05, rng);
+    sn_node e;
+    SN_TRY(sn_layer_add_var(l, g, "embeddings", &s, true, &o->embeddings_initializer,
+                            SN_INIT_RANDOM_UNIFORM, rng, &e));
+    SN_TRY(sn_layer_add_regularizer(l, e, &o->embeddings_regularizer, "embeddings_regularizer"));
     l->out_shape = *in;
     l->out_shape.dim[l->out_shape.ndim++] = o->output_dim;
     return SN_OK;
@@ -130,12 +62,12 @@ sn_layer *sn_layer_embedding_ex(const sn_embedding_layer_opts *o) {
                   (long long)o->input_dim, (long long)o->output_dim);
         return NULL;
     }
-    if (!default_init(&o->embeddings_initializer) || !no_reg(&o->embeddings_regularizer)) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "Embedding: only the default initializer (uniform "
-                  "-0.05..0.05) and no regularizer are supported");
+    if (sn_check_initializer("Embedding", "embeddings_initializer",
+                             &o->embeddings_initializer) != SN_OK ||
+        sn_check_regularizer("Embedding", "embeddings_regularizer",
+                             &o->embeddings_regularizer) != SN_OK)
         return NULL;
-    }
-    sn_layer *l = seq_layer_new(&embedding_vt);
+    sn_layer *l = sn_layer_alloc(&embedding_vt);
     if (l) l->embedding = *o;
     return l;
 }
@@ -149,24 +81,28 @@ sn_layer *sn_layer_embedding(int64_t input_dim, int64_t output_dim) {
 static bool is_gru(const sn_layer *l);
 
 static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
-    if (in->ndim != 2) return seq_shape_error(l, in, "(None, steps, features)");
+    if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
     const sn_rnn_layer_opts *o = &l->rnn;
     int64_t D = in->dim[1], U = o->units, G = (is_gru(l) ? 3 : 4) * U;
-    void *d;
-    /* kernel: glorot_uniform over [D, G*U] */
-    sn_shape ks = {.ndim = 2, .dim = {D, G}};
-    SN_TRY(seq_var(l, g, "kernel", &ks, &d));
-    double lim = sqrt(6.0 / (double)(D + G));
-    fill_uniform(d, l->dtype, D * G, -lim, lim, rng);
-    sn_shape rs = {.ndim = 2, .dim = {U, G}};
-    SN_TRY(seq_var(l, g, "recurrent_kernel", &rs, &d));
-    SN_TRY(fill_orthogonal(d, l->dtype, U, G, rng));
+    sn_node k, r, b;
+    sn_shape ks = {.ndim = 2, .dim = {D, G}}, rs = {.ndim = 2, .dim = {U, G}};
+    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
+                            SN_INIT_GLOROT_UNIFORM, rng, &k));
+    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
+    SN_TRY(sn_layer_add_var(l, g, "recurrent_kernel", &rs, true, &o->recurrent_initializer,
+                            SN_INIT_ORTHOGONAL, rng, &r));
+    SN_TRY(sn_layer_add_regularizer(l, r, &o->recurrent_regularizer, "recurrent_regularizer"));
     if (o->use_bias) {
         sn_shape bs = is_gru(l) ? (sn_shape){.ndim = 2, .dim = {2, G}}
                                 : (sn_shape){.ndim = 1, .dim = {G}};
-        SN_TRY(seq_var(l, g, "bias", &bs, &d)); /* zeros */
-        if (!is_gru(l) && o->unit_forget_bias)
+        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
+                                rng, &b));
+        /* Keras's unit_forget_bias: the forget gate's part of the bias starts at 1 */
+        if (!is_gru(l) && o->unit_forget_bias) {
+            void *d = sn_variable_data(g, b);
             for (int64_t j = U; j < 2 * U; j++) put(d, l->dtype, j, 1.0);
+        }
+        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
     }
     l->out_shape = o->return_sequences ? (sn_shape){.ndim = 2, .dim = {in->dim[0], U}}
                                        : (sn_shape){.ndim = 1, .dim = {U}};
@@ -257,9 +193,9 @@ static sn_layer *rnn_new(const sn_layer_vtable *vt, const sn_rnn_layer_opts *o) 
         return NULL;
     }
     if (o->activation != SN_ACT_TANH || o->recurrent_activation != SN_ACT_SIGMOID) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "%s: activation %d and recurrent_activation %d: only "
+        sn_errorf(SN_ERR_UNSUPPORTED, "%s: activation '%s' and recurrent_activation '%s': only "
                   "Keras's defaults 'tanh' and 'sigmoid' are implemented", cls,
-                  (int)o->activation, (int)o->recurrent_activation);
+                  sn_activation_name(o->activation), sn_activation_name(o->recurrent_activation));
         return NULL;
     }
     if (vt == &gru_vt && !o->reset_after) {
@@ -278,18 +214,15 @@ static sn_layer *rnn_new(const sn_layer_vtable *vt, const sn_rnn_layer_opts *o) 
                   "carried between calls, sn_stepper_reset)", cls);
         return NULL;
     }
-    if (!default_init(&o->kernel_initializer) || !default_init(&o->recurrent_initializer) ||
-        !default_init(&o->bias_initializer) || !no_reg(&o->kernel_regularizer) ||
-        !no_reg(&o->recurrent_regularizer) || !no_reg(&o->bias_regularizer)) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "%s: only the default initializers (glorot_uniform, "
-                  "orthogonal, zeros) and no regularizers are supported", cls);
+    if (sn_check_initializer(cls, "kernel_initializer", &o->kernel_initializer) != SN_OK ||
+        sn_check_initializer(cls, "recurrent_initializer", &o->recurrent_initializer) != SN_OK ||
+        sn_check_initializer(cls, "bias_initializer", &o->bias_initializer) != SN_OK ||
+        sn_check_regularizer(cls, "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
+        sn_check_regularizer(cls, "recurrent_regularizer", &o->recurrent_regularizer) != SN_OK ||
+        sn_check_regularizer(cls, "bias_regularizer", &o->bias_regularizer) != SN_OK)
         return NULL;
-    }
-    sn_layer *l = seq_layer_new(vt);
-    if (l) {
-        l->rnn = *o;
-        l->units = o->units;
-    }
+    sn_layer *l = sn_layer_alloc(vt);
+    if (l) l->rnn = *o;
     return l;
 }
 

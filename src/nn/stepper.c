@@ -61,8 +61,8 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
                 return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: more than %d recurrent states",
                                  STEPPER_MAX_STATES);
             }
-            s->state_units[s->n_states] = l->units;
-            s->state[s->n_states] = sn_calloc((size_t)(batch * l->units), sizeof(float));
+            s->state_units[s->n_states] = l->rnn.units;
+            s->state[s->n_states] = sn_calloc((size_t)(batch * l->rnn.units), sizeof(float));
             if (!s->state[s->n_states++]) {
                 sn_stepper_free(s);
                 return SN_ERR_NOMEM;
@@ -91,7 +91,7 @@ static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
         }
         for (int j = 0; j < ns; j++)
             sp->sin[k + j] = sn_input(g, "stepper_state", SN_F32,
-                                      &(sn_shape){.ndim = 2, .dim = {s->batch, l->units}});
+                                      &(sn_shape){.ndim = 2, .dim = {s->batch, l->rnn.units}});
         y = sn_rnn_forward_states(l, g, y, sp->sin + k, sp->sout + k);
         k += ns;
     }
