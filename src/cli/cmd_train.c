@@ -49,6 +49,7 @@ static sn_status timer_batch(void *user, const sn_logs *logs, bool *stop) {
 }
 
 int sn_cmd_train(int argc, char **argv) {
+    if (sn_cli_is_text_train(argc, argv)) return sn_cmd_train_text(argc, argv);
     const char *prog = "sinter train";
     const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
     const char *optimizer = "adam", *save = NULL, *csv = NULL;

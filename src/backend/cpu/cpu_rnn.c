@@ -15,29 +15,58 @@
 
 #include "backend/cpu/cpu_vec.h"
 #include "graph/op_rnn.h"
+#ifdef SN_HAVE_DNNL
+#include <dnnl.h>
+#endif
+
+/* C = A @ B (B^T when tb) + beta * C, row-major, single-threaded inside a team's thread.
+ * oneDNN's sgemm where it is built: Debian's OpenBLAS does not know this CPU and runs its SSE3
+ * "Prescott" kernels (docs/kernels.md), 3x slower here. Returns false when the call failed. */
+static bool gemm(bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+#ifdef SN_HAVE_DNNL
+    return dnnl_sgemm('N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) ==
+           dnnl_success;
+#else
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
+                (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return true;
+#endif
+}
 
 /* ---- fused gate passes ------------------------------------------------------------------- */
 
 /* One LSTM row: w = ws row [h | c | i | f | g | o] whose gate slots hold the pre-activations;
  * cp = c_{t-1}. Units [j0, j1). */
-INL void lstm_cell_body(float *w, const float *cp, int64_t U, int64_t j0, int64_t j1) {
-    float *h = w, *c = w + U, *gi = w + 2 * U, *gf = w + 3 * U, *gg = w + 4 * U, *go = w + 5 * U;
-    for (int64_t j = j0; j < j1; j++) {
-        float i = vsigmoid(gi[j]), f = vsigmoid(gf[j]), g = vtanh(gg[j]), o = vsigmoid(go[j]);
-        float cn = f * cp[j] + i * g;
-        c[j] = cn;
-        h[j] = o * vtanh(cn);
-        gi[j] = i;
-        gf[j] = f;
-        gg[j] = g;
-        go[j] = o;
-    }
+INL void sigmoid_inplace(float *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) x[j] = vsigmoid(x[j]);
+}
+INL void tanh_inplace(float *restrict x, int64_t n) {
+    for (int64_t j = 0; j < n; j++) x[j] = vtanh(x[j]);
+}
+
+/* Short loops, one function each: GCC vectorises each of them, but not one loop holding all
+ * five transcendental functions ("no vectype", measured with -fopt-info-vec). */
+INL void lstm_cell_body(float *w, const float *restrict cp_, int64_t U, int64_t j0, int64_t j1) {
+    int64_t n = j1 - j0;
+    sigmoid_inplace(w + 2 * U + j0, n); /* i */
+    sigmoid_inplace(w + 3 * U + j0, n); /* f */
+    tanh_inplace(w + 4 * U + j0, n);    /* g */
+    sigmoid_inplace(w + 5 * U + j0, n); /* o */
+    float *restrict h = w + j0, *restrict c = w + U + j0;
+    const float *restrict gi = w + 2 * U + j0, *restrict gf = w + 3 * U + j0,
+                          *restrict gg = w + 4 * U + j0, *restrict cp = cp_ + j0;
+    for (int64_t j = 0; j < n; j++) c[j] = gf[j] * cp[j] + gi[j] * gg[j];
+    for (int64_t j = 0; j < n; j++) h[j] = vtanh(c[j]);
+    const float *restrict go = w + 5 * U + j0;
+    for (int64_t j = 0; j < n; j++) h[j] *= go[j];
 }
 
 /* One LSTM row backward: w = ws row, dw = its gradient, cp = c_{t-1}, dh = dh carried in
  * (from h_t @ R), dc = dc carried in (replaced by the carry for step t-1), dg = output row. */
-INL void lstm_cell_bwd_body(const float *w, const float *dw, const float *cp, const float *dh,
-                            float *dc, float *dg, int64_t U) {
+INL void lstm_cell_bwd_body(const float *restrict w, const float *restrict dw,
+                            const float *restrict cp, const float *restrict dh,
+                            float *restrict dc, float *restrict dg, int64_t U) {
     const float *c = w + U, *gi = w + 2 * U, *gf = w + 3 * U, *gg = w + 4 * U, *go = w + 5 * U;
     for (int64_t j = 0; j < U; j++) {
         float tc = vtanh(c[j]), i = gi[j], f = gf[j], g = gg[j], o = go[j];
@@ -53,24 +82,29 @@ INL void lstm_cell_bwd_body(const float *w, const float *dw, const float *cp, co
 
 /* One GRU row: x = xw row (z, r, h), rec = h_prev @ R + rb, hp = h_prev, w = ws row
  * [h | z | r | hh | rh]. */
-INL void gru_cell_body(const float *x, const float *rec, const float *hp, float *w, int64_t U) {
+INL void gru_cell_body(const float *restrict x, const float *restrict rec,
+                       const float *restrict hp, float *w, int64_t U) {
+    float *restrict zr = w + U, *restrict hh = w + 3 * U, *restrict rh = w + 4 * U,
+                    *restrict h = w;
+    for (int64_t j = 0; j < 2 * U; j++) zr[j] = x[j] + rec[j];
+    sigmoid_inplace(zr, 2 * U); /* z, r */
+    const float *restrict z = w + U, *restrict r = w + 2 * U;
     for (int64_t j = 0; j < U; j++) {
-        float z = vsigmoid(x[j] + rec[j]), r = vsigmoid(x[U + j] + rec[U + j]);
-        float rh = rec[2 * U + j], hh = vtanh(x[2 * U + j] + r * rh);
-        w[j] = z * hp[j] + (1.0f - z) * hh;
-        w[U + j] = z;
-        w[2 * U + j] = r;
-        w[3 * U + j] = hh;
-        w[4 * U + j] = rh;
+        rh[j] = rec[2 * U + j];
+        hh[j] = x[2 * U + j] + r[j] * rh[j];
     }
+    tanh_inplace(hh, U);
+    for (int64_t j = 0; j < U; j++) h[j] = z[j] * hp[j] + (1.0f - z[j]) * hh[j];
 }
 
 /* One GRU row backward: dhc = dh carried (in: from the later steps; out: dh * z for step
  * t-1, before the GEMM term is added), o = output row [dx (3U) | drec (3U)]. */
-INL void gru_cell_bwd_body(const float *w, const float *dw, const float *hp, float *dhc,
-                           float *o, int64_t U) {
-    const float *zz = w + U, *rr = w + 2 * U, *hhh = w + 3 * U, *rhh = w + 4 * U;
-    float *dx = o, *drec = o + 3 * U;
+INL void gru_cell_bwd_body(const float *restrict w, const float *restrict dw,
+                           const float *restrict hp, float *restrict dhc, float *restrict o,
+                           int64_t U) {
+    const float *restrict zz = w + U, *restrict rr = w + 2 * U, *restrict hhh = w + 3 * U,
+                          *restrict rhh = w + 4 * U;
+    float *restrict dx = o, *restrict drec = o + 3 * U;
     for (int64_t j = 0; j < U; j++) {
         float z = zz[j], r = rr[j], hh = hhh[j], rh = rhh[j];
         float dh = dw[j] + dhc[j];
@@ -128,7 +162,13 @@ typedef struct rnn_ctx {
     const sn_kcall *c;
     int64_t B, T, U;
     int64_t t; /* the step, for per-step unit splits */
+    int failed; /* a GEMM call failed (set by any thread) */
 } rnn_ctx;
+
+static sn_status ctx_status(const rnn_ctx *x, const char *op) {
+    return x->failed ? sn_errorf(SN_ERR_BACKEND, "%s: a GEMM call of the recurrence failed", op)
+                     : SN_OK;
+}
 
 static bool all_f32(const sn_kcall *c) {
     if (c->node->dtype != SN_F32) return false;
@@ -161,8 +201,8 @@ static void lstm_rows_task(void *ctx, int ith, int nth) {
             memcpy(ws + (b * T + t) * W + 2 * U, xw + (b * T + t) * G, sizeof(float) * (size_t)G);
         const float *A = t == 0 ? h0 + b0 * U : ws + (b0 * T + t - 1) * W;
         int lda = t == 0 ? (int)U : (int)(T * W);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, (int)G, (int)U, 1.0f, A, lda,
-                    R, (int)G, 1.0f, ws + (b0 * T + t) * W + 2 * U, (int)(T * W));
+        if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, ws + (b0 * T + t) * W + 2 * U, T * W))
+            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
         for (int64_t b = b0; b < b1; b++) {
             const float *cp = t == 0 ? c0 + b * U : ws + (b * T + t - 1) * W + U;
             cells->lstm(ws + (b * T + t) * W, cp, U, 0, U);
@@ -186,8 +226,9 @@ static void lstm_units_task(void *ctx, int ith, int nth) {
         for (int64_t b = 0; b < B; b++)
             memcpy(ws + (b * T + t) * W + (2 + k) * U + u0, xw + (b * T + t) * G + k * U + u0,
                    sizeof(float) * (size_t)nu);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, nu, (int)U, 1.0f, A, lda,
-                    R + k * U + u0, (int)G, 1.0f, ws + t * W + (2 + k) * U + u0, (int)(T * W));
+        if (!gemm(false, B, nu, U, A, lda, R + k * U + u0, G, 1.0f, ws + t * W + (2 + k) * U + u0,
+                  T * W))
+            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
     }
     for (int64_t b = 0; b < B; b++) {
         const float *cp = t == 0 ? c0 + b * U : ws + (b * T + t - 1) * W + U;
@@ -204,7 +245,7 @@ static sn_status lstm_run(sn_kcall *c) {
     } else {
         for (x.t = 0; x.t < x.T; x.t++) sn_parallel(lstm_units_task, &x, nth);
     }
-    return SN_OK;
+    return ctx_status(&x, "lstm");
 }
 
 /* LSTM backward over rows [b0, b1): scratch holds dh and dc, [B, U] each. */
@@ -221,8 +262,8 @@ static void lstm_grad_task(void *ctx, int ith, int nth) {
     memset(dc, 0, sizeof(float) * (size_t)(nb * U));
     for (int64_t t = T - 1; t >= 0; t--) {
         if (t < T - 1)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, (int)U, (int)G, 1.0f,
-                        dg + (b0 * T + t + 1) * G, (int)(T * G), R, (int)G, 0.0f, dh, (int)U);
+            if (!gemm(true, nb, U, G, dg + (b0 * T + t + 1) * G, T * G, R, G, 0.0f, dh, U))
+                __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *cp = t == 0 ? c0 + b * U : ws + (row - 1) * W + U;
@@ -243,7 +284,7 @@ static sn_status lstm_grad_run(sn_kcall *c) {
     rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[0]->shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(lstm_grad_task, &x, (int)(x.B < nth ? x.B : nth));
-    return SN_OK;
+    return ctx_status(&x, "lstm_grad");
 }
 
 /* GRU forward over rows [b0, b1): scratch holds h_prev @ R + rb, [B, 3U]. */
@@ -260,8 +301,8 @@ static void gru_rows_task(void *ctx, int ith, int nth) {
         for (int64_t b = 0; b < nb; b++) memcpy(rec + b * G, rb, sizeof(float) * (size_t)G);
         const float *A = t == 0 ? h0 + b0 * U : ws + (b0 * T + t - 1) * W;
         int lda = t == 0 ? (int)U : (int)(T * W);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nb, (int)G, (int)U, 1.0f, A, lda,
-                    R, (int)G, 1.0f, rec, (int)G);
+        if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, rec, G))
+            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
@@ -280,7 +321,7 @@ static sn_status gru_run(sn_kcall *c) {
     rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[1]->shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(gru_rows_task, &x, (int)(x.B < nth ? x.B : nth));
-    return SN_OK;
+    return ctx_status(&x, "gru");
 }
 
 /* GRU backward over rows [b0, b1): scratch holds the carried dh, [B, U]. */
@@ -296,9 +337,9 @@ static void gru_grad_task(void *ctx, int ith, int nth) {
     memset(dh, 0, sizeof(float) * (size_t)(nb * U));
     for (int64_t t = T - 1; t >= 0; t--) {
         if (t < T - 1)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nb, (int)U, (int)G, 1.0f,
-                        out + (b0 * T + t + 1) * 2 * G + G, (int)(T * 2 * G), R, (int)G, 1.0f,
-                        dh, (int)U);
+            if (!gemm(true, nb, U, G, out + (b0 * T + t + 1) * 2 * G + G, T * 2 * G, R, G, 1.0f,
+                      dh, U))
+                __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
@@ -313,15 +354,21 @@ static sn_status gru_grad_run(sn_kcall *c) {
     rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[0]->shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(gru_grad_task, &x, (int)(x.B < nth ? x.B : nth));
-    return SN_OK;
+    return ctx_status(&x, "gru_grad");
 }
 
-static const sn_kernel k_lstm = {.impl = "openblas", .supports = all_f32, .run = lstm_run},
-                       k_lstm_grad = {.impl = "openblas", .supports = all_f32,
+#ifdef SN_HAVE_DNNL
+#define RNN_IMPL "dnnl_sgemm"
+#else
+#define RNN_IMPL "openblas"
+#endif
+
+static const sn_kernel k_lstm = {.impl = RNN_IMPL, .supports = all_f32, .run = lstm_run},
+                       k_lstm_grad = {.impl = RNN_IMPL, .supports = all_f32,
                                       .prepare = rnn_grad_prepare, .run = lstm_grad_run},
-                       k_gru = {.impl = "openblas", .supports = all_f32, .prepare = gru_prepare,
+                       k_gru = {.impl = RNN_IMPL, .supports = all_f32, .prepare = gru_prepare,
                                 .run = gru_run},
-                       k_gru_grad = {.impl = "openblas", .supports = all_f32,
+                       k_gru_grad = {.impl = RNN_IMPL, .supports = all_f32,
                                      .prepare = rnn_grad_prepare, .run = gru_grad_run};
 
 void sn_cpu_register_rnn(sn_kernel_table *t) {
