@@ -19,6 +19,7 @@ static void build_ref(void) {
     sn_ref_register_conv(&ref_table);
     sn_ref_register_state(&ref_table);
     sn_ref_register_rnn(&ref_table);
+    sn_ref_register_activation(&ref_table);
 }
 
 /* Plain (strong) calls on purpose: they are what pulls backend/cpu/ out of libsinter.a into
@@ -33,6 +34,7 @@ static void build_cpu(void) {
     sn_cpu_register_state(&cpu_table);
     sn_cpu_register_rnn(&cpu_table);
     sn_cpu_register_shape(&cpu_table);
+    sn_cpu_register_activation(&cpu_table);
 }
 
 const sn_kernel_table *sn_ref_kernels(void) {
