@@ -16,9 +16,7 @@ int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
 int sn_cmd_generate(int argc, char **argv);
-/* Character models (cmd_text.c): train is routed there when --data or a char_* model is given. */
-int sn_cmd_train_text(int argc, char **argv);
-bool sn_cli_is_text_train(int argc, char **argv);
+/* The character model presets (cmd_generate.c). */
 extern const char *const sn_cli_text_models[];
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */

@@ -12,6 +12,8 @@
 #include "cli/flags.h"
 #include "sinter/device.h"
 
+const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -76,8 +78,8 @@ int sn_cmd_generate(int argc, char **argv) {
     if (sn_vocab_load(&vocab, vpath) != SN_OK) goto fail;
     int64_t n = 0;
     if (sn_vocab_encode(vocab, start, strlen(start), &ids, &n) != SN_OK) {
-        fprintf(stderr, "%s: --start \"%s\": %s (the vocabulary %s has %d characters)\n", prog,
-                start, sn_last_error(), vpath, sn_vocab_size(vocab));
+        fprintf(stderr, "%s: --start \"%s\": %s, read from %s\n", prog, start, sn_last_error(),
+                vpath);
         rc = 2;
         goto done;
     }
