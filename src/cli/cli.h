@@ -18,6 +18,7 @@ int sn_cmd_bench(int argc, char **argv);
 int sn_cmd_generate(int argc, char **argv);
 /* The character model presets (cmd_generate.c). */
 extern const char *const sn_cli_text_models[];
+int sn_cmd_serve(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
 #include <stdbool.h>
