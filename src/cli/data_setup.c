@@ -12,7 +12,8 @@
 #include "core/core.h" /* sn_errorf, SN_TRY: the loaders below report like the library */
 
 const char *const sn_cli_datasets[] = {"fashion_mnist", NULL};
-const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", NULL};
+const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", "char_lstm_small",
+                                      "char_lstm", NULL};
 
 /* Where Debian's dataset-fashion-mnist package puts the IDX files. */
 #define SN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -436,6 +437,17 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
         sn_model_free(m);
         return sn_error_context(s, "model %s cannot take examples of shape %s", preset,
                                 sn_shape_str(&in, b, sizeof b));
+    }
+    /* A model whose input is fixed by its description (not built for the data) must still
+     * match the examples; for presets built above this always holds. */
+    sn_shape have = sn_model_input_shape(m);
+    if (images && !sn_shape_equal(&have, &in)) {
+        char b0[128], b1[128];
+        sn_model_free(m);
+        return sn_errorf(SN_ERR_SHAPE,
+                         "model %s takes examples of shape %s but the data's are %s (--input-shape "
+                         "reshapes them when the number of values agrees)",
+                         preset, sn_shape_str(&have, b0, sizeof b0), sn_shape_str(&in, b1, sizeof b1));
     }
     *out = m;
     return SN_OK;
