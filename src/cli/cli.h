@@ -13,6 +13,7 @@ int sn_cmd_evaluate(int argc, char **argv);
 int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
+int sn_cmd_plot(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
 #include <stdbool.h>
@@ -55,5 +56,19 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
      .help = "data set installed on this machine"},                                            \
     {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \
      .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"}
+
+/* ---- pictures of a model's mistakes (eval_plots.c) ------------------------------------- */
+/* Class names of --dataset fashion_mnist (T-shirt/top, ...) or, for --data-dir, digits 0-9. */
+const char *const *sn_cli_class_names(const char *dataset, const char *data_dir);
+typedef struct sn_cli_eval_plot_opts {
+    const char *misclassified; /* PNG path or NULL */
+    int64_t max_images;        /* >= 1 */
+    const char *confusion;     /* PNG path or NULL */
+} sn_cli_eval_plot_opts;
+/* Predicts every test image (test: the unshuffled pipeline over x, y: u8 [n, rows, cols] and
+ * [n]), prints "Misclassified: W/N" and writes the requested PNGs. Returns the exit code. */
+int sn_cli_eval_plots(const char *prog, sn_model *m, sn_dataset *test, const sn_tensor *x,
+                      const sn_tensor *y, const char *const *names,
+                      const sn_cli_eval_plot_opts *o);
 
 #endif
