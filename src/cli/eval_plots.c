@@ -106,6 +106,12 @@ int sn_cli_eval_plots(const char *prog, sn_model *m, sn_dataset *test, const sn_
         }
     }
     if (o->confusion) {
+        printf("Confusion matrix (rows: true class, columns: predicted):\n");
+        for (int t = 0; t < k; t++) {
+            printf("%12s", names[t]);
+            for (int p = 0; p < k; p++) printf(" %5lld", (long long)counts[t * k + p]);
+            printf("\n");
+        }
         snprintf(title, sizeof title, "Confusion matrix (%lld test images)", (long long)seen);
         if (sn_plot_confusion(o->confusion, counts, k, names, title, NULL) != SN_OK) {
             rc = sn_cli_fail(prog);
