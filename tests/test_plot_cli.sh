@@ -5,11 +5,11 @@
 # (1 - the accuracy evaluate prints), the printed confusion matrix sums to the split and its
 # off-diagonal to the wrong count, and both PNGs exist with their sizes. Flag errors exit 2.
 #
-#     bash tests/test_plot.sh <build dir>
+#     bash tests/test_plot_cli.sh <build dir>
 #
 # Exit 77 (SKIPPED) without Fashion-MNIST.
 set -u
-BUILD=${1:?usage: bash tests/test_plot.sh <build dir>}
+BUILD=${1:?usage: bash tests/test_plot_cli.sh <build dir>}
 BUILD=$(cd "$BUILD" && pwd)
 SINTER="$BUILD/sinter"
 DATA=/usr/share/datasets/fashion-mnist
@@ -83,5 +83,5 @@ if [ $r1 = 2 ] && grep -q "missing the CSV log" "$TMP/e1.out" && [ $r2 = 1 ] &&
 else
     bad "errors: rc $r1 $r2 $r3" "$TMP/e1.out" "$TMP/e2.out" "$TMP/e3.out"
 fi
-[ $failed -eq 0 ] && echo "test_plot.sh: passed" || echo "test_plot.sh: $failed FAILED"
+[ $failed -eq 0 ] && echo "test_plot_cli.sh: passed" || echo "test_plot_cli.sh: $failed FAILED"
 exit $((failed > 0))
