@@ -89,5 +89,27 @@ check(p.SummaryMetadata("dense/kernel/histogram").plugin_data.plugin_name == "hi
 sys.exit(1 if fails else 0)
 PYEOF
 rc=$?
+
+# A resumed run (--checkpoint-dir) writes a new file whose batch steps continue from the
+# checkpoint's global step: 2 epochs, then the same command with 3 resumes at step 40.
+for e in 2 3; do
+    "$BUILD/sinter" train --model mlp --epochs $e --steps-per-epoch 20 --steps-per-execution 5 \
+        --validation-steps 2 --checkpoint-dir "$TMP/ck" --logdir "$TMP/rlogs" --log-every 10 \
+        >"$TMP/resume$e.out" 2>&1 || { echo "FAIL: train --epochs $e --checkpoint-dir"; cat "$TMP/resume$e.out"; rc=1; }
+done
+grep -q "^Resuming from" "$TMP/resume3.out" || { echo "FAIL: the second run did not resume"; rc=1; }
+"$PY" - "$TMP/rlogs/train" <<'PYEOF' || rc=1
+import glob, sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+got = []
+for f in sorted(glob.glob(sys.argv[1] + "/events.out.tfevents.*")):
+    a = EventAccumulator(f); a.Reload()
+    got.append(([e.step for e in a.Scalars("batch_loss")], [e.step for e in a.Scalars("epoch_loss")]))
+got.sort(key=lambda g: g[1])
+want = [([10, 20, 30, 40], [0, 1]), ([50, 60], [2])]
+ok = got == want
+print(("ok   " if ok else "FAIL ") + f"resumed run: (batch steps, epochs) per file {got}, want {want}")
+sys.exit(0 if ok else 1)
+PYEOF
 [ $rc -eq 0 ] && echo "test_tensorboard: passed" || echo "test_tensorboard: FAILED"
 exit $rc

@@ -12,9 +12,10 @@ typedef struct tensorboard {
     sn_cb_base base; /* first: sn_callback_free casts back */
     sn_tensorboard_opts o;
     char *log_dir;
+    sn_model *model;      /* from on_train_begin; not owned */
     sn_event_writer *train, *val;
-    int64_t steps_before; /* global steps of the epochs before this one */
-    int64_t last_step;    /* global step at the last batch callback */
+    int64_t steps_before; /* without a model: the steps of the epochs before this one */
+    int64_t last_step;    /* global step at the last batch callback or epoch start */
 } tensorboard;
 
 sn_tensorboard_opts sn_tensorboard_defaults(void) {
@@ -36,8 +37,21 @@ static sn_status writer(tensorboard *t, sn_event_writer **w, const char *sub) {
     return SN_OK;
 }
 
+static sn_status tb_train_begin(void *user, sn_model *m) {
+    ((tensorboard *)user)->model = m;
+    return SN_OK;
+}
+
+/* The global step: the model's own count (right after a resume too), else what this callback
+ * has seen. */
+static int64_t global_step(const tensorboard *t, int64_t epoch_step) {
+    if (t->model && t->model->train) return t->model->train->step;
+    return t->steps_before + epoch_step;
+}
+
 static sn_status tb_epoch_begin(void *user, int epoch, int epochs) {
     tensorboard *t = user;
+    t->last_step = global_step(t, 0);
     return writer(t, &t->train, "train");
 }
 
@@ -49,7 +63,7 @@ static const char *tag(char *buf, size_t cap, const char *prefix, const char *na
 
 static sn_status tb_batch_end(void *user, const sn_logs *l, bool *stop) {
     tensorboard *t = user;
-    int64_t step = t->steps_before + l->step, n = t->o.update_freq;
+    int64_t step = global_step(t, l->step), n = t->o.update_freq;
     int64_t prev = t->last_step;
     t->last_step = step;
     if (n <= 0 || step / n == prev / n) return SN_OK;
@@ -64,7 +78,7 @@ static sn_status tb_batch_end(void *user, const sn_logs *l, bool *stop) {
 }
 
 static sn_status write_histograms(tensorboard *t, int64_t step) {
-    const sn_model *m = t->o.model;
+    const sn_model *m = t->model;
     if (m->dtype != SN_F32)
         return sn_errorf(SN_ERR_UNSUPPORTED, "tensorboard: histograms of %s variables are not "
                          "supported (float32 only)", sn_dtype_name(m->dtype));
@@ -87,7 +101,6 @@ static sn_status write_histograms(tensorboard *t, int64_t step) {
 static sn_status tb_epoch_end(void *user, const sn_logs *l, bool *stop) {
     tensorboard *t = user;
     t->steps_before += l->step;
-    t->last_step = t->steps_before;
     SN_TRY(writer(t, &t->train, "train"));
     char buf[96];
     const int64_t step = l->epoch;
@@ -103,10 +116,10 @@ static sn_status tb_epoch_end(void *user, const sn_logs *l, bool *stop) {
                                      l->values[i]));
     }
     /* Keras's _collect_learning_rate: the optimizer's rate when the logs do not carry it. */
-    if (!have_lr && t->o.model && t->o.model->train)
+    if (!have_lr && t->model && t->model->train)
         SN_TRY(sn_event_write_scalar(t->train, "epoch_learning_rate", step,
-                                     t->o.model->train->opts.optimizer.learning_rate));
-    if (t->o.model && t->o.histogram_freq > 0 && l->epoch % t->o.histogram_freq == 0)
+                                     sn_model_get_learning_rate(t->model)));
+    if (t->model && t->o.histogram_freq > 0 && l->epoch % t->o.histogram_freq == 0)
         SN_TRY(write_histograms(t, step));
     SN_TRY(sn_event_writer_flush(t->train));
     if (!have_val) return SN_OK;
@@ -125,6 +138,7 @@ static void tb_train_end(void *user) {
     sn_event_writer_close(t->val);
     t->train = t->val = NULL;
     t->steps_before = t->last_step = 0;
+    t->model = NULL;
 }
 
 static void tb_destroy(sn_cb_base *b) {
@@ -153,6 +167,7 @@ sn_callback *sn_callback_tensorboard(const sn_tensorboard_opts *o) {
     t->base.destroy = tb_destroy;
     t->base.cb = (sn_callback){.user = t, .on_epoch_begin = tb_epoch_begin,
                           .on_batch_end = tb_batch_end, .on_epoch_end = tb_epoch_end,
+                               .on_train_begin = tb_train_begin,
                           .on_train_end = tb_train_end};
     return &t->base.cb;
 }
