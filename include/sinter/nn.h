@@ -366,6 +366,17 @@ sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double
  * cross-entropy. Otherwise (MSE, from_logits false, not compiled) the raw output. Works on a
  * built model before compile too. The caller frees *out. */
 sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out);
+/* The model's input shape and predict's output shape, without the batch dimension. */
+sn_shape sn_model_input_shape(const sn_model *m);
+sn_shape sn_model_output_shape(const sn_model *m);
+/* For servers (src/serve): builds the prediction plan for batches of exactly `batch` rows,
+ * which sn_model_predict and sn_model_predict_into then reuse. Neither is thread-safe: one
+ * thread at a time per model. */
+sn_status sn_model_predict_prepare(sn_model *m, int64_t batch);
+/* What sn_model_predict gives, for `batch` contiguous f32 rows x [batch, input...] into
+ * out [batch, output...] (the caller's buffers). Allocates nothing once the plan for `batch`
+ * is prepared. */
+sn_status sn_model_predict_into(sn_model *m, int64_t batch, const float *x, float *out);
 
 int sn_history_epochs(const sn_history *h);
 /* The value of `name` ("loss", "val_sparse_categorical_accuracy", ...) after epoch i; NaN when
