@@ -12,7 +12,7 @@
 
 #include "nn/train_impl.h"
 
-typedef sn_cb_base cb_base; /* train_impl.h: shared with callbacks_ckpt.c, lr_schedule.c */
+typedef sn_cb_base cb_base;
 
 void sn_callback_free(sn_callback *cb) {
     if (!cb) return;

@@ -85,6 +85,13 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
 /* The model's output shape without the batch dimension. */
 sn_shape sn_model_out_shape(const sn_model *m);
 
+/* The head of every built-in callback (callbacks.c, callback_*.c): the sn_callback first, so
+ * sn_callback_free casts back and calls destroy (optional) before freeing the whole struct. */
+typedef struct sn_cb_base {
+    sn_callback cb;
+    void (*destroy)(struct sn_cb_base *b);
+} sn_cb_base;
+
 /* History: fit appends one row of logs per epoch. */
 sn_history *sn_history_new(void);
 sn_status sn_history_append(sn_history *h, const sn_logs *logs);
@@ -120,12 +127,6 @@ sn_status sn_fit_checkpoint_restore(sn_model *m, const char *path);
  * epoch, write a checkpoint when b says so and prune the folder. */
 sn_status sn_fit_backup_resume(sn_model *m, const sn_backup_opts *b, bool *resumed);
 sn_status sn_fit_backup_save(sn_model *m, const sn_backup_opts *b);
-/* Every built-in callback starts with this: sn_callback_free calls destroy (optional) and
- * frees the whole struct. */
-typedef struct sn_cb_base {
-    sn_callback cb;
-    void (*destroy)(struct sn_cb_base *b);
-} sn_cb_base;
 /* The log `name` (NULL when absent). */
 const double *sn_logs_find(const sn_logs *l, const char *name);
 /* Python's repr of a float (CSV logs, ModelCheckpoint file names): shortest round-trip text. */
