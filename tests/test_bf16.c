@@ -12,8 +12,9 @@
  * 3. A small CNN trained with mixed_bfloat16 on a Fashion-MNIST subset reaches an accuracy
  *    within 0.03 of the same model in fp32 (both measured here, in this run), and bf16
  *    training is deterministic: same seed twice -> bit-identical weights.
- * Parts 1-2 are skipped with a note where the CPU lacks AVX512-BF16 (the option is then
- * ignored); part 3 runs everywhere (without AVX512-BF16 it trains in f32). */
+ * Parts 1-2 are skipped where the CPU lacks AVX512-BF16 (the option is then ignored), and the
+ * test then exits 77 (SKIPPED) after part 3, which runs everywhere (without AVX512-BF16 it
+ * trains in f32). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -232,14 +233,14 @@ static void training_cases(void) {
 int main(void) {
     sn_rng_init(&rng, 2024, 0);
     if (!sn_cpu()->avx512_bf16) {
-        printf("test_bf16: kernel and plan checks skipped: this CPU lacks AVX512-BF16, so "
-               "bf16_compute is ignored (f32)\n");
+        sn_test_skip("test_bf16: kernel and plan checks: this CPU lacks AVX512-BF16, so "
+                     "bf16_compute is ignored (f32)");
     } else {
         kernel_cases();
         plan_cases();
     }
     if (access(FMNIST, R_OK) != 0) {
-        printf("test_bf16: training checks skipped (%s not installed)\n", FMNIST);
+        sn_test_skip("test_bf16: training checks (Fashion-MNIST not installed)");
     } else {
         CHECK_OK(sn_mnist_load(FMNIST, "train", &train_x, &train_y));
         CHECK_OK(sn_mnist_load(FMNIST, "test", &test_x, &test_y));

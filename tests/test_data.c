@@ -167,7 +167,8 @@ static void test_mnist_folder(void) {
 
 static void test_fashion_mnist(void) {
     if (access(FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("skip: %s is absent (Debian package dataset-fashion-mnist)\n", FMNIST_DIR);
+        sn_test_skip("Fashion-MNIST load: " FMNIST_DIR " is absent (Debian package "
+                     "dataset-fashion-mnist)");
         return;
     }
     const char *splits[2] = {"train", "test"};
@@ -816,7 +817,7 @@ static void run_fit_epochs(sn_dataset *ds, const char *what) {
 
 static void test_fit_pipeline(void) {
     if (access(FMNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
-        printf("skip: %s is absent\n", FMNIST_DIR);
+        sn_test_skip("fit pipeline: " FMNIST_DIR " is absent");
         return;
     }
     sn_tensor *x = NULL, *y = NULL;

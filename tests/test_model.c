@@ -143,8 +143,15 @@ static void expect_build_error(const char *what, sn_layer *first, sn_layer *seco
 static void test_errors(void) {
     expect_build_error("conv on rank 1", sn_layer_conv2d(4, 3, 3, SN_ACT_NONE), NULL, (sn_shape)S1(784),
                        "layer 'conv2d' (Conv2D)", "(None, 784)", "(None, height, width, channels)");
-    expect_build_error("dense on 4-D", sn_layer_dense(10, SN_ACT_NONE), NULL, (sn_shape)S3(28, 28, 1),
-                       "layer 'dense' (Dense)", "(None, 28, 28, 1)", "Flatten");
+    { /* Dense on images applies to the channels, as Keras: (None, 28, 28, 1) -> (..., 10) */
+        sn_model *m = sn_sequential_new("dense on 4-D");
+        CHECK_OK(sn_model_add(m, sn_layer_dense(10, SN_ACT_NONE)));
+        CHECK_OK(sn_model_build(m, &(sn_shape)S3(28, 28, 1), 1));
+        sn_shape o = sn_model_layer_output_shape(m, 0);
+        CHECK(o.ndim == 3 && o.dim[0] == 28 && o.dim[1] == 28 && o.dim[2] == 10,
+              "dense on 4-D: output rank %d", o.ndim);
+        sn_model_free(m);
+    }
     expect_build_error("pool too big", sn_layer_conv2d(2, 3, 3, SN_ACT_NONE), sn_layer_max_pool2d(3, 3),
                        (sn_shape)S3(4, 4, 1), "layer 'max_pooling2d' (MaxPooling2D)", "(None, 2, 2, 2)",
                        "3x3 pool");

@@ -206,6 +206,95 @@ sn_tfrecord_image_spec sn_tfrecord_image_spec_defaults(void);
 sn_status sn_dataset_from_tfrecord_images(sn_dataset **out, const char *const *paths,
                                           int n_paths, const sn_tfrecord_image_spec *spec);
 
+/* ---- UTF-8 --------------------------------------------------------------------------------- */
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates (U+D800..U+DFFF), nothing above
+ * U+10FFFF, no cut-short sequences. Returns true when s[0 .. n-1] is valid; otherwise false
+ * with *bad_offset (may be NULL) the byte offset of the first invalid sequence. */
+bool sn_utf8_validate(const void *s, size_t n, size_t *bad_offset);
+/* Decodes the code point at s[*pos] (strictly, as above) and advances *pos past it. Returns
+ * false (pos unchanged) at an invalid sequence or at the end. */
+bool sn_utf8_decode(const void *s, size_t n, size_t *pos, uint32_t *cp);
+/* Writes the UTF-8 form of cp into out (1 to 4 bytes, no NUL) and returns its length; 0 when
+ * cp is a surrogate or above U+10FFFF. */
+int sn_utf8_encode(uint32_t cp, char out[4]);
+
+/* ---- vocabularies of characters ------------------------------------------------------------ */
+/* The characters of a text, sorted: id i is the i-th smallest code point (UTF-8 mode) or byte
+ * value (bytes mode). As the TensorFlow text-generation tutorial's sorted(set(text)), except
+ * that no id is reserved for an unknown character ([UNK]): tinyshakespeare has 65 ids. */
+typedef struct sn_vocab sn_vocab;
+/* The vocabulary of text[0 .. len-1]: its distinct code points (the text must be valid UTF-8;
+ * an error names the byte offset of the first invalid sequence) or, with bytes, its distinct
+ * byte values. The caller frees *out with sn_vocab_free. */
+sn_status sn_vocab_build(sn_vocab **out, const void *text, size_t len, bool bytes);
+/* A vocabulary of the given code points (or byte values), which must be strictly increasing. */
+sn_status sn_vocab_from_chars(sn_vocab **out, const uint32_t *chars, int n, bool bytes);
+void sn_vocab_free(sn_vocab *v);
+int sn_vocab_size(const sn_vocab *v);
+bool sn_vocab_is_bytes(const sn_vocab *v);
+/* The id of code point (or byte) c, or -1 when it is not in the vocabulary. */
+int32_t sn_vocab_id(const sn_vocab *v, uint32_t c);
+/* The code point (or byte) of id, or -1 when id is outside [0, size). */
+int64_t sn_vocab_char(const sn_vocab *v, int32_t id);
+/* The bytes of id's character into out: its UTF-8 form (1 to 4 bytes), or the one byte in
+ * bytes mode. Returns the length; 0 when id is outside [0, size). */
+int sn_vocab_decode(const sn_vocab *v, int32_t id, char out[4]);
+/* Maps text[0 .. len-1] to ids: *ids (caller frees with free()) holds *n ids. A character
+ * outside the vocabulary, or invalid UTF-8 in UTF-8 mode, is an error naming it and its byte
+ * offset. */
+sn_status sn_vocab_encode(const sn_vocab *v, const void *text, size_t len, int32_t **ids,
+                          int64_t *n);
+/* Saves as JSON, written atomically (a temporary file in the same folder, fsync, rename):
+ *   {"format": "sinter.vocab", "version": 1, "mode": "utf8", "size": 65,
+ *    "chars": ["\n", " ", "!", ...]}
+ * ("mode": "bytes" with "bytes": [10, 32, ...] in bytes mode). */
+sn_status sn_vocab_save(const sn_vocab *v, const char *path);
+/* Loads what sn_vocab_save wrote; anything else (not JSON, another format or version, an
+ * entry that is not one character, entries out of order) is an error naming the file and
+ * the entry. */
+sn_status sn_vocab_load(sn_vocab **out, const char *path);
+/* Where a model's vocabulary lives beside its weights: "<weights>.vocab.json". Returns a new
+ * string the caller frees with free(), or NULL when out of memory. */
+char *sn_vocab_path_for(const char *weights_path);
+
+/* ---- text datasets (character models) ------------------------------------------------------ */
+/* The pipeline of TensorFlow's text-generation tutorial: text -> ids -> sequences of
+ * seq_length + 1 ids (consecutive, not overlapping; a last partial one is dropped) -> x = the
+ * first seq_length ids, y = the last seq_length (the next character of each) -> shuffle ->
+ * batch (drop remainder). Elements are x i32 [seq_length], y i32 [seq_length]; batches i32
+ * [batch_size, seq_length] each. With validation_split > 0 the last sequences (Keras's rule:
+ * n_train = floor(n * (1 - split))) form a separate validation dataset, neither shuffled nor
+ * shared with training; its last batch keeps its remainder. */
+typedef struct sn_text_opts {
+    int64_t seq_length;      /* L, default 100 */
+    int64_t batch_size;      /* default 64; 0: no batching (elements are single sequences) */
+    int64_t shuffle_buffer;  /* default 10,000; 0: no shuffle */
+    uint64_t seed;           /* shuffle seed, default 0; a new order each epoch */
+    bool bytes;              /* default false: the text must be UTF-8; true: one id per byte */
+    double validation_split; /* default 0.1; 0: no validation dataset */
+    int prefetch;            /* batches prepared ahead on a thread, default 2; 0: none */
+    const sn_vocab *vocab;   /* NULL (default): built from the text; else used (borrowed) */
+} sn_text_opts;
+sn_text_opts sn_text_defaults(void);
+
+/* Counts of what sn_text_dataset made. */
+typedef struct sn_text_info {
+    int64_t n_units;      /* characters (UTF-8 mode) or bytes */
+    int64_t n_sequences;  /* floor(n_units / (seq_length + 1)) */
+    int64_t n_train, n_validation; /* sequences in each */
+} sn_text_info;
+
+/* The text of `path` as training (and optionally validation) datasets. *vocab receives the
+ * vocabulary (built, or a copy of opts->vocab); validation and info may be NULL. On success
+ * the caller frees *vocab, *train and *validation (NULL when validation_split is 0). */
+sn_status sn_text_dataset(const char *path, const sn_text_opts *opts, sn_vocab **vocab,
+                          sn_dataset **train, sn_dataset **validation, sn_text_info *info);
+/* The same from text in memory; `name` stands for the file in messages. */
+sn_status sn_text_dataset_from_memory(const void *text, size_t len, const char *name,
+                                      const sn_text_opts *opts, sn_vocab **vocab,
+                                      sn_dataset **train, sn_dataset **validation,
+                                      sn_text_info *info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -68,6 +68,17 @@ typedef struct sn_initializer {
     bool has_seed;
     uint64_t seed;
 } sn_initializer;
+/* `type` with Keras's default arguments (random_uniform -0.05..0.05, random_normal and
+ * truncated_normal 0, 0.05, orthogonal gain 1, constant 0), no seed. */
+sn_initializer sn_initializer_defaults(sn_initializer_type type);
+/* "glorot_uniform", ... (Keras's function names); "default" for SN_INIT_DEFAULT; NULL when
+ * not a type. */
+const char *sn_initializer_type_name(sn_initializer_type type);
+/* "GlorotUniform", ... (the class_name Keras writes in configs); NULL for SN_INIT_DEFAULT. */
+const char *sn_initializer_class_name(sn_initializer_type type);
+/* A Keras name (snake_case or class name) -> sn_initializer_defaults of it; SN_ERR_NOT_FOUND
+ * names the accepted names. */
+sn_status sn_initializer_from_name(const char *name, sn_initializer *out);
 
 /* kernel_regularizer / bias_regularizer: L1 (l1 > 0), L2 (l2 > 0) or L1L2; both 0 = none.
  * The penalty l1 * sum|w| + l2 * sum(w^2) is added to the training loss, as Keras does. */

@@ -1,9 +1,11 @@
 /* Internal to src/data: the dataset object every transform extends, and tensor helpers.
  *
- * src/data depends on core only (tensors, status, RNG) and on zlib and pthreads; nothing in
- * the graph. Files: idx.c (IDX, MNIST folders), dataset.c (the iteration API, sources, maps,
- * take/skip/shard/repeat), dataset_buffer.c (shuffle, batch, cache, prefetch), tfrecord.c
- * (CRC-32C, records, tf.train.Example, the TFRecord image dataset). */
+ * src/data depends on core only (tensors, status, RNG) and on zlib, jansson, libzip and
+ * pthreads; nothing in the graph. Files: idx.c (IDX, MNIST folders), dataset.c (the iteration
+ * API, sources, maps, take/skip/shard/repeat), dataset_buffer.c (shuffle, batch, cache,
+ * prefetch), tfrecord.c (CRC-32C, records, tf.train.Example, the TFRecord image dataset),
+ * vocab.c (strict UTF-8, character vocabularies and their JSON), text.c (the text dataset of
+ * character models). */
 #ifndef SN_DATA_IMPL_H
 #define SN_DATA_IMPL_H
 

@@ -1,5 +1,6 @@
 /* Keras layers behind the vtable of nn_impl.h: Dense, Conv2D, MaxPooling2D, AveragePooling2D,
- * Flatten, Dropout, BatchNormalization, Activation.
+ * Flatten, Dropout, BatchNormalization, Activation (Reshape and GlobalAveragePooling2D in
+ * layers_shape.c).
  *
  * Each layer's build creates its variables ("<layer>/<var>", in Keras order) in the model's
  * graph, initialises them as Keras does and computes its output shape, checking the input
@@ -10,86 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nn/nn_impl.h"
-
-/* ---- helpers --------------------------------------------------------------------------- */
-
-/* "(None, 28, 28, 1)": a shape without its batch, shown as Keras shows it. */
-static const char *kshape(const sn_shape *s, char *buf, size_t cap) {
-    size_t n = (size_t)snprintf(buf, cap, "(None");
-    for (int i = 0; i < s->ndim && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, ", %lld", (long long)s->dim[i]);
-    if (n < cap) snprintf(buf + n, cap - n, ")");
-    return buf;
-}
-
-static sn_status shape_error(const sn_layer *l, const sn_shape *in, const char *expected) {
-    char b[160];
-    return sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s): got input of shape %s, expected %s",
-                     l->name ? l->name : "?", l->vt->class_name, kshape(in, b, sizeof b),
-                     expected);
-}
-
-static void set_value(void *data, sn_dtype dt, int64_t i, double v) {
-    if (dt == SN_F64) ((double *)data)[i] = v;
-    else ((float *)data)[i] = (float)v;
-}
-
-/* Creates variable "<layer>/<var>" (slot l->n_vars) of l->dtype; fills it with `fill` (a
- * constant) or, when glorot_fan_in > 0, with Keras's glorot_uniform: U(-lim, lim),
- * lim = sqrt(6 / (fan_in + fan_out)), drawn in row-major order from rng. The data pointer is
- * only valid until the next sn_variable call, so initialisation happens here, at once. */
-static sn_status add_var(sn_layer *l, sn_graph *g, const char *var, const sn_shape *shape,
-                         bool trainable, double fill, int64_t fan_in, int64_t fan_out,
-                         sn_rng *rng) {
-    SN_ASSERT(l->n_vars < SN_LAYER_MAX_VARS);
-    char name[256];
-    snprintf(name, sizeof name, "%s/%s", l->name, var);
-    sn_node v = sn_variable(g, name, l->dtype, shape, trainable);
-    if (v == SN_NONE)
-        return sn_error_context(sn_graph_status(g), "layer '%s' (%s): creating '%s'", l->name,
-                                l->vt->class_name, name);
-    void *data = sn_variable_data(g, v);
-    int64_t n = sn_shape_numel(shape);
-    if (fan_in > 0) {
-        double lim = sqrt(6.0 / (double)(fan_in + fan_out));
-        for (int64_t i = 0; i < n; i++) set_value(data, l->dtype, i, lim * (2.0 * sn_rng_uniform(rng) - 1.0));
-    } else if (fill != 0.0) {
-        for (int64_t i = 0; i < n; i++) set_value(data, l->dtype, i, fill);
-    } /* else: sn_variable zero-fills */
-    l->vars[l->n_vars] = v;
-    l->var_names[l->n_vars] = var;
-    l->n_vars++;
-    return SN_OK;
-}
-
-static sn_layer *layer_new(const sn_layer_vtable *vt) {
-    sn_layer *l = sn_calloc(1, sizeof *l);
-    if (!l) return NULL;
-    l->vt = vt;
-    l->dtype = SN_F32;
-    return l;
-}
-
-static bool act_valid(sn_activation a) { return a >= SN_ACT_NONE && a <= SN_ACT_SOFTMAX; }
-
-static sn_layer *bad_arg(const char *fmt, const char *what, double v) {
-    sn_errorf(SN_ERR_INVALID, fmt, what, v);
-    return NULL;
-}
-
-sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act) {
-    switch (act) {
-    case SN_ACT_NONE: return x;
-    case SN_ACT_RELU: return sn_relu(g, x);
-    case SN_ACT_SIGMOID: return sn_sigmoid(g, x);
-    case SN_ACT_TANH: return sn_tanh(g, x);
-    case SN_ACT_SOFTMAX: return sn_softmax(g, x, -1);
-    case SN_ACT_GELU: case SN_ACT_SILU: case SN_ACT_ELU: case SN_ACT_LEAKY_RELU:
-    case SN_ACT_RELU6: break; /* declared for the activations issue; act_valid rejects them */
-    }
-    return sn_graph_fail(g, SN_ERR_INVALID, "unknown activation %d", (int)act);
-}
+#include "nn/layers_impl.h"
 
 sn_status sn_updates_push(sn_updates *u, sn_node n) {
     if (!u) return sn_errorf(SN_ERR_INVALID, "sn_updates_push: updates is NULL");
@@ -125,39 +47,74 @@ sn_status sn_layer_set_name(sn_layer *l, const char *name) {
 }
 
 /* ---- Dense ------------------------------------------------------------------------------ */
-/* Keras applies Dense to the last axis; here inputs are [B, in] or [B, T, in] (the
- * sequence outputs of a recurrent layer). Higher ranks are almost always a missing Flatten
- * after a convolution, so they are refused with that hint. */
+/* Keras applies Dense to the last axis of an input of any rank: [B, ..., in] -> [B, ...,
+ * units]. */
 static sn_status dense_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
-    if (in->ndim < 1 || in->ndim > 2)
-        return shape_error(l, in, "(None, features) or (None, steps, features) "
-                                  "(add a Flatten layer before it for images)");
+    const sn_dense_layer_opts *o = &l->dense;
+    if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
     int64_t fin = in->dim[in->ndim - 1];
-    sn_shape ks = {.ndim = 2, .dim = {fin, l->units}}, bs = {.ndim = 1, .dim = {l->units}};
-    SN_TRY(add_var(l, g, "kernel", &ks, true, 0, fin, l->units, rng));
-    SN_TRY(add_var(l, g, "bias", &bs, true, 0, 0, 0, rng));
+    sn_shape ks = {.ndim = 2, .dim = {fin, o->units}}, bs = {.ndim = 1, .dim = {o->units}};
+    sn_node k, b;
+    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
+                            SN_INIT_GLOROT_UNIFORM, rng, &k));
+    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
+    if (o->use_bias) {
+        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
+                                rng, &b));
+        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
+    }
     l->out_shape = *in;
-    l->out_shape.dim[in->ndim - 1] = l->units;
+    l->out_shape.dim[in->ndim - 1] = o->units;
     return SN_OK;
 }
 
+/* Ranks above [B, in] go through a [B * ..., in] matrix: one GEMM, and a kernel gradient that
+ * is one GEMM too (a batched matmul would make one [in, units] gradient per leading index and
+ * sum them). */
 static sn_node dense_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
                              sn_updates *u) {
-    sn_node y = sn_bias_add(g, sn_matmul(g, x, l->vars[0], false, false), l->vars[1]);
-    return sn_apply_activation(g, y, l->act);
+    sn_shape xs = sn_node_shape(g, x);
+    sn_node x2 = x;
+    if (xs.ndim > 2)
+        x2 = sn_reshape(g, x, &(sn_shape){.ndim = 2, .dim = {-1, xs.dim[xs.ndim - 1]}});
+    sn_node y = sn_matmul(g, x2, l->vars[0], false, false);
+    if (l->dense.use_bias) y = sn_bias_add(g, y, l->vars[1]);
+    if (xs.ndim > 2) {
+        sn_shape ys = xs;
+        ys.dim[ys.ndim - 1] = l->dense.units;
+        y = sn_reshape(g, y, &ys);
+    }
+    return sn_apply_activation(g, y, l->dense.activation);
 }
 
 static const sn_layer_vtable dense_vt = {"Dense", "dense", dense_build, dense_forward, NULL};
 
-sn_layer *sn_layer_dense(int64_t units, sn_activation act) {
-    if (units <= 0) return bad_arg("Dense: %s is %g, expected > 0", "units", (double)units);
-    if (!act_valid(act)) return bad_arg("Dense: %s %g is not an sn_activation", "activation", act);
-    sn_layer *l = layer_new(&dense_vt);
-    if (l) {
-        l->units = units;
-        l->act = act;
+sn_dense_layer_opts sn_dense_layer_defaults(int64_t units) {
+    return (sn_dense_layer_opts){.units = units, .activation = SN_ACT_NONE, .use_bias = true};
+}
+
+sn_layer *sn_layer_dense_ex(const sn_dense_layer_opts *o) {
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "Dense: options are NULL");
+        return NULL;
     }
+    if (o->units <= 0) return sn_layer_bad_arg("Dense: %s is %g, expected > 0", "units", (double)o->units);
+    if (!sn_activation_valid(o->activation))
+        return sn_layer_bad_arg("Dense: %s %g is not an sn_activation", "activation", o->activation);
+    if (sn_check_initializer("Dense", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
+        sn_check_initializer("Dense", "bias_initializer", &o->bias_initializer) != SN_OK ||
+        sn_check_regularizer("Dense", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
+        sn_check_regularizer("Dense", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&dense_vt);
+    if (l) l->dense = *o;
     return l;
+}
+
+sn_layer *sn_layer_dense(int64_t units, sn_activation act) {
+    sn_dense_layer_opts o = sn_dense_layer_defaults(units);
+    o.activation = act;
+    return sn_layer_dense_ex(&o);
 }
 
 /* ---- Conv2D ----------------------------------------------------------------------------- */
@@ -171,14 +128,14 @@ static int64_t window_out(int64_t n, int k, int s, sn_padding p) {
 static sn_status window_check(const sn_layer *l, const sn_shape *in, int kh, int kw, int sh,
                               int sw, sn_padding pad, const char *what, int64_t *oh,
                               int64_t *ow) {
-    if (in->ndim != 3) return shape_error(l, in, "(None, height, width, channels)");
+    if (in->ndim != 3) return sn_layer_shape_error(l, in, "(None, height, width, channels)");
     *oh = window_out(in->dim[0], kh, sh, pad);
     *ow = window_out(in->dim[1], kw, sw, pad);
     if (*oh <= 0 || *ow <= 0) {
         char e[160];
         snprintf(e, sizeof e, "height >= %d and width >= %d for a %dx%d %s with valid padding",
                  kh, kw, kh, kw, what);
-        return shape_error(l, in, e);
+        return sn_layer_shape_error(l, in, e);
     }
     return SN_OK;
 }
@@ -188,12 +145,18 @@ static sn_status conv_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng
     int64_t oh = 0, ow = 0;
     SN_TRY(window_check(l, in, o->kernel_h, o->kernel_w, o->stride_h, o->stride_w, o->padding,
                         "kernel", &oh, &ow));
-    int64_t cin = in->dim[2], rf = (int64_t)o->kernel_h * o->kernel_w;
+    int64_t cin = in->dim[2];
+    /* fans from the shape as Keras: receptive field (kh * kw) times the channels */
     sn_shape ks = {.ndim = 4, .dim = {o->kernel_h, o->kernel_w, cin, o->filters}};
-    SN_TRY(add_var(l, g, "kernel", &ks, true, 0, rf * cin, rf * o->filters, rng));
+    sn_node k, b;
+    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
+                            SN_INIT_GLOROT_UNIFORM, rng, &k));
+    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
     if (o->use_bias) {
         sn_shape bs = {.ndim = 1, .dim = {o->filters}};
-        SN_TRY(add_var(l, g, "bias", &bs, true, 0, 0, 0, rng));
+        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
+                                rng, &b));
+        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
     }
     l->out_shape = (sn_shape){.ndim = 3, .dim = {oh, ow, o->filters}};
     return SN_OK;
@@ -220,7 +183,7 @@ sn_layer *sn_layer_conv2d_ex(const sn_conv2d_layer_opts *o) {
         sn_errorf(SN_ERR_INVALID, "Conv2D: options are NULL");
         return NULL;
     }
-    if (o->filters <= 0) return bad_arg("Conv2D: %s is %g, expected > 0", "filters", (double)o->filters);
+    if (o->filters <= 0) return sn_layer_bad_arg("Conv2D: %s is %g, expected > 0", "filters", (double)o->filters);
     if (o->kernel_h <= 0 || o->kernel_w <= 0) {
         sn_errorf(SN_ERR_INVALID, "Conv2D: kernel size %dx%d, expected positive sizes",
                   o->kernel_h, o->kernel_w);
@@ -232,10 +195,15 @@ sn_layer *sn_layer_conv2d_ex(const sn_conv2d_layer_opts *o) {
         return NULL;
     }
     if (o->padding != SN_PAD_VALID && o->padding != SN_PAD_SAME)
-        return bad_arg("Conv2D: %s %g is not an sn_padding", "padding", o->padding);
-    if (!act_valid(o->activation))
-        return bad_arg("Conv2D: %s %g is not an sn_activation", "activation", o->activation);
-    sn_layer *l = layer_new(&conv_vt);
+        return sn_layer_bad_arg("Conv2D: %s %g is not an sn_padding", "padding", o->padding);
+    if (!sn_activation_valid(o->activation))
+        return sn_layer_bad_arg("Conv2D: %s %g is not an sn_activation", "activation", o->activation);
+    if (sn_check_initializer("Conv2D", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
+        sn_check_initializer("Conv2D", "bias_initializer", &o->bias_initializer) != SN_OK ||
+        sn_check_regularizer("Conv2D", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
+        sn_check_regularizer("Conv2D", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&conv_vt);
     if (l) l->conv = *o;
     return l;
 }
@@ -289,7 +257,7 @@ static sn_layer *pool_new(const sn_layer_vtable *vt, const sn_pool2d_opts *o) {
                   (int)p.padding);
         return NULL;
     }
-    sn_layer *l = layer_new(vt);
+    sn_layer *l = sn_layer_alloc(vt);
     if (l) l->pool = p;
     return l;
 }
@@ -305,7 +273,7 @@ sn_layer *sn_layer_avg_pool2d_ex(const sn_pool2d_opts *o) { return pool_new(&avg
 
 /* ---- Flatten ---------------------------------------------------------------------------- */
 static sn_status flatten_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
-    if (in->ndim < 1) return shape_error(l, in, "at least (None, features)");
+    if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
     l->out_shape = (sn_shape){.ndim = 1, .dim = {sn_shape_numel(in)}};
     return SN_OK;
 }
@@ -318,7 +286,7 @@ static sn_node flatten_forward(sn_layer *l, sn_graph *g, sn_node x, bool trainin
 static const sn_layer_vtable flatten_vt = {"Flatten", "flatten", flatten_build,
                                            flatten_forward, NULL};
 
-sn_layer *sn_layer_flatten(void) { return layer_new(&flatten_vt); }
+sn_layer *sn_layer_flatten(void) { return sn_layer_alloc(&flatten_vt); }
 
 /* ---- shape-preserving layers: Dropout, Activation ---------------------------------------- */
 static sn_status same_shape_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
@@ -337,8 +305,8 @@ static const sn_layer_vtable dropout_vt = {"Dropout", "dropout", same_shape_buil
                                            dropout_forward, NULL};
 
 sn_layer *sn_layer_dropout(double rate) {
-    if (!(rate >= 0.0 && rate < 1.0)) return bad_arg("Dropout: %s %g is outside [0, 1)", "rate", rate);
-    sn_layer *l = layer_new(&dropout_vt);
+    if (!(rate >= 0.0 && rate < 1.0)) return sn_layer_bad_arg("Dropout: %s %g is outside [0, 1)", "rate", rate);
+    sn_layer *l = sn_layer_alloc(&dropout_vt);
     if (l) l->rate = rate;
     return l;
 }
@@ -352,22 +320,49 @@ static const sn_layer_vtable activation_vt = {"Activation", "activation", same_s
                                               activation_forward, NULL};
 
 sn_layer *sn_layer_activation(sn_activation act) {
-    if (!act_valid(act)) return bad_arg("Activation: %s %g is not an sn_activation", "activation", act);
-    sn_layer *l = layer_new(&activation_vt);
+    if (!sn_activation_valid(act)) return sn_layer_bad_arg("Activation: %s %g is not an sn_activation", "activation", act);
+    sn_layer *l = sn_layer_alloc(&activation_vt);
     if (l) l->act = act;
     return l;
 }
 
 /* ---- BatchNormalization ----------------------------------------------------------------- */
-/* Over the last axis (Keras axis=-1): gamma, beta trainable; moving_mean, moving_variance
- * not. */
+/* Over the last axis (Keras axis=-1): gamma and beta trainable (each only when scale / center
+ * is on, as Keras creates them), moving_mean and moving_variance not. The slots of l->vars
+ * follow Keras's order of the variables that exist; bn_vars finds them. */
+typedef struct bn_vars {
+    sn_node gamma, beta, mm, mv; /* SN_NONE when absent */
+} bn_vars;
+
+static bn_vars bn_find(const sn_layer *l) {
+    bn_vars v = {SN_NONE, SN_NONE, SN_NONE, SN_NONE};
+    int j = 0;
+    if (l->bn.scale) v.gamma = l->vars[j++];
+    if (l->bn.center) v.beta = l->vars[j++];
+    v.mm = l->vars[j++];
+    v.mv = l->vars[j];
+    return v;
+}
+
 static sn_status bn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
-    if (in->ndim < 1) return shape_error(l, in, "at least (None, features)");
+    const sn_batch_norm_layer_opts *o = &l->bn;
+    if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
     sn_shape cs = {.ndim = 1, .dim = {in->dim[in->ndim - 1]}};
-    SN_TRY(add_var(l, g, "gamma", &cs, true, 1.0, 0, 0, rng));
-    SN_TRY(add_var(l, g, "beta", &cs, true, 0.0, 0, 0, rng));
-    SN_TRY(add_var(l, g, "moving_mean", &cs, false, 0.0, 0, 0, rng));
-    SN_TRY(add_var(l, g, "moving_variance", &cs, false, 1.0, 0, 0, rng));
+    sn_node v;
+    if (o->scale) {
+        SN_TRY(sn_layer_add_var(l, g, "gamma", &cs, true, &o->gamma_initializer, SN_INIT_ONES,
+                                rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, &o->gamma_regularizer, "gamma_regularizer"));
+    }
+    if (o->center) {
+        SN_TRY(sn_layer_add_var(l, g, "beta", &cs, true, &o->beta_initializer, SN_INIT_ZEROS,
+                                rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, &o->beta_regularizer, "beta_regularizer"));
+    }
+    SN_TRY(sn_layer_add_var(l, g, "moving_mean", &cs, false, &o->moving_mean_initializer,
+                            SN_INIT_ZEROS, rng, &v));
+    SN_TRY(sn_layer_add_var(l, g, "moving_variance", &cs, false,
+                            &o->moving_variance_initializer, SN_INIT_ONES, rng, &v));
     l->out_shape = *in;
     return SN_OK;
 }
@@ -377,11 +372,13 @@ static sn_status bn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *
  * moving = moving * momentum + batch * (1 - momentum) pushed into `updates`. Keras 3
  * (keras/src/layers/normalization/batch_normalization.py) also feeds the biased variance of
  * ops.moments to the moving average, unlike Keras 2's fused kernel (unbiased); we follow
- * Keras 3. Inference: the moving statistics. */
+ * Keras 3. Inference: the moving statistics. Without gamma the scale is 1, without beta the
+ * shift 0. */
 static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
     sn_dtype dt = sn_node_dtype(g, x);
     sn_shape xs = sn_node_shape(g, x);
-    sn_node gamma = l->vars[0], beta = l->vars[1], mm = l->vars[2], mv = l->vars[3];
+    bn_vars bv = bn_find(l);
+    sn_node mm = bv.mm, mv = bv.mv;
     sn_node mean = mm, var = mv, xc;
     if (training) {
         int axes[SN_MAX_DIMS], na = 0;
@@ -390,7 +387,8 @@ static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn
         xc = sn_sub(g, x, mean);
         var = sn_reduce_mean(g, sn_mul(g, xc, xc), na, axes, false);
         if (u) {
-            sn_node mom = sn_scalar(g, dt, l->momentum), rest = sn_scalar(g, dt, 1.0 - l->momentum);
+            double mo = l->bn.momentum;
+            sn_node mom = sn_scalar(g, dt, mo), rest = sn_scalar(g, dt, 1.0 - mo);
             sn_node nm = sn_add(g, sn_mul(g, mm, mom), sn_mul(g, mean, rest));
             sn_node nv = sn_add(g, sn_mul(g, mv, mom), sn_mul(g, var, rest));
             sn_node a1 = sn_assign(g, mm, nm), a2 = sn_assign(g, mv, nv);
@@ -401,18 +399,46 @@ static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn
     } else {
         xc = sn_sub(g, x, mean);
     }
-    sn_node scale = sn_div(g, gamma, sn_sqrt(g, sn_add(g, var, sn_scalar(g, dt, l->epsilon))));
-    return sn_add(g, sn_mul(g, xc, scale), beta);
+    sn_node inv = sn_sqrt(g, sn_add(g, var, sn_scalar(g, dt, l->bn.epsilon)));
+    sn_node scale = bv.gamma != SN_NONE ? sn_div(g, bv.gamma, inv)
+                                        : sn_div(g, sn_scalar(g, dt, 1.0), inv);
+    sn_node y = sn_mul(g, xc, scale);
+    return bv.beta != SN_NONE ? sn_add(g, y, bv.beta) : y;
 }
 
 static const sn_layer_vtable bn_vt = {"BatchNormalization", "batch_normalization", bn_build,
                                       bn_forward, NULL};
 
-sn_layer *sn_layer_batch_norm(void) {
-    sn_layer *l = layer_new(&bn_vt);
-    if (l) {
-        l->momentum = 0.99;
-        l->epsilon = 1e-3;
+sn_batch_norm_layer_opts sn_batch_norm_layer_defaults(void) {
+    return (sn_batch_norm_layer_opts){.momentum = 0.99, .epsilon = 1e-3, .center = true,
+                                      .scale = true};
+}
+
+sn_layer *sn_layer_batch_norm_ex(const sn_batch_norm_layer_opts *o) {
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "BatchNormalization: options are NULL");
+        return NULL;
     }
+    if (!(o->momentum >= 0.0 && o->momentum <= 1.0))
+        return sn_layer_bad_arg("BatchNormalization: %s %g is outside [0, 1]", "momentum", o->momentum);
+    if (!(o->epsilon > 0.0) || !isfinite(o->epsilon))
+        return sn_layer_bad_arg("BatchNormalization: %s %g, expected a finite value > 0", "epsilon",
+                       o->epsilon);
+    static const char *cls = "BatchNormalization";
+    if (sn_check_initializer(cls, "gamma_initializer", &o->gamma_initializer) != SN_OK ||
+        sn_check_initializer(cls, "beta_initializer", &o->beta_initializer) != SN_OK ||
+        sn_check_initializer(cls, "moving_mean_initializer", &o->moving_mean_initializer) != SN_OK ||
+        sn_check_initializer(cls, "moving_variance_initializer",
+                             &o->moving_variance_initializer) != SN_OK ||
+        sn_check_regularizer(cls, "gamma_regularizer", &o->gamma_regularizer) != SN_OK ||
+        sn_check_regularizer(cls, "beta_regularizer", &o->beta_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&bn_vt);
+    if (l) l->bn = *o;
     return l;
+}
+
+sn_layer *sn_layer_batch_norm(void) {
+    sn_batch_norm_layer_opts o = sn_batch_norm_layer_defaults();
+    return sn_layer_batch_norm_ex(&o);
 }

@@ -129,6 +129,7 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
         l->dtype = m->dtype;
         l->seed = mix64(seed ^ mix64((uint64_t)i + 1));
         l->n_vars = 0;
+        l->n_regs = 0;
         l->in_shape = cur;
         st = l->vt->build(l, g, &cur, &rng);
         if (st == SN_OK && sn_graph_status(g) != SN_OK)
@@ -140,7 +141,7 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
     }
     if (st != SN_OK) {
         /* Leave the model as before: unbuilt, no graph, no variables. */
-        for (int i = 0; i < m->n_layers; i++) m->layers[i]->n_vars = 0;
+        for (int i = 0; i < m->n_layers; i++) m->layers[i]->n_vars = m->layers[i]->n_regs = 0;
         sn_graph_free(g);
         return sn_error_context(st, "building model '%s'", m->name);
     }

@@ -35,21 +35,39 @@ struct sn_layer {
     int n_vars;
     sn_node vars[SN_LAYER_MAX_VARS];   /* in Keras order: kernel, bias / gamma, beta, mean, var */
     const char *var_names[SN_LAYER_MAX_VARS];
-    /* options (each layer uses its own) */
-    sn_activation act;
-    int64_t units;
-    sn_conv2d_layer_opts conv;
-    sn_pool2d_opts pool;
-    double rate, momentum, epsilon;
+    /* Options, each layer its own, as given to its constructor (a writer of Keras configs
+     * reads them back from here). */
+    sn_activation act;               /* Activation */
+    sn_dense_layer_opts dense;       /* Dense */
+    sn_conv2d_layer_opts conv;       /* Conv2D */
+    sn_pool2d_opts pool;             /* MaxPooling2D, AveragePooling2D (strides resolved) */
+    sn_batch_norm_layer_opts bn;     /* BatchNormalization */
+    sn_shape reshape_target;         /* Reshape, as given (may hold one -1) */
+    double rate;                     /* Dropout */
     uint64_t seed; /* dropout */
     sn_dtype dtype; /* of the variables: SN_F32 (set from the model at build) */
+    /* Weight penalties this layer adds to the training loss (set at build, see
+     * sn_layer_add_regularizer). */
+    int n_regs;
+    struct sn_layer_reg { sn_node var; sn_regularizer r; } regs[SN_LAYER_MAX_VARS];
 };
+
+/* Registers `r` on variable `var` of layer l (at build, after creating the variable): compile
+ * adds l1 * sum|var| + l2 * sum(var^2) to the training loss. A regularizer with l1 = l2 = 0
+ * is ignored; a negative or non-finite factor is SN_ERR_INVALID naming the layer and `what`
+ * ("kernel_regularizer"). */
+sn_status sn_layer_add_regularizer(sn_layer *l, sn_node var, const sn_regularizer *r,
+                                   const char *what);
+/* The sum of every layer's penalties on the graph (a scalar of the model's dtype), or SN_NONE
+ * with *none = true when the model has no regularizers. */
+sn_status sn_model_regularization(sn_model *m, sn_node *penalty, bool *none);
 
 sn_status sn_updates_push(sn_updates *u, sn_node n);
 void sn_updates_free(sn_updates *u);
 
-/* Adds `act` on x (identity for SN_ACT_NONE). */
+/* Adds `act` on x (identity for SN_ACT_NONE). (activations.c) */
 sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act);
+bool sn_activation_valid(sn_activation a);
 
 typedef struct sn_train_state sn_train_state; /* compile/fit's own (compile.c) */
 

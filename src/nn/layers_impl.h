@@ -1,0 +1,32 @@
+/* Internal to src/nn/: what every layer file (layers.c, layers_shape.c, the sequence layers)
+ * shares: allocation, argument checks, variables with their initializer, and the error that
+ * names a layer and the input shape it did not expect. */
+#ifndef SN_NN_LAYERS_IMPL_H
+#define SN_NN_LAYERS_IMPL_H
+
+#include "nn/nn_impl.h"
+
+/* A zeroed layer of class vt (dtype f32); NULL (error set) when out of memory. */
+sn_layer *sn_layer_alloc(const sn_layer_vtable *vt);
+/* Records SN_ERR_INVALID from fmt (with one %s for `what` and one %g for v) and returns NULL:
+ * the constructors' one-line refusal. */
+sn_layer *sn_layer_bad_arg(const char *fmt, const char *what, double v);
+/* "layer 'dense' (Dense): got input of shape (None, 3, 4), expected ..." */
+sn_status sn_layer_shape_error(const sn_layer *l, const sn_shape *in, const char *expected);
+/* "(None, 28, 28, 1)": a shape without its batch, as Keras shows it. */
+const char *sn_layer_kshape(const sn_shape *s, char *buf, size_t cap);
+
+/* Constructor checks of an option: the initializer's type and arguments, the regularizer's
+ * factors (finite, >= 0). SN_ERR_INVALID naming the class and the field. */
+sn_status sn_check_initializer(const char *cls, const char *field, const sn_initializer *in);
+sn_status sn_check_regularizer(const char *cls, const char *field, const sn_regularizer *r);
+
+/* Creates variable "<layer>/<var>" (slot l->n_vars) of l->dtype and fills it with `init`
+ * (SN_INIT_DEFAULT: default_type), fans from the shape as Keras computes them. The data
+ * pointer of a variable is only valid until the next sn_variable call, so the filling happens
+ * here, at once. *out (optional) receives the node. */
+sn_status sn_layer_add_var(sn_layer *l, sn_graph *g, const char *var, const sn_shape *shape,
+                           bool trainable, const sn_initializer *init,
+                           sn_initializer_type default_type, sn_rng *rng, sn_node *out);
+
+#endif
