@@ -330,10 +330,13 @@ sn_status sn_model_load_weights(sn_model *m, const char *path);
 /* What a model file held besides the architecture. */
 typedef struct sn_model_file_info {
     bool has_compile;         /* the file had a compile_config (a compiled Keras model) */
-    sn_compile_opts compile;  /* its settings when has_compile, else sn_compile_defaults();
+    sn_compile_opts compile;  /* its settings when has_compile; else sn_compile_defaults()
+                               * with from_logits false when the last layer ends in softmax
+                               * or sigmoid (its outputs are probabilities already);
                                * mixed_bfloat16 reflects the layers' dtype policy either way */
     bool has_weights;         /* weights were read from the file (.keras); else initialised */
     char keras_version[32];   /* metadata.json's keras_version; "" when absent */
+    sn_shape input_shape;     /* the model's input, without the batch */
 } sn_model_file_info;
 /* Reads a Keras 3 `.keras` archive (architecture, compile settings, weights) or a model JSON
  * file as model.to_json() writes it (architecture only; variables initialised from `seed`).

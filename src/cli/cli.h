@@ -12,6 +12,7 @@ int sn_cmd_train(int argc, char **argv);
 int sn_cmd_evaluate(int argc, char **argv);
 int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
+int sn_cmd_export(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
@@ -34,23 +35,32 @@ int sn_cli_load_split(const char *prog, const char *dataset, const char *data_di
  * labels to i32, batches, prefetch. The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
-/* Preset `preset` built for images like `images` (u8 [n, rows, cols]; NULL: 28x28) with one
- * channel. The caller frees *out. */
+/* --model: a preset name, or a Keras model file (.keras archive or model JSON). */
+bool sn_cli_model_is_preset(const char *name);
+/* The model `name` for images like `images` (u8 [n, rows, cols]; NULL: 28x28, no check) with
+ * one channel: a preset is built for them from `seed`; a model file is loaded (its weights
+ * too, for .keras; JSON models are initialised from `seed`) and its input shape must be
+ * (rows, cols, 1). info (may be NULL) receives what the file held. The caller frees *out. */
+sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            sn_model **out, sn_model_file_info *info);
+/* The same without info (presets and files alike). */
 sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
                              sn_model **out);
-/* For the commands that run saved weights (evaluate, predict): the preset built as above
- * (seed 0), compiled with the defaults and loaded from `weights`. The caller frees *out; on
+/* For the commands that run saved weights (evaluate, predict, serve): the model opened as
+ * above (seed 0), compiled with the file's compile settings (defaults for presets) and
+ * loaded from `weights`, which only a .keras file may go without. The caller frees *out; on
  * an error nothing is left to free. */
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out);
-/* Their flags --model, --weights (required), --dataset and --data-dir, as entries of an
+#define SN_CLI_MODEL_HELP "model preset (tpu_guide_cnn, small_cnn, mlp) or Keras model file (.keras, .json)"
+/* Their flags --model, --weights, --dataset and --data-dir, as entries of an
  * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
 #define SN_CLI_WEIGHTS_FLAGS(model, weights, dataset, data_dir)                                \
-    {.name = "model", .kind = SN_FLAG_ENUM, .value = (model), .choices = sn_cli_models,        \
-     .help = "model preset the weights belong to"},                                            \
+    {.name = "model", .kind = SN_FLAG_STRING, .value = (model), .metavar = "NAME|PATH",       \
+     .help = SN_CLI_MODEL_HELP},                                                               \
     {.name = "weights", .kind = SN_FLAG_STRING, .value = (weights), .metavar = "PATH",         \
-     .required = true,                                                                         \
-     .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5)"},             \
+     .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5); required "    \
+             "unless --model is a .keras file"},                                              \
     {.name = "dataset", .kind = SN_FLAG_ENUM, .value = (dataset), .choices = sn_cli_datasets,  \
      .help = "data set installed on this machine"},                                            \
     {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \

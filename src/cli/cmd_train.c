@@ -66,8 +66,8 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "data set installed on this machine"},
         {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
          .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"},
-        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .help = "model preset"},
+        {.name = "model", .kind = SN_FLAG_STRING, .value = &model_name, .metavar = "NAME|PATH",
+         .help = SN_CLI_MODEL_HELP " (a .keras file brings its weights and compile settings)"},
         {.name = "epochs", .kind = SN_FLAG_INT, .value = &epochs, .imin = 1, .imax = 100000,
          .help = "passes over the training data"},
         {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
@@ -88,7 +88,8 @@ int sn_cmd_train(int argc, char **argv) {
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
         {.name = "save", .kind = SN_FLAG_STRING, .value = &save, .metavar = "PATH",
-         .help = "write the trained weights to PATH (Keras 3 .weights.h5)"},
+         .help = "write the trained model to PATH: .keras (Keras 3 archive), .json "
+                 "(architecture) or else weights only (Keras 3 .weights.h5)"},
         {.name = "csv", .kind = SN_FLAG_STRING, .value = &csv, .metavar = "PATH",
          .help = "write one CSV row of logs per epoch to PATH"},
         {.name = "quiet", .kind = SN_FLAG_BOOL, .value = &quiet,
@@ -108,7 +109,7 @@ int sn_cmd_train(int argc, char **argv) {
                  "per worker), 0 = one device"},
     };
     sn_flag_set fs = {prog,
-                      "Trains a preset model on Fashion-MNIST (or --data-dir) with the test split "
+                      "Trains a model (preset or Keras file) on Fashion-MNIST (or --data-dir) with the test split "
                       "as validation data,\nthen prints the test loss and accuracy.",
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
@@ -167,18 +168,22 @@ int sn_cmd_train(int argc, char **argv) {
     sn_tensor_free(ytr);
     xtr = ytr = NULL;
 
-    if (sn_cli_build_model(model_name, xte, (uint64_t)seed, &m) != SN_OK) {
+    sn_model_file_info info;
+    if (sn_cli_open_model(model_name, xte, (uint64_t)seed, &m, &info) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }
-    sn_compile_opts co = sn_compile_defaults();
-    if (sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
+    /* A model file's compile settings (optimizer, loss, metrics) hold unless a flag says
+     * otherwise; without them, --optimizer's defaults as for a preset. */
+    sn_compile_opts co = info.compile;
+    if ((!info.has_compile || sn_flags_find(&fs, "optimizer")->set) &&
+        sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }
     if (sn_flags_find(&fs, "learning-rate")->set) co.optimizer.learning_rate = lr;
     co.steps_per_execution = (int)steps_per_execution;
-    co.mixed_bfloat16 = !strcmp(precision, "bf16");
+    co.mixed_bfloat16 = co.mixed_bfloat16 || !strcmp(precision, "bf16");
     if (sn_model_compile(m, &co) != SN_OK || sn_model_set_strategy(m, strategy) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
@@ -267,11 +272,14 @@ int sn_cmd_train(int argc, char **argv) {
                per > 0 ? (double)batch / per : 0, vals[0], nv > 1 ? vals[1] : NAN);
     }
     if (save) {
-        if (sn_model_save_weights(m, save) != SN_OK) {
+        size_t sl = strlen(save);
+        bool whole = (sl > 6 && !strcmp(save + sl - 6, ".keras")) ||
+                     (sl > 5 && !strcmp(save + sl - 5, ".json"));
+        if ((whole ? sn_model_save(m, save) : sn_model_save_weights(m, save)) != SN_OK) {
             rc = sn_cli_fail(prog);
             goto done;
         }
-        if (!quiet) printf("Saved weights to %s\n", save);
+        if (!quiet) printf("Saved %s to %s\n", whole ? "the model" : "weights", save);
     }
     rc = 0;
 

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "core/core.h" /* sn_errorf */
 
 const char *const sn_cli_datasets[] = {"fashion_mnist", NULL};
 const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", NULL};
@@ -72,8 +73,14 @@ sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batc
     return SN_OK;
 }
 
-sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
-                             sn_model **out) {
+bool sn_cli_model_is_preset(const char *name) {
+    for (int i = 0; sn_cli_models[i]; i++)
+        if (!strcmp(name, sn_cli_models[i])) return true;
+    return false;
+}
+
+sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            sn_model **out, sn_model_file_info *info) {
     sn_shape in = {.ndim = 3, .dim = {28, 28, 1}};
     if (images) {
         const sn_shape *s = sn_tensor_shape(images);
@@ -81,9 +88,29 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
         in.dim[1] = s->dim[2];
     }
     sn_model *m = NULL;
-    sn_status s = sn_model_preset(preset, &m);
-    if (s != SN_OK) return s;
-    s = sn_model_build(m, &in, seed);
+    sn_status s;
+    if (info) *info = (sn_model_file_info){.compile = sn_compile_defaults()};
+    if (sn_cli_model_is_preset(name)) {
+        s = sn_model_preset(name, &m);
+        if (s == SN_OK) s = sn_model_build(m, &in, seed);
+    } else if (access(name, F_OK) != 0) {
+        return sn_errorf(SN_ERR_NOT_FOUND, "--model '%s' is neither a preset (tpu_guide_cnn, "
+                         "small_cnn, mlp) nor an existing model file (.keras or .json)", name);
+    } else {
+        sn_model_file_info local;
+        if (!info) info = &local;
+        s = sn_model_load(name, seed, &m, info);
+        /* The model brings its own input shape: it must be the images' (rows, cols, 1). */
+        const sn_shape want = info->input_shape;
+        if (s == SN_OK && images &&
+            (want.ndim != 3 || want.dim[0] != in.dim[0] || want.dim[1] != in.dim[1] ||
+             want.dim[2] != 1)) {
+            char a[96], b[96];
+            s = sn_errorf(SN_ERR_SHAPE, "model '%s' takes inputs of shape %s, but the data are "
+                          "images of %s", name, sn_shape_str(&want, a, sizeof a),
+                          sn_shape_str(&in, b, sizeof b));
+        }
+    }
     if (s != SN_OK) {
         sn_model_free(m);
         return s;
@@ -92,15 +119,26 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
     return SN_OK;
 }
 
+sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
+                             sn_model **out) {
+    return sn_cli_open_model(preset, images, seed, out, NULL);
+}
+
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out) {
     sn_model *m = NULL;
-    sn_status s = sn_cli_build_model(preset, images, 0, &m);
+    sn_model_file_info info;
+    sn_status s = sn_cli_open_model(preset, images, 0, &m, &info);
     if (s != SN_OK) return s;
-    /* compile tells predict that the model ends in logits, so it returns probabilities. */
-    sn_compile_opts co = sn_compile_defaults();
-    s = sn_model_compile(m, &co);
-    if (s == SN_OK) s = sn_model_load_weights(m, weights);
+    if (!weights && !info.has_weights) {
+        sn_model_free(m);
+        return sn_errorf(SN_ERR_INVALID, "--weights is required for '%s' (only a .keras model "
+                         "file carries its weights)", preset);
+    }
+    /* The file's compile settings (or, without them, the defaults with from_logits chosen by
+     * the model's last activation) tell predict whether the output is logits. */
+    s = sn_model_compile(m, &info.compile);
+    if (s == SN_OK && weights) s = sn_model_load_weights(m, weights);
     if (s != SN_OK) {
         sn_model_free(m);
         return s;

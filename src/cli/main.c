@@ -12,6 +12,7 @@ static const sn_cli_command commands[] = {
     {"evaluate", "loss and accuracy of saved weights on the test split", sn_cmd_evaluate},
     {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
+    {"export", "write a model with its weights as a Keras .keras archive or model JSON", sn_cmd_export},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
 };
 

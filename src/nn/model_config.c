@@ -367,6 +367,19 @@ static sn_status read_compile(const json_t *c, sn_compile_opts *o) {
     return SN_OK;
 }
 
+/* True when the model's last layer applies softmax or sigmoid: its outputs are probabilities,
+ * so a loss on them is not from logits. */
+static bool ends_in_probabilities(const sn_model *m) {
+    if (m->n_layers == 0) return false;
+    const sn_layer *l = m->layers[m->n_layers - 1];
+    const char *c = l->vt->class_name;
+    sn_activation a = !strcmp(c, "Activation") ? l->act
+                      : !strcmp(c, "Dense")    ? l->dense.activation
+                      : !strcmp(c, "Conv2D")   ? l->conv.activation
+                                               : SN_ACT_NONE;
+    return a == SN_ACT_SOFTMAX || a == SN_ACT_SIGMOID;
+}
+
 /* ---- whole model ------------------------------------------------------------------------- */
 
 static sn_status read_model(const json_t *root, uint64_t seed, sn_model **out,
@@ -455,12 +468,14 @@ static sn_status read_model(const json_t *root, uint64_t seed, sn_model **out,
         }
     }
     co.mixed_bfloat16 = r.cs.mixed_bfloat16;
+    if (st == SN_OK && !has_compile) co.from_logits = !ends_in_probabilities(r.m);
     free(order);
     if (st != SN_OK) {
         sn_model_free(r.m);
         return st;
     }
     if (info) {
+        info->input_shape = r.input;
         info->has_compile = has_compile;
         info->compile = co;
     }
