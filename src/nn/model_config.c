@@ -109,7 +109,13 @@ static sn_status inbound_of(const json_t *e, const char *name, const char **from
                          name, json_array_size(nodes));
     const json_t *node = json_array_get(nodes, 0);
     const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
-    if (kwargs && !(json_is_object(kwargs) && json_object_size(kwargs) == 0)) {
+    /* Keras records training=false for layers that take `training` (Dropout, BN) when the
+     * graph is traced; Functional.call passes the real mode at run time, so it is no
+     * argument of the model's. Anything else is. */
+    bool plain = json_is_object(kwargs) &&
+                 (json_object_size(kwargs) == 0 ||
+                  (json_object_size(kwargs) == 1 && json_object_get(kwargs, "training")));
+    if (kwargs && !plain) {
         char b[96];
         return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword arguments %s; "
                          "sinter supports plain calls layer(x)", name,
