@@ -16,7 +16,7 @@ packages=(
   libcairo2-dev fonts-dejavu-core # PNG plots with text
   libprotobuf-c-dev protobuf-c-compiler # TensorBoard event files
   hdf5-tools                 # h5diff in the resume tests
-  clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh)
+  clang libclang-rt-14-dev libomp-dev # libFuzzer targets (scripts/fuzz.sh)
   python3-venv               # the interop tests' Keras/TensorBoard venv (scripts/pyenv.sh)
   dataset-fashion-mnist      # the default data set
 )

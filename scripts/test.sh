@@ -35,3 +35,9 @@ if [ "${SN_SKIP_SANITIZE:-0}" != 1 ]; then
     run_ctest build-asan --output-on-failure -E "test_mpi"
   ASAN_OPTIONS=detect_leaks=0 run_ctest build-asan --output-on-failure -R "test_mpi"
 fi
+if [ "${SN_SKIP_FUZZ:-0}" != 1 ]; then
+  # Keeps the libFuzzer targets building and every committed seed (regression inputs from
+  # past findings included) passing; the long runs are docs/reliability.md's.
+  echo "== fuzz targets (clang, ASan + UBSan): 20 s each =="
+  scripts/fuzz.sh all 20
+fi

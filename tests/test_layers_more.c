@@ -344,6 +344,18 @@ static void test_gradients_more(void) {
     grad_case("BatchNormalization no beta", sn_layer_batch_norm_ex(&b), (sn_shape)S3(2, 2, 3), 2, true, 1e-5);
     grad_case("Reshape", sn_layer_reshape(&(sn_shape)S2(3, -1)), (sn_shape)S3(2, 3, 2), 2, false, 1e-7);
     grad_case("GlobalAveragePooling2D", sn_layer_global_avg_pool2d(), (sn_shape)S3(3, 2, 4), 2, false, 1e-7);
+    /* every activation by name through Dense (kinks of leaky_relu/elu/relu6: the inputs of
+     * grad_case are random, a pre-activation within 1e-6 of a kink has probability ~1e-6) */
+    static const char *acts[] = {"gelu", "silu", "swish", "elu", "leaky_relu", "relu6"};
+    for (int i = 0; i < 6; i++) {
+        sn_activation a;
+        CHECK_OK(sn_activation_from_name(acts[i], &a));
+        char what[64];
+        snprintf(what, sizeof what, "Dense %s", acts[i]);
+        grad_case(what, sn_layer_dense(3, a), (sn_shape)S1(4), 3, false, 1e-5);
+        snprintf(what, sizeof what, "Activation %s", acts[i]);
+        grad_case(what, sn_layer_activation(a), (sn_shape)S2(2, 5), 2, false, 1e-7);
+    }
 }
 
 int main(void) {

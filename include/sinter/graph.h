@@ -52,6 +52,15 @@ sn_node sn_bias_add(sn_graph *g, sn_node x, sn_node b);
 sn_node sn_relu(sn_graph *g, sn_node x);
 sn_node sn_sigmoid(sn_graph *g, sn_node x);
 sn_node sn_tanh(sn_graph *g, sn_node x);
+/* Keras's activations: gelu (exact, x * Phi(x) with the normal CDF by erf), silu (x *
+ * sigmoid(x), "swish"), elu (alpha (e^x - 1) below 0), leaky_relu (alpha x below 0), relu6
+ * (min(max(x, 0), 6)). Gradients at the kinks as TensorFlow's: leaky_relu alpha at 0, relu6 0
+ * at 0 and at 6, elu 1 at 0. */
+sn_node sn_gelu(sn_graph *g, sn_node x);
+sn_node sn_silu(sn_graph *g, sn_node x);
+sn_node sn_elu(sn_graph *g, sn_node x, double alpha);
+sn_node sn_leaky_relu(sn_graph *g, sn_node x, double alpha);
+sn_node sn_relu6(sn_graph *g, sn_node x);
 sn_node sn_exp(sn_graph *g, sn_node x);
 sn_node sn_log(sn_graph *g, sn_node x);
 sn_node sn_sqrt(sn_graph *g, sn_node x);

@@ -51,6 +51,7 @@ void sn_ref_register_shape(sn_kernel_table *t);
 void sn_ref_register_matmul(sn_kernel_table *t);
 void sn_ref_register_conv(sn_kernel_table *t);
 void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
+void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
 void sn_cpu_register_elementwise(sn_kernel_table *t);
@@ -59,6 +60,7 @@ void sn_cpu_register_softmax(sn_kernel_table *t);
 void sn_cpu_register_matmul(sn_kernel_table *t);
 void sn_cpu_register_conv(sn_kernel_table *t);
 void sn_cpu_register_state(sn_kernel_table *t);
+void sn_cpu_register_activation(sn_kernel_table *t);
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */
 const sn_kernel_table *sn_ref_kernels(void);

@@ -4,13 +4,18 @@
  * big-endian uint32 dims, then the elements row-major, big-endian. zlib's gzread reads plain
  * files unchanged, so one code path serves ".gz" and plain files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "data/data_impl.h"
 
 #define IDX_MAX_ELEMENTS ((int64_t)1 << 40) /* far above any real data set; stops overflow */
+/* deflate never expands more than 1032:1 (RFC 1951: a 258-byte match in 2 bits, at best), so
+ * a gzip file of N bytes cannot hold more than 1032 N bytes. */
+#define GZIP_MAX_RATIO 1032
 
 static uint32_t be32(const unsigned char *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -81,7 +86,8 @@ static sn_status gz_fail(gzFile f, const char *path, const char *what) {
                      path, what, errnum == Z_ERRNO ? strerror(errno) : msg);
 }
 
-static sn_status idx_load_open(gzFile f, const char *path, sn_tensor **out) {
+/* file_size: bytes of the file on disk, to check the dims against before allocating. */
+static sn_status idx_load_open(gzFile f, const char *path, int64_t file_size, sn_tensor **out) {
     unsigned char hdr[4 + 4 * SN_MAX_DIMS];
     int64_t got = read_fully(f, hdr, 4);
     if (got < 0) return gz_fail(f, path, "reading the header");
@@ -118,14 +124,39 @@ static sn_status idx_load_open(gzFile f, const char *path, sn_tensor **out) {
                              "least one element",
                              path, i, sn_shape_str(&shape, b, sizeof b));
         }
+        /* Checked before multiplying: a product of four u32 dims overflows int64. */
+        if (shape.dim[i] > IDX_MAX_ELEMENTS / numel) {
+            char b[128];
+            shape.ndim = (int)i + 1;
+            return sn_errorf(SN_ERR_FORMAT, "idx: %s: dims %s... multiply past 2^40 elements",
+                             path, sn_shape_str(&shape, b, sizeof b));
+        }
         numel *= shape.dim[i];
-        if (numel > IDX_MAX_ELEMENTS)
-            return sn_errorf(SN_ERR_FORMAT, "idx: %s: dims multiply past 2^40 elements", path);
+    }
+    size_t esize = sn_dtype_size(dtype);
+    int64_t want = numel * (int64_t)esize;
+    /* The file must be able to hold what the header declares before anything is allocated:
+     * a 20-byte file claiming 4 GB is an error, not a 4 GB allocation. */
+    int64_t hbytes = 4 + 4 * (int64_t)ndim;
+    bool plain = gzdirect(f) == 1;
+    int64_t room = plain ? file_size - hbytes : file_size * GZIP_MAX_RATIO;
+    if (file_size >= 0 && want > room) {
+        char b[128];
+        sn_shape_str(&shape, b, sizeof b);
+        if (plain)
+            return sn_errorf(SN_ERR_FORMAT,
+                             "idx: %s is truncated: dims %s need %lld bytes of data, found %lld "
+                             "(the plain file has %lld bytes)",
+                             path, b, (long long)want, (long long)(room > 0 ? room : 0),
+                             (long long)file_size);
+        return sn_errorf(SN_ERR_FORMAT,
+                         "idx: %s is truncated or corrupt: dims %s need %lld bytes of data, more "
+                         "than the gzip file of %lld bytes can hold (deflate: at most 1032 bytes "
+                         "per byte)",
+                         path, b, (long long)want, (long long)file_size);
     }
     sn_tensor *t = NULL;
     SN_TRY(sn_tensor_new(&t, dtype, &shape));
-    size_t esize = sn_dtype_size(dtype);
-    int64_t want = numel * (int64_t)esize;
     got = read_fully(f, sn_tensor_data(t), want);
     if (got < 0) {
         sn_tensor_free(t);
@@ -148,16 +179,21 @@ sn_status sn_idx_load(const char *path, sn_tensor **out) {
     if (!out) return sn_errorf(SN_ERR_INVALID, "sn_idx_load: out is NULL");
     *out = NULL;
     if (!path) return sn_errorf(SN_ERR_INVALID, "sn_idx_load: path is NULL");
-    errno = 0;
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return sn_errorf(SN_ERR_IO, "idx: cannot open %s: %s", path,
-                         errno ? strerror(errno) : "zlib could not allocate its state");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sn_errorf(SN_ERR_IO, "idx: cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    /* -1 (unknown: a pipe) skips the size check; the read then finds any truncation. */
+    int64_t file_size = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? (int64_t)st.st_size : -1;
+    gzFile f = gzdopen(fd, "rb"); /* owns fd from here; gzclose closes it */
+    if (!f) {
+        close(fd);
+        return sn_errorf(SN_ERR_NOMEM, "idx: %s: zlib could not allocate its state", path);
+    }
     if (gzbuffer(f, 1 << 17) != 0) { /* larger reads: fewer syscalls on 47 MB */
         gzclose(f);
         return sn_errorf(SN_ERR_NOMEM, "idx: %s: gzbuffer failed", path);
     }
-    sn_status s = idx_load_open(f, path, out);
+    sn_status s = idx_load_open(f, path, file_size, out);
     gzclose(f); /* read side: nothing to flush, and errors were seen by gzread already */
     return s;
 }

@@ -156,19 +156,31 @@ sn_status sn_tfrecord_read(sn_tfrecord_reader *r, const uint8_t **data, size_t *
     if (n > TFRECORD_MAX_LEN)
         return sn_errorf(SN_ERR_FORMAT, "tfrecord: %s: record %lld: length %llu is too large",
                          r->path, (long long)r->record, (unsigned long long)n);
-    if (n + 4 > r->cap) {
-        uint8_t *b = sn_realloc(r->buf, (size_t)n + 4);
-        if (!b) return SN_ERR_NOMEM;
-        r->buf = b;
-        r->cap = (size_t)n + 4;
+    /* The buffer grows with the bytes that actually arrive (at most doubling), never to the
+     * declared length at once: a 12-byte file that claims 2 GiB fails as truncated having
+     * allocated a few KB, plain or gzip alike. */
+    size_t need = (size_t)n + 4, have = 0;
+    while (have < need) {
+        size_t step = need - have;
+        if (have + step > r->cap) {
+            size_t c = r->cap < 65536 ? 65536 : r->cap * 2;
+            if (c > need) c = need;
+            uint8_t *b = sn_realloc(r->buf, c);
+            if (!b) return SN_ERR_NOMEM;
+            r->buf = b;
+            r->cap = c;
+            step = c - have;
+        }
+        got = gz_read_n(r->f, r->buf + have, step);
+        if (got < 0) return reader_zerr(r);
+        have += (size_t)got;
+        if ((size_t)got < step) break; /* end of file */
     }
-    got = gz_read_n(r->f, r->buf, (size_t)n + 4);
-    if (got < 0) return reader_zerr(r);
-    if (got < (int64_t)n + 4)
+    if (have < need)
         return sn_errorf(SN_ERR_FORMAT,
                          "tfrecord: %s: record %lld is truncated: expected %llu bytes of data "
                          "and 4 of CRC, found %lld",
-                         r->path, (long long)r->record, (unsigned long long)n, (long long)got);
+                         r->path, (long long)r->record, (unsigned long long)n, (long long)have);
     want_crc = le32(r->buf + n);
     crc = sn_crc32c_masked(r->buf, (size_t)n);
     if (crc != want_crc)
@@ -416,14 +428,16 @@ static sn_status parse_list(sn_example *ex, pb *b, unsigned list_field, feat_rec
             } else if (wt != 0) {
                 return bad_proto("int64_list value with a wrong wire type");
             }
-            do {
+            /* Unpacked: one varint. Packed: as many as the bytes hold, none when empty (an
+             * empty repeated field is valid protobuf). */
+            for (bool first = true; packed ? v.p < v.end : first; first = false) {
                 uint64_t x;
                 if (!pb_varint(packed ? &v : b, &x)) return bad_proto("bad int64 varint");
                 if (!grow((void **)&ex->int64s, &ex->int64s_cap, ex->nint64s + 1, sizeof(int64_t)))
                     return SN_ERR_NOMEM;
                 ex->int64s[ex->nint64s++] = (int64_t)x;
                 fr->count++;
-            } while (packed && v.p < v.end);
+            }
         }
     }
     return SN_OK;

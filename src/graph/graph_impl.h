@@ -68,6 +68,17 @@ typedef enum sn_op {
     SN_OP_MAX_POOL2D_GRAD,  /* (x, dy) -> dx */
     SN_OP_AVG_POOL2D_GRAD,  /* (dy) -> dx */
     SN_OP_DROPOUT_GRAD,     /* (dy) -> dy * same mask as the forward node (attrs copied) */
+    /* activations beyond relu/sigmoid/tanh (op_activation.c); their gradients read x */
+    SN_OP_GELU,             /* x Phi(x), erf form */
+    SN_OP_SILU,             /* x sigmoid(x) */
+    SN_OP_ELU,              /* x > 0 ? x : alpha (e^x - 1); attr.act.alpha */
+    SN_OP_LEAKY_RELU,       /* x > 0 ? x : alpha x; attr.act.alpha */
+    SN_OP_RELU6,            /* min(max(x, 0), 6) */
+    SN_OP_GELU_GRAD,        /* (x, dy) -> dy (Phi(x) + x phi(x)) */
+    SN_OP_SILU_GRAD,        /* (x, dy) -> dy s (1 + x (1 - s)), s = sigmoid(x) */
+    SN_OP_ELU_GRAD,         /* (x, dy) -> x < 0 ? dy alpha e^x : dy */
+    SN_OP_LEAKY_RELU_GRAD,  /* (x, dy) -> x > 0 ? dy : dy alpha */
+    SN_OP_RELU6_GRAD,       /* (x, dy) -> 0 < x < 6 ? dy : 0 */
     /* side effects */
     SN_OP_ASSIGN,           /* (var, value) */
     SN_OP_ASSIGN_ADD,       /* (var, value) */
@@ -100,6 +111,7 @@ typedef union sn_attrs {
     struct { sn_optimizer_kind kind; double lr, beta1, beta2, epsilon, momentum, rho,
              weight_decay; bool nesterov, centered; } optim;
     struct { double value; } scalar;
+    struct { double alpha; } act;                             /* elu, leaky_relu */
 } sn_attrs;
 
 enum {

@@ -58,6 +58,9 @@ extern const sn_op_def sn_def_avg_pool2d_grad;
 extern const sn_op_def sn_def_dropout_grad;
 extern const sn_op_def sn_def_assign;
 extern const sn_op_def sn_def_assign_add;
+extern const sn_op_def sn_def_gelu, sn_def_silu, sn_def_elu, sn_def_leaky_relu, sn_def_relu6,
+    sn_def_gelu_grad, sn_def_silu_grad, sn_def_elu_grad, sn_def_leaky_relu_grad,
+    sn_def_relu6_grad;
 extern const sn_op_def sn_def_apply_optimizer;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
@@ -110,6 +113,16 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_MAX_POOL2D_GRAD] = &sn_def_max_pool2d_grad,
     [SN_OP_AVG_POOL2D_GRAD] = &sn_def_avg_pool2d_grad,
     [SN_OP_DROPOUT_GRAD] = &sn_def_dropout_grad,
+    [SN_OP_GELU] = &sn_def_gelu,
+    [SN_OP_SILU] = &sn_def_silu,
+    [SN_OP_ELU] = &sn_def_elu,
+    [SN_OP_LEAKY_RELU] = &sn_def_leaky_relu,
+    [SN_OP_RELU6] = &sn_def_relu6,
+    [SN_OP_GELU_GRAD] = &sn_def_gelu_grad,
+    [SN_OP_SILU_GRAD] = &sn_def_silu_grad,
+    [SN_OP_ELU_GRAD] = &sn_def_elu_grad,
+    [SN_OP_LEAKY_RELU_GRAD] = &sn_def_leaky_relu_grad,
+    [SN_OP_RELU6_GRAD] = &sn_def_relu6_grad,
     [SN_OP_ASSIGN] = &sn_def_assign,
     [SN_OP_ASSIGN_ADD] = &sn_def_assign_add,
     [SN_OP_APPLY_OPTIMIZER] = &sn_def_apply_optimizer,

@@ -51,10 +51,13 @@ sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act) {
     case SN_ACT_SIGMOID: return sn_sigmoid(g, x);
     case SN_ACT_TANH: return sn_tanh(g, x);
     case SN_ACT_SOFTMAX: return sn_softmax(g, x, -1);
-    case SN_ACT_GELU: case SN_ACT_SILU: case SN_ACT_ELU: case SN_ACT_LEAKY_RELU:
-    case SN_ACT_RELU6:
-        return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "activation '%s' has no graph op yet",
-                             sn_activation_name(act));
+    case SN_ACT_GELU: return sn_gelu(g, x);
+    case SN_ACT_SILU: return sn_silu(g, x);
+    case SN_ACT_ELU: return sn_elu(g, x, 1.0);
+    /* keras.activations.leaky_relu's default negative_slope (the LeakyReLU layer's is 0.3,
+     * but activation="leaky_relu" calls the function) */
+    case SN_ACT_LEAKY_RELU: return sn_leaky_relu(g, x, 0.2);
+    case SN_ACT_RELU6: return sn_relu6(g, x);
     }
     return sn_graph_fail(g, SN_ERR_INVALID, "unknown activation %d", (int)act);
 }

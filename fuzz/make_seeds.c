@@ -1,0 +1,164 @@
+/* Writes the seed corpora of the fuzz targets with sinter's own writers (small files, a few
+ * hundred bytes to a few KB each):  make_seeds OUT_DIR  ->  OUT_DIR/<target>/<seed>.
+ * The seeds are committed under fuzz/seeds/; scripts/fuzz.sh seeds regenerates them. */
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fuzz_util.h"
+#include "sinter/data.h"
+#include "sinter/io.h"
+
+static char out_dir[512];
+
+static void die(const char *what) {
+    fprintf(stderr, "make_seeds: %s: %s\n", what, sn_last_error());
+    exit(1);
+}
+
+static const char *path_of(const char *target, const char *name) {
+    static char p[1024];
+    snprintf(p, sizeof p, "%s/%s", out_dir, target);
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) die(p);
+    snprintf(p, sizeof p, "%s/%s/%s", out_dir, target, name);
+    return p;
+}
+
+static void write_bytes(const char *path, const void *d, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(d, 1, n, f) != n || fclose(f) != 0) die(path);
+}
+
+static uint8_t *read_bytes(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) die(path);
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    uint8_t *b = malloc((size_t)len + 1);
+    if (!b || fread(b, 1, (size_t)len, f) != (size_t)len) die(path);
+    fclose(f);
+    *n = (size_t)len;
+    return b;
+}
+
+static sn_tensor *tensor(sn_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2) {
+    sn_shape s = {.ndim = ndim, .dim = {d0, d1, d2}};
+    sn_tensor *t = NULL;
+    if (sn_tensor_new(&t, dt, &s) != SN_OK) die("tensor");
+    uint8_t *p = sn_tensor_data(t);
+    size_t nb = (size_t)sn_tensor_numel(t) * sn_dtype_size(dt);
+    for (size_t i = 0; i < nb; i++) p[i] = (uint8_t)(i * 37 + 11);
+    return t;
+}
+
+static void idx_seeds(void) {
+    struct { const char *name; sn_dtype dt; int nd; int64_t d0, d1, d2; } c[] = {
+        {"images_u8_3d", SN_U8, 3, 4, 5, 6}, {"labels_u8_1d", SN_U8, 1, 10, 0, 0},
+        {"i32_2d", SN_I32, 2, 3, 4, 0},       {"f32_2d", SN_F32, 2, 2, 3, 0},
+        {"f64_1d", SN_F64, 1, 5, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        sn_tensor *t = tensor(c[i].dt, c[i].nd, c[i].d0, c[i].d1, c[i].d2);
+        char name[64];
+        /* fuzz_idx: plain and gzip files as they are; fuzz_idx_gz: the plain bytes (it
+         * compresses them itself). */
+        if (sn_idx_save(path_of("fuzz_idx", c[i].name), t) != SN_OK) die("idx");
+        size_t n;
+        uint8_t *b = read_bytes(path_of("fuzz_idx", c[i].name), &n);
+        write_bytes(path_of("fuzz_idx_gz", c[i].name), b, n);
+        free(b);
+        snprintf(name, sizeof name, "%s.gz", c[i].name);
+        if (sn_idx_save(path_of("fuzz_idx", name), t) != SN_OK) die("idx gz");
+        sn_tensor_free(t);
+    }
+}
+
+/* One Example: image (bytes, 4 pixels), label (int64), and a float list. */
+static uint8_t *example(int label, size_t *n) {
+    uint8_t px[4] = {(uint8_t)label, 1, 2, 255};
+    const uint8_t *bytes[1] = {px};
+    size_t blen[1] = {4};
+    int64_t lab[1] = {label};
+    float fl[3] = {0.5f, -1.0f, 1e30f};
+    sn_feature f[3] = {
+        {.name = "image", .kind = SN_FEATURE_BYTES, .count = 1, .bytes = bytes, .bytes_len = blen},
+        {.name = "label", .kind = SN_FEATURE_INT64, .count = 1, .int64s = lab},
+        {.name = "weights", .kind = SN_FEATURE_FLOAT, .count = 3, .floats = fl},
+    };
+    uint8_t *out = NULL;
+    if (sn_example_encode(f, 3, &out, n) != SN_OK) die("example");
+    return out;
+}
+
+static void tfrecord_seeds(void) {
+    for (int gz = 0; gz < 2; gz++) {
+        const char *tmp = path_of("fuzz_tfrecord", "tmp.tfrecord");
+        sn_tfrecord_writer *w = NULL;
+        /* The target gzips the body itself when the flag byte says so: write plain bytes. */
+        if (sn_tfrecord_writer_open(&w, tmp, false) != SN_OK) die("tfrecord");
+        for (int k = 0; k < 3; k++) {
+            size_t n;
+            uint8_t *e = example(k, &n);
+            if (sn_tfrecord_write(w, e, n) != SN_OK) die("tfrecord write");
+            free(e);
+        }
+        if (sn_tfrecord_write(w, "", 0) != SN_OK) die("tfrecord write");
+        if (sn_tfrecord_writer_close(w) != SN_OK) die("tfrecord close");
+        size_t n;
+        uint8_t *b = read_bytes(tmp, &n);
+        remove(tmp);
+        uint8_t *s = malloc(n + 1);
+        s[0] = (uint8_t)gz;
+        memcpy(s + 1, b, n);
+        write_bytes(path_of("fuzz_tfrecord", gz ? "three_examples_gz" : "three_examples"), s,
+                    n + 1);
+        free(s);
+        free(b);
+    }
+    size_t n;
+    uint8_t *e = example(7, &n);
+    write_bytes(path_of("fuzz_example", "image_label_floats"), e, n);
+    free(e);
+    write_bytes(path_of("fuzz_example", "empty"), "", 0);
+}
+
+static void weights_seeds(void) {
+    /* The model of fuzz_weights_h5.c, in both layouts. */
+    sn_tensor *t[9] = {
+        tensor(SN_F32, 2, 3, 2, 0), tensor(SN_F32, 1, 2, 0, 0), tensor(SN_F32, 1, 2, 0, 0),
+        tensor(SN_F32, 1, 2, 0, 0), tensor(SN_F32, 1, 2, 0, 0), tensor(SN_F32, 1, 2, 0, 0),
+        tensor(SN_F32, 2, 2, 8, 0), tensor(SN_F32, 2, 2, 8, 0), tensor(SN_F32, 1, 8, 0, 0),
+    };
+    const char *names[9] = {"kernel", "bias", "gamma", "beta", "moving_mean", "moving_variance",
+                            "kernel", "recurrent_kernel", "bias"};
+    sn_weight_var v[9];
+    for (int i = 0; i < 9; i++) v[i] = (sn_weight_var){names[i], t[i]};
+    sn_weight_layer L[4] = {
+        {"Dense", "dense", 2, &v[0]},
+        {"BatchNormalization", "batch_normalization", 4, &v[2]},
+        {"Dropout", "dropout", 0, NULL},
+        {"LSTM", "lstm", 3, &v[6]},
+    };
+    sn_weights_h5_options o = sn_weights_h5_defaults();
+    o.layout = SN_WEIGHTS_KERAS3;
+    if (sn_weights_save_h5(path_of("fuzz_weights_h5", "keras3_layout.h5"), 4, L, &o) != SN_OK)
+        die("keras3");
+    o.layout = SN_WEIGHTS_KERAS2;
+    if (sn_weights_save_h5(path_of("fuzz_weights_h5", "keras2_layout.h5"), 4, L, &o) != SN_OK)
+        die("keras2");
+    for (int i = 0; i < 9; i++) sn_tensor_free(t[i]);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: make_seeds OUT_DIR\n");
+        return 2;
+    }
+    snprintf(out_dir, sizeof out_dir, "%s", argv[1]);
+    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) die(out_dir);
+    idx_seeds();
+    tfrecord_seeds();
+    weights_seeds();
+    return 0;
+}
