@@ -394,6 +394,29 @@ static void test_malformed(void) {
     expect_json(j, "dynamic_shape.json", SN_ERR_UNSUPPORTED, "static shapes");
 }
 
+/* A Functional chain is read as the equivalent Sequential model; without compile settings a
+ * softmax output is not taken for logits. */
+static void test_functional_chain(void) {
+    static const char json[] =
+        "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\", \"config\": "
+        "{\"name\": \"f\", \"trainable\": true, \"layers\": ["
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"b\", \"units\": 2, \"activation\": \"softmax\"}, \"name\": \"b\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 3], \"dtype\": \"float32\", \"keras_history\": [\"a\", 0, 0]}}], \"kwargs\": {}}]},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], \"dtype\": \"float32\", \"name\": \"in\"}, \"name\": \"in\", \"inbound_nodes\": []},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"a\", \"units\": 3}, \"name\": \"a\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 4], \"dtype\": \"float32\", \"keras_history\": [\"in\", 0, 0]}}], \"kwargs\": {\"training\": false}}]}"
+        "], \"input_layers\": [[\"in\", 0, 0]], \"output_layers\": [[\"b\", 0, 0]]}}";
+    sn_model *m = NULL;
+    sn_model_file_info info;
+    CHECK_OK(sn_model_from_json(json, sizeof json - 1, 0, &m, &info));
+    if (!m) return;
+    CHECK(sn_model_layer_count(m) == 2 && !strcmp(sn_model_layer_name(m, 0), "a") &&
+              !strcmp(sn_model_layer_name(m, 1), "b"),
+          "chain order: %s, %s", sn_model_layer_name(m, 0), sn_model_layer_name(m, 1));
+    CHECK(sn_model_param_count(m, false) == 4 * 3 + 3 + 3 * 2 + 2, "params %lld",
+          (long long)sn_model_param_count(m, false));
+    CHECK(!info.has_compile && !info.compile.from_logits, "softmax output taken for logits");
+    sn_model_free(m);
+}
+
 /* ---- interop mode ------------------------------------------------------------------------ */
 
 static int interop(const char *d) {
@@ -474,6 +497,7 @@ int main(void) {
         return 1;
     }
     test_round_trip();
+    test_functional_chain();
     printf("malformed or unsupported files (each must be a clear error):\n");
     test_malformed();
     char cmd[300];

@@ -36,21 +36,20 @@ static sn_status read_input_layer(const json_t *c, sn_shape *shape) {
     if (!c) return sn_errorf(SN_ERR_FORMAT, "InputLayer has no config");
     SN_TRY(sn_cfg_known_keys(c, "InputLayer", keys));
     const json_t *bs = json_object_get(c, "batch_shape");
-    if (!bs) return sn_errorf(SN_ERR_FORMAT, "InputLayer: field 'batch_shape' is missing");
-    sn_status bst = batch_shape(bs, "batch_shape", shape);
-    if (bst != SN_OK) return sn_error_context(bst, "InputLayer");
+    if (!bs) return sn_errorf(SN_ERR_FORMAT, "field 'batch_shape' is missing");
+    SN_TRY(batch_shape(bs, "batch_shape", shape));
     const char *dt = "float32";
     SN_TRY(sn_cfg_str(c, "dtype", false, &dt));
     /* Integer inputs feed Embedding; sinter carries them in float32 (exact below 2^24). */
     if (strcmp(dt, "float32") && strcmp(dt, "int32") && strcmp(dt, "int64"))
-        return sn_errorf(SN_ERR_UNSUPPORTED, "InputLayer: field 'dtype' is \"%s\"; sinter "
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is \"%s\"; sinter "
                          "supports float32, int32 and int64 inputs", dt);
     bool sparse = false, ragged = false, optional = false;
     SN_TRY(sn_cfg_bool(c, "sparse", false, &sparse));
     SN_TRY(sn_cfg_bool(c, "ragged", false, &ragged));
     SN_TRY(sn_cfg_bool(c, "optional", false, &optional));
     if (sparse || ragged || optional)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "InputLayer: field '%s' is true; sinter supports "
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports "
                          "dense inputs only", sparse ? "sparse" : ragged ? "ragged" : "optional");
     return SN_OK;
 }
