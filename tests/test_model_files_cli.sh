@@ -54,10 +54,10 @@ for f in s.keras s.json; do
     fi
 done
 run export_bad_suffix 1 "$SINTER" export --model small_cnn --to "$TMP/s.h5" && expect export_bad_suffix err "expected a path ending in .keras"
-run model_missing 1 "$SINTER" summary --model "$TMP/nothere.keras" && expect model_missing err "neither a preset .* nor an existing model file"
+run model_missing 1 "$SINTER" summary --model "$TMP/nothere.keras" && expect model_missing err "cannot open .*nothere.keras"
 printf '{"class_name": "Sequential", "config": {"layers": [' > "$TMP/trunc.json"
 run model_trunc 1 "$SINTER" summary --model "$TMP/trunc.json" && expect model_trunc err "is not valid JSON: .* line 1, column"
-run eval_json_noweights 1 "$SINTER" evaluate --model "$TMP/s.json" && expect eval_json_noweights err "--weights is required"
+run eval_json_noweights 2 "$SINTER" evaluate --model "$TMP/s.json" && expect eval_json_noweights err "--weights PATH is required"
 
 if [ ! -r "$DATA/train-images-idx3-ubyte.gz" ]; then
     echo "SKIPPED: the training parts (no Fashion-MNIST in $DATA)"
@@ -87,7 +87,7 @@ else
     # a model whose input does not fit the images
     run export_mlp 0 "$SINTER" export --model mlp --rows 8 --cols 8 --to "$TMP/m8.keras"
     run train_wrong_input 1 "$SINTER" train --model "$TMP/m8.keras" --epochs 1 --steps-per-epoch 1 &&
-        expect train_wrong_input err "takes inputs of shape \[8, 8, 1\], but the data are images of \[28, 28, 1\]"
+        expect train_wrong_input err "takes inputs of shape \[8, 8, 1\], but the data.s examples have shape \[28, 28, 1\]"
 fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ] || exit 1

@@ -30,17 +30,55 @@ extern const char *const sn_cli_models[];
  * the data when it is not installed) and returns 1; returns 0 on success. */
 int sn_cli_load_split(const char *prog, const char *dataset, const char *data_dir,
                       const char *split, sn_tensor **x, sn_tensor **y);
+/* Where the examples come from: --dataset/--data-dir (IDX folders) or --data PATH, whose kind
+ * is told by what it is: a folder (IDX), .npy (x; labels from --labels), .npz (arrays x_train/
+ * y_train and x_test/y_test, or x/y), .tfrecord/.tfrecords (tf.train.Example, features
+ * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus; only
+ * sinter train reads it, through sn_text_dataset). */
+typedef struct sn_cli_data_opts {
+    const char *dataset, *data_dir;
+    const char *data, *labels;
+    const char *image_feature, *label_feature; /* defaults "image", "label" */
+    const char *input_shape;                   /* "28,28,1": reshapes every example */
+    bool text;                                 /* --text: read --data as text */
+} sn_cli_data_opts;
+sn_cli_data_opts sn_cli_data_defaults(void);
+/* Whether --data names a text corpus (.txt or --text). */
+bool sn_cli_data_is_text(const sn_cli_data_opts *o);
+/* Split "train" or "test" of the data as tensors the caller frees: x u8, i32, f32 or f64
+ * [n, ...] (reshaped by --input-shape), y [n] of class indices. A source with one split gives
+ * it for "train"; for "test" it gives nothing (*x = *y = NULL, return 0) unless `required`, in
+ * which case it gives that one split too (evaluate and predict read it). Prints the error
+ * (naming the file, array or record and field) and returns 1 (2 for a bad flag). */
+int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *split,
+                     bool required, sn_tensor **x, sn_tensor **y);
+/* Their flags, as entries of an sn_flag array (o: the address of an sn_cli_data_opts). */
+#define SN_CLI_DATA_FLAGS(o)                                                                   \
+    {.name = "data", .kind = SN_FLAG_STRING, .value = &(o)->data, .metavar = "PATH",           \
+     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt; train only)"}, \
+    {.name = "labels", .kind = SN_FLAG_STRING, .value = &(o)->labels, .metavar = "PATH",       \
+     .help = "with --data x.npy: the labels (.npy, one class index per example)"},             \
+    {.name = "image-feature", .kind = SN_FLAG_STRING, .value = &(o)->image_feature,            \
+     .metavar = "NAME", .help = "TFRecord: the feature of the examples (raw u8 bytes or floats)"}, \
+    {.name = "label-feature", .kind = SN_FLAG_STRING, .value = &(o)->label_feature,            \
+     .metavar = "NAME", .help = "TFRecord: the int64 feature of the labels"},                  \
+    {.name = "input-shape", .kind = SN_FLAG_STRING, .value = &(o)->input_shape,                \
+     .metavar = "D1,D2,...", .default_text = "TFRecord 28,28; others the data's own",          \
+     .help = "shape of one example (e.g. 28,28,1)"}
 /* The input pipeline over copies of x and y: the first `take` elements (-1: all), a seeded
- * shuffle (reshuffled each epoch) when `shuffle`, images to f32 [rows, cols, 1] in [0, 1],
- * labels to i32, batches, prefetch. The caller frees *out. */
+ * shuffle (reshuffled each epoch) when `shuffle`, examples to f32 (u8 scaled to [0, 1], others
+ * cast; [rows, cols] images get a channel: [rows, cols, 1]), labels to i32, batches, prefetch.
+ * The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
-/* --model: a preset name, or a Keras model file (.keras archive or model JSON). */
+/* --model: a model file when the name ends in .keras or .json or names an existing file;
+ * else a preset name. */
 bool sn_cli_model_is_preset(const char *name);
-/* The model `name` for images like `images` (u8 [n, rows, cols]; NULL: 28x28, no check) with
- * one channel: a preset is built for them from `seed`; a model file is loaded (its weights
- * too, for .keras; JSON models are initialised from `seed`) and its input shape must be
- * (rows, cols, 1). info (may be NULL) receives what the file held. The caller frees *out. */
+/* The model `name` for examples like those of `images` ([n, ...]; NULL: 28x28x1, and no
+ * check), with a channel added to [rows, cols] images as the pipeline does: a preset is built
+ * for them from `seed`; a model file is loaded (its weights too, for .keras; JSON models are
+ * initialised from `seed`) and its input shape must be the examples'. info (may be NULL)
+ * receives what the file held. The caller frees *out. */
 sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
                             sn_model **out, sn_model_file_info *info);
 /* The same without info (presets and files alike). */
@@ -52,6 +90,9 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
  * an error nothing is left to free. */
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out);
+/* True (after printing the usage error "--weights PATH is required ...") when `weights` is
+ * NULL and the model's name does not end in .keras (only a .keras file carries its weights). */
+bool sn_cli_weights_missing(const char *prog, const char *model, const char *weights);
 #define SN_CLI_MODEL_HELP "model preset (tpu_guide_cnn, small_cnn, mlp) or Keras model file (.keras, .json)"
 /* Their flags --model, --weights, --dataset and --data-dir, as entries of an
  * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
