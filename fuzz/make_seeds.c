@@ -9,6 +9,7 @@
 #include "io/keras_file.h"
 #include "sinter/data.h"
 #include "sinter/io.h"
+#include <zip.h>
 
 static char out_dir[512];
 
@@ -175,6 +176,82 @@ static void keras_archive_seeds(void) {
     free(w);
 }
 
+/* An .npy image by hand (sinter writes no .npy): numpy's header layout, padded to 64. */
+static size_t npy_bytes(uint8_t *buf, int major, const char *descr, const char *shape,
+                        const void *data, size_t n) {
+    char h[256];
+    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                      descr, shape);
+    size_t pre = major == 1 ? 10 : 12, total = ((pre + (size_t)hl + 1 + 63) / 64) * 64 - pre;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)major;
+    buf[7] = 0;
+    for (size_t i = 0; i < pre - 8; i++) buf[8 + i] = (uint8_t)(total >> (8 * i));
+    memcpy(buf + pre, h, (size_t)hl);
+    memset(buf + pre + hl, ' ', total - (size_t)hl);
+    buf[pre + total - 1] = '\n';
+    memcpy(buf + pre + total, data, n);
+    return pre + total + n;
+}
+
+static void npy_seeds(void) {
+    static uint8_t buf[4096], d[512];
+    for (int i = 0; i < 512; i++) d[i] = (uint8_t)(i * 37 + 11);
+    struct { const char *name, *descr, *shape; int major; size_t n; } c[] = {
+        {"u1_3d", "|u1", "(2, 4, 4)", 1, 32},   {"f4_2d", "<f4", "(3, 4)", 1, 48},
+        {"f8_be", ">f8", "(2,)", 2, 16},        {"i8_1d", "<i8", "(4,)", 3, 32},
+        {"f2_1d", "<f2", "(3,)", 1, 6},         {"b1_1d", "|b1", "(5,)", 1, 5},
+        {"u2_scalar", "<u2", "()", 1, 2},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        write_bytes(path_of("fuzz_npy", c[i].name), buf,
+                    npy_bytes(buf, c[i].major, c[i].descr, c[i].shape, d, c[i].n));
+    /* An .npz of x (deflated) and y (stored), as np.savez / savez_compressed write them. */
+    const char *p = path_of("fuzz_npz", "x_y");
+    int err = 0;
+    zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    if (!z) die("zip_open");
+    const char *members[2][3] = {{"x.npy", "|u1", "(4, 3, 3)"}, {"y.npy", "<i8", "(4,)"}};
+    for (int m = 0; m < 2; m++) {
+        size_t n = npy_bytes(buf, 1, members[m][1], members[m][2], d, m ? 32 : 36);
+        void *copy = malloc(n);
+        if (!copy) die("malloc");
+        memcpy(copy, buf, n);
+        zip_source_t *src = zip_source_buffer(z, copy, n, 1);
+        zip_int64_t i = src ? zip_file_add(z, members[m][0], src, 0) : -1;
+        if (i < 0 || zip_set_file_compression(z, (zip_uint64_t)i, m ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 0))
+            die("zip_file_add");
+    }
+    if (zip_close(z) != 0) die("zip_close");
+}
+
+static void text_seeds(void) {
+    /* Byte 0 is the target's control byte (sequence length, bytes mode, batch, split). */
+    const char *t1 = "\x21" "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    write_bytes(path_of("fuzz_text", "ascii"), t1, strlen(t1));
+    const char *t2 = "\x18" "na\xc3\xafve caf\xc3\xa9" " \xe2\x82\xac \xf0\x9f\x98\x80 fa\xc3\xa7" "ade";
+    write_bytes(path_of("fuzz_text", "utf8"), t2, strlen(t2));
+    const char t3[] = "\x11" "\xff\xfe\x00\x80 bytes \xc3";
+    write_bytes(path_of("fuzz_text", "bytes_mode"), t3, sizeof t3 - 1);
+    /* A vocabulary file as sn_vocab_save writes it, behind a control byte. */
+    sn_vocab *v = NULL;
+    if (sn_vocab_build(&v, t2 + 1, strlen(t2) - 1, false) != SN_OK) die("vocab");
+    char vp[1024];
+    snprintf(vp, sizeof vp, "%s", path_of("fuzz_text", "vocab_tmp.json"));
+    if (sn_vocab_save(v, vp) != SN_OK) die("vocab save");
+    sn_vocab_free(v);
+    size_t n = 0;
+    uint8_t *j = read_bytes(vp, &n);
+    uint8_t *s = malloc(n + 1);
+    if (!s) die("malloc");
+    s[0] = 0x20;
+    memcpy(s + 1, j, n);
+    write_bytes(path_of("fuzz_text", "vocab_json"), s, n + 1);
+    remove(vp);
+    free(j);
+    free(s);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -186,5 +263,7 @@ int main(int argc, char **argv) {
     tfrecord_seeds();
     weights_seeds();
     keras_archive_seeds();
+    npy_seeds();
+    text_seeds();
     return 0;
 }

@@ -156,6 +156,21 @@ int64_t sn_dataset_cardinality(const sn_dataset *ds);
 /* Frees the dataset and every dataset it owns; NULL is fine. */
 void sn_dataset_free(sn_dataset *ds);
 
+/* Positioning, for checkpoints (docs/checkpoints.md). Every element a dataset yields depends
+ * only on how often each transform of its chain was reset (shuffle's order is keyed by it)
+ * and on how many elements were taken since: get records the reset counts, set restores them
+ * (after a reset that stops background threads and drops buffered elements), so that the
+ * next sn_dataset_reset starts the same epoch as the one that followed the get; skipping k
+ * elements then reaches the same place. A cache keeps what this process filled it with. */
+#define SN_DATASET_MAX_DEPTH 64
+typedef struct sn_dataset_state {
+    int depth;                            /* transforms from the dataset down to its source */
+    uint64_t epoch[SN_DATASET_MAX_DEPTH]; /* the reset count of each */
+} sn_dataset_state;
+sn_status sn_dataset_state_get(const sn_dataset *ds, sn_dataset_state *out);
+/* SN_ERR_INVALID when st's depth is not this dataset's (another pipeline). */
+sn_status sn_dataset_state_set(sn_dataset *ds, const sn_dataset_state *st);
+
 /* ---- TFRecord files ------------------------------------------------------------------------ */
 /* CRC-32C (Castagnoli), continuing from crc (0 to start); and TFRecord's masked form. */
 uint32_t sn_crc32c(uint32_t crc, const void *data, size_t n);

@@ -14,6 +14,7 @@ int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
 int sn_cmd_export(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
+int sn_cmd_serve(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
 #include <stdbool.h>

@@ -62,6 +62,10 @@ int sn_cmd_train(int argc, char **argv) {
     bool quiet = false, report = false;
     const char *strategy_name = "none", *precision = "fp32";
     int64_t cpu_devices = 0;
+    /* Checkpoints (BackupAndRestore, docs/checkpoints.md). */
+    const char *ckpt_dir = NULL, *ckpt_every = "epoch", *resume_path = NULL;
+    int64_t keep_ckpt = 3;
+    bool no_resume = false;
     sn_cli_data_opts dopt = sn_cli_data_defaults();
     int64_t seq_length = 100;
     bool text_bytes = false;
@@ -119,6 +123,18 @@ int sn_cmd_train(int argc, char **argv) {
          .imax = SN_MAX_LOGICAL_DEVICES,
          .help = "split the CPU into N logical devices (mirrored: N replicas; multi_worker: N "
                  "per worker), 0 = one device"},
+        {.name = "checkpoint-dir", .kind = SN_FLAG_STRING, .value = &ckpt_dir, .metavar = "DIR",
+         .help = "write checkpoints of the whole training state to DIR; rerunning the same "
+                 "command resumes from the newest valid one, bit-identically"},
+        {.name = "checkpoint-every", .kind = SN_FLAG_STRING, .value = &ckpt_every,
+         .metavar = "N|epoch", .help = "checkpoint after the execution that reaches every "
+                 "multiple of N training steps, or at the end of every epoch"},
+        {.name = "keep-checkpoints", .kind = SN_FLAG_INT, .value = &keep_ckpt, .imin = 1,
+         .imax = 1000000, .help = "newest checkpoints kept in --checkpoint-dir"},
+        {.name = "resume", .kind = SN_FLAG_STRING, .value = &resume_path, .metavar = "PATH",
+         .help = "resume from this checkpoint file"},
+        {.name = "no-resume", .kind = SN_FLAG_BOOL, .value = &no_resume,
+         .help = "start over: remove --checkpoint-dir's old checkpoints instead of resuming"},
     };
     sn_flag_set fs = {prog,
                       "Trains a model (preset or Keras file) on Fashion-MNIST (or --data-dir) with the test split "
@@ -126,6 +142,33 @@ int sn_cmd_train(int argc, char **argv) {
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
+    sn_backup_opts backup = sn_backup_defaults();
+    if (ckpt_dir || resume_path) {
+        backup.dir = ckpt_dir;
+        backup.keep = (int)keep_ckpt;
+        backup.resume = !no_resume;
+        backup.resume_path = resume_path;
+        if (strcmp(ckpt_every, "epoch") != 0) {
+            char *end = NULL;
+            long long n = strtoll(ckpt_every, &end, 10);
+            if (!end || *end || n < 1) {
+                fprintf(stderr, "%s: --checkpoint-every: '%s' is neither a number of steps >= 1 "
+                                "nor 'epoch'\n", prog, ckpt_every);
+                return 2;
+            }
+            backup.every_steps = n;
+        }
+    }
+    if ((sn_flags_find(&fs, "checkpoint-every")->set || sn_flags_find(&fs, "keep-checkpoints")->set ||
+         no_resume) && !ckpt_dir) {
+        fprintf(stderr, "%s: --checkpoint-every, --keep-checkpoints and --no-resume need "
+                        "--checkpoint-dir\n", prog);
+        return 2;
+    }
+    if (no_resume && resume_path) {
+        fprintf(stderr, "%s: --resume and --no-resume contradict each other\n", prog);
+        return 2;
+    }
     sn_cli_set_threads(threads);
     sn_strategy *strategy = NULL;
     rc = make_strategy(prog, strategy_name, cpu_devices, &strategy);
@@ -286,6 +329,10 @@ int sn_cmd_train(int argc, char **argv) {
     fo.validation_steps = validation_steps;
     fo.n_callbacks = ncb;
     fo.callbacks = cbs;
+    if (ckpt_dir || resume_path) {
+        backup.log = chief ? stdout : NULL;
+        fo.backup = &backup;
+    }
     if (!quiet) {
         printf("Training %s on %s: %s, batch %lld, %s, %lld steps per execution\n", model_name,
                dopt.data ? dopt.data : data_dir ? data_dir : dataset, what, (long long)batch,

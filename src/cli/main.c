@@ -14,6 +14,7 @@ static const sn_cli_command commands[] = {
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
     {"export", "write a model with its weights as a Keras .keras archive or model JSON", sn_cmd_export},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
+    {"serve", "serve models with TensorFlow Serving's REST API (batched predictions)", sn_cmd_serve},
 };
 
 static void usage(FILE *f) {
