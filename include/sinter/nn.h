@@ -410,6 +410,35 @@ sn_status sn_model_to_json(sn_model *m, char **json);
 /* "tpu_guide_cnn", "small_cnn", "mlp": new unbuilt Sequential models. SN_ERR_NOT_FOUND names
  * the accepted presets. */
 sn_status sn_model_preset(const char *name, sn_model **out);
+/* Character models, whose sizes follow the vocabulary (known once the text is read):
+ * "char_lstm"       Embedding(vocab, 256) -> LSTM(1024, return_sequences) -> Dense(vocab),
+ *                   TensorFlow's text-generation tutorial;
+ * "char_lstm_small" Embedding(vocab, 64) -> LSTM(256, return_sequences) -> Dense(vocab), the
+ *                   size of ../shared/bench/char_lstm.py (one-hot -> LSTM(256) -> Linear),
+ *                   which trains in minutes on 2 cores.
+ * Build them with input shape (seq_length,). SN_ERR_NOT_FOUND names the accepted presets;
+ * SN_ERR_INVALID when vocab_size < 2. */
+sn_status sn_model_preset_text(const char *name, int64_t vocab_size, sn_model **out);
+
+/* ---- stateful stepping (generation) --------------------------------------------------------- */
+/* Runs a built sequence model (input shape (steps,), e.g. a character model) on [batch, steps]
+ * inputs call after call, carrying the final state of every LSTM/GRU layer into the next call
+ * (Keras's stateful=True with reset_states): feeding a prefix once and then one character per
+ * call never recomputes the prefix. The stepper borrows the model (free the stepper first) and
+ * adds its own nodes to the model's graph, one plan per distinct `steps`. */
+typedef struct sn_stepper sn_stepper;
+sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out);
+/* x: [batch, steps] inputs as the model takes them (f32 ids). *out: the model's raw output
+ * (logits) at the last step, [batch, classes], valid until the next call; *classes its width. */
+sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const float **out,
+                         int64_t *classes);
+/* Zeroes the carried states (Keras's reset_states). */
+void sn_stepper_reset(sn_stepper *s);
+void sn_stepper_free(sn_stepper *s);
+/* Draws an index from softmax(logits / temperature) with the Philox counter RNG: the same
+ * (seed, index) always gives the same draw. temperature must be > 0 (SN_ERR_INVALID). */
+sn_status sn_sample_logits(const float *logits, int64_t n, double temperature, uint64_t seed,
+                           uint64_t index, int32_t *out);
 
 #ifdef __cplusplus
 }

@@ -220,20 +220,25 @@ int sn_cmd_train(int argc, char **argv) {
                  (long long)info.n_train, (long long)seq_length, text_bytes ? "bytes" : "characters",
                  sn_vocab_size(vocab), (long long)info.n_validation);
         sn_shape in = {.ndim = 1, .dim = {seq_length}};
-        sn_status st = SN_OK;
-        if (sn_cli_model_is_preset(model_name)) {
-            st = sn_model_preset(model_name, &m);
+        /* Models take f32 inputs; the Embedding casts the ids back (exact below 2^24). */
+        sn_status st = sn_dataset_map_cast(&train, 0, SN_F32);
+        if (st == SN_OK && test) st = sn_dataset_map_cast(&test, 0, SN_F32);
+        if (st == SN_OK && !sn_cli_model_is_preset(model_name)) {
+            /* A Keras file (Embedding + LSTM ...): its input must be one sequence. */
+            if ((st = sn_cli_open_model(model_name, NULL, (uint64_t)seed, &m, &finfo)) == SN_OK &&
+                !sn_shape_equal(&finfo.input_shape, &in)) {
+                char b[96];
+                fprintf(stderr, "%s: model '%s' takes inputs of shape %s, but --seq-length "
+                        "gives sequences of %lld\n", prog, model_name,
+                        sn_shape_str(&finfo.input_shape, b, sizeof b), (long long)seq_length);
+                goto done;
+            }
+        } else if (st == SN_OK) {
+            st = sn_model_preset_text(model_name, sn_vocab_size(vocab), &m);
             if (st == SN_OK && (st = sn_model_build(m, &in, (uint64_t)seed)) != SN_OK) {
                 sn_model_free(m);
                 m = NULL;
             }
-        } else if ((st = sn_cli_open_model(model_name, NULL, (uint64_t)seed, &m, &finfo)) == SN_OK &&
-                   !sn_shape_equal(&finfo.input_shape, &in)) {
-            char b[96];
-            fprintf(stderr, "%s: model '%s' takes inputs of shape %s, but --seq-length gives "
-                    "sequences of %lld\n", prog, model_name,
-                    sn_shape_str(&finfo.input_shape, b, sizeof b), (long long)seq_length);
-            goto done;
         }
         if (st != SN_OK) {
             rc = sn_cli_fail(prog);

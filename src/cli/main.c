@@ -13,6 +13,7 @@ static const sn_cli_command commands[] = {
     {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
     {"export", "write a model with its weights as a Keras .keras archive or model JSON", sn_cmd_export},
+    {"generate", "write text with a trained character model (sinter train --data ... --save)", sn_cmd_generate},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
     {"serve", "serve models with TensorFlow Serving's REST API (batched predictions)", sn_cmd_serve},
 };
