@@ -457,7 +457,8 @@ sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t 
         if (s == SN_OK && images && !sn_shape_equal(&info->input_shape, &in)) {
             char a[96], b[96];
             s = sn_errorf(SN_ERR_SHAPE, "model '%s' takes inputs of shape %s, but the data's "
-                          "examples have shape %s", name,
+                          "examples have shape %s (--input-shape reshapes them when the number "
+                          "of values agrees)", name,
                           sn_shape_str(&info->input_shape, a, sizeof a),
                           sn_shape_str(&in, b, sizeof b));
         }
