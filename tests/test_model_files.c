@@ -174,6 +174,69 @@ static void test_round_trip(void) {
     sn_model_free(m);
 }
 
+/* Text models: Embedding -> LSTM or GRU (-> Dense on every step). The .keras round trip gives
+ * the same config and bit-identical predictions; every option sinter stores is written. */
+static sn_model *text_model(bool gru) {
+    sn_model *m = sn_sequential_new(gru ? "text_gru" : "text_lstm");
+    sn_embedding_layer_opts e = sn_embedding_layer_defaults(12, 5);
+    e.embeddings_regularizer.l2 = 1e-4;
+    e.embeddings_initializer = sn_initializer_defaults(SN_INIT_RANDOM_NORMAL);
+    e.embeddings_initializer.stddev = 0.3;
+    sn_model_add(m, sn_layer_embedding_ex(&e));
+    sn_rnn_layer_opts r = gru ? sn_gru_layer_defaults(6) : sn_lstm_layer_defaults(6);
+    r.return_sequences = !gru;
+    r.kernel_regularizer.l1 = 1e-5;
+    r.recurrent_regularizer.l2 = 2e-5;
+    r.bias_initializer = sn_initializer_defaults(SN_INIT_RANDOM_UNIFORM);
+    r.bias_initializer.minval = -0.5;
+    r.bias_initializer.maxval = 0.5;
+    r.recurrent_initializer = sn_initializer_defaults(SN_INIT_ORTHOGONAL);
+    r.recurrent_initializer.has_seed = true;
+    r.recurrent_initializer.seed = 11;
+    sn_model_add(m, gru ? sn_layer_gru_ex(&r) : sn_layer_lstm_ex(&r));
+    sn_model_add(m, sn_layer_dense(12, SN_ACT_SOFTMAX));
+    if (sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {7}}, 3) != SN_OK) {
+        fprintf(stderr, "text_model: %s\n", sn_last_error());
+        sn_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+static void test_text_round_trip(bool gru) {
+    sn_model *m = text_model(gru);
+    CHECK(m != NULL, "text model");
+    if (!m) return;
+    sn_tensor *x = NULL, *y0 = NULL, *y1 = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &(sn_shape){.ndim = 2, .dim = {3, 7}}));
+    float *ids = sn_tensor_data(x);
+    for (int i = 0; i < 21; i++) ids[i] = (float)(i * 5 % 12);
+    CHECK_OK(sn_model_predict(m, x, &y0));
+    const char *kp = path_in(gru ? "gru.keras" : "lstm.keras");
+    CHECK_OK(sn_model_save(m, kp));
+    sn_model *r = NULL;
+    sn_model_file_info info;
+    CHECK_OK(sn_model_load(kp, 42, &r, &info));
+    if (r) {
+        char *a = config_of(m), *b = config_of(r);
+        CHECK(a && b && !strcmp(a, b), "%s configs differ:\n%s\n%s", kp, a, b);
+        CHECK(a && strstr(a, "\"dtype\": \"int32\"") && strstr(a, gru ? "\"reset_after\": true"
+                                                                 : "\"unit_forget_bias\": true"),
+              "%s: config lacks the int32 input or the cell's option:\n%s", kp, a);
+        free(a);
+        free(b);
+        CHECK_OK(sn_model_predict(r, x, &y1));
+        CHECK(y1 && max_diff(y0, y1) == 0, "%s: predictions differ by %g", kp,
+              y1 ? max_diff(y0, y1) : -1);
+        CHECK(sn_model_param_count(r, false) == sn_model_param_count(m, false), "params");
+    }
+    sn_tensor_free(x);
+    sn_tensor_free(y0);
+    sn_tensor_free(y1);
+    sn_model_free(r);
+    sn_model_free(m);
+}
+
 /* ---- malformed and unsupported files ------------------------------------------------------ */
 
 /* The config of a small valid model (Dense 4 -> 3), as sinter writes it. */
@@ -394,6 +457,36 @@ static void test_malformed(void) {
     expect_json(j, "dynamic_shape.json", SN_ERR_UNSUPPORTED, "static shapes");
 }
 
+/* Text-model configs with values sinter's sequence layers do not implement. Layer 0 of the
+ * config is the InputLayer, 1 the Embedding, 2 the LSTM/GRU. */
+static json_t *text_config(bool gru) {
+    sn_model *m = text_model(gru);
+    json_t *j = m ? sn_model_to_config(m) : NULL;
+    sn_model_free(m);
+    return j;
+}
+
+static void test_malformed_text(void) {
+    json_t *j = text_config(false);
+    json_object_set_new(layer_cfg(j, 2), "go_backwards", json_true());
+    expect_json(j, "lstm_backwards.json", SN_ERR_UNSUPPORTED, "field 'go_backwards' is true");
+    j = text_config(false);
+    json_object_set_new(layer_cfg(j, 1), "mask_zero", json_true());
+    expect_json(j, "embedding_mask.json", SN_ERR_UNSUPPORTED, "field 'mask_zero' is true");
+    j = text_config(false);
+    json_object_set_new(layer_cfg(j, 2), "recurrent_dropout", json_real(0.2));
+    expect_json(j, "lstm_dropout.json", SN_ERR_UNSUPPORTED, "field 'recurrent_dropout' is 0.2");
+    j = text_config(true);
+    json_object_set_new(layer_cfg(j, 2), "reset_after", json_false());
+    expect_json(j, "gru_reset_before.json", SN_ERR_INVALID, "reset_after=False");
+    j = text_config(true);
+    json_object_set_new(layer_cfg(j, 2), "unit_forget_bias", json_true()); /* an LSTM field */
+    expect_json(j, "gru_lstm_field.json", SN_ERR_UNSUPPORTED, "unit_forget_bias");
+    j = text_config(false);
+    json_object_set_new(layer_cfg(j, 2), "activation", json_string("relu"));
+    expect_json(j, "lstm_relu.json", SN_ERR_INVALID, "activation 'relu'");
+}
+
 /* A Functional chain is read as the equivalent Sequential model; without compile settings a
  * softmax output is not taken for logits. */
 static void test_functional_chain(void) {
@@ -497,9 +590,12 @@ int main(void) {
         return 1;
     }
     test_round_trip();
+    test_text_round_trip(false);
+    test_text_round_trip(true);
     test_functional_chain();
     printf("malformed or unsupported files (each must be a clear error):\n");
     test_malformed();
+    test_malformed_text();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -213,6 +213,82 @@ static sn_status read_bn(const json_t *c, sn_layer **out) {
     return st;
 }
 
+/* Embedding: masks are not implemented (mask_zero false), nor sparse gradients of the table
+ * (Keras 3.15 writes no `sparse`); `input_length` (Keras 2) is accepted only as null. */
+static sn_status read_embedding(const json_t *c, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "embeddings_constraint",
+                                        "quantization_config", "lora_rank", "input_length",
+                                        NULL};
+    int64_t in_dim = 0, out_dim = 0;
+    SN_TRY(sn_cfg_int(c, "input_dim", true, 1, INT32_MAX, &in_dim));
+    SN_TRY(sn_cfg_int(c, "output_dim", true, 1, INT32_MAX, &out_dim));
+    sn_embedding_layer_opts o = sn_embedding_layer_defaults(in_dim, out_dim);
+    SN_TRY(sn_cfg_initializer(c, "embeddings_initializer", &o.embeddings_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "embeddings_regularizer", &o.embeddings_regularizer));
+    bool mask_zero = false;
+    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &mask_zero));
+    if (mask_zero)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'mask_zero' is true; sinter supports false "
+                         "(masks are not implemented)");
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_embedding_ex(&o), &st);
+    return st;
+}
+
+/* A boolean field that must be false: what sinter's recurrent layers do not implement. */
+static sn_status must_false(const json_t *c, const char *key, const char *why) {
+    bool v = false;
+    SN_TRY(sn_cfg_bool(c, key, false, &v));
+    if (v) return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports false (%s)",
+                            key, why);
+    return SN_OK;
+}
+
+/* LSTM and GRU. return_state and stateful are passed on: the constructor says why it refuses
+ * them. Dropout inside the cell is not implemented; `seed` only keys that dropout. */
+static sn_status read_rnn(const json_t *c, bool gru, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "kernel_constraint",
+                                        "recurrent_constraint", "bias_constraint", NULL};
+    int64_t units = 0, seed = -1;
+    SN_TRY(sn_cfg_int(c, "units", true, 1, INT32_MAX, &units));
+    sn_rnn_layer_opts o = gru ? sn_gru_layer_defaults(units) : sn_lstm_layer_defaults(units);
+    SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
+    SN_TRY(sn_cfg_activation(c, "recurrent_activation", &o.recurrent_activation));
+    SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
+    SN_TRY(sn_cfg_bool(c, "return_sequences", false, &o.return_sequences));
+    SN_TRY(sn_cfg_bool(c, "return_state", false, &o.return_state));
+    SN_TRY(sn_cfg_bool(c, "stateful", false, &o.stateful));
+    if (gru) SN_TRY(sn_cfg_bool(c, "reset_after", false, &o.reset_after));
+    else SN_TRY(sn_cfg_bool(c, "unit_forget_bias", false, &o.unit_forget_bias));
+    SN_TRY(must_false(c, "go_backwards", "the sequence is read forwards"));
+    SN_TRY(must_false(c, "unroll", "a symbolic loop; unrolling does not change the result, "
+                      "re-save with unroll=False"));
+    SN_TRY(must_false(c, "zero_output_for_mask", "masks are not implemented"));
+    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
+    SN_TRY(sn_cfg_initializer(c, "recurrent_initializer", &o.recurrent_initializer));
+    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "recurrent_regularizer", &o.recurrent_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    const char *const rates[] = {"dropout", "recurrent_dropout"};
+    for (int i = 0; i < 2; i++) {
+        double r = 0;
+        SN_TRY(sn_cfg_num(c, rates[i], false, 0, 1, &r));
+        if (r != 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %g; sinter supports only 0 "
+                             "(dropout inside the recurrent cell is not implemented; put a "
+                             "Dropout layer before or after it)", rates[i], r);
+    }
+    SN_TRY(sn_cfg_int(c, "seed", false, 0, INT64_MAX, &seed)); /* keys the cell's dropout */
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(gru ? sn_layer_gru_ex(&o) : sn_layer_lstm_ex(&o), &st);
+    return st;
+}
+static sn_status read_lstm(const json_t *c, sn_layer **out) { return read_rnn(c, false, out); }
+static sn_status read_gru(const json_t *c, sn_layer **out) { return read_rnn(c, true, out); }
+
 /* ---- writers ----------------------------------------------------------------------------- */
 
 static json_t *init_json(const sn_initializer *in, sn_initializer_type dflt) {
@@ -347,6 +423,50 @@ static void write_bn(const sn_layer *l, json_t *c) {
     set(c, "synchronized", json_false());
 }
 
+static void write_embedding(const sn_layer *l, json_t *c) {
+    const sn_embedding_layer_opts *o = &l->embedding;
+    set(c, "input_dim", json_integer(o->input_dim));
+    set(c, "output_dim", json_integer(o->output_dim));
+    set(c, "embeddings_initializer", init_json(&o->embeddings_initializer,
+                                               SN_INIT_RANDOM_UNIFORM));
+    set(c, "embeddings_regularizer", reg_json(&o->embeddings_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "embeddings_constraint", json_null());
+    set(c, "mask_zero", json_false());
+    set(c, "quantization_config", json_null());
+}
+
+/* In the order Keras 3.15 writes them (LSTM and GRU differ in unit_forget_bias/reset_after). */
+static void write_lstm_gru(const sn_layer *l, json_t *c) {
+    const sn_rnn_layer_opts *o = &l->rnn;
+    const bool gru = !strcmp(l->vt->class_name, "GRU");
+    set(c, "return_sequences", json_boolean(o->return_sequences));
+    set(c, "return_state", json_boolean(o->return_state));
+    set(c, "go_backwards", json_false());
+    set(c, "stateful", json_boolean(o->stateful));
+    set(c, "unroll", json_false());
+    set(c, "zero_output_for_mask", json_false());
+    set(c, "units", json_integer(o->units));
+    set(c, "activation", json_string(sn_activation_name(o->activation)));
+    set(c, "recurrent_activation", json_string(sn_activation_name(o->recurrent_activation)));
+    set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
+    set(c, "recurrent_initializer", init_json(&o->recurrent_initializer, SN_INIT_ORTHOGONAL));
+    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
+    if (!gru) set(c, "unit_forget_bias", json_boolean(o->unit_forget_bias));
+    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
+    set(c, "recurrent_regularizer", reg_json(&o->recurrent_regularizer));
+    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "kernel_constraint", json_null());
+    set(c, "recurrent_constraint", json_null());
+    set(c, "bias_constraint", json_null());
+    set(c, "dropout", json_real(0.0));
+    set(c, "recurrent_dropout", json_real(0.0));
+    if (gru) set(c, "reset_after", json_boolean(o->reset_after));
+    set(c, "seed", json_null());
+}
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 typedef struct cls_entry {
@@ -377,6 +497,18 @@ static const char *const bn_keys[] = {COMMON_KEYS, "axis", "momentum", "epsilon"
     "moving_variance_initializer", "beta_regularizer", "gamma_regularizer", "beta_constraint",
     "gamma_constraint", "synchronized", "renorm", "renorm_clipping", "renorm_momentum", NULL};
 
+static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_dim",
+    "embeddings_initializer", "embeddings_regularizer", "activity_regularizer",
+    "embeddings_constraint", "mask_zero", "quantization_config", "lora_rank", "lora_alpha",
+    "input_length", NULL};
+#define RNN_KEYS "return_sequences", "return_state", "go_backwards", "stateful", "unroll", \
+    "zero_output_for_mask", "units", "activation", "recurrent_activation", "use_bias", \
+    "kernel_initializer", "recurrent_initializer", "bias_initializer", "kernel_regularizer", \
+    "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", \
+    "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout", "seed"
+static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
+static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
+
 static const cls_entry classes[] = {
     {"Dense", dense_keys, read_dense, write_dense},
     {"Conv2D", conv_keys, read_conv2d, write_conv2d},
@@ -388,6 +520,9 @@ static const cls_entry classes[] = {
     {"Dropout", dropout_keys, read_dropout, write_dropout},
     {"Activation", activation_keys, read_activation, write_activation},
     {"BatchNormalization", bn_keys, read_bn, write_bn},
+    {"Embedding", embedding_keys, read_embedding, write_embedding},
+    {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
+    {"GRU", gru_keys, read_gru, write_lstm_gru},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 
