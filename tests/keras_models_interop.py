@@ -14,7 +14,8 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
-Not yet covered: the Embedding+LSTM text model (sinter's LSTM lands separately).
+The text models (Embedding+LSTM with return_sequences, Embedding+GRU) take integer ids:
+Keras predicts int32 ids, sinter reads the same ids as float32.
 Exit status 0 when everything matched, 1 on a mismatch, 77 (SKIPPED) when a part could not
 be checked yet.
 """
@@ -93,7 +94,32 @@ def mlp_gelu():
     return keras.Model(inp, out, name="mlp_gelu"), False, 16
 
 
-MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu}
+def text_lstm():
+    """An Embedding+LSTM character model: ids -> next-id logits at every step."""
+    m = keras.Sequential([
+        keras.Input((10,), dtype="int32"),
+        layers.Embedding(20, 8, embeddings_regularizer=regularizers.L2(1e-4)),
+        layers.LSTM(16, return_sequences=True, kernel_regularizer=regularizers.L2(1e-5)),
+        layers.Dense(20),
+    ], name="text_lstm")
+    m.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m, True, 4
+
+
+def text_gru():
+    """An Embedding+GRU classifier (last state only), not compiled."""
+    m = keras.Sequential([
+        keras.Input((10,), dtype="int32"),
+        layers.Embedding(20, 8),
+        layers.GRU(12),
+        layers.Dense(20, activation="softmax"),
+    ], name="text_gru")
+    return m, False, 4
+
+
+MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu, "text_lstm": text_lstm,
+          "text_gru": text_gru}
 
 
 def randomize(m, rng):
@@ -126,8 +152,12 @@ def main():
     for name, make in MODELS.items():
         m, logits, rows = make()
         randomize(m, rng)
-        x = rng.random((rows,) + tuple(m.input_shape[1:])).astype(np.float32)
-        x.tofile(os.path.join(work, f"{name}.in.f32"))
+        shape = (rows,) + tuple(m.input_shape[1:])
+        if "int" in str(m.inputs[0].dtype):  # ids for an Embedding (sinter reads f32 ids)
+            x = rng.integers(0, 20, shape).astype(np.int32)
+        else:
+            x = rng.random(shape).astype(np.float32)
+        x.astype(np.float32).tofile(os.path.join(work, f"{name}.in.f32"))
         y = np.asarray(m.predict(x, verbose=0))
         ref[name] = (softmax(y) if logits else y, logits, x, m.get_weights())
         m.save(os.path.join(work, f"{name}.keras"))
