@@ -773,7 +773,7 @@ static void test_tfrecord_dataset(void) {
     CHECK_OK(sn_dataset_from_tfrecord_images(&ds, paths, 2, &sp));
     sn_tensor *c[2];
     bool end;
-    CHECK_ERR(sn_dataset_next(ds, c, &end), SN_ERR_FORMAT, "756 raw pixels");
+    CHECK_ERR(sn_dataset_next(ds, c, &end), SN_ERR_FORMAT, "756 raw u8 pixels");
     sn_dataset_free(ds);
 }
 

@@ -258,15 +258,25 @@ static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
     return sn_plan_set_input(p, f->cp->y, f->y + b * GLOBAL_BATCH, GLOBAL_BATCH * sizeof(int32_t));
 }
 
+/* With regularizers (L2 on the conv kernel, L1L2 on the hidden Dense kernel, L2 on the output
+ * bias), large enough that counting the penalty once per replica instead of once per step
+ * would move the weights far past the tolerances below. */
 static sn_model *make_model(bool bn_dropout) {
     sn_model *m = sn_sequential_new("dist_test");
-    sn_model_add(m, sn_layer_conv2d(4, 3, 3, SN_ACT_RELU));
+    sn_conv2d_layer_opts co2 = sn_conv2d_layer_defaults(4, 3, 3);
+    co2.activation = SN_ACT_RELU;
+    co2.kernel_regularizer.l2 = 0.01;
+    sn_model_add(m, sn_layer_conv2d_ex(&co2));
     if (bn_dropout) sn_model_add(m, sn_layer_batch_norm());
     sn_model_add(m, sn_layer_max_pool2d(2, 2));
     sn_model_add(m, sn_layer_flatten());
     if (bn_dropout) sn_model_add(m, sn_layer_dropout(0.25));
-    sn_model_add(m, sn_layer_dense(16, SN_ACT_RELU));
-    sn_model_add(m, sn_layer_dense(CLASSES, SN_ACT_NONE));
+    sn_dense_layer_opts hidden = sn_dense_layer_defaults(16), last = sn_dense_layer_defaults(CLASSES);
+    hidden.activation = SN_ACT_RELU;
+    hidden.kernel_regularizer = (sn_regularizer){.l1 = 1e-3, .l2 = 1e-2};
+    last.bias_regularizer.l2 = 0.05;
+    sn_model_add(m, sn_layer_dense_ex(&hidden));
+    sn_model_add(m, sn_layer_dense_ex(&last));
     sn_shape in = {.ndim = 3, .dim = {IMG, IMG, 1}};
     if (sn_model_build(m, &in, 7) != SN_OK) return NULL;
     sn_compile_opts co = sn_compile_defaults();

@@ -358,7 +358,167 @@ static void test_gradients_more(void) {
     }
 }
 
+/* ---- regularizers -------------------------------------------------------------------------- */
+/* Conv2D (L2 kernel) -> BN (L1 gamma) -> Flatten -> Dense (L1L2 kernel, L2 bias) -> Dense; reg
+ * selects whether the regularizers are set. Same seed: the same initial weights either way. */
+static sn_model *reg_model(bool reg) {
+    sn_model *m = sn_sequential_new("reg");
+    sn_conv2d_layer_opts c = sn_conv2d_layer_defaults(3, 2, 2);
+    c.activation = SN_ACT_TANH;
+    sn_batch_norm_layer_opts b = sn_batch_norm_layer_defaults();
+    sn_dense_layer_opts d = sn_dense_layer_defaults(5), o = sn_dense_layer_defaults(3);
+    d.activation = SN_ACT_GELU;
+    if (reg) {
+        c.kernel_regularizer.l2 = 0.03;
+        b.gamma_regularizer.l1 = 0.02;
+        d.kernel_regularizer = (sn_regularizer){.l1 = 0.01, .l2 = 0.02};
+        d.bias_regularizer.l2 = 0.5;
+    }
+    CHECK_OK(sn_model_add(m, sn_layer_conv2d_ex(&c)));
+    CHECK_OK(sn_model_add(m, sn_layer_batch_norm_ex(&b)));
+    CHECK_OK(sn_model_add(m, sn_layer_flatten()));
+    CHECK_OK(sn_model_add(m, sn_layer_dense_ex(&d)));
+    CHECK_OK(sn_model_add(m, sn_layer_dense_ex(&o)));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S3(4, 4, 1), 5));
+    /* biases and gamma off their zeros/ones so that every penalty term is non-trivial */
+    float *bias = sn_variable_data(m->g, m->layers[3]->vars[1]), *gamma = sn_variable_data(m->g, m->layers[1]->vars[0]);
+    for (int i = 0; i < 5; i++) bias[i] = 0.1f * (float)(i - 2);
+    for (int i = 0; i < 3; i++) gamma[i] = 1.0f - 0.5f * (float)i;
+    sn_compile_opts co = sn_compile_defaults();
+    co.optimizer = sn_optimizer_defaults(SN_SGD);
+    co.optimizer.learning_rate = 0.1;
+    CHECK_OK(sn_model_compile(m, &co));
+    return m;
+}
+
+static double sum_f(const sn_model *m, int layer, int var, int power) {
+    sn_graph *g = m->g;
+    sn_node v = m->layers[layer]->vars[var];
+    sn_shape s = sn_node_shape(g, v);
+    const float *p = sn_variable_data(g, v);
+    double acc = 0;
+    for (int64_t i = 0; i < sn_shape_numel(&s); i++) acc += power == 1 ? fabs(p[i]) : (double)p[i] * p[i];
+    return acc;
+}
+
+/* The hand-computed penalty of reg_model's weights. */
+static double hand_penalty(const sn_model *m) {
+    return 0.03 * sum_f(m, 0, 0, 2) + 0.02 * sum_f(m, 1, 0, 1) + 0.01 * sum_f(m, 3, 0, 1) +
+           0.02 * sum_f(m, 3, 0, 2) + 0.5 * sum_f(m, 3, 1, 2);
+}
+
+static void test_regularizers(void) {
+    enum { N = 8 };
+    sn_tensor *x = NULL, *y = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &(sn_shape){.ndim = 4, .dim = {N, 4, 4, 1}}));
+    CHECK_OK(sn_tensor_new(&y, SN_I32, &(sn_shape)S1(N)));
+    sn_rng r;
+    sn_rng_init(&r, 2, 0);
+    for (int i = 0; i < N * 16; i++) ((float *)sn_tensor_data(x))[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N; i++) ((int32_t *)sn_tensor_data(y))[i] = i % 3;
+    sn_dataset *ds = NULL;
+    CHECK_OK(sn_dataset_from_tensors(&ds, 2, (sn_tensor *[]){x, y}));
+    CHECK_OK(sn_dataset_batch(&ds, N, false));
+    sn_model *plain = reg_model(false), *reg = reg_model(true);
+    size_t nb0, nb1;
+    const void *v0 = sn_graph_variable_buffer(plain->g, &nb0), *v1 = sn_graph_variable_buffer(reg->g, &nb1);
+    CHECK(nb0 == nb1 && memcmp(v0, v1, nb0) == 0, "same seed, same initial weights");
+    CHECK(reg->layers[0]->n_regs == 1 && reg->layers[1]->n_regs == 1 && reg->layers[3]->n_regs == 2 &&
+              plain->layers[3]->n_regs == 0, "registered regularizers");
+
+    /* evaluate: Keras 3 includes the penalties (compute_loss in test_step) */
+    double e0[2], e1[2];
+    int nv = 0;
+    CHECK_OK(sn_model_evaluate(plain, ds, 0, e0, 2, &nv));
+    CHECK_OK(sn_model_evaluate(reg, ds, 0, e1, 2, &nv));
+    double pen = hand_penalty(reg);
+    CHECK(pen > 0.1, "penalty %g is not trivial", pen);
+    CHECK(fabs(e1[0] - (e0[0] + pen)) < 1e-5 * (1 + e1[0]), "evaluate: loss %.7g, expected %.7g + %.7g = %.7g",
+          e1[0], e0[0], pen, e0[0] + pen);
+    CHECK(e1[1] == e0[1], "accuracy unaffected: %g vs %g", e1[1], e0[1]);
+
+    /* the penalty's gradient: 2 l2 w + l1 sign(w), through sn_model_regularization */
+    sn_node p;
+    bool none = true;
+    CHECK_OK(sn_model_regularization(reg, &p, &none));
+    CHECK(!none, "regularized model has a penalty");
+    sn_node wrt[3] = {reg->layers[0]->vars[0], reg->layers[3]->vars[0], reg->layers[1]->vars[0]}, gr[3];
+    CHECK_OK(sn_gradients(reg->g, p, 3, wrt, gr));
+    sn_node tg[4] = {p, gr[0], gr[1], gr[2]};
+    sn_plan *pl = NULL;
+    CHECK_OK(sn_plan_new(&pl, reg->g, 4, tg, NULL));
+    if (pl) {
+        CHECK_OK(sn_plan_run(pl, 1, NULL, NULL));
+        CHECK(fabs(*(float *)sn_plan_buffer(pl, p) - pen) < 1e-5 * pen, "penalty node %g, by hand %g",
+              *(float *)sn_plan_buffer(pl, p), pen);
+        const double l1[3] = {0, 0.01, 0.02}, l2[3] = {0.03, 0.02, 0};
+        for (int k = 0; k < 3; k++) {
+            sn_shape ws = sn_node_shape(reg->g, wrt[k]);
+            const float *w = sn_variable_data(reg->g, wrt[k]), *g = sn_plan_buffer(pl, gr[k]);
+            int bad = 0;
+            for (int64_t i = 0; i < sn_shape_numel(&ws); i++) {
+                double want = 2 * l2[k] * w[i] + l1[k] * (w[i] > 0 ? 1 : w[i] < 0 ? -1 : 0);
+                if (!(fabs(g[i] - want) <= 1e-6)) bad++;
+            }
+            CHECK(bad == 0, "penalty gradient of %s: %d entries differ from 2 l2 w + l1 sign(w)",
+                  sn_node_name(reg->g, wrt[k]), bad);
+        }
+    }
+    sn_plan_free(pl);
+
+    /* one SGD step: the regularized kernel moves by the extra -lr (2 l2 w + l1 sign w), and
+     * fit's loss includes the penalty of the weights it started from */
+    sn_node ck0 = plain->layers[3]->vars[0], ck1 = reg->layers[3]->vars[0];
+    sn_shape ks = sn_node_shape(reg->g, ck1);
+    int64_t nk = sn_shape_numel(&ks);
+    float *w_start = malloc(sizeof *w_start * (size_t)nk);
+    memcpy(w_start, sn_variable_data(reg->g, ck1), sizeof *w_start * (size_t)nk);
+    double pen0 = hand_penalty(reg);
+    sn_fit_opts fo = sn_fit_defaults();
+    sn_history *h0 = NULL, *h1 = NULL;
+    CHECK_OK(sn_model_fit(plain, ds, &fo, &h0));
+    CHECK_OK(sn_model_fit(reg, ds, &fo, &h1));
+    double lf0 = sn_history_get(h0, "loss", 0), lf1 = sn_history_get(h1, "loss", 0);
+    CHECK(fabs(lf1 - (lf0 + pen0)) < 1e-5 * (1 + lf1), "fit loss %.7g, expected %.7g + %.7g", lf1, lf0, pen0);
+    /* Both models start from the same weights and see the same batch, so their data gradients
+     * are equal and the kernels differ by the penalty's step: -lr (2 l2 w + l1 sign w). */
+    const float *a = sn_variable_data(plain->g, ck0), *b = sn_variable_data(reg->g, ck1);
+    int bad = 0;
+    for (int64_t i = 0; i < nk; i++) {
+        double w = w_start[i], want = -0.1 * (2 * 0.02 * w + 0.01 * (w > 0 ? 1 : w < 0 ? -1 : 0));
+        if (!(fabs((b[i] - a[i]) - want) <= 1e-6)) bad++;
+    }
+    CHECK(bad == 0, "one SGD step: %d of %lld kernel entries moved by other than the penalty gradient", bad,
+          (long long)nk);
+    free(w_start);
+    sn_history_free(h0);
+    sn_history_free(h1);
+    sn_model_free(plain);
+    sn_model_free(reg);
+    sn_dataset_free(ds);
+    sn_tensor_free(x);
+    sn_tensor_free(y);
+
+    /* the guide preset carries L2(1e-5) on its five kernels and no bias regularizer */
+    sn_model *g = NULL;
+    CHECK_OK(sn_model_preset("tpu_guide_cnn", &g));
+    int nk5 = 0;
+    for (int i = 0; g && i < g->n_layers; i++) {
+        const sn_layer *l = g->layers[i];
+        const sn_regularizer *kr = strcmp(l->vt->class_name, "Conv2D") == 0 ? &l->conv.kernel_regularizer
+                                   : strcmp(l->vt->class_name, "Dense") == 0 ? &l->dense.kernel_regularizer
+                                                                              : NULL;
+        const sn_regularizer *br = strcmp(l->vt->class_name, "Conv2D") == 0 ? &l->conv.bias_regularizer
+                                   : strcmp(l->vt->class_name, "Dense") == 0 ? &l->dense.bias_regularizer
+                                                                              : NULL;
+        if (kr) nk5 += kr->l2 == 1e-5 && kr->l1 == 0 && br->l1 == 0 && br->l2 == 0;
+    }
+    CHECK(nk5 == 5, "tpu_guide_cnn: %d of 5 layers with kernel L2(1e-5)", nk5);
+    sn_model_free(g);
+}
+
 int main(void) {
+    test_regularizers();
     test_activation_names();
     test_initializers();
     test_layer_initializers();

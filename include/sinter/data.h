@@ -67,6 +67,23 @@ sn_status sn_idx_save(const char *path, const sn_tensor *t);
 sn_status sn_mnist_load(const char *dir, const char *split, sn_tensor **images,
                         sn_tensor **labels);
 
+/* ---- NumPy .npy / .npz --------------------------------------------------------------------- */
+/* Reads a .npy file (format 1.0, 2.0 or 3.0; C order only) into a new tensor the caller frees.
+ * dtypes: |b1 and |u1 -> u8 (bools as 0/1); <f2, <f4 -> f32; <f8 -> f64; |i1, <i2, <u2, <i4
+ * -> i32; <u4, <i8, <u8 -> i32 when every value fits (else an error naming the element);
+ * big-endian ('>') forms too. Anything else (strings, objects, complex, structured arrays,
+ * fortran_order True, more than SN_MAX_DIMS dims, no elements, data shorter or longer than the
+ * shape needs) is an error naming the file and the field. The header is checked before
+ * anything is allocated. */
+sn_status sn_npy_load(const char *path, sn_tensor **out);
+/* The same from bytes in memory; `name` stands for the file in messages. */
+sn_status sn_npy_load_memory(const void *data, size_t len, const char *name, sn_tensor **out);
+/* Reads array `name` (zip member "<name>.npy", stored or deflated) of an .npz archive as
+ * sn_npy_load does. SN_ERR_NOT_FOUND names the arrays the archive holds. */
+sn_status sn_npz_load(const char *path, const char *name, sn_tensor **out);
+/* Whether the archive holds array `name`. */
+sn_status sn_npz_has(const char *path, const char *name, bool *has);
+
 /* ---- datasets ------------------------------------------------------------------------------ */
 typedef struct sn_dataset sn_dataset;
 
@@ -139,6 +156,21 @@ int64_t sn_dataset_cardinality(const sn_dataset *ds);
 /* Frees the dataset and every dataset it owns; NULL is fine. */
 void sn_dataset_free(sn_dataset *ds);
 
+/* Positioning, for checkpoints (docs/checkpoints.md). Every element a dataset yields depends
+ * only on how often each transform of its chain was reset (shuffle's order is keyed by it)
+ * and on how many elements were taken since: get records the reset counts, set restores them
+ * (after a reset that stops background threads and drops buffered elements), so that the
+ * next sn_dataset_reset starts the same epoch as the one that followed the get; skipping k
+ * elements then reaches the same place. A cache keeps what this process filled it with. */
+#define SN_DATASET_MAX_DEPTH 64
+typedef struct sn_dataset_state {
+    int depth;                            /* transforms from the dataset down to its source */
+    uint64_t epoch[SN_DATASET_MAX_DEPTH]; /* the reset count of each */
+} sn_dataset_state;
+sn_status sn_dataset_state_get(const sn_dataset *ds, sn_dataset_state *out);
+/* SN_ERR_INVALID when st's depth is not this dataset's (another pipeline). */
+sn_status sn_dataset_state_set(sn_dataset *ds, const sn_dataset_state *st);
+
 /* ---- TFRecord files ------------------------------------------------------------------------ */
 /* CRC-32C (Castagnoli), continuing from crc (0 to start); and TFRecord's masked form. */
 uint32_t sn_crc32c(uint32_t crc, const void *data, size_t n);
@@ -194,9 +226,12 @@ void sn_example_free(sn_example *ex);
 /* Serializes features as a tf.train.Example into a new buffer *out (free with free()). */
 sn_status sn_example_encode(const sn_feature *features, int n, uint8_t **out, size_t *len);
 
-/* A dataset of (image, label) from TFRecord files of Examples: the image is a bytes feature
- * of raw u8 pixels (numel(image_shape) bytes) and comes out u8 image_shape; the label is an
- * int64 feature (one value) and comes out i32 []. Files are read in order. */
+/* A dataset of (image, label) from TFRecord files of Examples: the image is either a bytes
+ * feature of raw u8 pixels (one value of numel(image_shape) bytes), which comes out u8
+ * image_shape, or a float list of numel(image_shape) values, which comes out f32 image_shape
+ * (every record of the files the same kind); the label is an int64 feature (one value) and
+ * comes out i32 []. Files are read in order. Errors name the file, the record and the
+ * feature. */
 typedef struct sn_tfrecord_image_spec {
     const char *image_key; /* default "image" */
     const char *label_key; /* default "label" */

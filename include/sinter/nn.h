@@ -252,14 +252,19 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o);
 /* ---- fit / evaluate / predict ----------------------------------------------------------- */
 typedef struct sn_history sn_history;
 
+/* Entries of sn_logs: loss and metrics, their val_ forms, and "learning_rate". */
+#define SN_LOGS_MAX (2 * (SN_MAX_METRICS + 1) + 1)
 /* What a callback sees at the end of each epoch and batch (logs like Keras's). */
 typedef struct sn_logs {
     int epoch;                 /* 0-based */
     int64_t step;              /* steps done in this epoch */
     int64_t steps;             /* steps in the epoch, -1 when unknown */
     int n;                     /* entries below */
-    const char *names[2 * (SN_MAX_METRICS + 1)]; /* "loss", "sparse_categorical_accuracy", "val_loss", ... */
-    double values[2 * (SN_MAX_METRICS + 1)];
+    /* "loss", "sparse_categorical_accuracy", "val_loss", ..., and at an epoch's end
+     * "learning_rate" (the rate the epoch ran with) when a learning-rate callback is in use,
+     * as Keras 3's ReduceLROnPlateau and LearningRateScheduler add it */
+    const char *names[SN_LOGS_MAX];
+    double values[SN_LOGS_MAX];
     double seconds;            /* since the epoch began */
 } sn_logs;
 
@@ -271,6 +276,15 @@ typedef struct sn_callback {
     sn_status (*on_batch_end)(void *user, const sn_logs *logs, bool *stop);
     sn_status (*on_epoch_end)(void *user, const sn_logs *logs, bool *stop);
     void (*on_train_end)(void *user);
+    /* Optional: once before the first epoch, with the model (Keras's set_model +
+     * on_train_begin); learning-rate callbacks read and set the rate through it. */
+    sn_status (*on_train_begin)(void *user, sn_model *m);
+    /* Optional: state that a checkpoint keeps (early stopping's best and wait, ...). get
+     * writes up to cap values and returns how many; set restores them on resume, before
+     * on_epoch_begin. state_name identifies the callback in the file. */
+    const char *state_name;
+    int (*get_state)(void *user, double *values, int cap);
+    sn_status (*set_state)(void *user, const double *values, int n);
 } sn_callback;
 
 /* Built-in callbacks; each returns a callback the caller frees with sn_callback_free. */
@@ -288,6 +302,24 @@ sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, i
 sn_callback *sn_callback_terminate_on_nan(void);
 void sn_callback_free(sn_callback *cb);
 
+/* BackupAndRestore, built into fit (docs/checkpoints.md): checkpoints of the whole training
+ * state in `dir`, and resuming from the newest valid one. A resumed fit ends with weights
+ * bit-identical to an uninterrupted one with the same options. */
+typedef struct sn_backup_opts {
+    const char *dir;          /* the folder (created when missing); files ckpt-<step>.h5 */
+    /* > 0: after the first execution that reaches each multiple of N global steps (every N
+     * steps exactly when steps_per_execution divides N and the steps per epoch); 0: at the
+     * end of every epoch (Keras's save_freq="epoch") */
+    int64_t every_steps;
+    int keep;                 /* newest checkpoints kept (default 3, >= 1) */
+    bool resume;              /* default true: start from the newest valid checkpoint of dir */
+    const char *resume_path;  /* resume from this file instead (it must be valid) */
+    /* Where "Resuming from ..." and the warning about a corrupt checkpoint (the previous one
+     * is used) are written; NULL: nowhere. */
+    FILE *log;
+} sn_backup_opts;
+sn_backup_opts sn_backup_defaults(void);
+
 typedef struct sn_fit_opts {
     int epochs;                 /* default 1 */
     int initial_epoch;          /* default 0 */
@@ -296,6 +328,7 @@ typedef struct sn_fit_opts {
     int64_t validation_steps;   /* 0 = one pass */
     int n_callbacks;
     sn_callback **callbacks;
+    const sn_backup_opts *backup; /* NULL: no checkpoints */
 } sn_fit_opts;
 sn_fit_opts sn_fit_defaults(void);
 
@@ -320,6 +353,11 @@ int sn_history_epochs(const sn_history *h);
  * absent. */
 double sn_history_get(const sn_history *h, const char *name, int epoch);
 void sn_history_free(sn_history *h);
+
+/* The optimizer's learning rate now; setting it takes effect at the next execution, without
+ * re-planning (the update kernels read it at every step). SN_ERR_STATE before compile. */
+sn_status sn_model_set_learning_rate(sn_model *m, double lr);
+double sn_model_get_learning_rate(const sn_model *m);
 
 /* ---- weights ----------------------------------------------------------------------------- */
 /* Keras 3 ".weights.h5" (saving), Keras 3 or legacy Keras 2 ".h5" (loading). */

@@ -29,13 +29,49 @@ extern const char *const sn_cli_models[];
  * the data when it is not installed) and returns 1; returns 0 on success. */
 int sn_cli_load_split(const char *prog, const char *dataset, const char *data_dir,
                       const char *split, sn_tensor **x, sn_tensor **y);
+/* Where the examples come from: --dataset/--data-dir (IDX folders) or --data PATH, whose kind
+ * is told by what it is: a folder (IDX), .npy (x; labels from --labels), .npz (arrays x_train/
+ * y_train and x_test/y_test, or x/y), .tfrecord/.tfrecords (tf.train.Example, features
+ * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus; only
+ * sinter train reads it, through sn_text_dataset). */
+typedef struct sn_cli_data_opts {
+    const char *dataset, *data_dir;
+    const char *data, *labels;
+    const char *image_feature, *label_feature; /* defaults "image", "label" */
+    const char *input_shape;                   /* "28,28,1": reshapes every example */
+    bool text;                                 /* --text: read --data as text */
+} sn_cli_data_opts;
+sn_cli_data_opts sn_cli_data_defaults(void);
+/* Whether --data names a text corpus (.txt or --text). */
+bool sn_cli_data_is_text(const sn_cli_data_opts *o);
+/* Split "train" or "test" of the data as tensors the caller frees: x u8, i32, f32 or f64
+ * [n, ...] (reshaped by --input-shape), y [n] of class indices. A source with one split gives
+ * it for "train"; for "test" it gives nothing (*x = *y = NULL, return 0) unless `required`, in
+ * which case it gives that one split too (evaluate and predict read it). Prints the error
+ * (naming the file, array or record and field) and returns 1 (2 for a bad flag). */
+int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *split,
+                     bool required, sn_tensor **x, sn_tensor **y);
+/* Their flags, as entries of an sn_flag array (o: the address of an sn_cli_data_opts). */
+#define SN_CLI_DATA_FLAGS(o)                                                                   \
+    {.name = "data", .kind = SN_FLAG_STRING, .value = &(o)->data, .metavar = "PATH",           \
+     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt; train only)"}, \
+    {.name = "labels", .kind = SN_FLAG_STRING, .value = &(o)->labels, .metavar = "PATH",       \
+     .help = "with --data x.npy: the labels (.npy, one class index per example)"},             \
+    {.name = "image-feature", .kind = SN_FLAG_STRING, .value = &(o)->image_feature,            \
+     .metavar = "NAME", .help = "TFRecord: the feature of the examples (raw u8 bytes or floats)"}, \
+    {.name = "label-feature", .kind = SN_FLAG_STRING, .value = &(o)->label_feature,            \
+     .metavar = "NAME", .help = "TFRecord: the int64 feature of the labels"},                  \
+    {.name = "input-shape", .kind = SN_FLAG_STRING, .value = &(o)->input_shape,                \
+     .metavar = "D1,D2,...", .default_text = "TFRecord 28,28; others the data's own",          \
+     .help = "shape of one example (e.g. 28,28,1)"}
 /* The input pipeline over copies of x and y: the first `take` elements (-1: all), a seeded
- * shuffle (reshuffled each epoch) when `shuffle`, images to f32 [rows, cols, 1] in [0, 1],
- * labels to i32, batches, prefetch. The caller frees *out. */
+ * shuffle (reshuffled each epoch) when `shuffle`, examples to f32 (u8 scaled to [0, 1], others
+ * cast; [rows, cols] images get a channel: [rows, cols, 1]), labels to i32, batches, prefetch.
+ * The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
-/* Preset `preset` built for images like `images` (u8 [n, rows, cols]; NULL: 28x28) with one
- * channel. The caller frees *out. */
+/* Preset `preset` built for examples like those of `images` ([n, ...]; NULL: 28x28x1), with a
+ * channel added to [rows, cols] images as the pipeline does. The caller frees *out. */
 sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
                              sn_model **out);
 /* For the commands that run saved weights (evaluate, predict): the preset built as above

@@ -6,11 +6,13 @@
 
 int sn_cmd_evaluate(int argc, char **argv) {
     const char *prog = "sinter evaluate";
-    const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
+    const char *model_name = "small_cnn";
+    sn_cli_data_opts dopt = sn_cli_data_defaults();
     const char *weights = NULL;
     int64_t batch = 128, threads = 0;
     sn_flag flags[] = {
-        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dataset, &data_dir),
+        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dopt.dataset, &dopt.data_dir),
+        SN_CLI_DATA_FLAGS(&dopt),
         {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
          .help = "images per step"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
@@ -26,7 +28,8 @@ int sn_cmd_evaluate(int argc, char **argv) {
     sn_dataset *test = NULL;
     sn_model *m = NULL;
     rc = 1;
-    if (sn_cli_load_split(prog, dataset, data_dir, "test", &x, &y) != 0) goto done;
+    if ((rc = sn_cli_load_data(prog, &dopt, "test", true, &x, &y)) != 0) goto done;
+    rc = 1;
     const int64_t n = sn_tensor_shape(x)->dim[0];
     if (batch > n) batch = n;
     if (sn_cli_load_model(model_name, x, weights, &m) != SN_OK) {

@@ -25,11 +25,13 @@ static bool write_rows(FILE *out, int64_t first, const sn_tensor *labels, const 
 
 int sn_cmd_predict(int argc, char **argv) {
     const char *prog = "sinter predict";
-    const char *dataset = "fashion_mnist", *data_dir = NULL, *model_name = "small_cnn";
+    const char *model_name = "small_cnn";
+    sn_cli_data_opts dopt = sn_cli_data_defaults();
     const char *weights = NULL, *output = NULL;
     int64_t count = 10, batch = 128, threads = 0;
     sn_flag flags[] = {
-        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dataset, &data_dir),
+        SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dopt.dataset, &dopt.data_dir),
+        SN_CLI_DATA_FLAGS(&dopt),
         {.name = "count", .kind = SN_FLAG_INT, .value = &count, .imin = 1, .imax = 1000000000,
          .help = "predict the first N test images"},
         {.name = "output", .kind = SN_FLAG_STRING, .value = &output, .metavar = "FILE.csv",
@@ -52,7 +54,8 @@ int sn_cmd_predict(int argc, char **argv) {
     sn_model *m = NULL;
     FILE *out = NULL;
     rc = 1;
-    if (sn_cli_load_split(prog, dataset, data_dir, "test", &x, &y) != 0) goto done;
+    if ((rc = sn_cli_load_data(prog, &dopt, "test", true, &x, &y)) != 0) goto done;
+    rc = 1;
     const int64_t n = sn_tensor_shape(x)->dim[0];
     if (count > n) {
         fprintf(stderr, "%s: --count: %lld is more than the %lld test images (expected 1 to %lld)\n",

@@ -4,6 +4,7 @@
  * saves the weights (.weights.h5) and a CSV log. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
@@ -61,13 +62,27 @@ int sn_cmd_train(int argc, char **argv) {
     bool quiet = false, report = false;
     const char *strategy_name = "none", *precision = "fp32";
     int64_t cpu_devices = 0;
+    /* Checkpoints (BackupAndRestore, docs/checkpoints.md). */
+    const char *ckpt_dir = NULL, *ckpt_every = "epoch", *resume_path = NULL;
+    int64_t keep_ckpt = 3;
+    bool no_resume = false;
+    sn_cli_data_opts dopt = sn_cli_data_defaults();
+    int64_t seq_length = 100;
+    bool text_bytes = false;
     sn_flag flags[] = {
         {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
          .help = "data set installed on this machine"},
         {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
          .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"},
+        SN_CLI_DATA_FLAGS(&dopt),
+        {.name = "text", .kind = SN_FLAG_BOOL, .value = &dopt.text,
+         .help = "read --data as a text corpus whatever its name (.txt is text already)"},
+        {.name = "seq-length", .kind = SN_FLAG_INT, .value = &seq_length, .imin = 1,
+         .imax = 1000000, .help = "text: characters per training sequence"},
+        {.name = "bytes", .kind = SN_FLAG_BOOL, .value = &text_bytes,
+         .help = "text: one id per byte instead of per UTF-8 character (non-UTF-8 files)"},
         {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .help = "model preset"},
+         .default_text = "small_cnn; char_lstm_small for text", .help = "model preset"},
         {.name = "epochs", .kind = SN_FLAG_INT, .value = &epochs, .imin = 1, .imax = 100000,
          .help = "passes over the training data"},
         {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
@@ -106,6 +121,18 @@ int sn_cmd_train(int argc, char **argv) {
          .imax = SN_MAX_LOGICAL_DEVICES,
          .help = "split the CPU into N logical devices (mirrored: N replicas; multi_worker: N "
                  "per worker), 0 = one device"},
+        {.name = "checkpoint-dir", .kind = SN_FLAG_STRING, .value = &ckpt_dir, .metavar = "DIR",
+         .help = "write checkpoints of the whole training state to DIR; rerunning the same "
+                 "command resumes from the newest valid one, bit-identically"},
+        {.name = "checkpoint-every", .kind = SN_FLAG_STRING, .value = &ckpt_every,
+         .metavar = "N|epoch", .help = "checkpoint after the execution that reaches every "
+                 "multiple of N training steps, or at the end of every epoch"},
+        {.name = "keep-checkpoints", .kind = SN_FLAG_INT, .value = &keep_ckpt, .imin = 1,
+         .imax = 1000000, .help = "newest checkpoints kept in --checkpoint-dir"},
+        {.name = "resume", .kind = SN_FLAG_STRING, .value = &resume_path, .metavar = "PATH",
+         .help = "resume from this checkpoint file"},
+        {.name = "no-resume", .kind = SN_FLAG_BOOL, .value = &no_resume,
+         .help = "start over: remove --checkpoint-dir's old checkpoints instead of resuming"},
     };
     sn_flag_set fs = {prog,
                       "Trains a preset model on Fashion-MNIST (or --data-dir) with the test split "
@@ -113,6 +140,33 @@ int sn_cmd_train(int argc, char **argv) {
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
+    sn_backup_opts backup = sn_backup_defaults();
+    if (ckpt_dir || resume_path) {
+        backup.dir = ckpt_dir;
+        backup.keep = (int)keep_ckpt;
+        backup.resume = !no_resume;
+        backup.resume_path = resume_path;
+        if (strcmp(ckpt_every, "epoch") != 0) {
+            char *end = NULL;
+            long long n = strtoll(ckpt_every, &end, 10);
+            if (!end || *end || n < 1) {
+                fprintf(stderr, "%s: --checkpoint-every: '%s' is neither a number of steps >= 1 "
+                                "nor 'epoch'\n", prog, ckpt_every);
+                return 2;
+            }
+            backup.every_steps = n;
+        }
+    }
+    if ((sn_flags_find(&fs, "checkpoint-every")->set || sn_flags_find(&fs, "keep-checkpoints")->set ||
+         no_resume) && !ckpt_dir) {
+        fprintf(stderr, "%s: --checkpoint-every, --keep-checkpoints and --no-resume need "
+                        "--checkpoint-dir\n", prog);
+        return 2;
+    }
+    if (no_resume && resume_path) {
+        fprintf(stderr, "%s: --resume and --no-resume contradict each other\n", prog);
+        return 2;
+    }
     sn_cli_set_threads(threads);
     sn_strategy *strategy = NULL;
     rc = make_strategy(prog, strategy_name, cpu_devices, &strategy);
@@ -130,6 +184,7 @@ int sn_cmd_train(int argc, char **argv) {
 
     sn_tensor *xtr = NULL, *ytr = NULL, *xte = NULL, *yte = NULL;
     sn_dataset *train = NULL, *test = NULL;
+    sn_vocab *vocab = NULL;
     sn_model *m = NULL;
     sn_callback *cbs[3] = {NULL, NULL, NULL};
     epoch_timer timer = {0};
@@ -137,39 +192,83 @@ int sn_cmd_train(int argc, char **argv) {
     int ncb = 0;
     rc = 1;
 
-    if (sn_cli_load_split(prog, dataset, data_dir, "train", &xtr, &ytr) != 0) goto done;
-    if (sn_cli_load_split(prog, dataset, data_dir, "test", &xte, &yte) != 0) goto done;
-    const sn_shape *trs = sn_tensor_shape(xtr), *tes = sn_tensor_shape(xte);
-    if (trs->dim[1] != tes->dim[1] || trs->dim[2] != tes->dim[2]) {
-        fprintf(stderr, "%s: train images are %lldx%lld but test images %lldx%lld\n", prog,
-                (long long)trs->dim[1], (long long)trs->dim[2], (long long)tes->dim[1],
-                (long long)tes->dim[2]);
-        goto done;
-    }
-    const int64_t n_train = trs->dim[0], rows = trs->dim[1], cols = trs->dim[2];
-    if (batch > trs->dim[0] || batch > tes->dim[0]) {
-        fprintf(stderr, "%s: --batch-size: %lld is more than the %lld training or %lld test "
-                        "images\n", prog, (long long)batch, (long long)trs->dim[0],
-                (long long)tes->dim[0]);
-        rc = 2;
-        goto done;
-    }
+    dopt.dataset = dataset;
+    dopt.data_dir = data_dir;
+    const bool is_text = sn_cli_data_is_text(&dopt);
+    int64_t n_train = 0;
+    char what[160] = "";
+    if (is_text) {
+        /* The text-generation tutorial's pipeline and defaults (batch 64, unless given). */
+        if (!sn_flags_find(&fs, "model")->set) model_name = "char_lstm_small";
+        if (!sn_flags_find(&fs, "batch-size")->set) batch = 64;
+        sn_text_opts to = sn_text_defaults();
+        to.seq_length = seq_length;
+        to.batch_size = batch;
+        to.seed = (uint64_t)seed;
+        to.bytes = text_bytes;
+        sn_text_info info;
+        if (sn_text_dataset(dopt.data, &to, &vocab, &train, &test, &info) != SN_OK) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        n_train = info.n_train;
+        snprintf(what, sizeof what, "%lld sequences of %lld %s (vocabulary %d, %lld held out)",
+                 (long long)info.n_train, (long long)seq_length, text_bytes ? "bytes" : "characters",
+                 sn_vocab_size(vocab), (long long)info.n_validation);
+        sn_shape in = {.ndim = 1, .dim = {seq_length}};
+        sn_status st = sn_model_preset(model_name, &m);
+        if (st == SN_OK && (st = sn_model_build(m, &in, (uint64_t)seed)) != SN_OK) {
+            sn_model_free(m);
+            m = NULL;
+        }
+        if (st != SN_OK) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+    } else {
+        if ((rc = sn_cli_load_data(prog, &dopt, "train", true, &xtr, &ytr)) != 0 ||
+            (rc = sn_cli_load_data(prog, &dopt, "test", false, &xte, &yte)) != 0)
+            goto done;
+        rc = 1;
+        const sn_shape *trs = sn_tensor_shape(xtr), *tes = xte ? sn_tensor_shape(xte) : NULL;
+        char b0[128], b1[128];
+        sn_shape tre = *trs, tee = tes ? *tes : *trs;
+        tre.dim[0] = tee.dim[0] = 0;
+        if (!sn_shape_equal(&tre, &tee)) {
+            fprintf(stderr, "%s: training examples are %s but test examples %s (first dim: count)\n",
+                    prog, sn_shape_str(trs, b0, sizeof b0), sn_shape_str(tes, b1, sizeof b1));
+            goto done;
+        }
+        n_train = trs->dim[0];
+        if (trs->ndim == 3)
+            snprintf(what, sizeof what, "%lld images of %lldx%lld", (long long)n_train,
+                     (long long)trs->dim[1], (long long)trs->dim[2]);
+        else
+            snprintf(what, sizeof what, "%lld examples of shape %s", (long long)n_train,
+                     sn_shape_str(trs, b0, sizeof b0));
+        if (batch > trs->dim[0] || (tes && batch > tes->dim[0])) {
+            fprintf(stderr, "%s: --batch-size: %lld is more than the %lld training or %lld test "
+                            "examples\n", prog, (long long)batch, (long long)trs->dim[0],
+                    (long long)(tes ? tes->dim[0] : trs->dim[0]));
+            rc = 2;
+            goto done;
+        }
 
-    /* Training batches have a fixed size, as in the guide (drop_remainder for TPUs' static
-     * shapes): every training step has the same shapes and 60,000 / 128 gives 468 steps. The
-     * test split keeps its last partial batch so that every test image counts. */
-    if (sn_cli_pipeline(xtr, ytr, -1, batch, true, (uint64_t)seed, true, &train) != SN_OK ||
-        sn_cli_pipeline(xte, yte, -1, batch, false, 0, false, &test) != SN_OK) {
-        rc = sn_cli_fail(prog);
-        goto done;
-    }
-    sn_tensor_free(xtr);
-    sn_tensor_free(ytr);
-    xtr = ytr = NULL;
-
-    if (sn_cli_build_model(model_name, xte, (uint64_t)seed, &m) != SN_OK) {
-        rc = sn_cli_fail(prog);
-        goto done;
+        /* Training batches have a fixed size, as in the guide (drop_remainder for TPUs' static
+         * shapes): every training step has the same shapes and 60,000 / 128 gives 468 steps.
+         * The test split keeps its last partial batch so that every test image counts. */
+        if (sn_cli_pipeline(xtr, ytr, -1, batch, true, (uint64_t)seed, true, &train) != SN_OK ||
+            (xte && sn_cli_pipeline(xte, yte, -1, batch, false, 0, false, &test) != SN_OK)) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        if (sn_cli_build_model(model_name, xtr, (uint64_t)seed, &m) != SN_OK) {
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        sn_tensor_free(xtr);
+        sn_tensor_free(ytr);
+        xtr = ytr = NULL;
     }
     sn_compile_opts co = sn_compile_defaults();
     if (sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
@@ -213,11 +312,14 @@ int sn_cmd_train(int argc, char **argv) {
     fo.validation_steps = validation_steps;
     fo.n_callbacks = ncb;
     fo.callbacks = cbs;
+    if (ckpt_dir || resume_path) {
+        backup.log = chief ? stdout : NULL;
+        fo.backup = &backup;
+    }
     if (!quiet) {
-        printf("Training %s on %s: %lld images of %lldx%lld, batch %lld, %s, %lld steps per "
-               "execution\n", model_name, data_dir ? data_dir : dataset, (long long)n_train,
-               (long long)rows, (long long)cols, (long long)batch, optimizer,
-               (long long)steps_per_execution);
+        printf("Training %s on %s: %s, batch %lld, %s, %lld steps per execution\n", model_name,
+               dopt.data ? dopt.data : data_dir ? data_dir : dataset, what, (long long)batch,
+               optimizer, (long long)steps_per_execution);
         if (strategy)
             printf("Strategy: %s, %d replica(s) in sync over %d worker(s): %s%s\n",
                    sn_strategy_name(strategy), sn_strategy_num_replicas(strategy),
@@ -237,9 +339,11 @@ int sn_cmd_train(int argc, char **argv) {
 
     /* After a full validation pass the last epoch's val_* values already are the test
      * results of the final weights; evaluate only when validation saw part of the split. */
-    double vals[SN_MAX_METRICS + 1];
+    double vals[SN_MAX_METRICS + 1] = {NAN, NAN};
     int nv = 0, last = sn_history_epochs(hist) - 1;
-    if (validation_steps == 0 && last >= 0 &&
+    if (!test) {
+        /* A source without a test split (one .npy, .npz or TFRecord split): nothing held out. */
+    } else if (validation_steps == 0 && last >= 0 &&
         !isnan(sn_history_get(hist, "val_sparse_categorical_accuracy", last))) {
         vals[0] = sn_history_get(hist, "val_loss", last);
         vals[1] = sn_history_get(hist, "val_sparse_categorical_accuracy", last);
@@ -248,9 +352,10 @@ int sn_cmd_train(int argc, char **argv) {
         rc = sn_cli_fail(prog);
         goto done;
     }
-    if (chief) {
-        printf("Test loss: %.4f\n", vals[0]);
-        if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
+    if (chief && !test && !quiet) printf("No test split in %s: nothing was held out\n", dopt.data);
+    if (chief && test) {
+        printf("%s loss: %.4f\n", is_text ? "Validation" : "Test", vals[0]);
+        if (nv > 1) printf("%s accuracy: %.4f\n", is_text ? "Validation" : "Test", vals[1]);
     }
     if (chief && report) {
         /* Training time per epoch, validation excluded, as ../shared/bench's epoch_s. */
@@ -272,6 +377,15 @@ int sn_cmd_train(int argc, char **argv) {
             goto done;
         }
         if (!quiet) printf("Saved weights to %s\n", save);
+        /* A text model is only usable with the vocabulary its ids came from. */
+        char *vpath = vocab ? sn_vocab_path_for(save) : NULL;
+        if (vocab && (!vpath || sn_vocab_save(vocab, vpath) != SN_OK)) {
+            free(vpath);
+            rc = sn_cli_fail(prog);
+            goto done;
+        }
+        if (vpath && !quiet) printf("Saved vocabulary to %s\n", vpath);
+        free(vpath);
     }
     rc = 0;
 
@@ -287,6 +401,7 @@ done:
     sn_dist_shutdown(rc == 0);
     sn_dataset_free(train);
     sn_dataset_free(test);
+    sn_vocab_free(vocab);
     sn_tensor_free(xtr);
     sn_tensor_free(ytr);
     sn_tensor_free(xte);

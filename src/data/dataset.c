@@ -122,6 +122,35 @@ void sn_dataset_free(sn_dataset *ds) {
 
 static int64_t card_of_src(const sn_dataset *ds) { return sn_dataset_cardinality(ds->src); }
 
+/* ---- positioning ----------------------------------------------------------------------- */
+
+sn_status sn_dataset_state_get(const sn_dataset *ds, sn_dataset_state *out) {
+    if (!ds || !out) return sn_errorf(SN_ERR_INVALID, "dataset_state_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    for (const sn_dataset *d = ds; d; d = d->src) {
+        if (out->depth == SN_DATASET_MAX_DEPTH)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "dataset_state_get: the pipeline has more than "
+                             "%d transforms", SN_DATASET_MAX_DEPTH);
+        out->epoch[out->depth++] = d->epoch;
+    }
+    return SN_OK;
+}
+
+sn_status sn_dataset_state_set(sn_dataset *ds, const sn_dataset_state *st) {
+    if (!ds || !st) return sn_errorf(SN_ERR_INVALID, "dataset_state_set: NULL argument");
+    int depth = 0;
+    for (const sn_dataset *d = ds; d; d = d->src) depth++;
+    if (st->depth != depth)
+        return sn_errorf(SN_ERR_INVALID, "dataset_state_set: the state has %d transforms but "
+                         "this pipeline has %d (was it saved from another pipeline?)", st->depth,
+                         depth);
+    /* The reset stops prefetch threads and empties buffers; only then are the counters ours. */
+    SN_TRY(sn_dataset_reset(ds));
+    int i = 0;
+    for (sn_dataset *d = ds; d; d = d->src) d->epoch = st->epoch[i++];
+    return SN_OK;
+}
+
 /* ---- from_tensors ---------------------------------------------------------------------- */
 
 typedef struct {

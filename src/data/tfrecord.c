@@ -736,6 +736,7 @@ typedef struct {
     sn_tfrecord_reader *rd;
     sn_example *ex;
     sn_tensor *img, *lbl;
+    sn_feature_kind kind; /* the image feature's kind in the first record (NONE before it) */
 } ds_tfrec;
 
 static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
@@ -765,19 +766,37 @@ static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
         const sn_feature *fi = sn_example_find(ds->ex, ds->image_key);
         const sn_feature *fl = sn_example_find(ds->ex, ds->label_key);
         int64_t numel = sn_shape_numel(&ds->shape);
-        if (!fi || fi->kind != SN_FEATURE_BYTES || fi->count != 1 ||
-            (int64_t)fi->bytes_len[0] != numel) {
-            char b[128];
+        char b[128];
+        sn_shape_str(&ds->shape, b, sizeof b);
+        if (!fi || (fi->kind != SN_FEATURE_BYTES && fi->kind != SN_FEATURE_FLOAT))
             return sn_errorf(SN_ERR_FORMAT,
-                             "tfrecord: %s: record %lld: feature \"%s\" should be one bytes "
-                             "value of %lld raw pixels (image shape %s); found %s",
-                             path, recno, ds->image_key, (long long)numel,
-                             sn_shape_str(&ds->shape, b, sizeof b),
+                             "tfrecord: %s: record %lld: feature \"%s\" should be one bytes value "
+                             "of %lld raw u8 pixels or a float list of %lld values (shape %s); "
+                             "found %s",
+                             path, recno, ds->image_key, (long long)numel, (long long)numel, b,
                              !fi ? "no such feature"
-                             : fi->kind != SN_FEATURE_BYTES ? "another kind of list"
-                             : fi->count != 1 ? "a count other than 1"
-                                              : "a different number of bytes");
-        }
+                             : fi->kind == SN_FEATURE_INT64 ? "an int64 list" : "an empty Feature");
+        if (fi->kind == SN_FEATURE_BYTES &&
+            (fi->count != 1 || (int64_t)fi->bytes_len[0] != numel))
+            return sn_errorf(SN_ERR_FORMAT,
+                             "tfrecord: %s: record %lld: feature \"%s\" should be one bytes value "
+                             "of %lld raw u8 pixels (shape %s); found %lld values%s%lld bytes",
+                             path, recno, ds->image_key, (long long)numel, b,
+                             (long long)fi->count, fi->count == 1 ? " of " : ", the first of ",
+                             fi->count ? (long long)fi->bytes_len[0] : 0LL);
+        if (fi->kind == SN_FEATURE_FLOAT && fi->count != numel)
+            return sn_errorf(SN_ERR_FORMAT,
+                             "tfrecord: %s: record %lld: feature \"%s\" has %lld floats; shape %s "
+                             "needs %lld",
+                             path, recno, ds->image_key, (long long)fi->count, b, (long long)numel);
+        if (ds->kind != SN_FEATURE_NONE && fi->kind != ds->kind)
+            return sn_errorf(SN_ERR_FORMAT,
+                             "tfrecord: %s: record %lld: feature \"%s\" is a %s list but it was a "
+                             "%s list in the first record; every record needs the same kind",
+                             path, recno, ds->image_key,
+                             fi->kind == SN_FEATURE_BYTES ? "bytes" : "float",
+                             ds->kind == SN_FEATURE_BYTES ? "bytes" : "float");
+        ds->kind = fi->kind;
         if (!fl || fl->kind != SN_FEATURE_INT64 || fl->count != 1)
             return sn_errorf(SN_ERR_FORMAT,
                              "tfrecord: %s: record %lld: feature \"%s\" should be one int64 "
@@ -790,9 +809,11 @@ static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
             return sn_errorf(SN_ERR_FORMAT, "tfrecord: %s: record %lld: label %lld does not fit in int32",
                              path, recno, (long long)fl->int64s[0]);
         sn_shape scalar = {.ndim = 0};
-        SN_TRY(sn_dataset_ensure_output(&ds->img, SN_U8, &ds->shape));
+        SN_TRY(sn_dataset_ensure_output(&ds->img, fi->kind == SN_FEATURE_BYTES ? SN_U8 : SN_F32,
+                                        &ds->shape));
         SN_TRY(sn_dataset_ensure_output(&ds->lbl, SN_I32, &scalar));
-        memcpy(ds->img->data, fi->bytes[0], (size_t)numel);
+        if (fi->kind == SN_FEATURE_BYTES) memcpy(ds->img->data, fi->bytes[0], (size_t)numel);
+        else memcpy(ds->img->data, fi->floats, (size_t)numel * sizeof(float));
         *(int32_t *)ds->lbl->data = (int32_t)fl->int64s[0];
         out[0] = ds->img;
         out[1] = ds->lbl;
@@ -805,6 +826,7 @@ static sn_status tfrec_reset(sn_dataset *d) {
     sn_tfrecord_close(ds->rd);
     ds->rd = NULL;
     ds->file = 0;
+    ds->kind = SN_FEATURE_NONE;
     return SN_OK;
 }
 

@@ -175,6 +175,9 @@ static sn_status build_replica(sn_model *m, sn_dist_train *d, entry *e, replica 
     for (int i = 0; i < m->input_shape.ndim; i++) xs.dim[i + 1] = m->input_shape.dim[i];
     sn_shape ys = e->cp.y_shape;
     ys.dim[0] = rp->rows;
+    sn_node penalty = SN_NONE;
+    bool no_penalty = true;
+    SN_TRY(sn_model_regularization(m, &penalty, &no_penalty));
     rp->x = sn_input(g, "replica_x", SN_F32, &xs);
     rp->y = sn_input(g, "replica_y", e->cp.y_dtype, &ys);
     sn_updates upd = {0};
@@ -187,6 +190,15 @@ static sn_status build_replica(sn_model *m, sn_dist_train *d, entry *e, replica 
     sn_node lsum = sn_reduce_sum(g, per, 0, NULL, false);
     /* compute_average_loss: the per-example losses over the GLOBAL batch. */
     sn_node loss = sn_mul(g, lsum, sn_scalar(g, SN_F32, 1.0 / (double)B));
+    /* Regularization penalties, as Keras's TensorFlow trainer: each replica adds penalty /
+     * num_replicas (scale_loss_for_distribution of _aggregate_additional_loss), so the summed
+     * gradients count it once per global step; the logged loss is each replica's unscaled
+     * loss weighted by its rows, i.e. lsum + penalty * rows summed over the replicas. */
+    if (!no_penalty) {
+        int R = sn_strategy_num_replicas(d->s);
+        loss = sn_add(g, loss, sn_mul(g, penalty, sn_scalar(g, SN_F32, 1.0 / (double)R)));
+        lsum = sn_add(g, lsum, sn_mul(g, penalty, sn_scalar(g, SN_F32, (double)rp->rows)));
+    }
     int nv = t->n_vars, nm = o->n_metrics;
     rp->tg = sn_calloc((size_t)(nv + 1 + nm + upd.n), sizeof *rp->tg);
     if (!rp->tg) {

@@ -190,8 +190,8 @@ typedef struct csvlog {
     char *path;
     FILE *f;
     int n_keys;
-    const char *keys[2 * (SN_MAX_METRICS + 1)];
-    char key_store[2 * (SN_MAX_METRICS + 1)][64];
+    const char *keys[SN_LOGS_MAX];
+    char key_store[SN_LOGS_MAX][64];
 } csvlog;
 
 static int cmp_str(const void *a, const void *b) {
@@ -233,7 +233,7 @@ static sn_status csv_epoch_end(void *user, const sn_logs *l, bool *stop) {
     int rc = 0;
     if (c->n_keys == 0) {
         /* Keras writes the keys sorted: epoch,accuracy,loss,val_accuracy,val_loss */
-        for (int i = 0; i < l->n && i < 2 * (SN_MAX_METRICS + 1); i++) {
+        for (int i = 0; i < l->n && i < SN_LOGS_MAX; i++) {
             snprintf(c->key_store[i], sizeof c->key_store[i], "%s", l->names[i]);
             c->keys[c->n_keys++] = c->key_store[i];
         }
@@ -332,6 +332,26 @@ static sn_status es_epoch_end(void *user, const sn_logs *l, bool *stop) {
 
 static void es_train_end(void *user) { ((earlystop *)user)->active = false; }
 
+/* Checkpointed: best and wait (the run resumed from a checkpoint is the same run). */
+static int es_get_state(void *user, double *v, int cap) {
+    earlystop *e = user;
+    if (cap < 2) return 0;
+    v[0] = e->best;
+    v[1] = e->wait;
+    return 2;
+}
+
+static sn_status es_set_state(void *user, const double *v, int n) {
+    earlystop *e = user;
+    if (n != 2 || !(v[1] >= 0))
+        return sn_errorf(SN_ERR_FORMAT, "early_stopping: a state of %d values (expected best, "
+                         "wait)", n);
+    e->best = v[0];
+    e->wait = (int)v[1];
+    e->active = true;
+    return SN_OK;
+}
+
 sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, int patience) {
     if (!monitor) monitor = "val_loss";
     if (!*monitor || strlen(monitor) >= 64 || patience < 0 || !isfinite(min_delta)) {
@@ -347,7 +367,9 @@ sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, i
     /* mode "auto": accuracy-like names are maximised, everything else minimised */
     e->maximize = strstr(monitor, "acc") != NULL;
     e->base.cb = (sn_callback){.user = e, .on_epoch_begin = es_epoch_begin,
-                               .on_epoch_end = es_epoch_end, .on_train_end = es_train_end};
+                               .on_epoch_end = es_epoch_end, .on_train_end = es_train_end,
+                               .state_name = "early_stopping", .get_state = es_get_state,
+                               .set_state = es_set_state};
     return &e->base.cb;
 }
 

@@ -4,7 +4,8 @@
  * metric accumulators), so the variable buffer is settled before any plan exists. The
  * training graph itself is built lazily, once per batch shape, in the model's one graph:
  *
- *   x, y inputs -> forward(training) -> per-example loss -> mean -> gradients
+ *   x, y inputs -> forward(training) -> per-example loss -> mean (+ the layers'
+ *   regularization penalties) -> gradients
  *   -> one apply_optimizer per variable -> iterations += 1
  *   -> loss_sum += loss * B, metric_sum += hits, count += B   (accumulated on the device)
  *
@@ -174,6 +175,17 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
             y = sn_reshape(g, y, &os);
         sn_node per = sn_loss_per_example(g, o->loss, o->from_logits, out, y);
         sn_node loss = sn_reduce_mean(g, per, 0, NULL, false);
+        /* Keras 3's compute_loss: the compiled loss plus every regularization penalty
+         * (Layer.losses), in train_step and in test_step alike, so both fit's loss and
+         * evaluate's include the penalties (keras/src/trainers/trainer.py compute_loss). */
+        sn_node penalty = SN_NONE;
+        bool none = true;
+        s = sn_model_regularization(m, &penalty, &none);
+        if (s != SN_OK) {
+            sn_updates_free(&upd);
+            return s;
+        }
+        if (!none) loss = sn_add(g, loss, penalty);
         int cap = t->n_vars + 1 + upd.n + SN_ACC_MAX;
         targets = sn_malloc((size_t)cap * sizeof *targets);
         sn_node *grads = sn_calloc((size_t)(t->n_vars ? t->n_vars : 1), sizeof *grads);

@@ -252,28 +252,71 @@ sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double
 
 /* ---- fit ------------------------------------------------------------------------------------- */
 
-static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history *h) {
+/* Replays the first `n` batches of the epoch just reset (a resumed checkpoint's position). */
+static sn_status skip_batches(runner *r, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        bool end = false;
+        SN_TRY(sn_error_context(sn_dataset_next(r->ds, r->pending, &end), "fit: resuming epoch "
+                                "%d at step %lld", r->epoch + 1, (long long)n));
+        if (end)
+            return sn_errorf(SN_ERR_INVALID, "fit: the checkpoint is at step %lld of epoch %d but "
+                             "the training data ends after %lld batches (other data?)",
+                             (long long)n, r->epoch + 1, (long long)i);
+    }
+    return SN_OK;
+}
+
+static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history *h,
+                            sn_fit_progress *fp) {
     sn_train_state *t = m->train;
     int64_t spe = t->opts.steps_per_execution;
-    int64_t card = sn_dataset_cardinality(train), known = -1;
+    int64_t card = sn_dataset_cardinality(train);
     if (card == SN_CARDINALITY_INFINITE && o->steps_per_epoch == 0)
         return sn_errorf(SN_ERR_INVALID, "fit: the training dataset is infinite (repeat(-1)); "
                          "set steps_per_epoch");
     if (card == 0) return sn_errorf(SN_ERR_INVALID, "fit: the training dataset is empty");
+    for (int c = 0; c < o->n_callbacks; c++)
+        if (o->callbacks[c] && o->callbacks[c]->on_train_begin)
+            SN_TRY(o->callbacks[c]->on_train_begin(o->callbacks[c]->user, m));
+    const sn_backup_opts *bk = o->backup;
+    bool resumed = false;
+    if (bk) SN_TRY(sn_fit_backup_resume(m, bk, &resumed));
+    int first = o->initial_epoch;
+    bool mid = false; /* resumed inside an epoch */
+    if (resumed) {
+        if (fp->epoch_done && fp->stopped) return SN_OK; /* that run had stopped for good */
+        first = fp->epoch_done ? fp->epoch + 1 : fp->epoch;
+        mid = !fp->epoch_done;
+    }
     runner r = {.m = m, .ds = train, .kind = SN_PLAN_TRAIN, .what = "fit"};
     bool stop = false;
-    for (int epoch = o->initial_epoch; epoch < o->epochs && !stop; epoch++) {
+    for (int epoch = first; epoch < o->epochs && !stop; epoch++) {
+        bool resume_here = mid && epoch == first;
         /* Every epoch, the first too, starts from the dataset's beginning (as a new Keras
-         * iterator): a dataset that an earlier fit or evaluate ended must not look empty. */
+         * iterator): a dataset that an earlier fit or evaluate ended must not look empty.
+         * A checkpoint records the pipeline's counters from just before this reset. */
+        if (!resume_here) SN_TRY(sn_dataset_state_get(train, &fp->train_state));
         SN_TRY(sn_error_context(sn_dataset_reset(train), "fit: epoch %d: resetting the "
                                 "training dataset", epoch + 1));
+        fp->epoch = epoch;
+        fp->epoch_done = false;
         runner_start(&r);
         r.epoch = epoch;
         for (int c = 0; c < o->n_callbacks; c++)
             if (o->callbacks[c] && o->callbacks[c]->on_epoch_begin)
                 SN_TRY(o->callbacks[c]->on_epoch_begin(o->callbacks[c]->user, epoch, o->epochs));
-        zero_acc(m, 0);
-        int64_t total = card >= 0 ? card : known;
+        if (resume_here) {
+            /* The accumulators came back with the variables; the data moves past the steps
+             * already done. */
+            SN_TRY(skip_batches(&r, fp->done));
+            r.done = fp->done;
+            stop = fp->stopped;
+        } else {
+            zero_acc(m, 0);
+            fp->done = 0;
+            fp->stopped = false;
+        }
+        int64_t total = card >= 0 ? card : fp->known;
         if (o->steps_per_epoch > 0 && (total < 0 || total > o->steps_per_epoch))
             total = o->steps_per_epoch;
         double t0 = sn_now();
@@ -281,7 +324,7 @@ static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, 
         memset(&logs, 0, sizeof logs);
         logs.epoch = epoch;
         logs.steps = total;
-        for (;;) {
+        while (!stop) {
             int64_t want = spe;
             if (o->steps_per_epoch > 0 && o->steps_per_epoch - r.done < want)
                 want = o->steps_per_epoch - r.done;
@@ -298,6 +341,12 @@ static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, 
                     if (o->callbacks[c] && o->callbacks[c]->on_batch_end)
                         SN_TRY(o->callbacks[c]->on_batch_end(o->callbacks[c]->user, &logs,
                                                              &bstop));
+                fp->done = r.done;
+                fp->stopped = bstop;
+                /* Between executions nothing is in flight: the state is whole. */
+                if (bk && bk->every_steps > 0 &&
+                    t->step / bk->every_steps > (t->step - ran) / bk->every_steps)
+                    SN_TRY(sn_fit_backup_save(m, bk));
                 if (bstop) {
                     stop = true;
                     break;
@@ -308,7 +357,7 @@ static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, 
         if (r.done == 0)
             return sn_errorf(SN_ERR_INVALID, "fit: the training dataset produced no batch in "
                              "epoch %d", epoch + 1);
-        known = r.done;
+        fp->known = r.done;
         train_logs(m, &logs);
         logs.step = r.done;
         if (logs.steps < 0 || r.ended) logs.steps = r.done;
@@ -321,6 +370,10 @@ static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, 
                 logs.values[logs.n++] = v[i];
             }
         }
+        if (t->log_lr && logs.n < SN_LOGS_MAX) {
+            logs.names[logs.n] = "learning_rate";
+            logs.values[logs.n++] = t->opts.optimizer.learning_rate;
+        }
         logs.seconds = sn_now() - t0;
         SN_TRY(sn_history_append(h, &logs));
         for (int c = 0; c < o->n_callbacks; c++)
@@ -329,8 +382,23 @@ static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, 
                 SN_TRY(o->callbacks[c]->on_epoch_end(o->callbacks[c]->user, &logs, &estop));
                 if (estop) stop = true;
             }
+        fp->epoch_done = true;
+        fp->stopped = stop;
+        /* Resuming after this epoch starts the next one from the counters as they are now. */
+        SN_TRY(sn_dataset_state_get(train, &fp->train_state));
+        if (bk && bk->every_steps == 0) SN_TRY(sn_fit_backup_save(m, bk));
     }
     return SN_OK;
+}
+
+static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history *h) {
+    sn_fit_progress fp = {.opts = o, .train = train, .history = h, .epoch = o->initial_epoch,
+                          .known = -1};
+    m->train->fit = &fp;
+    m->train->log_lr = false;
+    sn_status s = fit_epochs(m, train, o, h, &fp);
+    m->train->fit = NULL;
+    return s;
 }
 
 sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history) {
@@ -347,6 +415,14 @@ sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_
     if (opts.n_callbacks < 0 || (opts.n_callbacks > 0 && !opts.callbacks))
         return sn_errorf(SN_ERR_INVALID, "fit: n_callbacks %d with callbacks %s",
                          opts.n_callbacks, opts.callbacks ? "set" : "NULL");
+    if (opts.backup) {
+        const sn_backup_opts *b = opts.backup;
+        if ((!b->dir || !*b->dir) && !b->resume_path)
+            return sn_errorf(SN_ERR_INVALID, "fit: backup.dir is %s", b->dir ? "empty" : "NULL");
+        if (b->every_steps < 0 || b->keep < 1)
+            return sn_errorf(SN_ERR_INVALID, "fit: backup every_steps %lld (>= 0, 0 = each "
+                             "epoch) and keep %d (>= 1)", (long long)b->every_steps, b->keep);
+    }
     if (opts.validation) {
         int nc = sn_dataset_num_components(opts.validation);
         if (nc != 2)

@@ -4,7 +4,7 @@
 
 #include "nn/train_impl.h"
 
-#define HIST_MAX_NAMES (2 * (SN_MAX_METRICS + 1))
+#define HIST_MAX_NAMES SN_LOGS_MAX
 
 struct sn_history {
     int n_names;
@@ -57,4 +57,41 @@ void sn_history_free(sn_history *h) {
     for (int i = 0; i < h->n_names; i++) free(h->names[i]);
     free(h->values);
     free(h);
+}
+
+/* ---- checkpoints (nn/checkpoint.c) ------------------------------------------------------- */
+
+int sn_history_names(const sn_history *h, const char **names) {
+    for (int i = 0; i < h->n_names; i++) names[i] = h->names[i];
+    return h->n_names;
+}
+
+double sn_history_value_at(const sn_history *h, int epoch, int k) {
+    return h->values[(size_t)epoch * HIST_MAX_NAMES + k];
+}
+
+sn_status sn_history_restore(sn_history *h, int n_names, char *const *names, int n_epochs,
+                             const double *values) {
+    if (n_names < 0 || n_names > HIST_MAX_NAMES || n_epochs < 0)
+        return sn_errorf(SN_ERR_FORMAT, "history of %d names (at most %d) and %d epochs",
+                         n_names, HIST_MAX_NAMES, n_epochs);
+    for (int i = 0; i < h->n_names; i++) free(h->names[i]);
+    h->n_names = 0;
+    h->n_epochs = 0;
+    for (int i = 0; i < n_names; i++) {
+        if (!(h->names[i] = sn_strdup(names[i]))) return SN_ERR_NOMEM;
+        h->n_names = i + 1;
+    }
+    if (n_epochs > h->cap_epochs) {
+        double *v = sn_realloc(h->values, (size_t)n_epochs * HIST_MAX_NAMES * sizeof *v);
+        if (!v) return SN_ERR_NOMEM;
+        h->values = v;
+        h->cap_epochs = n_epochs;
+    }
+    for (int e = 0; e < n_epochs; e++)
+        for (int k = 0; k < HIST_MAX_NAMES; k++)
+            h->values[(size_t)e * HIST_MAX_NAMES + k] =
+                k < n_names ? values[(size_t)e * n_names + k] : NAN;
+    h->n_epochs = n_epochs;
+    return SN_OK;
 }

@@ -295,10 +295,16 @@ static sn_status same_shape_build(sn_layer *l, sn_graph *g, const sn_shape *in, 
 }
 
 /* Inverted dropout in training (the mask is keyed by l->seed, which the model derives from
- * its seed and the layer's index, the node and the plan step); identity at inference. */
+ * its seed and the layer's index, and by the plan step); identity at inference. Not by the
+ * node: plans for other batch shapes add their own dropout nodes, in an order that depends on
+ * the run's history (a run resumed from a checkpoint builds them in another order), and the
+ * masks must not. */
 static sn_node dropout_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
                                sn_updates *u) {
-    return training && l->rate > 0 ? sn_dropout(g, x, l->rate, l->seed) : x;
+    if (!training || l->rate <= 0) return x;
+    sn_node d = sn_dropout(g, x, l->rate, l->seed);
+    if (d != SN_NONE) g->nodes[d].attr.dropout.mask_node = 0;
+    return d;
 }
 
 static const sn_layer_vtable dropout_vt = {"Dropout", "dropout", same_shape_build,

@@ -19,6 +19,24 @@ static sn_status add_all(sn_model *m, sn_layer **layers) {
 
 #define END ((sn_layer *)-1)
 
+/* The guide's create_model() puts regularizer = tf.keras.regularizers.L2(1e-5) on the kernel
+ * (kernel_regularizer only, no bias_regularizer) of each of its five layers. */
+static const sn_regularizer guide_l2 = {.l2 = 1e-5};
+
+static sn_layer *guide_conv(int64_t filters) {
+    sn_conv2d_layer_opts o = sn_conv2d_layer_defaults(filters, 3, 3);
+    o.activation = SN_ACT_RELU;
+    o.kernel_regularizer = guide_l2;
+    return sn_layer_conv2d_ex(&o);
+}
+
+static sn_layer *guide_dense(int64_t units, sn_activation act) {
+    sn_dense_layer_opts o = sn_dense_layer_defaults(units);
+    o.activation = act;
+    o.kernel_regularizer = guide_l2;
+    return sn_layer_dense_ex(&o);
+}
+
 sn_status sn_model_preset(const char *name, sn_model **out) {
     if (!out) return sn_errorf(SN_ERR_INVALID, "sn_model_preset: out is NULL");
     *out = NULL;
@@ -27,14 +45,12 @@ sn_status sn_model_preset(const char *name, sn_model **out) {
     sn_model *m = NULL;
     sn_status st;
     if (strcmp(name, "tpu_guide_cnn") == 0) {
-        /* The guide's create_model(): 38,375,818 parameters on 28x28x1. */
+        /* The guide's create_model(): 38,375,818 parameters on 28x28x1, L2(1e-5) kernels. */
         if (!(m = sn_sequential_new(name))) return SN_ERR_NOMEM;
-        st = add_all(m, (sn_layer *[]){sn_layer_conv2d(256, 3, 3, SN_ACT_RELU),
-                                       sn_layer_conv2d(256, 3, 3, SN_ACT_RELU),
-                                       sn_layer_flatten(),
-                                       sn_layer_dense(256, SN_ACT_RELU),
-                                       sn_layer_dense(128, SN_ACT_RELU),
-                                       sn_layer_dense(10, SN_ACT_NONE), END});
+        st = add_all(m, (sn_layer *[]){guide_conv(256), guide_conv(256), sn_layer_flatten(),
+                                       guide_dense(256, SN_ACT_RELU),
+                                       guide_dense(128, SN_ACT_RELU),
+                                       guide_dense(10, SN_ACT_NONE), END});
     } else if (strcmp(name, "small_cnn") == 0) {
         if (!(m = sn_sequential_new(name))) return SN_ERR_NOMEM;
         st = add_all(m, (sn_layer *[]){sn_layer_conv2d(32, 3, 3, SN_ACT_RELU),

@@ -72,6 +72,8 @@ struct sn_train_state {
     int n_plans, cap_plans;
     int64_t step;    /* training steps run so far: the plan step that keys dropout masks */
     char val_names[SN_MAX_METRICS + 1][64]; /* "val_loss", "val_<metric>" */
+    struct sn_fit_progress *fit; /* while fit runs: where it is (checkpoints read it) */
+    bool log_lr;     /* a learning-rate callback is attached: epoch logs get "learning_rate" */
 };
 
 /* The model's training state, created (uncompiled) when missing; NULL when out of memory. */
@@ -86,5 +88,39 @@ sn_shape sn_model_out_shape(const sn_model *m);
 /* History: fit appends one row of logs per epoch. */
 sn_history *sn_history_new(void);
 sn_status sn_history_append(sn_history *h, const sn_logs *logs);
+/* For checkpoints: the names (pointers into h, at most SN_LOGS_MAX), the value of name k
+ * after epoch e (NaN when absent), and replacing everything by n_epochs rows of n_names
+ * values (row-major). */
+int sn_history_names(const sn_history *h, const char **names);
+double sn_history_value_at(const sn_history *h, int epoch, int k);
+sn_status sn_history_restore(sn_history *h, int n_names, char *const *names, int n_epochs,
+                             const double *values);
+
+/* ---- where fit is, for checkpoints (fit.c keeps it, checkpoint.c saves and restores it) --- */
+typedef struct sn_fit_progress {
+    const sn_fit_opts *opts;
+    sn_dataset *train;
+    sn_history *history;
+    int epoch;          /* the current epoch, 0-based */
+    int64_t done;       /* training steps done in it */
+    int64_t known;      /* steps per epoch learnt from the data, -1 before */
+    bool epoch_done;    /* the epoch is complete (validation, history and callbacks ran) */
+    bool stopped;       /* a callback stopped training */
+    bool resumed;       /* restored mid-epoch: fit skips `done` batches instead of zeroing */
+    sn_dataset_state train_state; /* the training data's counters before this epoch's reset */
+} sn_fit_progress;
+
+/* Writes the whole training state of m (which must be inside fit) to path, atomically. */
+sn_status sn_fit_checkpoint_write(sn_model *m, const char *path);
+/* Restores m and m->train->fit from path. SN_ERR_FORMAT: the file is torn or corrupt (the
+ * caller may fall back); other errors (another model, optimizer) name the variable. Nothing
+ * is changed unless everything matched. */
+sn_status sn_fit_checkpoint_restore(sn_model *m, const char *path);
+/* BackupAndRestore: at fit's start, resume from b (sets *resumed); after an execution or an
+ * epoch, write a checkpoint when b says so and prune the folder. */
+sn_status sn_fit_backup_resume(sn_model *m, const sn_backup_opts *b, bool *resumed);
+sn_status sn_fit_backup_save(sn_model *m, const sn_backup_opts *b);
+/* Sets the learning rate every optimizer update node of m's graph reads (lr_schedule.c). */
+void sn_train_set_lr(sn_model *m, double lr);
 
 #endif

@@ -1,0 +1,56 @@
+/* Internal to src/io and its callers in nn: the checkpoint container. A checkpoint is a list of
+ * named, typed arrays (variables, counters, history, callback state) in one HDF5 file; this
+ * layer knows nothing of models. docs/checkpoints.md describes the file.
+ *
+ * Writing is atomic: a temporary file beside the target, flushed and fsync'ed, renamed over
+ * it, the folder fsync'ed. A CRC-32C over every item (name, type, shape, bytes), stored as the
+ * root attribute "crc32c", lets the reader tell a torn or corrupted file (SN_ERR_FORMAT). */
+#ifndef SN_IO_CHECKPOINT_IO_H
+#define SN_IO_CHECKPOINT_IO_H
+
+#include "core/core.h"
+
+typedef enum sn_ckpt_type {
+    SN_CKPT_F32 = 1,
+    SN_CKPT_F64,
+    SN_CKPT_I32,
+    SN_CKPT_I64,
+    SN_CKPT_U8,
+    SN_CKPT_STR, /* data: a char ** of shape.dim[0] NUL-terminated strings (1-D only) */
+} sn_ckpt_type;
+
+typedef struct sn_ckpt_item {
+    char *name;        /* "variables/dense/kernel", "fit/epoch": '/' makes HDF5 groups */
+    sn_ckpt_type type;
+    sn_shape shape;    /* ndim 0: a scalar */
+    void *data;        /* write: the caller's; read: owned by the item array */
+} sn_ckpt_item;
+
+/* Writes items to `path` atomically (see above). `kind` is the root attribute "format"
+ * ("sinter-checkpoint"). Test hooks, read from the environment at each call (never set in
+ * normal use): SN_CKPT_TEST_DELAY_US sleeps between the fsync and the rename;
+ * SN_CKPT_TEST_KILL="N:PHASE" raises SIGKILL in the N-th write of this process (1-based) at
+ * PHASE "data" (half the items written), "synced" (before the rename) or "renamed" (before
+ * the folder's fsync). */
+sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
+                        const sn_ckpt_item *items);
+/* Reads every item of `path` and checks format, version <= max_version and the checksum.
+ * *items (n of them) are freed with sn_ckpt_items_free. A file that is not a checkpoint, or
+ * whose checksum does not match, is SN_ERR_FORMAT naming the path. */
+sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int *n,
+                       sn_ckpt_item **items);
+void sn_ckpt_items_free(int n, sn_ckpt_item *items);
+/* The item called name (NULL when absent). */
+const sn_ckpt_item *sn_ckpt_find(int n, const sn_ckpt_item *items, const char *name);
+size_t sn_ckpt_type_size(sn_ckpt_type t);
+
+/* Checkpoints of a folder: files "<prefix>-<number>.h5", newest (largest number) first. *paths
+ * (malloc'd strings) and *numbers are freed with sn_ckpt_list_free. A missing folder is an
+ * empty list. */
+sn_status sn_ckpt_list(const char *dir, const char *prefix, int *n, char ***paths,
+                       int64_t **numbers);
+void sn_ckpt_list_free(int n, char **paths, int64_t *numbers);
+/* Creates dir (one level) when missing. */
+sn_status sn_ckpt_mkdir(const char *dir);
+
+#endif
