@@ -8,6 +8,7 @@
 #include "fuzz_util.h"
 #include "sinter/data.h"
 #include "sinter/io.h"
+#include <zip.h>
 
 static char out_dir[512];
 
@@ -150,6 +151,61 @@ static void weights_seeds(void) {
     for (int i = 0; i < 9; i++) sn_tensor_free(t[i]);
 }
 
+/* A .npy file (format 1.0): magic, header length, the header dict padded to 64 bytes, data. */
+static size_t npy(uint8_t *buf, const char *descr, const char *shape, size_t nbytes) {
+    char dict[128];
+    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                     descr, shape);
+    size_t hlen = ((10 + (size_t)n + 1 + 63) / 64) * 64 - 10;
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (uint8_t)(hlen & 0xff);
+    buf[9] = (uint8_t)(hlen >> 8);
+    memset(buf + 10, ' ', hlen);
+    memcpy(buf + 10, dict, (size_t)n);
+    buf[10 + hlen - 1] = '\n';
+    for (size_t i = 0; i < nbytes; i++) buf[10 + hlen + i] = (uint8_t)(i * 7 + 1);
+    return 10 + hlen + nbytes;
+}
+
+static void npy_seeds(void) {
+    struct { const char *name, *descr, *shape; size_t nbytes; } c[] = {
+        {"f4_2x3", "<f4", "(2, 3)", 24}, {"u1_4", "|u1", "(4,)", 4}, {"i8_3", "<i8", "(3,)", 24},
+        {"f8_be_2x2", ">f8", "(2, 2)", 32}, {"b1_scalar", "|b1", "()", 1}, {"f2_5", "<f2", "(5,)", 10},
+    };
+    uint8_t buf[512], seed[520];
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        size_t n = npy(buf, c[i].descr, c[i].shape, c[i].nbytes);
+        if (!strcmp(c[i].descr, "<i8")) memset(buf + n - 24, 0, 24); /* values that fit i32 */
+        seed[0] = 0; /* .npy */
+        memcpy(seed + 1, buf, n);
+        write_bytes(path_of("fuzz_npy", c[i].name), seed, n + 1);
+    }
+    /* .npz: member x.npy stored, and deflated (np.savez / np.savez_compressed). */
+    for (int comp = 0; comp < 2; comp++) {
+        const char *tmp = path_of("fuzz_npy", "tmp.npz");
+        remove(tmp);
+        int err = 0;
+        zip_t *z = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &err);
+        if (!z) die("zip_open");
+        size_t n = npy(buf, "<f4", "(2, 3)", 24);
+        zip_source_t *src = zip_source_buffer(z, buf, n, 0);
+        zip_int64_t idx = src ? zip_file_add(z, "x.npy", src, ZIP_FL_OVERWRITE) : -1;
+        if (idx < 0 || zip_set_file_compression(z, (zip_uint64_t)idx,
+                                                comp ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0 ||
+            zip_close(z) != 0)
+            die("zip");
+        size_t zn;
+        uint8_t *zb = read_bytes(tmp, &zn);
+        remove(tmp);
+        uint8_t *s = malloc(zn + 1);
+        s[0] = 1; /* .npz */
+        memcpy(s + 1, zb, zn);
+        write_bytes(path_of("fuzz_npy", comp ? "npz_deflated" : "npz_stored"), s, zn + 1);
+        free(s);
+        free(zb);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -160,5 +216,6 @@ int main(int argc, char **argv) {
     idx_seeds();
     tfrecord_seeds();
     weights_seeds();
+    npy_seeds();
     return 0;
 }
