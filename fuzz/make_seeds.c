@@ -151,59 +151,80 @@ static void weights_seeds(void) {
     for (int i = 0; i < 9; i++) sn_tensor_free(t[i]);
 }
 
-/* A .npy file (format 1.0): magic, header length, the header dict padded to 64 bytes, data. */
-static size_t npy(uint8_t *buf, const char *descr, const char *shape, size_t nbytes) {
-    char dict[128];
-    int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                     descr, shape);
-    size_t hlen = ((10 + (size_t)n + 1 + 63) / 64) * 64 - 10;
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (uint8_t)(hlen & 0xff);
-    buf[9] = (uint8_t)(hlen >> 8);
-    memset(buf + 10, ' ', hlen);
-    memcpy(buf + 10, dict, (size_t)n);
-    buf[10 + hlen - 1] = '\n';
-    for (size_t i = 0; i < nbytes; i++) buf[10 + hlen + i] = (uint8_t)(i * 7 + 1);
-    return 10 + hlen + nbytes;
+/* An .npy image by hand (sinter writes no .npy): numpy's header layout, padded to 64. */
+static size_t npy_bytes(uint8_t *buf, int major, const char *descr, const char *shape,
+                        const void *data, size_t n) {
+    char h[256];
+    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                      descr, shape);
+    size_t pre = major == 1 ? 10 : 12, total = ((pre + (size_t)hl + 1 + 63) / 64) * 64 - pre;
+    memcpy(buf, "\x93NUMPY", 6);
+    buf[6] = (uint8_t)major;
+    buf[7] = 0;
+    for (size_t i = 0; i < pre - 8; i++) buf[8 + i] = (uint8_t)(total >> (8 * i));
+    memcpy(buf + pre, h, (size_t)hl);
+    memset(buf + pre + hl, ' ', total - (size_t)hl);
+    buf[pre + total - 1] = '\n';
+    memcpy(buf + pre + total, data, n);
+    return pre + total + n;
 }
 
 static void npy_seeds(void) {
-    struct { const char *name, *descr, *shape; size_t nbytes; } c[] = {
-        {"f4_2x3", "<f4", "(2, 3)", 24}, {"u1_4", "|u1", "(4,)", 4}, {"i8_3", "<i8", "(3,)", 24},
-        {"f8_be_2x2", ">f8", "(2, 2)", 32}, {"b1_scalar", "|b1", "()", 1}, {"f2_5", "<f2", "(5,)", 10},
+    static uint8_t buf[4096], d[512];
+    for (int i = 0; i < 512; i++) d[i] = (uint8_t)(i * 37 + 11);
+    struct { const char *name, *descr, *shape; int major; size_t n; } c[] = {
+        {"u1_3d", "|u1", "(2, 4, 4)", 1, 32},   {"f4_2d", "<f4", "(3, 4)", 1, 48},
+        {"f8_be", ">f8", "(2,)", 2, 16},        {"i8_1d", "<i8", "(4,)", 3, 32},
+        {"f2_1d", "<f2", "(3,)", 1, 6},         {"b1_1d", "|b1", "(5,)", 1, 5},
+        {"u2_scalar", "<u2", "()", 1, 2},
     };
-    uint8_t buf[512], seed[520];
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
-        size_t n = npy(buf, c[i].descr, c[i].shape, c[i].nbytes);
-        if (!strcmp(c[i].descr, "<i8")) memset(buf + n - 24, 0, 24); /* values that fit i32 */
-        seed[0] = 0; /* .npy */
-        memcpy(seed + 1, buf, n);
-        write_bytes(path_of("fuzz_npy", c[i].name), seed, n + 1);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+        write_bytes(path_of("fuzz_npy", c[i].name), buf,
+                    npy_bytes(buf, c[i].major, c[i].descr, c[i].shape, d, c[i].n));
+    /* An .npz of x (deflated) and y (stored), as np.savez / savez_compressed write them. */
+    const char *p = path_of("fuzz_npz", "x_y");
+    int err = 0;
+    zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    if (!z) die("zip_open");
+    const char *members[2][3] = {{"x.npy", "|u1", "(4, 3, 3)"}, {"y.npy", "<i8", "(4,)"}};
+    for (int m = 0; m < 2; m++) {
+        size_t n = npy_bytes(buf, 1, members[m][1], members[m][2], d, m ? 32 : 36);
+        void *copy = malloc(n);
+        if (!copy) die("malloc");
+        memcpy(copy, buf, n);
+        zip_source_t *src = zip_source_buffer(z, copy, n, 1);
+        zip_int64_t i = src ? zip_file_add(z, members[m][0], src, 0) : -1;
+        if (i < 0 || zip_set_file_compression(z, (zip_uint64_t)i, m ? ZIP_CM_STORE : ZIP_CM_DEFLATE, 0))
+            die("zip_file_add");
     }
-    /* .npz: member x.npy stored, and deflated (np.savez / np.savez_compressed). */
-    for (int comp = 0; comp < 2; comp++) {
-        const char *tmp = path_of("fuzz_npy", "tmp.npz");
-        remove(tmp);
-        int err = 0;
-        zip_t *z = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &err);
-        if (!z) die("zip_open");
-        size_t n = npy(buf, "<f4", "(2, 3)", 24);
-        zip_source_t *src = zip_source_buffer(z, buf, n, 0);
-        zip_int64_t idx = src ? zip_file_add(z, "x.npy", src, ZIP_FL_OVERWRITE) : -1;
-        if (idx < 0 || zip_set_file_compression(z, (zip_uint64_t)idx,
-                                                comp ? ZIP_CM_DEFLATE : ZIP_CM_STORE, 0) != 0 ||
-            zip_close(z) != 0)
-            die("zip");
-        size_t zn;
-        uint8_t *zb = read_bytes(tmp, &zn);
-        remove(tmp);
-        uint8_t *s = malloc(zn + 1);
-        s[0] = 1; /* .npz */
-        memcpy(s + 1, zb, zn);
-        write_bytes(path_of("fuzz_npy", comp ? "npz_deflated" : "npz_stored"), s, zn + 1);
-        free(s);
-        free(zb);
-    }
+    if (zip_close(z) != 0) die("zip_close");
+}
+
+static void text_seeds(void) {
+    /* Byte 0 is the target's control byte (sequence length, bytes mode, batch, split). */
+    const char *t1 = "\x21" "First Citizen:\nBefore we proceed any further, hear me speak.\n";
+    write_bytes(path_of("fuzz_text", "ascii"), t1, strlen(t1));
+    const char *t2 = "\x18" "na\xc3\xafve caf\xc3\xa9" " \xe2\x82\xac \xf0\x9f\x98\x80 fa\xc3\xa7" "ade";
+    write_bytes(path_of("fuzz_text", "utf8"), t2, strlen(t2));
+    const char t3[] = "\x11" "\xff\xfe\x00\x80 bytes \xc3";
+    write_bytes(path_of("fuzz_text", "bytes_mode"), t3, sizeof t3 - 1);
+    /* A vocabulary file as sn_vocab_save writes it, behind a control byte. */
+    sn_vocab *v = NULL;
+    if (sn_vocab_build(&v, t2 + 1, strlen(t2) - 1, false) != SN_OK) die("vocab");
+    char vp[1024];
+    snprintf(vp, sizeof vp, "%s", path_of("fuzz_text", "vocab_tmp.json"));
+    if (sn_vocab_save(v, vp) != SN_OK) die("vocab save");
+    sn_vocab_free(v);
+    size_t n = 0;
+    uint8_t *j = read_bytes(vp, &n);
+    uint8_t *s = malloc(n + 1);
+    if (!s) die("malloc");
+    s[0] = 0x20;
+    memcpy(s + 1, j, n);
+    write_bytes(path_of("fuzz_text", "vocab_json"), s, n + 1);
+    remove(vp);
+    free(j);
+    free(s);
 }
 
 int main(int argc, char **argv) {
@@ -217,5 +238,6 @@ int main(int argc, char **argv) {
     tfrecord_seeds();
     weights_seeds();
     npy_seeds();
+    text_seeds();
     return 0;
 }

@@ -159,7 +159,7 @@ static void test_npy_valid(void) {
 }
 
 static void test_npy_hostile(void) {
-    float f[12] = {0};
+    float f[32] = {0}; /* room for the largest ndata below */
     struct {
         const char *header;
         int major;

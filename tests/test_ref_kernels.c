@@ -877,6 +877,7 @@ int main(void) {
     sn_ref_register_matmul(&table);
     sn_ref_register_conv(&table);
     sn_ref_register_state(&table);
+    sn_ref_register_rnn(&table);
     sn_ref_register_activation(&table);
 
     test_matmul();

@@ -347,6 +347,17 @@ sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double
  * cross-entropy. Otherwise (MSE, from_logits false, not compiled) the raw output. Works on a
  * built model before compile too. The caller frees *out. */
 sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out);
+/* The model's input shape and predict's output shape, without the batch dimension. */
+sn_shape sn_model_input_shape(const sn_model *m);
+sn_shape sn_model_output_shape(const sn_model *m);
+/* For servers (src/serve): builds the prediction plan for batches of exactly `batch` rows,
+ * which sn_model_predict and sn_model_predict_into then reuse. Neither is thread-safe: one
+ * thread at a time per model. */
+sn_status sn_model_predict_prepare(sn_model *m, int64_t batch);
+/* What sn_model_predict gives, for `batch` contiguous f32 rows x [batch, input...] into
+ * out [batch, output...] (the caller's buffers). Allocates nothing once the plan for `batch`
+ * is prepared. */
+sn_status sn_model_predict_into(sn_model *m, int64_t batch, const float *x, float *out);
 
 int sn_history_epochs(const sn_history *h);
 /* The value of `name` ("loss", "val_sparse_categorical_accuracy", ...) after epoch i; NaN when
@@ -368,6 +379,35 @@ sn_status sn_model_load_weights(sn_model *m, const char *path);
 /* "tpu_guide_cnn", "small_cnn", "mlp": new unbuilt Sequential models. SN_ERR_NOT_FOUND names
  * the accepted presets. */
 sn_status sn_model_preset(const char *name, sn_model **out);
+/* Character models, whose sizes follow the vocabulary (known once the text is read):
+ * "char_lstm"       Embedding(vocab, 256) -> LSTM(1024, return_sequences) -> Dense(vocab),
+ *                   TensorFlow's text-generation tutorial;
+ * "char_lstm_small" Embedding(vocab, 64) -> LSTM(256, return_sequences) -> Dense(vocab), the
+ *                   size of ../shared/bench/char_lstm.py (one-hot -> LSTM(256) -> Linear),
+ *                   which trains in minutes on 2 cores.
+ * Build them with input shape (seq_length,). SN_ERR_NOT_FOUND names the accepted presets;
+ * SN_ERR_INVALID when vocab_size < 2. */
+sn_status sn_model_preset_text(const char *name, int64_t vocab_size, sn_model **out);
+
+/* ---- stateful stepping (generation) --------------------------------------------------------- */
+/* Runs a built sequence model (input shape (steps,), e.g. a character model) on [batch, steps]
+ * inputs call after call, carrying the final state of every LSTM/GRU layer into the next call
+ * (Keras's stateful=True with reset_states): feeding a prefix once and then one character per
+ * call never recomputes the prefix. The stepper borrows the model (free the stepper first) and
+ * adds its own nodes to the model's graph, one plan per distinct `steps`. */
+typedef struct sn_stepper sn_stepper;
+sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out);
+/* x: [batch, steps] inputs as the model takes them (f32 ids). *out: the model's raw output
+ * (logits) at the last step, [batch, classes], valid until the next call; *classes its width. */
+sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const float **out,
+                         int64_t *classes);
+/* Zeroes the carried states (Keras's reset_states). */
+void sn_stepper_reset(sn_stepper *s);
+void sn_stepper_free(sn_stepper *s);
+/* Draws an index from softmax(logits / temperature) with the Philox counter RNG: the same
+ * (seed, index) always gives the same draw. temperature must be > 0 (SN_ERR_INVALID). */
+sn_status sn_sample_logits(const float *logits, int64_t n, double temperature, uint64_t seed,
+                           uint64_t index, int32_t *out);
 
 #ifdef __cplusplus
 }

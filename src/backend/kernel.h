@@ -51,6 +51,7 @@ void sn_ref_register_shape(sn_kernel_table *t);
 void sn_ref_register_matmul(sn_kernel_table *t);
 void sn_ref_register_conv(sn_kernel_table *t);
 void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
+void sn_ref_register_rnn(sn_kernel_table *t);
 void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
@@ -60,6 +61,8 @@ void sn_cpu_register_softmax(sn_kernel_table *t);
 void sn_cpu_register_matmul(sn_kernel_table *t);
 void sn_cpu_register_conv(sn_kernel_table *t);
 void sn_cpu_register_state(sn_kernel_table *t);
+void sn_cpu_register_rnn(sn_kernel_table *t);
+void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */

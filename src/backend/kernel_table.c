@@ -18,6 +18,7 @@ static void build_ref(void) {
     sn_ref_register_matmul(&ref_table);
     sn_ref_register_conv(&ref_table);
     sn_ref_register_state(&ref_table);
+    sn_ref_register_rnn(&ref_table);
     sn_ref_register_activation(&ref_table);
 }
 
@@ -31,6 +32,8 @@ static void build_cpu(void) {
     sn_cpu_register_matmul(&cpu_table);
     sn_cpu_register_conv(&cpu_table);
     sn_cpu_register_state(&cpu_table);
+    sn_cpu_register_rnn(&cpu_table);
+    sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
 }
 

@@ -7,12 +7,18 @@ typedef struct sn_cli_command {
     int (*run)(int argc, char **argv); /* argv[0] is the command name; returns the exit code */
 } sn_cli_command;
 
+#include <stdbool.h>
+
 int sn_cmd_devices(int argc, char **argv);
 int sn_cmd_train(int argc, char **argv);
 int sn_cmd_evaluate(int argc, char **argv);
 int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
+int sn_cmd_generate(int argc, char **argv);
+/* The character model presets (cmd_generate.c). */
+extern const char *const sn_cli_text_models[];
+int sn_cmd_serve(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
 #include <stdbool.h>

@@ -216,7 +216,10 @@ int sn_cmd_train(int argc, char **argv) {
                  (long long)info.n_train, (long long)seq_length, text_bytes ? "bytes" : "characters",
                  sn_vocab_size(vocab), (long long)info.n_validation);
         sn_shape in = {.ndim = 1, .dim = {seq_length}};
-        sn_status st = sn_model_preset(model_name, &m);
+        /* Models take f32 inputs; the Embedding casts the ids back (exact below 2^24). */
+        sn_status st = sn_dataset_map_cast(&train, 0, SN_F32);
+        if (st == SN_OK && test) st = sn_dataset_map_cast(&test, 0, SN_F32);
+        if (st == SN_OK) st = sn_model_preset_text(model_name, sn_vocab_size(vocab), &m);
         if (st == SN_OK && (st = sn_model_build(m, &in, (uint64_t)seed)) != SN_OK) {
             sn_model_free(m);
             m = NULL;

@@ -12,7 +12,8 @@
 #include "core/core.h" /* sn_errorf, SN_TRY: the loaders below report like the library */
 
 const char *const sn_cli_datasets[] = {"fashion_mnist", NULL};
-const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", NULL};
+const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", "char_lstm_small",
+                                      "char_lstm", NULL};
 
 /* Where Debian's dataset-fashion-mnist package puts the IDX files. */
 #define SN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

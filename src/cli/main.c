@@ -12,7 +12,9 @@ static const sn_cli_command commands[] = {
     {"evaluate", "loss and accuracy of saved weights on the test split", sn_cmd_evaluate},
     {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
+    {"generate", "write text with a trained character model (sinter train --data ... --save)", sn_cmd_generate},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
+    {"serve", "serve models with TensorFlow Serving's REST API (batched predictions)", sn_cmd_serve},
 };
 
 static void usage(FILE *f) {

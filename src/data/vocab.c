@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,8 +144,8 @@ sn_status sn_vocab_build(sn_vocab **out, const void *text, size_t len, bool byte
     *out = NULL;
     if (!text && len) return sn_errorf(SN_ERR_INVALID, "sn_vocab_build: text is NULL");
     const uint8_t *p = text;
-    uint32_t nbits = bytes ? 256 : SN_UNICODE_END;
-    uint8_t *seen = sn_calloc(nbits / 8, 1); /* a bitmap of the code points met */
+    uint32_t nwords = (bytes ? 256 : SN_UNICODE_END) / 64;
+    uint64_t *seen = sn_calloc(nwords, sizeof *seen); /* a bitmap of the code points met */
     if (!seen) return SN_ERR_NOMEM;
     size_t pos = 0;
     while (pos < len) {
@@ -158,10 +159,10 @@ sn_status sn_vocab_build(sn_vocab **out, const void *text, size_t len, bool byte
                              "text in bytes mode to take it byte by byte",
                              pos, p[pos]);
         }
-        seen[c >> 3] |= (uint8_t)(1u << (c & 7));
+        seen[c >> 6] |= (uint64_t)1 << (c & 63);
     }
     int n = 0;
-    for (uint32_t c = 0; c < nbits; c++) n += seen[c >> 3] >> (c & 7) & 1;
+    for (uint32_t w = 0; w < nwords; w++) n += __builtin_popcountll(seen[w]);
     if (n == 0) {
         free(seen);
         return sn_errorf(SN_ERR_FORMAT, "vocab: the text is empty; a vocabulary needs characters");
@@ -172,8 +173,9 @@ sn_status sn_vocab_build(sn_vocab **out, const void *text, size_t len, bool byte
         return SN_ERR_NOMEM;
     }
     n = 0;
-    for (uint32_t c = 0; c < nbits; c++)
-        if (seen[c >> 3] >> (c & 7) & 1) chars[n++] = c;
+    for (uint32_t w = 0; w < nwords; w++) /* ascending: the vocabulary comes out sorted */
+        for (uint64_t bits = seen[w]; bits; bits &= bits - 1)
+            chars[n++] = w * 64 + (uint32_t)__builtin_ctzll(bits);
     free(seen);
     sn_status s = vocab_new(out, chars, n, bytes);
     free(chars);
@@ -278,20 +280,25 @@ char *sn_vocab_path_for(const char *weights_path) {
 /* ---- JSON ------------------------------------------------------------------------------ */
 
 #define VOCAB_FORMAT "sinter.vocab"
+
+static atomic_uint tmp_counter; /* distinct temporary names within one process */
 #define VOCAB_VERSION 1
 
 /* path's bytes written atomically: a temporary file beside it, fsync, rename, fsync of the
  * folder, so a crash leaves the old file or the new one, never half of one. */
 static sn_status write_atomic(const char *path, const char *data, size_t n) {
     size_t plen = strlen(path);
-    char *tmp = sn_malloc(plen + 16);
+    char *tmp = sn_malloc(plen + 40);
     char *dir = sn_malloc(plen + 2);
     if (!tmp || !dir) {
         free(tmp);
         free(dir);
         return SN_ERR_NOMEM;
     }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    /* Not mkstemp: its 0600 would make the vocabulary unreadable to others, unlike every
+     * other file sinter writes. O_EXCL with a per-process name is as safe. */
+    snprintf(tmp, plen + 40, "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&tmp_counter, 1u));
     const char *slash = strrchr(path, '/');
     if (slash) {
         size_t dl = slash == path ? 1 : (size_t)(slash - path);
@@ -301,7 +308,7 @@ static sn_status write_atomic(const char *path, const char *data, size_t n) {
         strcpy(dir, ".");
     }
     sn_status s = SN_OK;
-    int fd = mkstemp(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0) {
         s = sn_errorf(SN_ERR_IO, "vocab: cannot create a temporary file beside %s: %s", path,
                       strerror(errno));

@@ -83,6 +83,11 @@ typedef enum sn_op {
     SN_OP_ASSIGN,           /* (var, value) */
     SN_OP_ASSIGN_ADD,       /* (var, value) */
     SN_OP_APPLY_OPTIMIZER,  /* (var, grad, iterations, slots...) see nn/optimizer.c */
+    /* recurrent ops over a whole sequence (op_rnn.c; graph/op_rnn.h says what they hold) */
+    SN_OP_LSTM,             /* (xw, r, h0, c0) -> workspace [B, T, 6U] */
+    SN_OP_LSTM_GRAD,        /* (r, c0, ws, dws) -> d xw [B, T, 4U] */
+    SN_OP_GRU,              /* (xw, r, rb, h0) -> workspace [B, T, 5U] */
+    SN_OP_GRU_GRAD,         /* (r, h0, ws, dws) -> d xw | d rec [B, T, 6U] */
     SN_OP_COUNT
 } sn_op;
 

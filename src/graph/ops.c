@@ -62,6 +62,10 @@ extern const sn_op_def sn_def_gelu, sn_def_silu, sn_def_elu, sn_def_leaky_relu, 
     sn_def_gelu_grad, sn_def_silu_grad, sn_def_elu_grad, sn_def_leaky_relu_grad,
     sn_def_relu6_grad;
 extern const sn_op_def sn_def_apply_optimizer;
+extern const sn_op_def sn_def_lstm;
+extern const sn_op_def sn_def_lstm_grad;
+extern const sn_op_def sn_def_gru;
+extern const sn_op_def sn_def_gru_grad;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -126,6 +130,10 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_ASSIGN] = &sn_def_assign,
     [SN_OP_ASSIGN_ADD] = &sn_def_assign_add,
     [SN_OP_APPLY_OPTIMIZER] = &sn_def_apply_optimizer,
+    [SN_OP_LSTM] = &sn_def_lstm,
+    [SN_OP_LSTM_GRAD] = &sn_def_lstm_grad,
+    [SN_OP_GRU] = &sn_def_gru,
+    [SN_OP_GRU_GRAD] = &sn_def_gru_grad,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {

@@ -111,30 +111,37 @@ static sn_status fill_orthogonal(const sn_initializer *in, void *data, sn_dtype 
     int64_t r = 1, c = shape->dim[shape->ndim - 1];
     for (int i = 0; i < shape->ndim - 1; i++) r *= shape->dim[i];
     int64_t m = r > c ? r : c, k = r > c ? c : r; /* a is [m, k], m >= k */
+    /* Stored column by column (column j at a + j * m) so that every dot product and update of
+     * the Gram-Schmidt loop runs over contiguous memory: the same arithmetic in the same order
+     * as over the row-major [m, k] draw, so the same values, but a 1024-unit LSTM's
+     * [1024, 4096] kernel takes seconds instead of minutes. */
     double *a = sn_malloc(sizeof *a * (size_t)(m * k));
     if (!a) return SN_ERR_NOMEM;
-    for (int64_t i = 0; i < m * k; i++) a[i] = sn_rng_normal(rng);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < k; j++) a[j * m + i] = sn_rng_normal(rng);
     for (int64_t j = 0; j < k; j++) {
+        double *aj = a + j * m;
         for (int pass = 0; pass < 2; pass++)
             for (int64_t p = 0; p < j; p++) {
+                const double *ap = a + p * m;
                 double d = 0;
-                for (int64_t i = 0; i < m; i++) d += a[i * k + p] * a[i * k + j];
-                for (int64_t i = 0; i < m; i++) a[i * k + j] -= d * a[i * k + p];
+                for (int64_t i = 0; i < m; i++) d += ap[i] * aj[i];
+                for (int64_t i = 0; i < m; i++) aj[i] -= d * ap[i];
             }
         double nrm = 0;
-        for (int64_t i = 0; i < m; i++) nrm += a[i * k + j] * a[i * k + j];
+        for (int64_t i = 0; i < m; i++) nrm += aj[i] * aj[i];
         nrm = sqrt(nrm);
         if (!(nrm > 1e-300)) { /* a dependent column: practically impossible from a normal draw */
             free(a);
             return sn_errorf(SN_ERR_NUMERIC, "%s: orthogonal initializer drew a singular matrix",
                              what);
         }
-        for (int64_t i = 0; i < m; i++) a[i * k + j] /= nrm;
+        for (int64_t i = 0; i < m; i++) aj[i] /= nrm;
     }
     /* q is a [m, k]; the variable, viewed as [r, c], is q (r >= c) or q^T (r < c). */
     for (int64_t i = 0; i < r; i++)
         for (int64_t j = 0; j < c; j++)
-            put(data, dt, i * c + j, in->gain * (r >= c ? a[i * k + j] : a[j * k + i]));
+            put(data, dt, i * c + j, in->gain * (r >= c ? a[j * m + i] : a[i * m + j]));
     free(a);
     return SN_OK;
 }

@@ -45,6 +45,8 @@ struct sn_layer {
     sn_shape reshape_target;         /* Reshape, as given (may hold one -1) */
     double rate;                     /* Dropout */
     uint64_t seed; /* dropout */
+    sn_embedding_layer_opts embedding; /* Embedding (layers_seq.c) */
+    sn_rnn_layer_opts rnn;             /* LSTM, GRU (layers_seq.c) */
     sn_dtype dtype; /* of the variables: SN_F32 (set from the model at build) */
     /* Weight penalties this layer adds to the training loss (set at build, see
      * sn_layer_add_regularizer). */
@@ -64,6 +66,13 @@ sn_status sn_model_regularization(sn_model *m, sn_node *penalty, bool *none);
 
 sn_status sn_updates_push(sn_updates *u, sn_node n);
 void sn_updates_free(sn_updates *u);
+
+/* Recurrent layers (layers_seq.c): how many state tensors ([B, units] each) layer l carries
+ * (LSTM 2: h, c; GRU 1: h; other layers 0), and its forward pass from given initial states
+ * state_in[] that also returns the final states in state_out[] (for sn_stepper). */
+int sn_layer_state_count(const sn_layer *l);
+sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
+                              sn_node *state_out);
 
 /* Adds `act` on x (identity for SN_ACT_NONE). (activations.c) */
 sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act);

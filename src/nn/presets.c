@@ -65,6 +65,9 @@ sn_status sn_model_preset(const char *name, sn_model **out) {
         st = add_all(m, (sn_layer *[]){sn_layer_flatten(),
                                        sn_layer_dense(128, SN_ACT_RELU),
                                        sn_layer_dense(10, SN_ACT_NONE), END});
+    } else if (strcmp(name, "char_lstm") == 0 || strcmp(name, "char_lstm_small") == 0) {
+        return sn_errorf(SN_ERR_INVALID, "model preset '%s' is sized by the vocabulary: build it "
+                         "with sn_model_preset_text (sinter train --data TEXT does)", name);
     } else {
         return sn_errorf(SN_ERR_NOT_FOUND, "unknown model preset '%s'; accepted: %s", name,
                          accepted);

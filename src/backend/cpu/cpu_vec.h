@@ -111,6 +111,25 @@ TGT_AVX2 static inline void vsqrt_avx2(float *o, const float *x, int64_t n) {
 }
 #endif
 
+/* tanh: an odd polynomial below |x| = 0.625 (no cancellation near 0), 1 - 2/(e^2|x| + 1)
+ * above, sign restored by bits. */
+INL float vtanh(float x) {
+    float ax = u2f(f2u(x) & 0x7fffffffu);
+    float big = 1.0f - 2.0f / (vexp(ax + ax) + 1.0f);
+    big = u2f(f2u(big) | (f2u(x) & 0x80000000u));
+    float z = x * x;
+    float p = -5.70498872745E-3f;
+    p = p * z + 2.06390887954E-2f;
+    p = p * z - 5.37397155531E-2f;
+    p = p * z + 1.33314422036E-1f;
+    p = p * z - 3.33332819422E-1f;
+    float small = x + x * z * p;
+    return sel(mask(ax < 0.625f), small, big);
+}
+
+/* 1 / (1 + e^-x): e^-x overflows to inf for x < -88.8, giving the correct 0. */
+INL float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+
 /* ---- choosing a variant ------------------------------------------------------------------ */
 
 #ifdef SN_CPU_X86

@@ -1,0 +1,102 @@
+/* Fast f32 data movement of the shape ops the sequence models use on every step: slice and
+ * its gradient (the recurrent layers slice h and c out of their workspaces, op_rnn.h) and the
+ * embedding's scatter-add (gather_grad). Whole contiguous runs of the last axis are copied at
+ * once, where the reference kernels move one element at a time through double. */
+#include <string.h>
+
+#include "backend/kernel.h"
+
+static bool f32_in_out(const sn_kcall *c, int in) {
+    return c->node->dtype == SN_F32 && c->in_node[in]->dtype == SN_F32;
+}
+
+static bool slice_supports(const sn_kcall *c) { return f32_in_out(c, 0); }
+
+/* Row-major element strides of s. */
+static void strides_of(const sn_shape *s, int64_t st[SN_MAX_DIMS]) {
+    int64_t acc = 1;
+    for (int d = s->ndim - 1; d >= 0; d--) {
+        st[d] = acc;
+        acc *= s->dim[d];
+    }
+}
+
+/* Calls move(small row i, offset in big) for every last-axis run of the window `small` placed
+ * at `begin` inside `big`. */
+static void for_each_run(const sn_shape *big, const sn_shape *small, const int64_t *begin,
+                         float *dst, const float *src, bool to_big) {
+    int nd = small->ndim;
+    if (nd == 0) {
+        *dst = *src;
+        return;
+    }
+    int64_t bst[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
+    strides_of(big, bst);
+    int64_t run = small->dim[nd - 1], rows = sn_shape_numel(small) / (run ? run : 1);
+    int64_t base = 0;
+    for (int d = 0; d < nd; d++) base += begin[d] * bst[d];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = base;
+        for (int d = 0; d < nd - 1; d++) off += idx[d] * bst[d];
+        if (to_big) memcpy(dst + off, src + r * run, sizeof(float) * (size_t)run);
+        else memcpy(dst + r * run, src + off, sizeof(float) * (size_t)run);
+        for (int d = nd - 2; d >= 0; d--) {
+            if (++idx[d] < small->dim[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* x [in] -> y [size]: the window at attr.slice.begin */
+static sn_status slice_run(sn_kcall *c) {
+    for_each_run(&c->in_node[0]->shape, &c->node->shape, c->node->attr.slice.begin, c->out,
+                 c->in[0], false);
+    return SN_OK;
+}
+
+/* dy [size] -> dx [attr.slice.in_shape]: zeros with dy at begin */
+static sn_status slice_grad_run(sn_kcall *c) {
+    memset(c->out, 0, sizeof(float) * (size_t)sn_shape_numel(&c->node->shape));
+    for_each_run(&c->node->shape, &c->in_node[0]->shape, c->node->attr.slice.begin, c->out,
+                 c->in[0], true);
+    return SN_OK;
+}
+
+static bool gather_grad_supports(const sn_kcall *c) {
+    return f32_in_out(c, 1) && c->in_node[0]->dtype == SN_I32;
+}
+
+/* indices i32 [any], dy [indices shape..., D] -> dtable [V, D]: zeros, then each dy row added
+ * to the row its index names (in index order, as the reference). Only the table's size is
+ * dense; the work is over the rows used. */
+static sn_status gather_grad_run(sn_kcall *c) {
+    const sn_shape *os = &c->node->shape;
+    int64_t vocab = c->node->attr.gather.vocab, dim = os->dim[os->ndim - 1];
+    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
+    const int32_t *ix = c->in[0];
+    const float *dy = c->in[1];
+    float *out = c->out;
+    memset(out, 0, sizeof(float) * (size_t)sn_shape_numel(os));
+    for (int64_t i = 0; i < n; i++) {
+        int64_t v = ix[i];
+        if (v < 0 || v >= vocab)
+            return sn_errorf(SN_ERR_INVALID, "gather_grad: index %lld at position %lld is "
+                             "outside [0, %lld)", (long long)v, (long long)i, (long long)vocab);
+        float *o = out + v * dim;
+        const float *d = dy + i * dim;
+        for (int64_t k = 0; k < dim; k++) o[k] += d[k];
+    }
+    return SN_OK;
+}
+
+static const sn_kernel k_slice = {.impl = "memcpy", .supports = slice_supports, .run = slice_run},
+                       k_slice_grad = {.impl = "memcpy", .supports = slice_supports,
+                                       .run = slice_grad_run},
+                       k_gather_grad = {.impl = "vec", .supports = gather_grad_supports,
+                                        .run = gather_grad_run};
+
+void sn_cpu_register_shape(sn_kernel_table *t) {
+    t->k[SN_OP_SLICE] = &k_slice;
+    t->k[SN_OP_SLICE_GRAD] = &k_slice_grad;
+    t->k[SN_OP_GATHER_GRAD] = &k_gather_grad;
+}

@@ -1,0 +1,130 @@
+/* sinter generate: text from a trained character model. The model runs statefully (sn_stepper):
+ * the --start text is fed once to build the LSTM state, then one character per step, each
+ * drawn from softmax(logits / temperature) with the Philox RNG keyed by --seed (the same seed
+ * gives the same text), and printed as soon as it is drawn. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "sinter/device.h"
+
+const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int sn_cmd_generate(int argc, char **argv) {
+    const char *prog = "sinter generate";
+    const char *model_name = "char_lstm_small", *weights = NULL, *vocab_path = NULL;
+    const char *start = "ROMEO:";
+    int64_t length = 1000, seed = 0, threads = 0;
+    double temperature = 1.0;
+    bool report = false;
+    sn_flag flags[] = {
+        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name,
+         .choices = sn_cli_text_models, .help = "character model preset the weights belong to"},
+        {.name = "weights", .kind = SN_FLAG_STRING, .value = &weights, .metavar = "PATH",
+         .required = true, .help = "weights from sinter train --save"},
+        {.name = "vocab", .kind = SN_FLAG_STRING, .value = &vocab_path, .metavar = "PATH",
+         .default_text = "PATH.vocab.json beside --weights",
+         .help = "the vocabulary saved with the weights"},
+        {.name = "start", .kind = SN_FLAG_STRING, .value = &start, .metavar = "TEXT",
+         .help = "text the generated characters follow (printed first)"},
+        {.name = "length", .kind = SN_FLAG_INT, .value = &length, .imin = 0, .imax = 1000000000,
+         .help = "characters to generate"},
+        {.name = "temperature", .kind = SN_FLAG_FLOAT, .value = &temperature, .fmin = 0,
+         .fmax = 1e6, .fmin_exclusive = true,
+         .help = "softmax temperature: below 1 more predictable, above 1 more random"},
+        {.name = "seed", .kind = SN_FLAG_INT, .value = &seed, .imin = 0, .imax = INT64_MAX,
+         .help = "seed of the sampling"},
+        {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
+         .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        {.name = "report", .kind = SN_FLAG_BOOL, .value = &report,
+         .help = "end with one key=value line on stderr (chars_per_s of the sampling loop)"},
+    };
+    sn_flag_set fs = {prog,
+                      "Generates text from a character model trained with sinter train "
+                      "--save,\none character per step from the model's carried state.",
+                      (int)(sizeof flags / sizeof flags[0]), flags};
+    int rc = sn_flags_parse(&fs, argc, argv);
+    if (rc >= 0) return rc;
+    sn_cli_set_threads(threads);
+    if (!*start) {
+        fprintf(stderr, "%s: --start is empty; give at least one character to start from\n", prog);
+        return 2;
+    }
+
+    char *vp = NULL;
+    sn_vocab *vocab = NULL;
+    sn_model *m = NULL;
+    sn_stepper *st = NULL;
+    int32_t *ids = NULL;
+    float *x = NULL;
+    rc = 1;
+    if (!vocab_path && !(vp = sn_vocab_path_for(weights))) goto fail;
+    const char *vpath = vocab_path ? vocab_path : vp;
+    if (access(vpath, R_OK) != 0) {
+        fprintf(stderr, "%s: no vocabulary at %s: sinter train --save writes it beside the "
+                "weights (or pass --vocab PATH)\n", prog, vpath);
+        goto done;
+    }
+    if (sn_vocab_load(&vocab, vpath) != SN_OK) goto fail;
+    int64_t n = 0;
+    if (sn_vocab_encode(vocab, start, strlen(start), &ids, &n) != SN_OK) {
+        fprintf(stderr, "%s: --start \"%s\": %s, read from %s\n", prog, start, sn_last_error(),
+                vpath);
+        rc = 2;
+        goto done;
+    }
+    if (sn_model_preset_text(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
+        sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {1}}, 0) != SN_OK ||
+        sn_model_load_weights(m, weights) != SN_OK || sn_stepper_new(m, 1, &st) != SN_OK)
+        goto fail;
+    if (!(x = malloc(sizeof *x * (size_t)n))) goto fail;
+    for (int64_t i = 0; i < n; i++) x[i] = (float)ids[i];
+    fputs(start, stdout);
+    fflush(stdout);
+    const float *logits = NULL;
+    int64_t classes = 0;
+    double t0 = now_s();
+    if (sn_stepper_run(st, x, n, &logits, &classes) != SN_OK) goto fail;
+    double t1 = now_s();
+    for (int64_t i = 0; i < length; i++) {
+        int32_t id;
+        if (sn_sample_logits(logits, classes, temperature, (uint64_t)seed, (uint64_t)i, &id) != SN_OK)
+            goto fail;
+        char buf[4];
+        int len = sn_vocab_decode(vocab, id, buf);
+        fwrite(buf, 1, (size_t)len, stdout);
+        fflush(stdout);
+        if (i + 1 == length) break; /* the last character needs no next state */
+        float xi = (float)id;
+        if (sn_stepper_run(st, &xi, 1, &logits, &classes) != SN_OK) goto fail;
+    }
+    double t2 = now_s();
+    fputc('\n', stdout);
+    if (report)
+        fprintf(stderr, "framework=sinter workload=generate model=%s threads=%d start_chars=%lld "
+                "start_s=%.4f chars=%lld seconds=%.4f chars_per_s=%.1f\n", model_name,
+                sn_num_threads(), (long long)n, t1 - t0, (long long)length, t2 - t1,
+                t2 > t1 ? (double)length / (t2 - t1) : 0);
+    rc = 0;
+    goto done;
+fail:
+    rc = sn_cli_fail(prog);
+done:
+    free(x);
+    free(ids);
+    sn_stepper_free(st);
+    sn_model_free(m);
+    sn_vocab_free(vocab);
+    free(vp);
+    return rc;
+}

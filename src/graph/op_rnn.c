@@ -1,0 +1,154 @@
+/* Recurrent ops: LSTM and GRU over a whole sequence, and their gradients (op_rnn.h says what
+ * the workspaces hold). The recurrence is the only part that cannot be one big GEMM, so the
+ * ops cover exactly that: the input projection x @ W (+ b) before them and the weight
+ * gradients W^T dgates, h_prev^T dgates after them are ordinary matmul nodes built here and by
+ * the layers, which the planner runs as single large GEMMs over all B * T rows.
+ *
+ *   lstm:      (xw [B,T,4U], r [U,4U], h0 [B,U], c0 [B,U]) -> ws [B,T,6U]
+ *   lstm_grad: (r, c0, ws, dws [B,T,6U]) -> dxw [B,T,4U] (pre-activation gate gradients)
+ *   gru:       (xw [B,T,3U], r [U,3U], rb [3U], h0 [B,U]) -> ws [B,T,5U]
+ *   gru_grad:  (r, h0, ws, dws [B,T,5U]) -> [B,T,6U]: dxw (3U) | drec (3U), the gradients of
+ *              x @ W + b_in and of h_prev @ r + rb (they differ in the h part: r * ...) */
+#include "graph/op_rnn.h"
+
+#define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
+
+static bool same_float(const sn_node_t *a, const sn_node_t *b) {
+    return a->dtype == b->dtype && sn_dtype_is_float(a->dtype);
+}
+
+/* Checks xw [B, T, G*U], r [U, G*U], h0 (and c0) [B, U]; sets *B, *T, *U. */
+static sn_status check_rnn_inputs(const char *op, int gates, const sn_node_t *xw,
+                                  const sn_node_t *r, const sn_node_t *h0, const sn_node_t *c0,
+                                  int64_t *B, int64_t *T, int64_t *U) {
+    char s1[128], s2[128], s3[128];
+    if (!same_float(xw, r) || !same_float(xw, h0) || (c0 && !same_float(xw, c0)))
+        return sn_errorf(SN_ERR_SHAPE, "%s: inputs must be floats of one dtype, got %s, %s, %s",
+                         op, sn_dtype_name(xw->dtype), sn_dtype_name(r->dtype),
+                         sn_dtype_name(h0->dtype));
+    if (r->shape.ndim != 2 || r->shape.dim[1] != gates * r->shape.dim[0] || r->shape.dim[0] < 1)
+        return sn_errorf(SN_ERR_SHAPE, "%s: recurrent kernel must be [U, %d*U], got %s", op,
+                         gates, sn_shape_str(&r->shape, s1, sizeof s1));
+    *U = r->shape.dim[0];
+    if (xw->shape.ndim != 3 || xw->shape.dim[2] != gates * *U)
+        return sn_errorf(SN_ERR_SHAPE, "%s: input projection must be [B, T, %lld], got %s", op,
+                         (long long)(gates * *U), sn_shape_str(&xw->shape, s1, sizeof s1));
+    *B = xw->shape.dim[0];
+    *T = xw->shape.dim[1];
+    sn_shape hs = {.ndim = 2, .dim = {*B, *U}};
+    if (!sn_shape_equal(&h0->shape, &hs) || (c0 && !sn_shape_equal(&c0->shape, &hs)))
+        return sn_errorf(SN_ERR_SHAPE, "%s: initial state must be %s, got %s%s%s", op,
+                         sn_shape_str(&hs, s1, sizeof s1), sn_shape_str(&h0->shape, s2, sizeof s2),
+                         c0 ? " and " : "", c0 ? sn_shape_str(&c0->shape, s3, sizeof s3) : "");
+    return SN_OK;
+}
+
+static sn_status infer_lstm(const sn_graph *g, sn_node_t *node) {
+    int64_t B = 0, T = 0, U = 0;
+    SN_TRY(check_rnn_inputs("lstm", 4, IN(g, node, 0), IN(g, node, 1), IN(g, node, 2),
+                            IN(g, node, 3), &B, &T, &U));
+    node->shape = (sn_shape){.ndim = 3, .dim = {B, T, SN_LSTM_WS * U}};
+    node->dtype = IN(g, node, 0)->dtype;
+    return SN_OK;
+}
+
+static sn_status infer_gru(const sn_graph *g, sn_node_t *node) {
+    int64_t B = 0, T = 0, U = 0;
+    SN_TRY(check_rnn_inputs("gru", 3, IN(g, node, 0), IN(g, node, 1), IN(g, node, 3), NULL,
+                            &B, &T, &U));
+    const sn_node_t *rb = IN(g, node, 2);
+    char s1[128];
+    if (!same_float(rb, IN(g, node, 0)) || rb->shape.ndim != 1 || rb->shape.dim[0] != 3 * U)
+        return sn_errorf(SN_ERR_SHAPE, "gru: recurrent bias must be [%lld] of the inputs' dtype, "
+                         "got %s %s", (long long)(3 * U), sn_dtype_name(rb->dtype),
+                         sn_shape_str(&rb->shape, s1, sizeof s1));
+    node->shape = (sn_shape){.ndim = 3, .dim = {B, T, SN_GRU_WS * U}};
+    node->dtype = IN(g, node, 0)->dtype;
+    return SN_OK;
+}
+
+/* Gradient ops are built only by the rules below, from shapes already checked. */
+static sn_status infer_rnn_grad(const sn_graph *g, sn_node_t *node, int gates_out) {
+    const sn_node_t *r = IN(g, node, 0), *ws = IN(g, node, 2);
+    node->shape = ws->shape;
+    node->shape.dim[2] = gates_out * r->shape.dim[0];
+    node->dtype = ws->dtype;
+    return SN_OK;
+}
+static sn_status infer_lstm_grad(const sn_graph *g, sn_node_t *node) {
+    return infer_rnn_grad(g, node, 4);
+}
+static sn_status infer_gru_grad(const sn_graph *g, sn_node_t *node) {
+    return infer_rnn_grad(g, node, 6);
+}
+
+sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0) {
+    return sn_graph_add(g, SN_OP_LSTM, 4, (sn_node[]){xw, r, h0, c0}, NULL);
+}
+
+sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0) {
+    return sn_graph_add(g, SN_OP_GRU, 4, (sn_node[]){xw, r, rb, h0}, NULL);
+}
+
+sn_node sn_rnn_slot_seq(sn_graph *g, sn_node ws, int64_t units, int slot) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    sn_shape s = g->nodes[ws].shape;
+    int64_t begin[3] = {0, 0, slot * units}, size[3] = {s.dim[0], s.dim[1], units};
+    return sn_slice(g, ws, begin, size);
+}
+
+sn_node sn_rnn_slot_last(sn_graph *g, sn_node ws, int64_t units, int slot) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    sn_shape s = g->nodes[ws].shape;
+    int64_t begin[3] = {0, s.dim[1] - 1, slot * units}, size[3] = {s.dim[0], 1, units};
+    sn_node y = sn_slice(g, ws, begin, size);
+    return sn_reshape(g, y, &(sn_shape){.ndim = 2, .dim = {s.dim[0], units}});
+}
+
+/* [B, T, U]: the state each step started from, h0 then h_1 .. h_{T-1}. */
+static sn_node prev_h(sn_graph *g, sn_node ws, sn_node h0, int64_t U) {
+    sn_shape s = g->nodes[ws].shape;
+    int64_t B = s.dim[0], T = s.dim[1];
+    sn_node first = sn_reshape(g, h0, &(sn_shape){.ndim = 3, .dim = {B, 1, U}});
+    if (T == 1) return first;
+    int64_t begin[3] = {0, 0, 0}, size[3] = {B, T - 1, U};
+    return sn_concat(g, 2, (sn_node[]){first, sn_slice(g, ws, begin, size)}, 1);
+}
+
+/* d r = sum over (b, t) of h_prev^T d(h_prev @ r): one GEMM over all B * T rows. */
+static sn_node recurrent_kernel_grad(sn_graph *g, sn_node ws, sn_node h0, sn_node drec,
+                                     int64_t U) {
+    sn_shape s = g->nodes[drec].shape;
+    int64_t rows = s.dim[0] * s.dim[1];
+    sn_node hp = sn_reshape(g, prev_h(g, ws, h0, U), &(sn_shape){.ndim = 2, .dim = {rows, U}});
+    sn_node d = sn_reshape(g, drec, &(sn_shape){.ndim = 2, .dim = {rows, s.dim[2]}});
+    return sn_matmul(g, hp, d, true, false);
+}
+
+static void grad_lstm(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node r = node.in[1], h0 = node.in[2], c0 = node.in[3];
+    int64_t U = g->nodes[r].shape.dim[0];
+    sn_node dg = sn_graph_add(g, SN_OP_LSTM_GRAD, 4, (sn_node[]){r, c0, n, dy}, NULL);
+    dx[0] = dg;
+    dx[1] = recurrent_kernel_grad(g, n, h0, dg, U);
+}
+
+static void grad_gru(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node r = node.in[1], h0 = node.in[3];
+    int64_t U = g->nodes[r].shape.dim[0];
+    sn_node gg = sn_graph_add(g, SN_OP_GRU_GRAD, 4, (sn_node[]){r, h0, n, dy}, NULL);
+    if (gg == SN_NONE) return;
+    sn_shape s = g->nodes[gg].shape;
+    int64_t b0[3] = {0, 0, 0}, b1[3] = {0, 0, 3 * U}, size[3] = {s.dim[0], s.dim[1], 3 * U};
+    sn_node drec = sn_slice(g, gg, b1, size);
+    dx[0] = sn_slice(g, gg, b0, size);
+    dx[1] = recurrent_kernel_grad(g, n, h0, drec, U);
+    dx[2] = sn_reduce_sum(g, drec, 2, (int[]){0, 1}, false);
+}
+
+const sn_op_def sn_def_lstm = {.name = "lstm", .n_in = 4, .infer = infer_lstm, .grad = grad_lstm};
+const sn_op_def sn_def_lstm_grad = {.name = "lstm_grad", .n_in = 4, .infer = infer_lstm_grad};
+const sn_op_def sn_def_gru = {.name = "gru", .n_in = 4, .infer = infer_gru, .grad = grad_gru};
+const sn_op_def sn_def_gru_grad = {.name = "gru_grad", .n_in = 4, .infer = infer_gru_grad};

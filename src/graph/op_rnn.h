@@ -1,0 +1,34 @@
+/* Internal builders of the recurrent ops (op_rnn.c), for the sequence layers of src/nn and the
+ * tests. Each op runs the whole recurrence over a sequence whose input projection x @ W + b
+ * the caller has already computed as one big matmul; the op's output is a workspace that holds
+ * the outputs and the saved gate activations the gradient needs, from which the caller slices
+ * what it returns.
+ *
+ *   LSTM: xw [B, T, 4U] (gate order i, f, c, o as Keras), r [U, 4U], h0 [B, U], c0 [B, U]
+ *         -> ws [B, T, 6U], per (b, t): h | c | i | f | g | o   (activated gates, g = tanh)
+ *   GRU (Keras reset_after=True): xw [B, T, 3U] (z, r, h, input bias included),
+ *         r [U, 3U], rb [3U] (recurrent bias), h0 [B, U]
+ *         -> ws [B, T, 5U], per (b, t): h | z | r | hh | rh   (rh = (h_prev @ r + rb)[h part])
+ *
+ * Gradients flow into xw, r (and rb); the initial states get none: Keras does not train them
+ * either (they are zeros, or a stateful layer's carried state, which is a constant of the
+ * step). Only the h and c slots of the workspace are outputs; a gradient reaching a gate slot
+ * is ignored (nothing but these layers reads the workspace). */
+#ifndef SN_GRAPH_OP_RNN_H
+#define SN_GRAPH_OP_RNN_H
+
+#include "graph/graph_impl.h"
+
+sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0);
+sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0);
+
+/* Slots of a workspace: columns [k*U, (k+1)*U) of the last axis. */
+enum { SN_LSTM_H = 0, SN_LSTM_C = 1, SN_LSTM_GATES = 2, SN_LSTM_WS = 6 };
+enum { SN_GRU_H = 0, SN_GRU_Z = 1, SN_GRU_R = 2, SN_GRU_HH = 3, SN_GRU_RH = 4, SN_GRU_WS = 5 };
+
+/* ws [B, T, S*U] -> [B, T, U]: slot k of every step (the output sequence for k = h). */
+sn_node sn_rnn_slot_seq(sn_graph *g, sn_node ws, int64_t units, int slot);
+/* ws [B, T, S*U] -> [B, U]: slot k of the last step (the final h or c). */
+sn_node sn_rnn_slot_last(sn_graph *g, sn_node ws, int64_t units, int slot);
+
+#endif

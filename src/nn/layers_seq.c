@@ -1,0 +1,242 @@
+/* Keras's sequence layers: Embedding, LSTM and GRU (reset_after=True), with Keras's variable
+ * names, shapes and gate order so that weights files interchange with Keras.
+ *
+ * The recurrent layers compute the input projection of every step as one GEMM over B * T rows
+ * (x @ kernel + bias), then run the recurrence as one op (graph/op_rnn.h) and slice the
+ * outputs from its workspace. Initial states are zeros; sn_stepper (stepper.c) runs the same
+ * layers from carried states, which is how stateful use (generation) works here.
+ *
+ * Decisions (docs/design.md): return_state is refused in a Sequential model (the next layer
+ * takes one tensor; Keras's Sequential fails on it too) - the stepper hands out the states
+ * instead; stateful=True is refused for training through fit (Keras needs a fixed batch for
+ * it, and sinter's models are built without one) - sn_stepper is the stateful runner, with
+ * sn_stepper_reset as reset_states. */
+#include <string.h>
+
+#include "graph/op_rnn.h"
+#include "nn/layers_impl.h"
+
+static void put(void *data, sn_dtype dt, int64_t i, double v) {
+    if (dt == SN_F64) ((double *)data)[i] = v;
+    else ((float *)data)[i] = (float)v;
+}
+
+/* ---- Embedding -------------------------------------------------------------------------- */
+static sn_status embedding_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    if (in->ndim < 1 || in->ndim + 1 >= SN_MAX_DIMS)
+        return sn_layer_shape_error(l, in, "(None, steps)");
+    const sn_embedding_layer_opts *o = &l->embedding;
+    sn_shape s = {.ndim = 2, .dim = {o->input_dim, o->output_dim}};
+    sn_node e;
+    SN_TRY(sn_layer_add_var(l, g, "embeddings", &s, true, &o->embeddings_initializer,
+                            SN_INIT_RANDOM_UNIFORM, rng, &e));
+    SN_TRY(sn_layer_add_regularizer(l, e, &o->embeddings_regularizer, "embeddings_regularizer"));
+    l->out_shape = *in;
+    l->out_shape.dim[l->out_shape.ndim++] = o->output_dim;
+    return SN_OK;
+}
+
+/* Ids arrive as floats (models take f32 inputs; Keras casts them the same way) or int32. An id
+ * outside [0, input_dim) fails the run with the gather kernel's message naming it. */
+static sn_node embedding_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                                 sn_updates *u) {
+    sn_node ids = sn_node_dtype(g, x) == SN_I32 ? x : sn_cast(g, x, SN_I32);
+    return sn_gather(g, l->vars[0], ids);
+}
+
+static const sn_layer_vtable embedding_vt = {"Embedding", "embedding", embedding_build,
+                                             embedding_forward, NULL};
+
+sn_embedding_layer_opts sn_embedding_layer_defaults(int64_t input_dim, int64_t output_dim) {
+    return (sn_embedding_layer_opts){.input_dim = input_dim, .output_dim = output_dim};
+}
+
+sn_layer *sn_layer_embedding_ex(const sn_embedding_layer_opts *o) {
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "Embedding: options are NULL");
+        return NULL;
+    }
+    if (o->input_dim <= 0 || o->output_dim <= 0 || o->input_dim > (1 << 24)) {
+        sn_errorf(SN_ERR_INVALID, "Embedding: input_dim %lld and output_dim %lld, expected "
+                  "positive sizes (input_dim <= 2^24, the ids exact in float)",
+                  (long long)o->input_dim, (long long)o->output_dim);
+        return NULL;
+    }
+    if (sn_check_initializer("Embedding", "embeddings_initializer",
+                             &o->embeddings_initializer) != SN_OK ||
+        sn_check_regularizer("Embedding", "embeddings_regularizer",
+                             &o->embeddings_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&embedding_vt);
+    if (l) l->embedding = *o;
+    return l;
+}
+
+sn_layer *sn_layer_embedding(int64_t input_dim, int64_t output_dim) {
+    sn_embedding_layer_opts o = sn_embedding_layer_defaults(input_dim, output_dim);
+    return sn_layer_embedding_ex(&o);
+}
+
+/* ---- LSTM, GRU ---------------------------------------------------------------------------- */
+static bool is_gru(const sn_layer *l);
+
+static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
+    const sn_rnn_layer_opts *o = &l->rnn;
+    int64_t D = in->dim[1], U = o->units, G = (is_gru(l) ? 3 : 4) * U;
+    sn_node k, r, b;
+    sn_shape ks = {.ndim = 2, .dim = {D, G}}, rs = {.ndim = 2, .dim = {U, G}};
+    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
+                            SN_INIT_GLOROT_UNIFORM, rng, &k));
+    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
+    SN_TRY(sn_layer_add_var(l, g, "recurrent_kernel", &rs, true, &o->recurrent_initializer,
+                            SN_INIT_ORTHOGONAL, rng, &r));
+    SN_TRY(sn_layer_add_regularizer(l, r, &o->recurrent_regularizer, "recurrent_regularizer"));
+    if (o->use_bias) {
+        sn_shape bs = is_gru(l) ? (sn_shape){.ndim = 2, .dim = {2, G}}
+                                : (sn_shape){.ndim = 1, .dim = {G}};
+        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
+                                rng, &b));
+        /* Keras's unit_forget_bias: the forget gate's part of the bias starts at 1 */
+        if (!is_gru(l) && o->unit_forget_bias) {
+            void *d = sn_variable_data(g, b);
+            for (int64_t j = U; j < 2 * U; j++) put(d, l->dtype, j, 1.0);
+        }
+        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
+    }
+    l->out_shape = o->return_sequences ? (sn_shape){.ndim = 2, .dim = {in->dim[0], U}}
+                                       : (sn_shape){.ndim = 1, .dim = {U}};
+    return SN_OK;
+}
+
+int sn_layer_state_count(const sn_layer *l) {
+    if (l->vt->build != rnn_build) return 0;
+    return is_gru(l) ? 1 : 2;
+}
+
+/* x [B, T, D] -> x @ kernel (+ input bias) [B, T, G*U] as one GEMM over B * T rows. */
+static sn_node input_projection(sn_layer *l, sn_graph *g, sn_node x) {
+    sn_shape xs = sn_node_shape(g, x);
+    int64_t B = xs.dim[0], T = xs.dim[1], D = xs.dim[2];
+    sn_shape ks = sn_node_shape(g, l->vars[0]);
+    sn_node x2 = sn_reshape(g, x, &(sn_shape){.ndim = 2, .dim = {B * T, D}});
+    sn_node y = sn_matmul(g, x2, l->vars[0], false, false);
+    if (l->rnn.use_bias) {
+        sn_node b = l->vars[2];
+        if (is_gru(l)) /* bias [2, 3U]: row 0 is the input bias */
+            b = sn_reshape(g, sn_slice(g, b, (int64_t[]){0, 0}, (int64_t[]){1, ks.dim[1]}),
+                           &(sn_shape){.ndim = 1, .dim = {ks.dim[1]}});
+        y = sn_bias_add(g, y, b);
+    }
+    return sn_reshape(g, y, &(sn_shape){.ndim = 3, .dim = {B, T, ks.dim[1]}});
+}
+
+sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
+                              sn_node *state_out) {
+    int64_t U = l->rnn.units;
+    sn_node xw = input_projection(l, g, x), ws, out;
+    if (is_gru(l)) {
+        sn_node rb;
+        if (l->rnn.use_bias)
+            rb = sn_reshape(g, sn_slice(g, l->vars[2], (int64_t[]){1, 0}, (int64_t[]){1, 3 * U}),
+                            &(sn_shape){.ndim = 1, .dim = {3 * U}});
+        else
+            rb = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
+                                 &(sn_shape){.ndim = 1, .dim = {3 * U}});
+        ws = sn_gru_seq(g, xw, l->vars[1], rb, state_in[0]);
+        if (state_out) state_out[0] = sn_rnn_slot_last(g, ws, U, SN_GRU_H);
+        out = l->rnn.return_sequences ? sn_rnn_slot_seq(g, ws, U, SN_GRU_H)
+                                      : sn_rnn_slot_last(g, ws, U, SN_GRU_H);
+    } else {
+        ws = sn_lstm_seq(g, xw, l->vars[1], state_in[0], state_in[1]);
+        if (state_out) {
+            state_out[0] = sn_rnn_slot_last(g, ws, U, SN_LSTM_H);
+            state_out[1] = sn_rnn_slot_last(g, ws, U, SN_LSTM_C);
+        }
+        out = l->rnn.return_sequences ? sn_rnn_slot_seq(g, ws, U, SN_LSTM_H)
+                                      : sn_rnn_slot_last(g, ws, U, SN_LSTM_H);
+    }
+    return out;
+}
+
+/* From zero states, as Keras's get_initial_state. */
+static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    sn_shape xs = sn_node_shape(g, x);
+    sn_shape hs = {.ndim = 2, .dim = {xs.dim[0], l->rnn.units}};
+    sn_node zero = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
+                                   &hs);
+    sn_node st[2] = {zero, zero};
+    return sn_rnn_forward_states(l, g, x, st, NULL);
+}
+
+static const sn_layer_vtable lstm_vt = {"LSTM", "lstm", rnn_build, rnn_forward, NULL};
+static const sn_layer_vtable gru_vt = {"GRU", "gru", rnn_build, rnn_forward, NULL};
+
+static bool is_gru(const sn_layer *l) { return l->vt == &gru_vt; }
+
+sn_rnn_layer_opts sn_lstm_layer_defaults(int64_t units) {
+    return (sn_rnn_layer_opts){.units = units, .activation = SN_ACT_TANH,
+                               .recurrent_activation = SN_ACT_SIGMOID, .use_bias = true,
+                               .unit_forget_bias = true, .reset_after = true};
+}
+
+sn_rnn_layer_opts sn_gru_layer_defaults(int64_t units) { return sn_lstm_layer_defaults(units); }
+
+static sn_layer *rnn_new(const sn_layer_vtable *vt, const sn_rnn_layer_opts *o) {
+    const char *cls = vt->class_name;
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "%s: options are NULL", cls);
+        return NULL;
+    }
+    if (o->units <= 0) {
+        sn_errorf(SN_ERR_INVALID, "%s: units is %lld, expected > 0", cls, (long long)o->units);
+        return NULL;
+    }
+    if (o->activation != SN_ACT_TANH || o->recurrent_activation != SN_ACT_SIGMOID) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "%s: activation '%s' and recurrent_activation '%s': only "
+                  "Keras's defaults 'tanh' and 'sigmoid' are implemented", cls,
+                  sn_activation_name(o->activation), sn_activation_name(o->recurrent_activation));
+        return NULL;
+    }
+    if (vt == &gru_vt && !o->reset_after) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "GRU: reset_after=False is not implemented (Keras's "
+                  "default reset_after=True is)");
+        return NULL;
+    }
+    if (o->return_state) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "%s: return_state=True gives several outputs, which a "
+                  "Sequential model cannot pass on; use sn_stepper for the states", cls);
+        return NULL;
+    }
+    if (o->stateful) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "%s: stateful=True needs a fixed batch size, which "
+                  "sinter models do not have; sn_stepper runs a model statefully (state "
+                  "carried between calls, sn_stepper_reset)", cls);
+        return NULL;
+    }
+    if (sn_check_initializer(cls, "kernel_initializer", &o->kernel_initializer) != SN_OK ||
+        sn_check_initializer(cls, "recurrent_initializer", &o->recurrent_initializer) != SN_OK ||
+        sn_check_initializer(cls, "bias_initializer", &o->bias_initializer) != SN_OK ||
+        sn_check_regularizer(cls, "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
+        sn_check_regularizer(cls, "recurrent_regularizer", &o->recurrent_regularizer) != SN_OK ||
+        sn_check_regularizer(cls, "bias_regularizer", &o->bias_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(vt);
+    if (l) l->rnn = *o;
+    return l;
+}
+
+sn_layer *sn_layer_lstm_ex(const sn_rnn_layer_opts *o) { return rnn_new(&lstm_vt, o); }
+sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o) { return rnn_new(&gru_vt, o); }
+
+sn_layer *sn_layer_lstm(int64_t units, bool return_sequences) {
+    sn_rnn_layer_opts o = sn_lstm_layer_defaults(units);
+    o.return_sequences = return_sequences;
+    return sn_layer_lstm_ex(&o);
+}
+
+sn_layer *sn_layer_gru(int64_t units, bool return_sequences) {
+    sn_rnn_layer_opts o = sn_gru_layer_defaults(units);
+    o.return_sequences = return_sequences;
+    return sn_layer_gru_ex(&o);
+}
