@@ -30,9 +30,9 @@ run_ctest build --output-on-failure
 if [ "${SN_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan) =="
   SN_BUILD_DIR=build-asan scripts/build.sh -DSN_WERROR=ON -DSN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  # LeakSanitizer is on; OpenMP's, oneDNN's and HDF5's per-thread caches live until exit and are
-  # suppressed by name in scripts/lsan.supp. Open MPI's runtime leaks from plugins it unloads
-  # (no name to suppress), so the MPI test runs under ASan + UBSan with leak checks off.
+  # LeakSanitizer is on, with no library suppressed (scripts/lsan.supp says why). Open MPI's
+  # runtime leaks from plugins it unloads (no frame to name), so the MPI test runs under ASan +
+  # UBSan with leak checks off.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
     run_ctest build-asan --output-on-failure -E "test_mpi"
   ASAN_OPTIONS=detect_leaks=0 run_ctest build-asan --output-on-failure -R "test_mpi"
