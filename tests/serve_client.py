@@ -7,6 +7,7 @@ only (urllib, http.client, socket), against 127.0.0.1. Run by tests/test_serve.s
     serve_client.py load   PORT PID SECONDS CONNECTIONS
                                          valid + malformed + oversize + slow requests
     serve_client.py drain  PORT PID      requests queued in the batcher, then SIGTERM
+    serve_client.py stall  PORT          a client stalled mid-body is disconnected
     serve_client.py weights PORT CSV IDX_GZ   served == `sinter predict` on trained weights
 
 Every check prints what differed and the script exits 1 when any failed. No check measures
@@ -241,8 +242,7 @@ def api(port):
 
 
 def slow_client(port):
-    """A valid request sent a few bytes at a time is answered; a client that stops sending
-    is cut off by the idle timeout while others are served."""
+    """A valid request sent a few bytes at a time is answered, with the normal answer."""
     body = json.dumps({"instances": [image(5)]}).encode()
     head = (f"POST /v1/models/small_cnn:predict HTTP/1.1\r\nHost: x\r\n"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
@@ -263,7 +263,16 @@ def slow_client(port):
     want = predict_urllib(port, "small_cnn", [image(5)])
     got = json.loads(resp.split(b"\r\n\r\n", 1)[1])["predictions"]
     check(got == want, "slow client's answer == a normal client's")
-    # Stalled mid-body: the server closes the connection (timeout-s 1 in the test).
+
+
+def stall(port):
+    """A client that stops mid-body is disconnected by the idle timeout (--timeout-s 1 in the
+    test) while others are served."""
+    body = json.dumps({"instances": [image(5)]}).encode()
+    head = (f"POST /v1/models/small_cnn:predict HTTP/1.1\r\nHost: x\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    data = head + body
+    want = predict_urllib(port, "small_cnn", [image(5)])
     s = socket.create_connection(("127.0.0.1", port), timeout=60)
     s.sendall(data[:len(head) + 100])
     check(predict_urllib(port, "small_cnn", [image(5)]) == want, "served while a client stalls")
@@ -276,6 +285,7 @@ def slow_client(port):
     s.close()
     check(closed, "a stalled client is disconnected")
     print(f"stalled client closed after {time.monotonic() - t0:.1f} s")
+    finish("serve stall")
 
 
 # ---- weights ---------------------------------------------------------------------------------
@@ -479,6 +489,8 @@ if __name__ == "__main__":
         batch(int(sys.argv[2]), int(sys.argv[3]))
     elif cmd == "load":
         load(int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]))
+    elif cmd == "stall":
+        stall(int(sys.argv[2]))
     elif cmd == "weights":
         weights(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif cmd == "drain":

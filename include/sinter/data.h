@@ -190,6 +190,9 @@ void sn_tfrecord_close(sn_tfrecord_reader *r);
 typedef struct sn_tfrecord_writer sn_tfrecord_writer;
 sn_status sn_tfrecord_writer_open(sn_tfrecord_writer **out, const char *path, bool gzip);
 sn_status sn_tfrecord_write(sn_tfrecord_writer *w, const void *data, size_t len);
+/* Hands every record written so far to the operating system, so that a reader of the
+ * growing file (TensorBoard) sees them. */
+sn_status sn_tfrecord_writer_flush(sn_tfrecord_writer *w);
 /* Flushes and closes; a failed flush is reported here. NULL is fine. */
 sn_status sn_tfrecord_writer_close(sn_tfrecord_writer *w);
 

@@ -300,6 +300,25 @@ sn_callback *sn_callback_csv_logger(const char *path);
 sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, int patience);
 /* Stops with SN_ERR_NUMERIC naming the epoch and step when the loss becomes NaN or Inf. */
 sn_callback *sn_callback_terminate_on_nan(void);
+/* Keras's TensorBoard callback: event files (sinter/events.h) under log_dir/train and
+ * log_dir/validation; the model comes from on_train_begin, as Keras's set_model (called
+ * without fit, the callback writes no learning rate and no histograms). A resumed fit
+ * (sn_backup_opts) opens new files and counts batch steps from the checkpoint's global step.
+ * Per epoch (step = the 0-based epoch) train gets "epoch_loss",
+ * "epoch_<metric>" and "epoch_learning_rate", validation gets the val_* logs without their
+ * prefix ("epoch_loss", ...). With update_freq N > 0, train also gets "batch_loss",
+ * "batch_<metric>" (the epoch's running means, as Keras logs them) whenever the global step
+ * passes a multiple of N, at that step; batch callbacks see steps in units of
+ * steps_per_execution, so N is effectively rounded up to them. With histogram_freq N > 0,
+ * every N-th epoch writes a histogram of each weight ("<layer>/<variable>/histogram").
+ * The files are flushed at the end of every epoch and closed at the end of training. */
+typedef struct sn_tensorboard_opts {
+    const char *log_dir;   /* required; copied */
+    int64_t update_freq;   /* 0 = Keras's "epoch" (default): no batch scalars */
+    int histogram_freq;    /* 0 (default): no histograms */
+} sn_tensorboard_opts;
+sn_tensorboard_opts sn_tensorboard_defaults(void);
+sn_callback *sn_callback_tensorboard(const sn_tensorboard_opts *o);
 void sn_callback_free(sn_callback *cb);
 
 /* BackupAndRestore, built into fit (docs/checkpoints.md): checkpoints of the whole training

@@ -15,6 +15,7 @@ int sn_cmd_evaluate(int argc, char **argv);
 int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
+int sn_cmd_plot(int argc, char **argv);
 int sn_cmd_generate(int argc, char **argv);
 /* The character model presets (cmd_generate.c). */
 extern const char *const sn_cli_text_models[];
@@ -97,5 +98,20 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
      .help = "data set installed on this machine"},                                            \
     {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \
      .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"}
+
+/* ---- pictures of a model's mistakes (eval_plots.c) ------------------------------------- */
+/* Whether the data is Fashion-MNIST by name (--dataset, no --data-dir or --data): its classes
+ * then have names (T-shirt/top, ...); others are numbered 0, 1, ... */
+bool sn_cli_is_fashion_mnist(const sn_cli_data_opts *o);
+typedef struct sn_cli_eval_plot_opts {
+    const char *misclassified; /* PNG path or NULL */
+    int64_t max_images;        /* >= 1 */
+    const char *confusion;     /* PNG path or NULL */
+} sn_cli_eval_plot_opts;
+/* Predicts every test example (test: the unshuffled pipeline over x [n, ...] and y [n]),
+ * prints "Misclassified: W/N" and writes the requested PNGs (the grid needs grayscale images:
+ * x [n, rows, cols] or [n, rows, cols, 1]). Returns the exit code. */
+int sn_cli_eval_plots(const char *prog, sn_model *m, sn_dataset *test, const sn_tensor *x,
+                      const sn_tensor *y, bool fashion_names, const sn_cli_eval_plot_opts *o);
 
 #endif

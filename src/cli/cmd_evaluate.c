@@ -8,8 +8,8 @@ int sn_cmd_evaluate(int argc, char **argv) {
     const char *prog = "sinter evaluate";
     const char *model_name = "small_cnn";
     sn_cli_data_opts dopt = sn_cli_data_defaults();
-    const char *weights = NULL;
-    int64_t batch = 128, threads = 0;
+    const char *weights = NULL, *misclassified = NULL, *confusion = NULL;
+    int64_t batch = 128, threads = 0, max_images = 36;
     sn_flag flags[] = {
         SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dopt.dataset, &dopt.data_dir),
         SN_CLI_DATA_FLAGS(&dopt),
@@ -17,6 +17,13 @@ int sn_cmd_evaluate(int argc, char **argv) {
          .help = "images per step"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        {.name = "misclassified", .kind = SN_FLAG_STRING, .value = &misclassified,
+         .metavar = "PNG", .help = "draw the first wrong test images, each labelled \"true \u2192 "
+                                   "predicted\", and print how many are wrong"},
+        {.name = "max-images", .kind = SN_FLAG_INT, .value = &max_images, .imin = 1, .imax = 1000,
+         .help = "images in the --misclassified grid"},
+        {.name = "confusion", .kind = SN_FLAG_STRING, .value = &confusion, .metavar = "PNG",
+         .help = "draw the confusion matrix (true class by predicted class, with counts)"},
     };
     sn_flag_set fs = {prog, "Prints the loss and accuracy of a model's saved weights on the test split.",
                       (int)(sizeof flags / sizeof flags[0]), flags};
@@ -50,6 +57,12 @@ int sn_cmd_evaluate(int argc, char **argv) {
     printf("Evaluated %s (%s) on %lld test images\n", model_name, weights, (long long)n);
     printf("Test loss: %.4f\n", vals[0]);
     if (nv > 1) printf("Test accuracy: %.4f\n", vals[1]);
+    if (misclassified || confusion) {
+        sn_cli_eval_plot_opts po = {.misclassified = misclassified, .max_images = max_images,
+                                    .confusion = confusion};
+        rc = sn_cli_eval_plots(prog, m, test, x, y, sn_cli_is_fashion_mnist(&dopt), &po);
+        goto done;
+    }
     rc = 0;
 done:
     sn_model_free(m);

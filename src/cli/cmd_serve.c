@@ -72,9 +72,16 @@ static int split_models(const char *prog, int argc, char **argv, model_arg *args
     return -1;
 }
 
+/* A .keras file carries its weights; the shared loader of evaluate and predict opens it. */
+static bool is_keras_file(const char *model) {
+    size_t n = strlen(model);
+    return n > 6 && !strcmp(model + n - 6, ".keras");
+}
+
 static sn_status load(const model_arg *a, sn_model **out) {
-    if (a->weights) return sn_cli_load_model(a->model, NULL, a->weights, out);
-    /* No weights: the preset as sn_cli_load_model builds it (seed 0), for trying the API. */
+    if (a->weights || is_keras_file(a->model))
+        return sn_cli_load_model(a->model, NULL, a->weights, out);
+    /* No weights: the model as sn_cli_load_model builds it (seed 0), for trying the API. */
     sn_model *m = NULL;
     sn_status s = sn_cli_build_model(a->model, NULL, 0, &m);
     if (s != SN_OK) return s;
@@ -98,7 +105,7 @@ int sn_cmd_serve(int argc, char **argv) {
     sn_flag flags[] = {
         {.name = "model", .kind = SN_FLAG_STRING, .value = &model_doc, .metavar = "NAME_OR_PATH",
          .required = false, .default_text = "required; repeat for more models",
-         .help = "model preset (tpu_guide_cnn, small_cnn, mlp) to serve"},
+         .help = "model to serve: a preset (tpu_guide_cnn, small_cnn, mlp) or what predict's --model takes"},
         {.name = "weights", .kind = SN_FLAG_STRING, .value = &weights_doc, .metavar = "PATH",
          .default_text = "none: freshly initialised weights (seed 0)",
          .help = "weights of the --model before it (.weights.h5 or Keras .h5)"},
@@ -170,7 +177,7 @@ int sn_cmd_serve(int argc, char **argv) {
             fprintf(stderr, "%s: --model %s: %s\n", prog, args[i].model, sn_last_error());
             goto done;
         }
-        if (!args[i].weights)
+        if (!args[i].weights && !is_keras_file(args[i].model))
             fprintf(stderr, "%s: --model %s has no --weights: serving freshly initialised "
                     "weights (seed 0)\n", prog, args[i].model);
         if (args[i].name) snprintf(names[i], sizeof names[i], "%s", args[i].name);

@@ -438,6 +438,17 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
         return sn_error_context(s, "model %s cannot take examples of shape %s", preset,
                                 sn_shape_str(&in, b, sizeof b));
     }
+    /* A model whose input is fixed by its description (not built for the data) must still
+     * match the examples; for presets built above this always holds. */
+    sn_shape have = sn_model_input_shape(m);
+    if (images && !sn_shape_equal(&have, &in)) {
+        char b0[128], b1[128];
+        sn_model_free(m);
+        return sn_errorf(SN_ERR_SHAPE,
+                         "model %s takes examples of shape %s but the data's are %s (--input-shape "
+                         "reshapes them when the number of values agrees)",
+                         preset, sn_shape_str(&have, b0, sizeof b0), sn_shape_str(&in, b1, sizeof b1));
+    }
     *out = m;
     return SN_OK;
 }

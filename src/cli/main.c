@@ -14,6 +14,7 @@ static const sn_cli_command commands[] = {
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
     {"generate", "write text with a trained character model (sinter train --data ... --save)", sn_cmd_generate},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
+    {"plot", "draw loss and accuracy per epoch from a CSV log as a PNG", sn_cmd_plot},
     {"serve", "serve models with TensorFlow Serving's REST API (batched predictions)", sn_cmd_serve},
 };
 

@@ -258,6 +258,18 @@ sn_status sn_tfrecord_write(sn_tfrecord_writer *w, const void *data, size_t len)
     return SN_OK;
 }
 
+sn_status sn_tfrecord_writer_flush(sn_tfrecord_writer *w) {
+    if (!w) return sn_errorf(SN_ERR_INVALID, "sn_tfrecord_writer_flush: NULL writer");
+    int rc = gzflush(w->f, Z_SYNC_FLUSH);
+    if (rc != Z_OK) {
+        int errnum = 0;
+        const char *msg = gzerror(w->f, &errnum);
+        return sn_errorf(SN_ERR_IO, "tfrecord: %s: flushing failed: %s", w->path,
+                         errnum == Z_ERRNO ? strerror(errno) : msg);
+    }
+    return SN_OK;
+}
+
 sn_status sn_tfrecord_writer_close(sn_tfrecord_writer *w) {
     if (!w) return SN_OK;
     int rc = gzclose(w->f);

@@ -12,10 +12,7 @@
 
 #include "nn/train_impl.h"
 
-typedef struct cb_base {
-    sn_callback cb; /* first: sn_callback_free casts back */
-    void (*destroy)(struct cb_base *b);
-} cb_base;
+typedef sn_cb_base cb_base;
 
 void sn_callback_free(sn_callback *cb) {
     if (!cb) return;

@@ -85,6 +85,13 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
 /* The model's output shape without the batch dimension. */
 sn_shape sn_model_out_shape(const sn_model *m);
 
+/* The head of every built-in callback (callbacks.c, callback_*.c): the sn_callback first, so
+ * sn_callback_free casts back and calls destroy (optional) before freeing the whole struct. */
+typedef struct sn_cb_base {
+    sn_callback cb;
+    void (*destroy)(struct sn_cb_base *b);
+} sn_cb_base;
+
 /* History: fit appends one row of logs per epoch. */
 sn_history *sn_history_new(void);
 sn_status sn_history_append(sn_history *h, const sn_logs *logs);

@@ -273,32 +273,30 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (*upload_size > 0) {
         size_t k = *upload_size;
         *upload_size = 0;
-        if (sn_serve_now() - x->t0 > 3.0 * x->srv->o.timeout_s)
-            return send_error(x, c, 408, NULL, "Request body not received within %d s",
-                              3 * x->srv->o.timeout_s);
+        /* libmicrohttpd takes no answer while a body is still arriving, so a request refused
+         * here has its connection closed: a body slower than 3x the idle timeout, or one
+         * over twice the size limit. */
+        if (sn_serve_now() - x->t0 > 3.0 * x->srv->o.timeout_s) return MHD_NO;
         if (x->too_big || x->len + k > x->srv->o.max_body_bytes) {
-            /* A chunked body over the limit: read and drop the rest so that the client, still
-             * sending, gets its 413 rather than a reset; past twice the limit answer at once
-             * (the connection then closes under the sender). */
+            /* A body over the limit: read and drop the rest so that the client, still
+             * sending, gets its 413 at the end rather than a reset; past twice the limit the
+             * connection is closed. */
             x->too_big = true;
             x->len += k;
-            if (x->len > 2 * x->srv->o.max_body_bytes)
-                return send_error(x, c, 413, NULL, "Request body is over this server's limit of "
-                                  "%zu bytes (--max-body-bytes)", x->srv->o.max_body_bytes);
-            return MHD_YES;
+            return x->len > 2 * x->srv->o.max_body_bytes ? MHD_NO : MHD_YES;
         }
         if (x->len + k + 1 > x->cap) {
             size_t cap = x->cap ? x->cap : 4096;
             while (cap < x->len + k + 1) cap *= 2;
             if (cap > x->srv->o.max_body_bytes + 1) cap = x->srv->o.max_body_bytes + 1;
             char *b = realloc(x->body, cap);
-            if (!b) return send_error(x, c, 500, NULL, "out of memory for the request body");
+            if (!b) return MHD_NO;
             x->body = b;
             x->cap = cap;
         }
         if (!x->body) {
             x->body = malloc(x->cap);
-            if (!x->body) return send_error(x, c, 500, NULL, "out of memory for the request body");
+            if (!x->body) return MHD_NO;
         }
         memcpy(x->body + x->len, upload, k);
         x->len += k;
