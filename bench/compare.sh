@@ -3,7 +3,8 @@
 # alternately (sinter, stock PyTorch, tuned PyTorch) for ROUNDS rounds on the same machine, then
 # the median of each and the ratios. Usage:
 #   bench/compare.sh [ROUNDS] [WORKLOAD...]
-#   workloads: seed_cnn small_cnn tiny_mlp (the default set), seed_cnn_bf16 (mixed bfloat16)
+#   workloads: seed_cnn small_cnn tiny_mlp (the default set), seed_cnn_bf16 (mixed bfloat16),
+#              char_lstm (char_lstm_small against char_lstm.py: LSTM(256), batch 64 x 100)
 # Needs build/sinter (scripts/build.sh) and Debian's python3-torch; tuned PyTorch needs
 # libjemalloc2. Everything runs with 2 threads. Output: one line per run, then a table.
 set -euo pipefail
@@ -29,6 +30,10 @@ run_sinter() {
     tiny_mlp) $SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
                 --learning-rate 0.01 --threads 2 ;;
     small_cnn) $SINTER train --model small_cnn --epochs 1 --batch-size 128 --threads 2 --report ;;
+    # 12 steps with the first (plan building) inside the timing, against 10 after 2 warm-up
+    char_lstm) $SINTER train --data "$REF/../data/tinyshakespeare.txt" --model char_lstm_small \
+                 --epochs 1 --steps-per-epoch 12 --validation-steps 1 --learning-rate 0.002 \
+                 --threads 2 --report ;;
   esac
 }
 run_torch() { # $1 workload, $2 stock|tuned
@@ -38,6 +43,7 @@ run_torch() { # $1 workload, $2 stock|tuned
     seed_cnn_bf16) (cd "$REF" && $w $PY seed_cnn.py --threads 2 --bf16 1) ;;
     tiny_mlp) (cd "$REF" && $w $PY tiny_mlp.py --threads 2) ;;
     small_cnn) (cd "$REF" && $w $PY small_cnn.py --threads 2 --epochs 1) ;;
+    char_lstm) (cd "$REF" && $w $PY char_lstm.py --threads 2) ;;
   esac
 }
 # The figure compared: ms per step for seed_cnn and tiny_mlp, seconds per epoch for small_cnn.
