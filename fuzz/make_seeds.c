@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
+#include "io/keras_file.h"
 #include "sinter/data.h"
 #include "sinter/io.h"
 #include <zip.h>
@@ -151,6 +152,30 @@ static void weights_seeds(void) {
     for (int i = 0; i < 9; i++) sn_tensor_free(t[i]);
 }
 
+/* .keras archives for fuzz_keras_archive: config, metadata and the Keras 3 weights of
+ * fuzz_weights_h5's model (weights_seeds runs first); and one without weights. */
+static void keras_archive_seeds(void) {
+    static const char config[] =
+        "{\"module\": \"keras\", \"class_name\": \"Sequential\", \"config\": {\"name\": "
+        "\"sequential\", \"layers\": [{\"module\": \"keras.layers\", \"class_name\": "
+        "\"InputLayer\", \"config\": {\"batch_shape\": [null, 3]}}, {\"module\": "
+        "\"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"dense\", "
+        "\"units\": 2, \"activation\": \"relu\"}}]}, \"compile_config\": {}}";
+    static const char meta[] = "{\"keras_version\": \"3.15.1\", \"date_saved\": \"x\"}";
+    size_t n = 0;
+    uint8_t *w = read_bytes(path_of("fuzz_weights_h5", "keras3_layout.h5"), &n);
+    sn_keras_archive a = {.config = (char *)config, .config_len = sizeof config - 1,
+                          .metadata = (char *)meta, .metadata_len = sizeof meta - 1,
+                          .weights = w, .weights_len = n};
+    if (sn_keras_archive_write(path_of("fuzz_keras_archive", "model.keras"), &a) != SN_OK)
+        die("model.keras");
+    a.weights = NULL;
+    a.weights_len = 0;
+    if (sn_keras_archive_write(path_of("fuzz_keras_archive", "no_weights.keras"), &a) != SN_OK)
+        die("no_weights.keras");
+    free(w);
+}
+
 /* An .npy image by hand (sinter writes no .npy): numpy's header layout, padded to 64. */
 static size_t npy_bytes(uint8_t *buf, int major, const char *descr, const char *shape,
                         const void *data, size_t n) {
@@ -237,6 +262,7 @@ int main(int argc, char **argv) {
     idx_seeds();
     tfrecord_seeds();
     weights_seeds();
+    keras_archive_seeds();
     npy_seeds();
     text_seeds();
     return 0;

@@ -78,7 +78,7 @@ run bad_float 2 "$SINTER" train --learning-rate=fast && expect bad_float err "--
 run unknown_flag 2 "$SINTER" train --bogus 1 && expect unknown_flag err "unknown flag '--bogus'"
 run missing_value 2 "$SINTER" predict --count && expect missing_value err '--count needs a value'
 run missing_weights 2 "$SINTER" evaluate && expect missing_weights err '--weights PATH is required'
-run bad_model 2 "$SINTER" summary --model resnet && expect bad_model err "--model: 'resnet' is not accepted \(expected tpu_guide_cnn, small_cnn, mlp, char_lstm_small or char_lstm\)"
+run bad_model 1 "$SINTER" summary --model resnet && expect bad_model err "unknown model preset 'resnet'; accepted: 'tpu_guide_cnn', 'small_cnn', 'mlp'"
 run unknown_cmd 2 "$SINTER" trian && expect unknown_cmd err "unknown command 'trian'"
 
 # ---- summaries ---------------------------------------------------------------------------

@@ -83,6 +83,15 @@ sn_status sn_weights_save_h5(const char *path, int n_layers, const sn_weight_lay
 sn_status sn_weights_load_h5(const char *path, int n_layers, const sn_weight_layer *layers,
                              const sn_weights_h5_options *opt);
 
+/* The same two, on an HDF5 file image in memory (the model.weights.h5 member of a .keras
+ * archive): no temporary file. `shown` names the image in messages. The saved image is
+ * malloc'd; the caller frees *image. */
+sn_status sn_weights_load_h5_image(const void *image, size_t size, const char *shown,
+                                   int n_layers, const sn_weight_layer *layers,
+                                   const sn_weights_h5_options *opt);
+sn_status sn_weights_save_h5_image(int n_layers, const sn_weight_layer *layers,
+                                   const sn_weights_h5_options *opt, void **image, size_t *size);
+
 /* Tells which layout a weights file has (SN_WEIGHTS_KERAS3 or SN_WEIGHTS_KERAS2). */
 sn_status sn_weights_h5_layout(const char *path, sn_weights_layout *out);
 

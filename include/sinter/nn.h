@@ -394,6 +394,37 @@ double sn_model_get_learning_rate(const sn_model *m);
 sn_status sn_model_save_weights(sn_model *m, const char *path);
 sn_status sn_model_load_weights(sn_model *m, const char *path);
 
+/* ---- model files: Keras 3 `.keras` archives and model JSON (docs/models.md) ------------ */
+/* What a model file held besides the architecture. */
+typedef struct sn_model_file_info {
+    bool has_compile;         /* the file had a compile_config (a compiled Keras model) */
+    sn_compile_opts compile;  /* its settings when has_compile; else sn_compile_defaults()
+                               * with from_logits false when the last layer ends in softmax
+                               * or sigmoid (its outputs are probabilities already);
+                               * mixed_bfloat16 reflects the layers' dtype policy either way */
+    bool has_weights;         /* weights were read from the file (.keras); else initialised */
+    char keras_version[32];   /* metadata.json's keras_version; "" when absent */
+    sn_shape input_shape;     /* the model's input, without the batch */
+} sn_model_file_info;
+/* Reads a Keras 3 `.keras` archive (architecture, compile settings, weights) or a model JSON
+ * file as model.to_json() writes it (architecture only; variables initialised from `seed`).
+ * The kind is told by the contents, not the name. *out is a new built model (not compiled:
+ * compile it with info->compile or your own settings); info may be NULL. Anything sinter
+ * does not support (a layer class, a config value, a custom object, a newer format, a
+ * Functional graph that is not a chain) is an error naming the layer, the field and the
+ * value, and what is supported. */
+sn_status sn_model_load(const char *path, uint64_t seed, sn_model **out, sn_model_file_info *info);
+/* The same from JSON text in memory. */
+sn_status sn_model_from_json(const char *json, size_t len, uint64_t seed, sn_model **out,
+                             sn_model_file_info *info);
+/* Writes a built model: PATH.keras (config.json with compile_config when compiled,
+ * metadata.json, model.weights.h5; Keras 3's keras.models.load_model opens it) or PATH.json
+ * (the architecture, as model.to_json()). Atomic: the old file stays until the new one is
+ * complete. */
+sn_status sn_model_save(sn_model *m, const char *path);
+/* The model's config as model.to_json() gives it; *json is malloc'd, the caller frees it. */
+sn_status sn_model_to_json(sn_model *m, char **json);
+
 /* ---- presets ------------------------------------------------------------------------------ */
 /* "tpu_guide_cnn", "small_cnn", "mlp": new unbuilt Sequential models. SN_ERR_NOT_FOUND names
  * the accepted presets. */

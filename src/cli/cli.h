@@ -14,6 +14,7 @@ int sn_cmd_train(int argc, char **argv);
 int sn_cmd_evaluate(int argc, char **argv);
 int sn_cmd_predict(int argc, char **argv);
 int sn_cmd_summary(int argc, char **argv);
+int sn_cmd_export(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
 int sn_cmd_plot(int argc, char **argv);
 int sn_cmd_generate(int argc, char **argv);
@@ -77,23 +78,37 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
  * The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
-/* Preset `preset` built for examples like those of `images` ([n, ...]; NULL: 28x28x1), with a
- * channel added to [rows, cols] images as the pipeline does. The caller frees *out. */
+/* --model: a model file when the name ends in .keras or .json or names an existing file;
+ * else a preset name. */
+bool sn_cli_model_is_preset(const char *name);
+/* The model `name` for examples like those of `images` ([n, ...]; NULL: 28x28x1, and no
+ * check), with a channel added to [rows, cols] images as the pipeline does: a preset is built
+ * for them from `seed`; a model file is loaded (its weights too, for .keras; JSON models are
+ * initialised from `seed`) and its input shape must be the examples'. info (may be NULL)
+ * receives what the file held. The caller frees *out. */
+sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            sn_model **out, sn_model_file_info *info);
+/* The same without info (presets and files alike). */
 sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
                              sn_model **out);
-/* For the commands that run saved weights (evaluate, predict): the preset built as above
- * (seed 0), compiled with the defaults and loaded from `weights`. The caller frees *out; on
+/* For the commands that run saved weights (evaluate, predict, serve): the model opened as
+ * above (seed 0), compiled with the file's compile settings (defaults for presets) and
+ * loaded from `weights`, which only a .keras file may go without. The caller frees *out; on
  * an error nothing is left to free. */
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out);
-/* Their flags --model, --weights (required), --dataset and --data-dir, as entries of an
+/* True (after printing the usage error "--weights PATH is required ...") when `weights` is
+ * NULL and the model's name does not end in .keras (only a .keras file carries its weights). */
+bool sn_cli_weights_missing(const char *prog, const char *model, const char *weights);
+#define SN_CLI_MODEL_HELP "model preset (tpu_guide_cnn, small_cnn, mlp) or Keras model file (.keras, .json)"
+/* Their flags --model, --weights, --dataset and --data-dir, as entries of an
  * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
 #define SN_CLI_WEIGHTS_FLAGS(model, weights, dataset, data_dir)                                \
-    {.name = "model", .kind = SN_FLAG_ENUM, .value = (model), .choices = sn_cli_models,        \
-     .help = "model preset the weights belong to"},                                            \
+    {.name = "model", .kind = SN_FLAG_STRING, .value = (model), .metavar = "NAME|PATH",       \
+     .help = SN_CLI_MODEL_HELP},                                                               \
     {.name = "weights", .kind = SN_FLAG_STRING, .value = (weights), .metavar = "PATH",         \
-     .required = true,                                                                         \
-     .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5)"},             \
+     .help = "weights file (.weights.h5 from sinter train --save, or Keras .h5); required "    \
+             "unless --model is a .keras file"},                                              \
     {.name = "dataset", .kind = SN_FLAG_ENUM, .value = (dataset), .choices = sn_cli_datasets,  \
      .help = "data set installed on this machine"},                                            \
     {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \

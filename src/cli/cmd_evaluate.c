@@ -29,6 +29,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
+    if (sn_cli_weights_missing(prog, model_name, weights)) return 2;
     sn_cli_set_threads(threads);
 
     sn_tensor *x = NULL, *y = NULL;

@@ -9,10 +9,10 @@ int sn_cmd_summary(int argc, char **argv) {
     const char *model_name = "small_cnn";
     int64_t rows = 28, cols = 28;
     sn_flag flags[] = {
-        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .help = "model preset"},
+        {.name = "model", .kind = SN_FLAG_STRING, .value = &model_name, .metavar = "NAME|PATH",
+         .help = SN_CLI_MODEL_HELP},
         {.name = "rows", .kind = SN_FLAG_INT, .value = &rows, .imin = 1, .imax = 4096,
-         .help = "image height the model is built for"},
+         .help = "image height a preset is built for (a model file has its own input)"},
         {.name = "cols", .kind = SN_FLAG_INT, .value = &cols, .imin = 1, .imax = 4096,
          .help = "image width the model is built for"},
     };
@@ -25,8 +25,16 @@ int sn_cmd_summary(int argc, char **argv) {
 
     sn_model *m = NULL;
     sn_shape in = {.ndim = 3, .dim = {rows, cols, 1}};
-    if (sn_model_preset(model_name, &m) != SN_OK) return sn_cli_fail(prog);
-    if (sn_model_build(m, &in, 0) != SN_OK || sn_model_summary(m, stdout) != SN_OK) {
+    if (sn_cli_model_is_preset(model_name)) {
+        if (sn_model_preset(model_name, &m) != SN_OK) return sn_cli_fail(prog);
+        if (sn_model_build(m, &in, 0) != SN_OK) {
+            sn_model_free(m);
+            return sn_cli_fail(prog);
+        }
+    } else if (sn_cli_open_model(model_name, NULL, 0, &m, NULL) != SN_OK) {
+        return sn_cli_fail(prog);
+    }
+    if (sn_model_summary(m, stdout) != SN_OK) {
         sn_model_free(m);
         return sn_cli_fail(prog);
     }

@@ -83,8 +83,9 @@ int sn_cmd_train(int argc, char **argv) {
          .imax = 1000000, .help = "text: characters per training sequence"},
         {.name = "bytes", .kind = SN_FLAG_BOOL, .value = &text_bytes,
          .help = "text: one id per byte instead of per UTF-8 character (non-UTF-8 files)"},
-        {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
-         .default_text = "small_cnn; char_lstm_small for text", .help = "model preset"},
+        {.name = "model", .kind = SN_FLAG_STRING, .value = &model_name, .metavar = "NAME|PATH",
+         .default_text = "small_cnn; char_lstm_small for text",
+         .help = SN_CLI_MODEL_HELP " (a .keras file brings its weights and compile settings)"},
         {.name = "epochs", .kind = SN_FLAG_INT, .value = &epochs, .imin = 1, .imax = 100000,
          .help = "passes over the training data"},
         {.name = "batch-size", .kind = SN_FLAG_INT, .value = &batch, .imin = 1, .imax = 65536,
@@ -105,7 +106,8 @@ int sn_cmd_train(int argc, char **argv) {
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
         {.name = "save", .kind = SN_FLAG_STRING, .value = &save, .metavar = "PATH",
-         .help = "write the trained weights to PATH (Keras 3 .weights.h5)"},
+         .help = "write the trained model to PATH: .keras (Keras 3 archive), .json "
+                 "(architecture) or else weights only (Keras 3 .weights.h5)"},
         {.name = "csv", .kind = SN_FLAG_STRING, .value = &csv, .metavar = "PATH",
          .help = "write one CSV row of logs per epoch to PATH"},
         {.name = "logdir", .kind = SN_FLAG_STRING, .value = &logdir, .metavar = "DIR",
@@ -144,7 +146,7 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "start over: remove --checkpoint-dir's old checkpoints instead of resuming"},
     };
     sn_flag_set fs = {prog,
-                      "Trains a preset model on Fashion-MNIST (or --data-dir) with the test split "
+                      "Trains a model (preset or Keras file) on Fashion-MNIST (or --data-dir) with the test split "
                       "as validation data,\nthen prints the test loss and accuracy.",
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
@@ -209,6 +211,8 @@ int sn_cmd_train(int argc, char **argv) {
     dopt.dataset = dataset;
     dopt.data_dir = data_dir;
     const bool is_text = sn_cli_data_is_text(&dopt);
+    /* What a model file held (compile settings); a preset's defaults otherwise. */
+    sn_model_file_info finfo = {.compile = sn_compile_defaults()};
     int64_t n_train = 0;
     char what[160] = "";
     if (is_text) {
@@ -233,10 +237,22 @@ int sn_cmd_train(int argc, char **argv) {
         /* Models take f32 inputs; the Embedding casts the ids back (exact below 2^24). */
         sn_status st = sn_dataset_map_cast(&train, 0, SN_F32);
         if (st == SN_OK && test) st = sn_dataset_map_cast(&test, 0, SN_F32);
-        if (st == SN_OK) st = sn_model_preset_text(model_name, sn_vocab_size(vocab), &m);
-        if (st == SN_OK && (st = sn_model_build(m, &in, (uint64_t)seed)) != SN_OK) {
-            sn_model_free(m);
-            m = NULL;
+        if (st == SN_OK && !sn_cli_model_is_preset(model_name)) {
+            /* A Keras file (Embedding + LSTM ...): its input must be one sequence. */
+            if ((st = sn_cli_open_model(model_name, NULL, (uint64_t)seed, &m, &finfo)) == SN_OK &&
+                !sn_shape_equal(&finfo.input_shape, &in)) {
+                char b[96];
+                fprintf(stderr, "%s: model '%s' takes inputs of shape %s, but --seq-length "
+                        "gives sequences of %lld\n", prog, model_name,
+                        sn_shape_str(&finfo.input_shape, b, sizeof b), (long long)seq_length);
+                goto done;
+            }
+        } else if (st == SN_OK) {
+            st = sn_model_preset_text(model_name, sn_vocab_size(vocab), &m);
+            if (st == SN_OK && (st = sn_model_build(m, &in, (uint64_t)seed)) != SN_OK) {
+                sn_model_free(m);
+                m = NULL;
+            }
         }
         if (st != SN_OK) {
             rc = sn_cli_fail(prog);
@@ -279,7 +295,7 @@ int sn_cmd_train(int argc, char **argv) {
             rc = sn_cli_fail(prog);
             goto done;
         }
-        if (sn_cli_build_model(model_name, xtr, (uint64_t)seed, &m) != SN_OK) {
+        if (sn_cli_open_model(model_name, xtr, (uint64_t)seed, &m, &finfo) != SN_OK) {
             rc = sn_cli_fail(prog);
             goto done;
         }
@@ -287,14 +303,17 @@ int sn_cmd_train(int argc, char **argv) {
         sn_tensor_free(ytr);
         xtr = ytr = NULL;
     }
-    sn_compile_opts co = sn_compile_defaults();
-    if (sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
+    /* A model file's compile settings (optimizer, loss, metrics) hold unless a flag says
+     * otherwise; without them, --optimizer's defaults as for a preset. */
+    sn_compile_opts co = finfo.compile;
+    if ((!finfo.has_compile || sn_flags_find(&fs, "optimizer")->set) &&
+        sn_optimizer_from_name(optimizer, &co.optimizer) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }
     if (sn_flags_find(&fs, "learning-rate")->set) co.optimizer.learning_rate = lr;
     co.steps_per_execution = (int)steps_per_execution;
-    co.mixed_bfloat16 = !strcmp(precision, "bf16");
+    co.mixed_bfloat16 = co.mixed_bfloat16 || !strcmp(precision, "bf16");
     if (sn_model_compile(m, &co) != SN_OK || sn_model_set_strategy(m, strategy) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
@@ -400,11 +419,14 @@ int sn_cmd_train(int argc, char **argv) {
                per > 0 ? (double)batch / per : 0, vals[0], nv > 1 ? vals[1] : NAN);
     }
     if (save) {
-        if (sn_model_save_weights(m, save) != SN_OK) {
+        size_t sl = strlen(save);
+        bool whole = (sl > 6 && !strcmp(save + sl - 6, ".keras")) ||
+                     (sl > 5 && !strcmp(save + sl - 5, ".json"));
+        if ((whole ? sn_model_save(m, save) : sn_model_save_weights(m, save)) != SN_OK) {
             rc = sn_cli_fail(prog);
             goto done;
         }
-        if (!quiet) printf("Saved weights to %s\n", save);
+        if (!quiet) printf("Saved %s to %s\n", whole ? "the model" : "weights", save);
         /* A text model is only usable with the vocabulary its ids came from. */
         char *vpath = vocab ? sn_vocab_path_for(save) : NULL;
         if (vocab && (!vpath || sn_vocab_save(vocab, vpath) != SN_OK)) {

@@ -424,44 +424,81 @@ sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batc
     return SN_OK;
 }
 
-sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
-                             sn_model **out) {
+bool sn_cli_model_is_preset(const char *name) {
+    /* A model file is named by its suffix or exists; anything else is a preset name, which
+     * sn_model_preset checks against the presets it has. */
+    size_t n = strlen(name);
+    bool suffix = (n > 6 && !strcmp(name + n - 6, ".keras")) || (n > 5 && !strcmp(name + n - 5, ".json"));
+    return !suffix && access(name, F_OK) != 0;
+}
+
+sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            sn_model **out, sn_model_file_info *info) {
     sn_shape in = {.ndim = 3, .dim = {28, 28, 1}};
     if (images) in = model_input(images);
     sn_model *m = NULL;
-    sn_status s = sn_model_preset(preset, &m);
-    if (s != SN_OK) return s;
-    s = sn_model_build(m, &in, seed);
-    if (s != SN_OK) {
-        char b[128];
-        sn_model_free(m);
-        return sn_error_context(s, "model %s cannot take examples of shape %s", preset,
-                                sn_shape_str(&in, b, sizeof b));
+    sn_status s;
+    if (info) *info = (sn_model_file_info){.compile = sn_compile_defaults()};
+    if (sn_cli_model_is_preset(name)) {
+        s = sn_model_preset(name, &m);
+        if (s == SN_ERR_NOT_FOUND)
+            sn_error_context(s, "--model '%s' is neither a model file (.keras, .json) nor a preset",
+                             name);
+        if (s == SN_OK && (s = sn_model_build(m, &in, seed)) != SN_OK) {
+            char b[128];
+            sn_error_context(s, "model %s cannot take examples of shape %s", name,
+                             sn_shape_str(&in, b, sizeof b));
+        }
+    } else {
+        sn_model_file_info local;
+        if (!info) info = &local;
+        s = sn_model_load(name, seed, &m, info);
+        /* The model brings its own input shape: the data's examples must have it. */
+        if (s == SN_OK && images && !sn_shape_equal(&info->input_shape, &in)) {
+            char a[96], b[96];
+            s = sn_errorf(SN_ERR_SHAPE, "model '%s' takes inputs of shape %s, but the data's "
+                          "examples have shape %s (--input-shape reshapes them when the number "
+                          "of values agrees)", name,
+                          sn_shape_str(&info->input_shape, a, sizeof a),
+                          sn_shape_str(&in, b, sizeof b));
+        }
     }
-    /* A model whose input is fixed by its description (not built for the data) must still
-     * match the examples; for presets built above this always holds. */
-    sn_shape have = sn_model_input_shape(m);
-    if (images && !sn_shape_equal(&have, &in)) {
-        char b0[128], b1[128];
+    if (s != SN_OK) {
         sn_model_free(m);
-        return sn_errorf(SN_ERR_SHAPE,
-                         "model %s takes examples of shape %s but the data's are %s (--input-shape "
-                         "reshapes them when the number of values agrees)",
-                         preset, sn_shape_str(&have, b0, sizeof b0), sn_shape_str(&in, b1, sizeof b1));
+        return s;
     }
     *out = m;
     return SN_OK;
 }
 
+sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
+                             sn_model **out) {
+    return sn_cli_open_model(preset, images, seed, out, NULL);
+}
+
+bool sn_cli_weights_missing(const char *prog, const char *model, const char *weights) {
+    size_t n = strlen(model);
+    if (weights || (n > 6 && !strcmp(model + n - 6, ".keras"))) return false;
+    fprintf(stderr, "%s: --weights PATH is required (unless --model is a .keras file, which "
+            "carries its weights)\n", prog);
+    return true;
+}
+
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out) {
     sn_model *m = NULL;
-    sn_status s = sn_cli_build_model(preset, images, 0, &m);
+    sn_model_file_info info;
+    sn_status s = sn_cli_open_model(preset, images, 0, &m, &info);
     if (s != SN_OK) return s;
-    /* compile tells predict that the model ends in logits, so it returns probabilities. */
-    sn_compile_opts co = sn_compile_defaults();
-    s = sn_model_compile(m, &co);
-    if (s == SN_OK) s = sn_model_load_weights(m, weights);
+    if (!weights && !info.has_weights) {
+        sn_model_free(m);
+        return sn_errorf(SN_ERR_INVALID, "--weights is required for '%s' (only a .keras model "
+                         "file carries its weights)", preset);
+    }
+    /* The file's compile settings (or, without them, the defaults with from_logits chosen by
+     * the model's last activation) tell predict whether the output is logits. */
+    s = sn_model_compile(m, &info.compile);
+    if (s == SN_OK && weights) s = sn_model_load_weights(m, weights);
     if (s != SN_OK) {
         sn_model_free(m);
         return s;

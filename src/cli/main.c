@@ -12,6 +12,7 @@ static const sn_cli_command commands[] = {
     {"evaluate", "loss and accuracy of saved weights on the test split", sn_cmd_evaluate},
     {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
     {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
+    {"export", "write a model with its weights as a Keras .keras archive or model JSON", sn_cmd_export},
     {"generate", "write text with a trained character model (sinter train --data ... --save)", sn_cmd_generate},
     {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
     {"plot", "draw loss and accuracy per epoch from a CSV log as a PNG", sn_cmd_plot},

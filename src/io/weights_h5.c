@@ -912,23 +912,18 @@ static const char *layout_name(sn_weights_layout l) {
     return l == SN_WEIGHTS_KERAS2 ? "Keras 2 (.h5)" : "Keras 3 (.weights.h5)";
 }
 
-sn_status sn_weights_load_h5(const char *path, int n_layers, const sn_weight_layer *layers,
-                             const sn_weights_h5_options *opt) {
-    sn_weights_h5_options o = opt ? *opt : sn_weights_h5_defaults();
-    if (!path) return sn_errorf(SN_ERR_INVALID, "weights file path is NULL");
-    sn_status st = check_layers(n_layers, layers);
-    if (st != SN_OK) return sn_error_context(st, "weights file '%s'", path);
-
+/* Reads an open file into the layers (the caller holds the lock and closes the file). */
+static sn_status load_opened(hid_t file, int n_layers, const sn_weight_layer *layers,
+                             const sn_weights_h5_options *o) {
+    sn_status st = SN_OK;
     staging sg = {0, NULL};
-    hid_t file = H5I_INVALID_HID, root = H5I_INVALID_HID;
-    sn_h5_lock();
-    SN_H5_TRY(open_weights(path, &file));
+    hid_t root = H5I_INVALID_HID;
     sn_weights_layout lay;
     int in_mw;
     SN_H5_TRY(detect_layout(file, &lay, &in_mw));
-    if (o.layout != SN_WEIGHTS_AUTO && o.layout != lay) {
+    if (o->layout != SN_WEIGHTS_AUTO && o->layout != lay) {
         st = sn_errorf(SN_ERR_FORMAT, "the file has the %s layout, the caller asked for %s",
-                       layout_name(lay), layout_name(o.layout));
+                       layout_name(lay), layout_name(o->layout));
         goto done;
     }
     SN_H5_TRY(staging_new(&sg, n_layers, layers));
@@ -945,9 +940,100 @@ sn_status sn_weights_load_h5(const char *path, int n_layers, const sn_weight_lay
 done:
     staging_free(&sg);
     sn_h5_close(&root);
+    return st;
+}
+
+sn_status sn_weights_load_h5(const char *path, int n_layers, const sn_weight_layer *layers,
+                             const sn_weights_h5_options *opt) {
+    sn_weights_h5_options o = opt ? *opt : sn_weights_h5_defaults();
+    if (!path) return sn_errorf(SN_ERR_INVALID, "weights file path is NULL");
+    sn_status st = check_layers(n_layers, layers);
+    if (st != SN_OK) return sn_error_context(st, "weights file '%s'", path);
+
+    hid_t file = H5I_INVALID_HID;
+    sn_h5_lock();
+    SN_H5_TRY(open_weights(path, &file));
+    SN_H5_TRY(load_opened(file, n_layers, layers, &o));
+done:
     sn_h5_close(&file);
     sn_h5_unlock();
     if (st != SN_OK) sn_error_context(st, "weights file '%s'", path);
+    return st;
+}
+
+/* HDF5's core driver holds a file in memory; backing_store 0: nothing touches the disk. */
+static sn_status core_fapl(hid_t *fapl) {
+    sn_status st = SN_OK;
+    SN_H5(*fapl = H5Pcreate(H5P_FILE_ACCESS));
+    SN_H5(H5Pset_fapl_core(*fapl, (size_t)1 << 20, 0));
+done:
+    return st;
+}
+
+sn_status sn_weights_load_h5_image(const void *image, size_t size, const char *shown,
+                                   int n_layers, const sn_weight_layer *layers,
+                                   const sn_weights_h5_options *opt) {
+    sn_weights_h5_options o = opt ? *opt : sn_weights_h5_defaults();
+    if (!shown) shown = "weights image";
+    if (!image || size == 0) return sn_errorf(SN_ERR_FORMAT, "%s is empty", shown);
+    sn_status st = check_layers(n_layers, layers);
+    if (st != SN_OK) return sn_error_context(st, "%s", shown);
+    if (size < 8 || memcmp(image, "\x89HDF\r\n\x1a\n", 8) != 0)
+        return sn_errorf(SN_ERR_FORMAT, "%s is not an HDF5 file (no HDF5 signature)", shown);
+    hid_t fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    sn_h5_lock();
+    SN_H5_TRY(core_fapl(&fapl));
+    /* HDF5 copies the image into the property list and opens the copy read-only. */
+    SN_H5(H5Pset_file_image(fapl, (void *)image, size));
+    SN_H5(file = H5Fopen(shown, H5F_ACC_RDONLY, fapl));
+    SN_H5_TRY(load_opened(file, n_layers, layers, &o));
+done:
+    sn_h5_close(&file);
+    sn_h5_close(&fapl);
+    sn_h5_unlock();
+    if (st != SN_OK) sn_error_context(st, "%s", shown);
+    return st;
+}
+
+sn_status sn_weights_save_h5_image(int n_layers, const sn_weight_layer *layers,
+                                   const sn_weights_h5_options *opt, void **image, size_t *size) {
+    sn_weights_h5_options o = opt ? *opt : sn_weights_h5_defaults();
+    if (!image || !size) return sn_errorf(SN_ERR_INVALID, "sn_weights_save_h5_image: NULL out");
+    *image = NULL;
+    *size = 0;
+    sn_status st = check_layers(n_layers, layers);
+    if (st != SN_OK) return st;
+    hid_t fapl = H5I_INVALID_HID, file = H5I_INVALID_HID;
+    void *buf = NULL;
+    sn_h5_lock();
+    SN_H5_TRY(core_fapl(&fapl));
+    SN_H5(file = H5Fcreate("model.weights.h5", H5F_ACC_TRUNC, H5P_DEFAULT, fapl));
+    if (o.layout == SN_WEIGHTS_KERAS2)
+        SN_H5_TRY(save_keras2(file, n_layers, layers, &o));
+    else
+        SN_H5_TRY(save_keras3(file, n_layers, layers, &o));
+    SN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
+    ssize_t n;
+    SN_H5(n = H5Fget_file_image(file, NULL, 0));
+    if (!(buf = sn_malloc((size_t)n))) {
+        st = SN_ERR_NOMEM;
+        goto done;
+    }
+    ssize_t got;
+    SN_H5(got = H5Fget_file_image(file, buf, (size_t)n));
+    if (got != n) {
+        st = sn_errorf(SN_ERR_BACKEND, "HDF5 gave a file image of %zd bytes, expected %zd", got, n);
+        goto done;
+    }
+    *image = buf;
+    *size = (size_t)n;
+    buf = NULL;
+done:
+    free(buf);
+    sn_h5_close(&file);
+    sn_h5_close(&fapl);
+    sn_h5_unlock();
+    if (st != SN_OK) sn_error_context(st, "writing the weights image");
     return st;
 }
 

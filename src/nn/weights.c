@@ -3,6 +3,7 @@
  * tensors that are views on the model's variable buffer, so loading writes straight into
  * the variables (io checks the whole file before writing anything). */
 #include "nn/nn_impl.h"
+#include "nn/model_config.h"
 #include "sinter/io.h"
 
 typedef struct weights_desc {
@@ -84,5 +85,26 @@ sn_status sn_model_load_weights(sn_model *m, const char *path) {
     if (st != SN_OK)
         return sn_error_context(st, "loading weights into model '%s' from '%s'", m->name,
                                 path ? path : "(null)");
+    return SN_OK;
+}
+
+sn_status sn_model_load_weights_image(sn_model *m, const void *image, size_t size,
+                                      const char *shown) {
+    weights_desc d;
+    SN_TRY(describe(m, "loading weights", &d));
+    sn_status st = sn_weights_load_h5_image(image, size, shown, d.n_layers, d.layers, NULL);
+    desc_free(&d);
+    if (st != SN_OK) return sn_error_context(st, "loading weights into model '%s'", m->name);
+    return SN_OK;
+}
+
+sn_status sn_model_save_weights_image(sn_model *m, void **image, size_t *size) {
+    weights_desc d;
+    SN_TRY(describe(m, "saving weights", &d));
+    sn_weights_h5_options o = sn_weights_h5_defaults();
+    o.model_name = m->name;
+    sn_status st = sn_weights_save_h5_image(d.n_layers, d.layers, &o, image, size);
+    desc_free(&d);
+    if (st != SN_OK) return sn_error_context(st, "saving weights of model '%s'", m->name);
     return SN_OK;
 }

@@ -1,0 +1,87 @@
+/* Internal to nn: Keras model configs (jansson documents) <-> Sequential models.
+ *
+ * model_config.c reads what Keras 3 writes (config.json of a .keras archive, model.to_json())
+ * through the layer constructors of sinter/nn.h; model_config_layers.c holds the per-class
+ * readers and writers; model_config_write.c writes the config Keras would write;
+ * model_file.c ties them to the files of src/io/. Anything the reader does not support is an
+ * error naming the layer, the field and the value, and what is supported: never an
+ * approximation. */
+#ifndef SN_NN_MODEL_CONFIG_H
+#define SN_NN_MODEL_CONFIG_H
+
+#include <jansson.h>
+
+#include "nn/nn_impl.h"
+
+/* ---- reading helpers shared by the config readers (model_config_util.c) ------------------ */
+/* "a string", "an integer", "null", ... for messages. */
+const char *sn_cfg_type(const json_t *v);
+/* The value as compact JSON, cut to fit `cap` (for messages). */
+const char *sn_cfg_show(const json_t *v, char *buf, size_t cap);
+/* Every key of `obj` must be in the NULL-terminated `known`; else SN_ERR_UNSUPPORTED naming
+ * the key and, via `what` ("Dense"), the known fields. */
+sn_status sn_cfg_known_keys(const json_t *obj, const char *what, const char *const *known);
+/* Field readers: `required` false keeps *out when the key is absent (or null, where said).
+ * Errors name the field, its value and what was expected. */
+sn_status sn_cfg_int(const json_t *obj, const char *key, bool required, int64_t min,
+                     int64_t max, int64_t *out);
+sn_status sn_cfg_num(const json_t *obj, const char *key, bool required, double min,
+                     double max, double *out);
+sn_status sn_cfg_bool(const json_t *obj, const char *key, bool required, bool *out);
+/* A string field (absent or null: *out untouched); the pointer lives as long as obj. */
+sn_status sn_cfg_str(const json_t *obj, const char *key, bool required, const char **out);
+/* The field, when present, must be null (or the listed JSON-equal value, when `allowed` is
+ * non-NULL): what sinter does not implement (constraints, quantization, masks). */
+sn_status sn_cfg_must(const json_t *obj, const char *key, const json_t *allowed,
+                      const char *supported);
+/* An int or a list of `n` ints (kernel_size, strides, pool_size), each >= min. */
+sn_status sn_cfg_ints(const json_t *obj, const char *key, bool required, int n, int64_t min,
+                      int64_t *out);
+/* activation (a Keras name), initializer (null: SN_INIT_DEFAULT), regularizer (null: none). */
+sn_status sn_cfg_activation(const json_t *obj, const char *key, sn_activation *out);
+sn_status sn_cfg_initializer(const json_t *obj, const char *key, sn_initializer *out);
+sn_status sn_cfg_regularizer(const json_t *obj, const char *key, sn_regularizer *out);
+/* A serialised Keras object {"module", "class_name", "config", "registered_name"}: checks
+ * that it is Keras's own (module "keras" or "keras.<expected_module>...", no custom
+ * registered_name); *cls and *cfg point into obj. */
+sn_status sn_cfg_object(const json_t *obj, const char *what, const char *expected_module,
+                        const char **cls, const json_t **cfg);
+
+/* ---- per-class readers and writers (model_config_layers.c) -------------------------------- */
+/* What the layers of one model have in common and the reader checks across them. */
+typedef struct sn_cfg_state {
+    bool mixed_bfloat16; /* the dtype policy of the layers */
+    bool policy_seen;
+} sn_cfg_state;
+
+/* The dtype policy field of a layer or Sequential config ("dtype"): float32 or
+ * mixed_bfloat16, the same for every layer. */
+sn_status sn_cfg_policy(const json_t *c, sn_cfg_state *s);
+/* Reads the `config` object of a layer of class `cls` into a new layer (its name set).
+ * SN_ERR_UNSUPPORTED for a class without a reader, naming the supported ones. */
+sn_status sn_cfg_read_layer(const char *cls, const json_t *cfg, sn_cfg_state *st,
+                            sn_layer **out);
+/* The config object of layer l (built), as Keras writes it. NULL with the error set. */
+json_t *sn_cfg_write_layer(const sn_layer *l, bool mixed_bfloat16);
+/* The serialised DTypePolicy Keras writes in every layer. */
+json_t *sn_cfg_dtype_policy(bool mixed_bfloat16);
+/* A serialised Keras object {"module", "class_name", "config", "registered_name": null};
+ * steals cfg. */
+json_t *sn_cfg_keras_object(const char *module, const char *cls, json_t *cfg);
+
+/* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
+/* A new built Sequential model from a Keras model config (Sequential, or Functional whose
+ * graph is a chain), initialised from `seed`; info receives the compile settings when the
+ * config has them. */
+sn_status sn_model_from_config(const json_t *root, uint64_t seed, sn_model **out,
+                               sn_model_file_info *info);
+/* The config Keras writes for m (with compile_config when m is compiled). NULL with the
+ * error set. */
+json_t *sn_model_to_config(sn_model *m);
+
+/* ---- weights glue (weights.c) ------------------------------------------------------------ */
+sn_status sn_model_load_weights_image(sn_model *m, const void *image, size_t size,
+                                      const char *shown);
+sn_status sn_model_save_weights_image(sn_model *m, void **image, size_t *size);
+
+#endif

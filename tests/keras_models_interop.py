@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Keras model files, both ways, against real Keras 3 (run by tests/test_keras_interop.sh).
+
+Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
+
+ (a) Keras builds the models below, saves each as NAME.keras, NAME.json (model.to_json())
+     and NAME.weights.h5 (for the JSON twin), and predicts a few random inputs;
+ (b) sinter (BUILD_DIR/tests/test_model_files with SN_KERAS_MODELS_DIR) loads every .keras
+     and .json, predicts the same inputs and writes its own NAME.<kind>.sinter.keras;
+ (c) sinter's predictions must equal Keras's within TOL (max abs, on probabilities);
+ (d) Keras loads sinter's .keras files with keras.models.load_model: same weights bit for bit,
+     predictions within TOL again;
+ (e) the sinter command on the guide's .keras file: summary reports Keras's parameter count,
+     and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
+     cross-entropy + sum(model.losses) on the same 32 images, and differs from the
+     cross-entropy alone by more than the tolerance).
+Not yet covered: the Embedding+LSTM text model (sinter's LSTM lands separately).
+Exit status 0 when everything matched, 1 on a mismatch, 77 (SKIPPED) when a part could not
+be checked yet.
+"""
+import csv
+import os
+import struct
+import subprocess
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import layers, regularizers  # noqa: E402
+
+# float32 end to end; sinter and Keras sum in different orders, so probabilities agree to a
+# few float32 ulps of the logits' size, far inside 1e-5.
+TOL = 1e-5
+
+
+def softmax(z):
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def guide():
+    """The "Use TPUs" guide's create_model(), with its L2(1e-5) regularizers."""
+    reg = regularizers.L2(1e-5)
+    m = keras.Sequential([
+        keras.Input((28, 28, 1)),
+        layers.Conv2D(256, 3, activation="relu", kernel_regularizer=reg),
+        layers.Conv2D(256, 3, activation="relu", kernel_regularizer=reg),
+        layers.Flatten(),
+        layers.Dense(256, activation="relu", kernel_regularizer=reg),
+        layers.Dense(128, activation="relu", kernel_regularizer=reg),
+        layers.Dense(10, kernel_regularizer=reg),
+    ], name="guide")
+    m.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              metrics=["sparse_categorical_accuracy"])
+    return m, True, 4
+
+
+def bn_cnn():
+    """A small CNN with BatchNormalization and GlobalAveragePooling2D."""
+    m = keras.Sequential([
+        keras.Input((16, 16, 3)),
+        layers.Conv2D(8, 3, padding="same", use_bias=False,
+                      kernel_initializer=keras.initializers.HeNormal(seed=3)),
+        layers.BatchNormalization(momentum=0.9, epsilon=1e-3),
+        layers.Activation("relu"),
+        layers.MaxPooling2D(),
+        layers.Conv2D(16, 3, activation="relu", kernel_regularizer=regularizers.L2(1e-4)),
+        layers.AveragePooling2D(2, strides=1),
+        layers.GlobalAveragePooling2D(),
+        layers.Dropout(0.3),
+        layers.Dense(5, activation="softmax"),
+    ], name="bn_cnn")
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9, nesterov=True),
+              loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    return m, False, 16
+
+
+def mlp_gelu():
+    """An MLP with gelu as a Functional chain, not compiled."""
+    inp = keras.Input((20,))
+    x = layers.Dense(32, activation="gelu",
+                     kernel_regularizer=regularizers.L1L2(l1=1e-5, l2=1e-4))(inp)
+    x = layers.Dropout(0.2)(x)
+    x = layers.Reshape((4, 8))(x)
+    x = layers.Flatten()(x)
+    out = layers.Dense(4, activation="softmax")(x)
+    return keras.Model(inp, out, name="mlp_gelu"), False, 16
+
+
+MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu}
+
+
+def randomize(m, rng):
+    """Random values in every small variable (BN moving variance > 0), so that a swapped or
+    lost variable shows; the guide keeps Keras's own initial values (38M of them)."""
+    if m.count_params() > 1_000_000:
+        return
+    m.set_weights([(rng.random(w.shape) + 0.5).astype(np.float32) if "variance" in w.path
+                   else (0.3 * rng.standard_normal(w.shape)).astype(np.float32)
+                   for w in m.weights])
+
+
+def write_idx(path, arr):
+    """An uncompressed IDX file of u8 (the MNIST format sinter's --data-dir reads)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack(">HBB", 0, 0x08, arr.ndim))
+        for d in arr.shape:
+            f.write(struct.pack(">I", d))
+        f.write(arr.astype(np.uint8).tobytes())
+
+
+def main():
+    build, work = sys.argv[1], sys.argv[2]
+    os.makedirs(work, exist_ok=True)
+    rng = np.random.default_rng(0)
+    keras.utils.set_random_seed(0)
+    ok, skipped = True, False
+    ref = {}
+    lines = []
+    for name, make in MODELS.items():
+        m, logits, rows = make()
+        randomize(m, rng)
+        x = rng.random((rows,) + tuple(m.input_shape[1:])).astype(np.float32)
+        x.tofile(os.path.join(work, f"{name}.in.f32"))
+        y = np.asarray(m.predict(x, verbose=0))
+        ref[name] = (softmax(y) if logits else y, logits, x, m.get_weights())
+        m.save(os.path.join(work, f"{name}.keras"))
+        with open(os.path.join(work, f"{name}.json"), "w") as f:
+            f.write(m.to_json())
+        m.save_weights(os.path.join(work, f"{name}.weights.h5"))
+        lines += [f"{name}.keras {rows}", f"{name}.json {rows}"]
+    with open(os.path.join(work, "models.txt"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+    # (b) sinter loads, predicts and writes .keras files.
+    exe = os.path.join(build, "tests", "test_model_files")
+    r = subprocess.run([exe], env=dict(os.environ, SN_KERAS_MODELS_DIR=work),
+                       capture_output=True, text=True)
+    print(r.stdout.strip())
+    if r.returncode != 0:
+        print(r.stderr.strip())
+        print("FAIL (b) sinter could not load or predict some of Keras's models")
+        ok = False
+
+    # (c) and (d)
+    for name, (probs, logits, x, weights) in ref.items():
+        for kind in ("keras", "json"):
+            if not os.path.exists(os.path.join(work, f"{name}.{kind}.sinter.keras")):
+                print(f"FAIL (c) no predictions or model from sinter for {name}.{kind}")
+                continue
+            got = np.fromfile(os.path.join(work, f"{name}.{kind}.sinter.f32"), np.float32)
+            got = got.reshape(probs.shape)
+            d = float(np.max(np.abs(got - probs)))
+            good = d <= TOL
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (c) sinter predicts {name}.{kind} like Keras: "
+                  f"max abs diff {d:.3g} (bound {TOL})")
+            m2 = keras.models.load_model(os.path.join(work, f"{name}.{kind}.sinter.keras"))
+            same = len(m2.get_weights()) == len(weights) and all(
+                a.shape == b.shape and a.tobytes() == b.tobytes()
+                for a, b in zip(m2.get_weights(), weights))
+            y2 = np.asarray(m2.predict(x, verbose=0))
+            p2 = softmax(y2) if logits else y2
+            d2 = float(np.max(np.abs(p2 - probs)))
+            d3 = float(np.max(np.abs(p2 - got)))
+            good = same and d2 <= TOL and d3 <= TOL
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (d) Keras {keras.__version__} loads sinter's "
+                  f"{name}.{kind}.sinter.keras: weights {'bit-identical' if same else 'DIFFER'}, "
+                  f"max abs diff {d2:.3g} to Keras's predictions, {d3:.3g} to sinter's")
+            if kind == "keras" and name == "bn_cnn":
+                cc = m2.get_compile_config() if hasattr(m2, "get_compile_config") else None
+                opt = m2.optimizer
+                good = (opt is not None and type(opt).__name__ == "SGD" and
+                        abs(float(opt.learning_rate) - 0.05) < 1e-7 and opt.nesterov)
+                ok &= good
+                print(f"{'OK  ' if good else 'FAIL'} (d) compile settings survive: "
+                      f"{type(opt).__name__ if opt else None}, compile_config={bool(cc)}")
+
+    # (e) the command line on the guide's file.
+    sinter = os.path.join(build, "sinter")
+    guide_path = os.path.join(work, "guide.keras")
+    r = subprocess.run([sinter, "summary", "--model", guide_path], capture_output=True, text=True)
+    good = r.returncode == 0 and "Total params: 38,375,818" in r.stdout
+    ok &= good
+    print(f"{'OK  ' if good else 'FAIL'} (e) sinter summary --model guide.keras: "
+          f"{[l for l in r.stdout.splitlines() if 'Total params' in l] or r.stderr.strip()}")
+
+    # One training step on 32 images with a learning rate too small to move a weight: the loss
+    # fit logs is the loss of Keras's initial weights on those images, L2 penalty included.
+    data = os.path.join(work, "idx")
+    os.makedirs(data, exist_ok=True)
+    imgs = rng.integers(0, 256, (32, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, (32,), dtype=np.uint8)
+    for split in ("train", "t10k"):
+        write_idx(os.path.join(data, f"{split}-images-idx3-ubyte"), imgs)
+        write_idx(os.path.join(data, f"{split}-labels-idx1-ubyte"), labels)
+    log = os.path.join(work, "guide_train.csv")
+    r = subprocess.run([sinter, "train", "--model", guide_path, "--data-dir", data, "--epochs", "1",
+                        "--batch-size", "32", "--learning-rate", "1e-30", "--csv", log,
+                        "--quiet"], capture_output=True, text=True)
+    if r.returncode != 0:
+        ok = False
+        print(f"FAIL (e) sinter train --model guide.keras: {r.stderr.strip()}")
+    else:
+        with open(log) as f:
+            row = next(csv.DictReader(f))
+        loss = float(row["loss"])
+        g = keras.models.load_model(guide_path)
+        xs = (imgs.astype(np.float32) / 255.0)[..., None]
+        logits = g(xs, training=False)
+        ce = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits))
+        l2 = float(sum(float(v) for v in g.losses))
+        good = abs(loss - (ce + l2)) <= 1e-4 and abs(loss - ce) > 10 * 1e-4
+        # sinter's compile adds the penalties in a separate change; until it lands the loss is
+        # the cross-entropy alone: say so and report SKIPPED rather than pass.
+        pending = abs(loss - ce) <= 1e-4
+        ok &= good or pending
+        skipped |= pending
+        print(f"{'OK  ' if good else 'SKIPPED' if pending else 'FAIL'} (e) sinter train --model "
+              f"guide.keras: first-step loss {loss:.6f}; Keras: cross-entropy {ce:.6f} + L2 "
+              f"{l2:.6f} = {ce + l2:.6f} (bound 1e-4)"
+              + (" -- sinter's fit does not add the regularizers' penalty yet" if pending else ""))
+    print("PASS" if ok and not skipped else "SKIPPED (part)" if ok else "FAIL")
+    return 1 if not ok else 77 if skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,507 @@
+/* Keras model files (.keras archives, model JSON): round trips through sinter's writer and
+ * reader, and malformed or unsupported files, each of which must be a clear error naming the
+ * thing (never a crash, never a silent approximation).
+ *
+ * With SN_KERAS_MODELS_DIR set (tests/test_keras_interop.sh does), it instead serves the
+ * interop check: for every NAME.keras / NAME.json listed in DIR/models.txt (one "FILE N" per
+ * line, N the rows of DIR/NAME.in.f32), it loads the model, predicts the rows and writes
+ * DIR/NAME.<kind>.sinter.f32, and saves the model as DIR/NAME.<kind>.sinter.keras. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include "io/keras_file.h"
+#include "nn/model_config.h"
+#include "sinter/io.h"
+#include "sinter/nn.h"
+#include "sn_test.h"
+
+static char dir[256];
+
+static const char *path_in(const char *name) {
+    static char p[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(p[k], sizeof p[k], "%s/%s", dir, name);
+    return p[k];
+}
+
+static void write_text(const char *name, const char *text) {
+    FILE *f = fopen(path_in(name), "wb");
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A model with every layer class the reader supports (image part) and a regularizer. */
+static sn_model *image_model(void) {
+    sn_model *m = sn_sequential_new("every_layer");
+    sn_conv2d_layer_opts c = sn_conv2d_layer_defaults(4, 3, 3);
+    c.padding = SN_PAD_SAME;
+    c.activation = SN_ACT_RELU;
+    c.kernel_regularizer.l2 = 1e-4;
+    c.kernel_initializer = sn_initializer_defaults(SN_INIT_HE_NORMAL);
+    c.kernel_initializer.has_seed = true;
+    c.kernel_initializer.seed = 7;
+    sn_model_add(m, sn_layer_conv2d_ex(&c));
+    sn_model_add(m, sn_layer_batch_norm());
+    sn_model_add(m, sn_layer_max_pool2d(2, 2));
+    sn_pool2d_opts p = {.pool_h = 2, .pool_w = 2, .stride_h = 1, .stride_w = 1};
+    sn_model_add(m, sn_layer_avg_pool2d_ex(&p));
+    sn_model_add(m, sn_layer_dropout(0.25));
+    sn_model_add(m, sn_layer_activation(SN_ACT_GELU));
+    sn_model_add(m, sn_layer_global_avg_pool2d());
+    sn_model_add(m, sn_layer_reshape(&(sn_shape){.ndim = 2, .dim = {2, 2}}));
+    sn_model_add(m, sn_layer_flatten());
+    sn_dense_layer_opts d = sn_dense_layer_defaults(3);
+    d.activation = SN_ACT_SOFTMAX;
+    d.kernel_regularizer = (sn_regularizer){.l1 = 1e-5, .l2 = 2e-5};
+    d.bias_regularizer.l1 = 1e-3;
+    sn_model_add(m, sn_layer_dense_ex(&d));
+    if (sn_model_build(m, &(sn_shape){.ndim = 3, .dim = {6, 6, 2}}, 3) != SN_OK) {
+        fprintf(stderr, "image_model: %s\n", sn_last_error());
+        sn_model_free(m);
+        return NULL;
+    }
+    /* Moving statistics away from 0/1, so a lost variable shows in the predictions. */
+    sn_node vars[4];
+    sn_graph *g = sn_model_graph(m);
+    int nv = sn_model_layer_variables(m, 1, vars, 4);
+    for (int j = 0; j < nv; j++) {
+        float *v = sn_variable_data(g, vars[j]);
+        for (int i = 0; i < 4; i++) v[i] = 0.5f + 0.1f * (float)(i + j);
+    }
+    return m;
+}
+
+static sn_tensor *input_for(const sn_shape *in, int64_t batch) {
+    sn_shape s = {.ndim = in->ndim + 1, .dim = {batch}};
+    for (int i = 0; i < in->ndim; i++) s.dim[i + 1] = in->dim[i];
+    sn_tensor *x = NULL;
+    if (sn_tensor_new(&x, SN_F32, &s) != SN_OK) return NULL;
+    float *p = sn_tensor_data(x);
+    for (int64_t i = 0; i < sn_tensor_numel(x); i++) p[i] = (float)((i * 37 % 101) / 101.0);
+    return x;
+}
+
+static double max_diff(const sn_tensor *a, const sn_tensor *b) {
+    if (sn_tensor_numel(a) != sn_tensor_numel(b)) return INFINITY;
+    double d = 0;
+    for (int64_t i = 0; i < sn_tensor_numel(a); i++)
+        d = fmax(d, fabs(sn_tensor_get(a, i) - sn_tensor_get(b, i)));
+    return d;
+}
+
+static char *config_of(sn_model *m) {
+    char *s = NULL;
+    CHECK_OK(sn_model_to_json(m, &s));
+    return s;
+}
+
+static void test_round_trip(void) {
+    sn_model *m = image_model();
+    CHECK(m != NULL, "model");
+    if (!m) return;
+    sn_compile_opts co = sn_compile_defaults();
+    co.optimizer = sn_optimizer_defaults(SN_SGD);
+    co.optimizer.learning_rate = 0.05;
+    co.optimizer.momentum = 0.9;
+    co.optimizer.nesterov = true;
+    co.from_logits = false;
+    co.metrics[0] = SN_METRIC_ACCURACY;
+    co.steps_per_execution = 5;
+    CHECK_OK(sn_model_compile(m, &co));
+    sn_tensor *x = input_for(&(sn_shape){.ndim = 3, .dim = {6, 6, 2}}, 4), *y0 = NULL, *y1 = NULL;
+    CHECK_OK(sn_model_predict(m, x, &y0));
+
+    /* .keras: the architecture, compile settings and weights come back exactly. */
+    const char *kp = path_in("m.keras");
+    CHECK_OK(sn_model_save(m, kp));
+    CHECK_OK(sn_model_save(m, kp)); /* over an existing file */
+    sn_model *r = NULL;
+    sn_model_file_info info;
+    CHECK_OK(sn_model_load(kp, 99, &r, &info));
+    if (r) {
+        CHECK(info.has_compile && info.has_weights, "compile %d weights %d", info.has_compile,
+              info.has_weights);
+        CHECK(!strcmp(info.keras_version, "3.15.1"), "keras_version '%s'", info.keras_version);
+        CHECK(info.compile.optimizer.type == SN_SGD && info.compile.optimizer.learning_rate == 0.05 &&
+                  info.compile.optimizer.momentum == 0.9 && info.compile.optimizer.nesterov,
+              "optimizer came back different");
+        CHECK(!info.compile.from_logits && info.compile.n_metrics == 1 &&
+                  info.compile.metrics[0] == SN_METRIC_ACCURACY &&
+                  info.compile.steps_per_execution == 5,
+              "loss/metrics came back different");
+        CHECK(info.input_shape.ndim == 3 && info.input_shape.dim[2] == 2, "input shape");
+        CHECK_OK(sn_model_compile(r, &info.compile));
+        char *a = config_of(m), *b = config_of(r);
+        CHECK(a && b && !strcmp(a, b), "configs differ:\n%s\n%s", a, b);
+        free(a);
+        free(b);
+        CHECK_OK(sn_model_predict(r, x, &y1));
+        CHECK(y1 && max_diff(y0, y1) == 0, "predictions differ by %g", y1 ? max_diff(y0, y1) : -1);
+        CHECK(sn_model_param_count(r, false) == sn_model_param_count(m, false), "params");
+    }
+    sn_tensor_free(y1);
+    sn_model_free(r);
+    r = NULL;
+    /* No temporary file is left beside the target. */
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", kp, (long)getpid());
+    CHECK(access(tmp, F_OK) != 0, "temporary %s left behind", tmp);
+
+    /* .json: the architecture and compile settings (as model.to_json() also writes them), no
+     * weights; a fresh seed, the same structure. */
+    const char *jp = path_in("m.json");
+    CHECK_OK(sn_model_save(m, jp));
+    CHECK_OK(sn_model_load(jp, 5, &r, &info));
+    if (r) {
+        CHECK(info.has_compile && !info.has_weights, "JSON: compile %d weights %d",
+              info.has_compile, info.has_weights);
+        sn_model *m2 = NULL;
+        CHECK_OK(sn_model_load(kp, 0, &m2, NULL)); /* uncompiled twin of m for the config */
+        char *a = config_of(m2), *b = config_of(r);
+        CHECK(a && b && !strcmp(a, b), "JSON config differs:\n%s\n%s", a, b);
+        free(a);
+        free(b);
+        sn_model_free(m2);
+    }
+    sn_model_free(r);
+    CHECK_ERR(sn_model_save(m, path_in("m.h5")), SN_ERR_INVALID, ".keras");
+    sn_tensor_free(x);
+    sn_tensor_free(y0);
+    sn_model_free(m);
+}
+
+/* ---- malformed and unsupported files ------------------------------------------------------ */
+
+/* The config of a small valid model (Dense 4 -> 3), as sinter writes it. */
+static json_t *base_config(void) {
+    sn_model *m = sn_sequential_new("base");
+    sn_model_add(m, sn_layer_dense(3, SN_ACT_RELU));
+    sn_model_add(m, sn_layer_dense(2, SN_ACT_NONE));
+    json_t *j = NULL;
+    if (sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {4}}, 1) == SN_OK) j = sn_model_to_config(m);
+    sn_model_free(m);
+    return j;
+}
+
+static json_t *layer_cfg(json_t *root, int i) {
+    return json_object_get(json_array_get(json_object_get(json_object_get(root, "config"), "layers"),
+                                          (size_t)i), "config");
+}
+
+/* Loads `root` as a JSON file and expects `code` with `needle` in the message. */
+static void expect_json(json_t *root, const char *file, sn_status code, const char *needle) {
+    json_dump_file(root, path_in(file), 0);
+    json_decref(root);
+    sn_model *m = NULL;
+    sn_status s = sn_model_load(path_in(file), 0, &m, NULL);
+    CHECK(s == code && strstr(sn_last_error(), needle) && !m,
+          "%s -> %s (wanted %s): '%s' should contain '%s'", file, sn_status_name(s),
+          sn_status_name(code), sn_last_error(), needle);
+    if (s == code) printf("  %-26s %s\n", file, sn_last_error());
+    sn_model_free(m);
+}
+
+static void expect_file(const char *file, sn_status code, const char *needle) {
+    sn_model *m = NULL;
+    sn_status s = sn_model_load(path_in(file), 0, &m, NULL);
+    CHECK(s == code && strstr(sn_last_error(), needle) && !m,
+          "%s -> %s (wanted %s): '%s' should contain '%s'", file, sn_status_name(s),
+          sn_status_name(code), sn_last_error(), needle);
+    if (s == code) printf("  %-26s %s\n", file, sn_last_error());
+    sn_model_free(m);
+}
+
+static void write_archive(const char *file, const char *config, const char *meta,
+                          const void *w, size_t wn) {
+    sn_keras_archive a = {.config = (char *)config, .config_len = config ? strlen(config) : 0,
+                          .metadata = (char *)meta, .metadata_len = meta ? strlen(meta) : 0,
+                          .weights = (void *)w, .weights_len = wn};
+    CHECK_OK(sn_keras_archive_write(path_in(file), &a));
+}
+
+static void test_malformed(void) {
+    json_t *j;
+    /* 1. not a zip although it starts like one */
+    write_text("bad_zip.keras", "PK\x03\x04 this is not really a zip archive at all......");
+    expect_file("bad_zip.keras", SN_ERR_FORMAT, "not a valid .keras archive");
+    /* 2. a zip without config.json */
+    {
+        int err = 0;
+        zip_t *z = zip_open(path_in("no_config.keras"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+        zip_source_t *src = z ? zip_source_buffer(z, "{}", 2, 0) : NULL;
+        if (src) zip_file_add(z, "metadata.json", src, ZIP_FL_OVERWRITE);
+        if (z) zip_close(z);
+        expect_file("no_config.keras", SN_ERR_FORMAT, "no config.json");
+    }
+    /* 3. unknown layer class */
+    j = base_config();
+    json_object_set_new(json_array_get(json_object_get(json_object_get(j, "config"), "layers"), 1),
+                        "class_name", json_string("Conv3D"));
+    expect_json(j, "unknown_class.json", SN_ERR_UNSUPPORTED, "layer class 'Conv3D' is not supported");
+    /* 4. wrong JSON type */
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 1), "units", json_string("three"));
+    expect_json(j, "wrong_type.json", SN_ERR_FORMAT, "field 'units' is \"three\" (a string)");
+    /* 5. truncated JSON */
+    {
+        json_t *b = base_config();
+        char *s = json_dumps(b, 0);
+        json_decref(b);
+        s[strlen(s) / 2] = 0;
+        write_text("truncated.json", s);
+        free(s);
+        expect_file("truncated.json", SN_ERR_FORMAT, "not valid JSON");
+    }
+    /* 6. a newer format version (metadata.json of an archive) */
+    {
+        json_t *b = base_config();
+        char *s = json_dumps(b, 0);
+        json_decref(b);
+        write_archive("newer.keras", s, "{\"keras_version\": \"4.0.0\", \"date_saved\": \"x\"}",
+                      NULL, 0);
+        expect_file("newer.keras", SN_ERR_UNSUPPORTED, "keras_version is \"4.0.0\"");
+        /* 7. and Keras 2's JSON */
+        json_t *k2 = json_loads(s, 0, NULL);
+        json_object_set_new(k2, "keras_version", json_string("2.15.0"));
+        expect_json(k2, "keras2.json", SN_ERR_UNSUPPORTED, "re-save the model with Keras 3");
+        free(s);
+    }
+    /* 8. a custom object */
+    j = base_config();
+    json_object_set_new(json_array_get(json_object_get(json_object_get(j, "config"), "layers"), 1),
+                        "module", json_string("my_package.layers"));
+    expect_json(j, "custom.json", SN_ERR_UNSUPPORTED, "custom object (module 'my_package.layers'");
+    j = base_config();
+    json_object_set_new(json_array_get(json_object_get(json_object_get(j, "config"), "layers"), 1),
+                        "registered_name", json_string("MyDense"));
+    expect_json(j, "registered.json", SN_ERR_UNSUPPORTED, "registered_name 'MyDense'");
+    /* 9. padding causal, dilation, groups: values sinter does not implement */
+    {
+        sn_model *m = sn_sequential_new("c");
+        sn_model_add(m, sn_layer_conv2d(2, 3, 3, SN_ACT_NONE));
+        sn_model_add(m, sn_layer_flatten());
+        sn_model_build(m, &(sn_shape){.ndim = 3, .dim = {5, 5, 1}}, 0);
+        json_t *c = sn_model_to_config(m);
+        sn_model_free(m);
+        j = json_deep_copy(c);
+        json_object_set_new(layer_cfg(j, 1), "padding", json_string("causal"));
+        expect_json(j, "causal.json", SN_ERR_UNSUPPORTED, "field 'padding' is \"causal\"");
+        j = json_deep_copy(c);
+        json_object_set_new(layer_cfg(j, 1), "dilation_rate", json_pack("[i,i]", 2, 2));
+        expect_json(j, "dilation.json", SN_ERR_UNSUPPORTED, "field 'dilation_rate' is [2, 2]");
+        j = json_deep_copy(c);
+        json_object_set_new(layer_cfg(j, 1), "groups", json_integer(2));
+        expect_json(j, "groups.json", SN_ERR_UNSUPPORTED, "field 'groups' is 2");
+        j = json_deep_copy(c);
+        json_object_set_new(layer_cfg(j, 1), "data_format", json_string("channels_first"));
+        expect_json(j, "channels_first.json", SN_ERR_UNSUPPORTED, "channels_first");
+        json_decref(c);
+    }
+    /* 10. weights whose shapes do not match the config */
+    {
+        sn_model *m = sn_sequential_new("base");
+        sn_model_add(m, sn_layer_dense(3, SN_ACT_RELU));
+        sn_model_add(m, sn_layer_dense(2, SN_ACT_NONE));
+        sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {4}}, 1);
+        void *w = NULL;
+        size_t wn = 0;
+        CHECK_OK(sn_model_save_weights_image(m, &w, &wn));
+        sn_model_free(m);
+        json_t *b = base_config();
+        json_object_set_new(layer_cfg(b, 1), "units", json_integer(5));
+        char *s = json_dumps(b, 0);
+        json_decref(b);
+        write_archive("shape_mismatch.keras", s, NULL, w, wn);
+        expect_file("shape_mismatch.keras", SN_ERR_SHAPE, "dense");
+        /* and an archive without weights */
+        write_archive("no_weights.keras", s, NULL, NULL, 0);
+        expect_file("no_weights.keras", SN_ERR_FORMAT, "no model.weights.h5");
+        /* and weights that are not HDF5 */
+        write_archive("bad_weights.keras", s, NULL, "not hdf5 at all", 15);
+        expect_file("bad_weights.keras", SN_ERR_FORMAT, "not an HDF5 file");
+        free(s);
+        free(w);
+    }
+    /* 11. a Functional graph that is not a chain (two branches into Add) */
+    write_text("branch.json",
+        "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\", \"config\": "
+        "{\"name\": \"f\", \"trainable\": true, \"layers\": ["
+        "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], \"dtype\": \"float32\", \"name\": \"in\"}, \"name\": \"in\", \"inbound_nodes\": []},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"a\", \"units\": 3}, \"name\": \"a\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 4], \"dtype\": \"float32\", \"keras_history\": [\"in\", 0, 0]}}], \"kwargs\": {}}]},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"b\", \"units\": 3}, \"name\": \"b\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 4], \"dtype\": \"float32\", \"keras_history\": [\"in\", 0, 0]}}], \"kwargs\": {}}]}"
+        "], \"input_layers\": [\"in\", 0, 0], \"output_layers\": [\"b\", 0, 0]}}");
+    expect_file("branch.json", SN_ERR_UNSUPPORTED, "layer 'in' feeds both 'a' and 'b'");
+    /* 12. deep nesting: jansson's depth limit, not a stack overflow */
+    {
+        size_t depth = 100000;
+        char *s = malloc(2 * depth + 1);
+        memset(s, '[', depth);
+        memset(s + depth, ']', depth);
+        s[2 * depth] = 0;
+        write_text("deep.json", s);
+        free(s);
+        expect_file("deep.json", SN_ERR_FORMAT, "maximum parsing depth");
+    }
+    /* 13. more: trainable false, mixed policies, schedules, duplicate keys, empty file */
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 2), "trainable", json_false());
+    expect_json(j, "frozen.json", SN_ERR_UNSUPPORTED, "field 'trainable' is false");
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 2), "dtype", json_string("mixed_float16"));
+    expect_json(j, "float16.json", SN_ERR_UNSUPPORTED, "policy \"mixed_float16\"");
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 1), "activation",
+                        json_pack("{s:s, s:s}", "module", "mine", "class_name", "function"));
+    expect_json(j, "custom_activation.json", SN_ERR_UNSUPPORTED, "custom activation");
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 1), "activation", json_string("hard_sigmoid"));
+    expect_json(j, "unknown_activation.json", SN_ERR_UNSUPPORTED, "hard_sigmoid");
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 1), "kernel_constraint",
+                        json_pack("{s:s, s:s, s:{}}", "module", "keras.constraints", "class_name",
+                                  "MaxNorm", "config"));
+    expect_json(j, "constraint.json", SN_ERR_UNSUPPORTED, "kernel_constraint");
+    j = base_config();
+    json_object_set_new(layer_cfg(j, 1), "future_option", json_true());
+    expect_json(j, "unknown_field.json", SN_ERR_UNSUPPORTED, "field 'future_option'");
+    j = base_config();
+    json_object_set_new(j, "compile_config",
+                        json_pack("{s:{s:s, s:s, s:{s:{s:s, s:s}}}}", "optimizer", "module",
+                                  "keras.optimizers", "class_name", "Adam", "config",
+                                  "learning_rate", "module", "keras.optimizers.schedules",
+                                  "class_name", "CosineDecay"));
+    expect_json(j, "schedule.json", SN_ERR_UNSUPPORTED, "schedule (CosineDecay)");
+    j = base_config();
+    json_object_set_new(j, "compile_config", json_pack("{s:s}", "loss", "huber"));
+    expect_json(j, "huber.json", SN_ERR_UNSUPPORTED, "loss 'huber'");
+    write_text("duplicate.json", "{\"class_name\": \"Sequential\", \"class_name\": \"Functional\"}");
+    expect_file("duplicate.json", SN_ERR_FORMAT, "duplicate");
+    write_text("empty.json", "");
+    expect_file("empty.json", SN_ERR_FORMAT, "not valid JSON");
+    write_text("array.json", "[1, 2]");
+    expect_file("array.json", SN_ERR_FORMAT, "expected a model config object");
+    expect_file("absent.keras", SN_ERR_IO, "cannot open");
+    j = base_config();
+    json_object_set_new(json_object_get(j, "config"), "layers", json_integer(3));
+    expect_json(j, "layers_int.json", SN_ERR_FORMAT, "field 'layers' is an integer");
+    j = base_config();
+    json_object_set_new(json_object_get(layer_cfg(j, 0), "batch_shape") ? layer_cfg(j, 0) : j,
+                        "batch_shape", json_pack("[n, n]"));
+    expect_json(j, "dynamic_shape.json", SN_ERR_UNSUPPORTED, "static shapes");
+}
+
+/* A Functional chain is read as the equivalent Sequential model; without compile settings a
+ * softmax output is not taken for logits. */
+static void test_functional_chain(void) {
+    static const char json[] =
+        "{\"module\": \"keras.src.models.functional\", \"class_name\": \"Functional\", \"config\": "
+        "{\"name\": \"f\", \"trainable\": true, \"layers\": ["
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"b\", \"units\": 2, \"activation\": \"softmax\"}, \"name\": \"b\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 3], \"dtype\": \"float32\", \"keras_history\": [\"a\", 0, 0]}}], \"kwargs\": {}}]},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4], \"dtype\": \"float32\", \"name\": \"in\"}, \"name\": \"in\", \"inbound_nodes\": []},"
+        "{\"module\": \"keras.layers\", \"class_name\": \"Dense\", \"config\": {\"name\": \"a\", \"units\": 3}, \"name\": \"a\", \"inbound_nodes\": [{\"args\": [{\"class_name\": \"__keras_tensor__\", \"config\": {\"shape\": [null, 4], \"dtype\": \"float32\", \"keras_history\": [\"in\", 0, 0]}}], \"kwargs\": {\"training\": false}}]}"
+        "], \"input_layers\": [[\"in\", 0, 0]], \"output_layers\": [[\"b\", 0, 0]]}}";
+    sn_model *m = NULL;
+    sn_model_file_info info;
+    CHECK_OK(sn_model_from_json(json, sizeof json - 1, 0, &m, &info));
+    if (!m) return;
+    CHECK(sn_model_layer_count(m) == 2 && !strcmp(sn_model_layer_name(m, 0), "a") &&
+              !strcmp(sn_model_layer_name(m, 1), "b"),
+          "chain order: %s, %s", sn_model_layer_name(m, 0), sn_model_layer_name(m, 1));
+    CHECK(sn_model_param_count(m, false) == 4 * 3 + 3 + 3 * 2 + 2, "params %lld",
+          (long long)sn_model_param_count(m, false));
+    CHECK(!info.has_compile && !info.compile.from_logits, "softmax output taken for logits");
+    sn_model_free(m);
+}
+
+/* ---- interop mode ------------------------------------------------------------------------ */
+
+static int interop(const char *d) {
+    char lst[600];
+    snprintf(lst, sizeof lst, "%s/models.txt", d);
+    FILE *f = fopen(lst, "r");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", lst);
+        return 1;
+    }
+    char file[256];
+    long rows;
+    int rc = 0;
+    while (fscanf(f, "%255s %ld", file, &rows) == 2) {
+        char p[600], base[256];
+        snprintf(p, sizeof p, "%s/%s", d, file);
+        snprintf(base, sizeof base, "%s", file);
+        char *dot = strrchr(base, '.');
+        const char *kind = dot ? dot + 1 : "x";
+        if (dot) *dot = 0;
+        sn_model *m = NULL;
+        sn_model_file_info info;
+        if (sn_model_load(p, 0, &m, &info) != SN_OK) {
+            fprintf(stderr, "FAIL loading %s: %s\n", p, sn_last_error());
+            rc = 1;
+            continue;
+        }
+        if (!info.has_weights) { /* JSON: the weights of the .keras twin */
+            char w[600];
+            snprintf(w, sizeof w, "%s/%s.weights.h5", d, base);
+            if (sn_model_load_weights(m, w) != SN_OK) {
+                fprintf(stderr, "FAIL weights %s: %s\n", w, sn_last_error());
+                rc = 1;
+                sn_model_free(m);
+                continue;
+            }
+        }
+        if (info.has_compile) sn_model_compile(m, &info.compile);
+        sn_tensor *x = input_for(&info.input_shape, rows), *y = NULL;
+        char in[600], out[600];
+        snprintf(in, sizeof in, "%s/%s.in.f32", d, base);
+        FILE *fi = fopen(in, "rb");
+        size_t n = (size_t)sn_tensor_numel(x);
+        if (!fi || fread(sn_tensor_data(x), sizeof(float), n, fi) != n) {
+            fprintf(stderr, "FAIL reading %s\n", in);
+            rc = 1;
+        } else if (sn_model_predict(m, x, &y) != SN_OK) {
+            fprintf(stderr, "FAIL predict %s: %s\n", p, sn_last_error());
+            rc = 1;
+        } else {
+            snprintf(out, sizeof out, "%s/%s.%s.sinter.f32", d, base, kind);
+            FILE *fo = fopen(out, "wb");
+            fwrite(sn_tensor_data(y), sizeof(float), (size_t)sn_tensor_numel(y), fo);
+            fclose(fo);
+            snprintf(out, sizeof out, "%s/%s.%s.sinter.keras", d, base, kind);
+            if (sn_model_save(m, out) != SN_OK) {
+                fprintf(stderr, "FAIL save %s: %s\n", out, sn_last_error());
+                rc = 1;
+            }
+            printf("sinter: %s -> %lld x %lld predictions\n", file,
+                   (long long)sn_tensor_shape(y)->dim[0], (long long)sn_tensor_shape(y)->dim[1]);
+        }
+        if (fi) fclose(fi);
+        sn_tensor_free(x);
+        sn_tensor_free(y);
+        sn_model_free(m);
+    }
+    fclose(f);
+    return rc;
+}
+
+int main(void) {
+    const char *d = getenv("SN_KERAS_MODELS_DIR");
+    if (d && *d) return interop(d);
+    snprintf(dir, sizeof dir, "/tmp/sn_model_files_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_round_trip();
+    test_functional_chain();
+    printf("malformed or unsupported files (each must be a clear error):\n");
+    test_malformed();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return sn_test_finish("test_model_files");
+}
