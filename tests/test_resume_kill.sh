@@ -11,7 +11,8 @@
 #     SIGKILL itself): half-way through the items, after the fsync before the rename, and
 #     after the rename before the folder's fsync, in various writes.
 # Then: a truncated newest checkpoint and a corrupted one are skipped with a warning, the
-# previous one is used, and the weights are still identical. And --resume PATH / --no-resume.
+# previous one is used, and the weights are still identical. And --resume PATH / --no-resume,
+# and a kill inside a write under --strategy mirrored and under mpirun -np 2 multi_worker.
 # Small and fast: the MLP, 2,000 training images, 3 epochs of 24 steps, one thread.
 # Usage: tests/test_resume_kill.sh BUILD_DIR. Exit 77 (skipped) without Fashion-MNIST or
 # h5diff (Debian hdf5-tools).
@@ -188,6 +189,48 @@ if [ $rc -ne 0 ] && grep -q "checkpoint .* variable '" <<<"$out"; then
     ok "another model's checkpoint: $(grep -o "variable '[^']*'[^:]*" <<<"$out" | head -1)"
 else
     bad "another model's checkpoint: exit $rc: $out"
+fi
+
+# Under strategies: two mirrored replicas, and two MPI workers (multi_worker: the chief writes,
+# every worker resumes from the same file), each killed inside a write and rerun.
+strategy_case() { # strategy_case NAME RUNNER... -- FLAGS...
+    local name=$1
+    shift
+    local runner=()
+    while [ "$1" != "--" ]; do runner+=("$1"); shift; done
+    shift
+    local d=$W/$name
+    SN_NUM_THREADS=1 timeout 180 "${runner[@]}" "$S" "${ARGS[@]}" "$@" --quiet --save "$d.ref.h5" \
+        >"$d.ref.log" 2>&1 || { bad "$name: the uninterrupted run failed"; cat "$d.ref.log"; return; }
+    SN_NUM_THREADS=1 SN_CKPT_TEST_KILL=11:synced timeout 180 "${runner[@]}" "$S" "${ARGS[@]}" "$@" \
+        "${CK[@]}" --checkpoint-dir "$d" --save "$d.h5" >"$d.killed.log" 2>&1 &
+    wait $! 2>/dev/null
+    local rc=$?
+    SN_NUM_THREADS=1 timeout 180 "${runner[@]}" "$S" "${ARGS[@]}" "$@" "${CK[@]}" \
+        --checkpoint-dir "$d" --save "$d.h5" >"$d.final.log" 2>&1
+    local where
+    where=$(grep -o "Resuming from [^ ]*: .*" "$d.final.log" | sed "s|$W/||")
+    if [ $rc -ne 0 ] && [ -n "$where" ] && h5diff "$d.ref.h5" "$d.h5" >/dev/null; then
+        ok "$name: killed in write 11 (exit $rc), $where; weights identical"
+    else
+        bad "$name: killed run exit $rc, ${where:-no resume}"; cat "$d.final.log"
+    fi
+}
+strategy_case mirrored -- --strategy mirrored --cpu-devices 2
+if command -v mpirun >/dev/null 2>&1 && "$S" train --help 2>&1 | grep -q multi_worker; then
+    probe=$(timeout 60 mpirun --oversubscribe --allow-run-as-root -np 2 "$B/tests/test_dist" \
+        --train multi_worker "$W/probe.bin" 2>&1)
+    if grep -q "has no MPI" <<<"$probe"; then
+        echo "     (multi_worker case skipped: this build has no MPI)"
+    else
+        # Open MPI's plugins keep allocations to the end (scripts/test.sh runs test_mpi with
+        # leak checks off for the same reason); ASan's other checks stay on.
+        ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0 \
+            strategy_case multi_worker mpirun --oversubscribe --allow-run-as-root -np 2 -- \
+            --strategy multi_worker
+    fi
+else
+    echo "     (multi_worker case skipped: no mpirun)"
 fi
 
 [ $fail -eq 0 ] && echo "test_resume_kill: all passed" || echo "test_resume_kill: FAILED"

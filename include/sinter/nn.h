@@ -321,6 +321,76 @@ sn_tensorboard_opts sn_tensorboard_defaults(void);
 sn_callback *sn_callback_tensorboard(const sn_tensorboard_opts *o);
 void sn_callback_free(sn_callback *cb);
 
+/* keras.callbacks.ModelCheckpoint, saving at each epoch's end to a path made from `filepath`
+ * as Python's str.format with the logs: "{epoch}" (1-based, as Keras), "{epoch:02d}",
+ * "{val_loss:.2f}", any log name; "{{" and "}}" are braces. */
+typedef struct sn_model_checkpoint_opts {
+    const char *filepath;
+    const char *monitor;     /* "val_loss" */
+    const char *mode;        /* "auto" (max for names with "acc", else min), "min", "max" */
+    bool save_best_only;     /* false: every epoch; true: when monitor improved */
+    /* true: Keras 3 .weights.h5 (sn_model_save_weights); false (Keras's default): the whole
+     * training state (docs/checkpoints.md), which sn_backup_opts.resume_path resumes from */
+    bool save_weights_only;
+} sn_model_checkpoint_opts;
+sn_model_checkpoint_opts sn_model_checkpoint_defaults(const char *filepath);
+sn_callback *sn_callback_model_checkpoint(const sn_model_checkpoint_opts *o);
+
+/* keras.callbacks.ReduceLROnPlateau: the rate times `factor` when `monitor` has not improved
+ * by min_delta for `patience` epochs, then `cooldown` epochs of rest, never below min_lr. */
+typedef struct sn_reduce_lr_opts {
+    const char *monitor; /* "val_loss" */
+    double factor;       /* 0.1, in (0, 1) */
+    int patience;        /* 10 */
+    const char *mode;    /* "auto", "min", "max" */
+    double min_delta;    /* 1e-4 */
+    int cooldown;        /* 0 */
+    double min_lr;       /* 0 */
+} sn_reduce_lr_opts;
+sn_reduce_lr_opts sn_reduce_lr_defaults(void);
+sn_callback *sn_callback_reduce_lr_on_plateau(const sn_reduce_lr_opts *o);
+
+/* keras.callbacks.LearningRateScheduler: at each epoch's start the rate becomes
+ * schedule(user, epoch (0-based), current rate); it must return a finite rate > 0. */
+typedef double (*sn_lr_schedule_fn)(void *user, int epoch, double lr);
+sn_callback *sn_callback_lr_scheduler(sn_lr_schedule_fn schedule, void *user);
+
+/* keras.optimizers.schedules, as functions of the optimizer's iteration count (the steps
+ * done), with Keras's formulas:
+ *   exponential: lr0 * rate^(step / decay_steps) (the exponent floored when staircase)
+ *   piecewise:   values[0] while step <= boundaries[0], values[i] while step <= boundaries[i],
+ *                values[n] after the last boundary
+ *   cosine:      a linear warmup from lr0 to warmup_target over warmup_steps (when set), then
+ *                target * ((1 - alpha) * 0.5 * (1 + cos(pi * min(s, decay_steps) /
+ *                decay_steps)) + alpha), s counted from the warmup's end */
+typedef enum sn_lr_schedule_type {
+    SN_LR_EXPONENTIAL_DECAY = 0,
+    SN_LR_PIECEWISE_CONSTANT_DECAY,
+    SN_LR_COSINE_DECAY,
+} sn_lr_schedule_type;
+#define SN_LR_MAX_BOUNDARIES 16
+typedef struct sn_lr_schedule {
+    sn_lr_schedule_type type;
+    double initial_learning_rate;
+    int64_t decay_steps;
+    double decay_rate;      /* exponential */
+    bool staircase;         /* exponential */
+    int n_boundaries;       /* piecewise: values has n_boundaries + 1 entries */
+    int64_t boundaries[SN_LR_MAX_BOUNDARIES];
+    double values[SN_LR_MAX_BOUNDARIES + 1];
+    double alpha;           /* cosine: the floor, a fraction of the rate */
+    int64_t warmup_steps;   /* cosine */
+    double warmup_target;   /* cosine, with warmup_steps > 0 */
+} sn_lr_schedule;
+/* SN_ERR_INVALID naming the field when a schedule is malformed. */
+sn_status sn_lr_schedule_check(const sn_lr_schedule *s);
+double sn_lr_schedule_value(const sn_lr_schedule *s, int64_t step);
+/* Applies a schedule during fit: the rate is set from the iteration count before the first
+ * execution and after each one, so it follows Keras step by step with steps_per_execution
+ * 1; with S > 1 it changes every S steps (the value at each execution's first step). The
+ * schedule is copied. */
+sn_callback *sn_callback_lr_schedule(const sn_lr_schedule *s);
+
 /* BackupAndRestore, built into fit (docs/checkpoints.md): checkpoints of the whole training
  * state in `dir`, and resuming from the newest valid one. A resumed fit ends with weights
  * bit-identical to an uninterrupted one with the same options. */

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/train_callbacks.h"
 #include "sinter/dist.h"
 
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};
@@ -68,6 +69,7 @@ int sn_cmd_train(int argc, char **argv) {
     const char *ckpt_dir = NULL, *ckpt_every = "epoch", *resume_path = NULL;
     int64_t keep_ckpt = 3;
     bool no_resume = false;
+    sn_cli_cb_flags cbf = sn_cli_cb_defaults();
     sn_cli_data_opts dopt = sn_cli_data_defaults();
     int64_t seq_length = 100;
     bool text_bytes = false;
@@ -144,6 +146,7 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "resume from this checkpoint file"},
         {.name = "no-resume", .kind = SN_FLAG_BOOL, .value = &no_resume,
          .help = "start over: remove --checkpoint-dir's old checkpoints instead of resuming"},
+        SN_CLI_CALLBACK_FLAGS(&cbf),
     };
     sn_flag_set fs = {prog,
                       "Trains a model (preset or Keras file) on Fashion-MNIST (or --data-dir) with the test split "
@@ -202,7 +205,7 @@ int sn_cmd_train(int argc, char **argv) {
     sn_dataset *train = NULL, *test = NULL;
     sn_vocab *vocab = NULL;
     sn_model *m = NULL;
-    sn_callback *cbs[4] = {NULL, NULL, NULL, NULL};
+    sn_callback *cbs[10] = {NULL};
     epoch_timer timer = {0};
     sn_history *hist = NULL;
     int ncb = 0;
@@ -357,6 +360,14 @@ int sn_cmd_train(int argc, char **argv) {
     fo.steps_per_epoch = steps_per_epoch;
     fo.validation = test;
     fo.validation_steps = validation_steps;
+    /* On every worker: the rate must change the same way everywhere (ModelCheckpoint
+     * writes on the chief only). */
+    int crc = sn_cli_make_callbacks(prog, &cbf, co.optimizer.learning_rate, cbs, &ncb,
+                                    (int)(sizeof cbs / sizeof cbs[0]));
+    if (crc) {
+        rc = crc;
+        goto done;
+    }
     fo.n_callbacks = ncb;
     fo.callbacks = cbs;
     if (ckpt_dir || resume_path) {

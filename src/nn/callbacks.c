@@ -21,7 +21,7 @@ void sn_callback_free(sn_callback *cb) {
     free(b);
 }
 
-static const double *find_log(const sn_logs *l, const char *name) {
+const double *sn_logs_find(const sn_logs *l, const char *name) {
     for (int i = 0; i < l->n; i++)
         if (strcmp(l->names[i], name) == 0) return &l->values[i];
     return NULL;
@@ -196,7 +196,7 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* Python's repr of a float: the shortest text that reads back to the same double. */
-static void repr_double(char *buf, size_t cap, double v) {
+void sn_repr_double(char *buf, size_t cap, double v) {
     if (isnan(v)) {
         snprintf(buf, cap, "nan");
         return;
@@ -241,9 +241,9 @@ static sn_status csv_epoch_end(void *user, const sn_logs *l, bool *stop) {
     }
     rc |= fprintf(c->f, "%d", l->epoch) < 0;
     for (int i = 0; i < c->n_keys; i++) {
-        const double *v = find_log(l, c->keys[i]);
+        const double *v = sn_logs_find(l, c->keys[i]);
         char num[64] = "NA";
-        if (v) repr_double(num, sizeof num, *v);
+        if (v) sn_repr_double(num, sizeof num, *v);
         rc |= fprintf(c->f, ",%s", num) < 0;
     }
     rc |= fprintf(c->f, "\n") < 0;
@@ -306,7 +306,7 @@ static sn_status es_epoch_begin(void *user, int epoch, int epochs) {
 
 static sn_status es_epoch_end(void *user, const sn_logs *l, bool *stop) {
     earlystop *e = user;
-    const double *v = find_log(l, e->monitor);
+    const double *v = sn_logs_find(l, e->monitor);
     if (!v) {
         char avail[256] = "";
         size_t len = 0;
@@ -373,7 +373,7 @@ sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, i
 /* ---- terminate on NaN -------------------------------------------------------------------- */
 
 static sn_status nan_batch_end(void *user, const sn_logs *l, bool *stop) {
-    const double *v = find_log(l, "loss");
+    const double *v = sn_logs_find(l, "loss");
     if (v && !isfinite(*v))
         return sn_errorf(SN_ERR_NUMERIC, "loss became %s at epoch %d, step %lld",
                          isnan(*v) ? "NaN" : "Inf", l->epoch + 1, (long long)l->step);

@@ -372,7 +372,8 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
         }
         if (t->log_lr && logs.n < SN_LOGS_MAX) {
             logs.names[logs.n] = "learning_rate";
-            logs.values[logs.n++] = t->opts.optimizer.learning_rate;
+            /* Keras keeps the rate in a float32 variable and logs that value. */
+            logs.values[logs.n++] = (double)(float)t->opts.optimizer.learning_rate;
         }
         logs.seconds = sn_now() - t0;
         SN_TRY(sn_history_append(h, &logs));

@@ -127,6 +127,10 @@ sn_status sn_fit_checkpoint_restore(sn_model *m, const char *path);
  * epoch, write a checkpoint when b says so and prune the folder. */
 sn_status sn_fit_backup_resume(sn_model *m, const sn_backup_opts *b, bool *resumed);
 sn_status sn_fit_backup_save(sn_model *m, const sn_backup_opts *b);
+/* The log `name` (NULL when absent). */
+const double *sn_logs_find(const sn_logs *l, const char *name);
+/* Python's repr of a float (CSV logs, ModelCheckpoint file names): shortest round-trip text. */
+void sn_repr_double(char *buf, size_t cap, double v);
 /* Sets the learning rate every optimizer update node of m's graph reads (lr_schedule.c). */
 void sn_train_set_lr(sn_model *m, double lr);
 
