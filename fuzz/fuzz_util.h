@@ -1,35 +1,43 @@
 /* Shared by the fuzz targets: hand the fuzzer's bytes to a reader that takes a path.
  *
  * sinter's readers open files by name (zlib's gzopen, HDF5's H5Fopen), so each input is
- * written to one memory file (memfd, never on disk) and read back through /proc/self/fd/N:
- * no temporary files pile up, and a run is not slowed by the disk. */
+ * written to one file per process, in /dev/shm (memory) when there is one, and removed at
+ * exit. Not a memfd's /proc/self/fd/N: HDF5 resolves the real path of every file it opens,
+ * and a memfd has none (H5Fopen fails before reading a byte). */
 #ifndef SN_FUZZ_UTIL_H
 #define SN_FUZZ_UTIL_H
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 #include <zlib.h>
 
-/* Writes n bytes to the process's memory file and returns its path (static storage). */
+static char fuzz_path_[256];
+
+static inline void fuzz_remove_file_(void) { unlink(fuzz_path_); }
+
+/* Writes n bytes to the process's input file and returns its path (static storage). */
 static inline const char *fuzz_file(const uint8_t *data, size_t n) {
     static int fd = -1;
-    static char path[64];
-    if (fd < 0) {
-        fd = memfd_create("sn_fuzz", 0);
+    static pid_t owner;
+    if (fd < 0 || owner != getpid()) { /* fork mode: each child writes its own file */
+        const char *dir = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+        snprintf(fuzz_path_, sizeof fuzz_path_, "%s/sn_fuzz_%ld", dir, (long)getpid());
+        fd = open(fuzz_path_, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) {
-            perror("memfd_create");
+            perror(fuzz_path_);
             abort();
         }
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        owner = getpid();
+        atexit(fuzz_remove_file_);
     }
     if (ftruncate(fd, 0) != 0 || (n && pwrite(fd, data, n, 0) != (ssize_t)n)) {
         perror("fuzz_file: write");
         abort();
     }
-    return path;
+    return fuzz_path_;
 }
 
 /* gzip-compresses n bytes into a new buffer (free()); *out_n its size. The gzip framing is

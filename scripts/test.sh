@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: install what is missing, build with warnings as errors, run the
-# whole CTest suite; then (unless SN_SKIP_SANITIZE=1) the same suite under ASan + UBSan.
+# whole CTest suite; then (unless SN_SKIP_SANITIZE=1) the same suite under ASan + UBSan; then
+# (unless SN_SKIP_OPTIONS=1) builds without oneDNN and without MPI; then (unless SN_SKIP_FUZZ=1)
+# each libFuzzer target for 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -28,12 +30,24 @@ run_ctest build --output-on-failure
 if [ "${SN_SKIP_SANITIZE:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan) =="
   SN_BUILD_DIR=build-asan scripts/build.sh -DSN_WERROR=ON -DSN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  # LeakSanitizer is on; OpenMP's, oneDNN's and HDF5's per-thread caches live until exit and are
-  # suppressed by name in scripts/lsan.supp. Open MPI's runtime leaks from plugins it unloads
-  # (no name to suppress), so the MPI test runs under ASan + UBSan with leak checks off.
+  # LeakSanitizer is on, with no library suppressed (scripts/lsan.supp says why). Open MPI's
+  # runtime leaks from plugins it unloads (no frame to name), so the MPI test runs under ASan +
+  # UBSan with leak checks off.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
     run_ctest build-asan --output-on-failure -E "test_mpi"
   ASAN_OPTIONS=detect_leaks=0 run_ctest build-asan --output-on-failure -R "test_mpi"
+fi
+if [ "${SN_SKIP_OPTIONS:-0}" != 1 ]; then
+  # The documented build options keep building and passing. The long end-to-end scripts
+  # (CLI, kill-and-resume) ran above; here the library, kernel, graph, training, data and
+  # distribution tests, plus the one script each option changes (bench's kernel table for
+  # oneDNN, the multi-worker tests for MPI, which skip in a build without it).
+  echo "== -DSN_WITH_DNNL=OFF =="
+  SN_BUILD_DIR=build-nodnnl scripts/build.sh -DSN_WERROR=ON -DSN_WITH_DNNL=OFF
+  run_ctest build-nodnnl --output-on-failure -E "test_(cli|resume_kill|mpi)$"
+  echo "== -DSN_WITH_MPI=OFF =="
+  SN_BUILD_DIR=build-nompi scripts/build.sh -DSN_WERROR=ON -DSN_WITH_MPI=OFF
+  run_ctest build-nompi --output-on-failure -E "test_(cli|resume_kill|bench)$"
 fi
 if [ "${SN_SKIP_FUZZ:-0}" != 1 ]; then
   # Keeps the libFuzzer targets building and every committed seed (regression inputs from

@@ -12,9 +12,9 @@
  * 3. A small CNN trained with mixed_bfloat16 on a Fashion-MNIST subset reaches an accuracy
  *    within 0.03 of the same model in fp32 (both measured here, in this run), and bf16
  *    training is deterministic: same seed twice -> bit-identical weights.
- * Parts 1-2 are skipped where the CPU lacks AVX512-BF16 (the option is then ignored), and the
- * test then exits 77 (SKIPPED) after part 3, which runs everywhere (without AVX512-BF16 it
- * trains in f32). */
+ * Parts 1-2 are skipped where the CPU lacks AVX512-BF16 or the build lacks oneDNN (the option
+ * is then ignored), and the test then exits 77 (SKIPPED) after part 3, which runs everywhere
+ * (without them it trains in f32). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -232,7 +232,15 @@ static void training_cases(void) {
 
 int main(void) {
     sn_rng_init(&rng, 2024, 0);
-    if (!sn_cpu()->avx512_bf16) {
+#ifdef SN_HAVE_DNNL
+    const bool dnnl = true;
+#else
+    const bool dnnl = false; /* the bf16 matmul and convolution kernels are oneDNN's */
+#endif
+    if (!dnnl) {
+        sn_test_skip("test_bf16: kernel and plan checks: this build has no oneDNN "
+                     "(-DSN_WITH_DNNL=OFF), so bf16_compute is ignored (f32)");
+    } else if (!sn_cpu()->avx512_bf16) {
         sn_test_skip("test_bf16: kernel and plan checks: this CPU lacks AVX512-BF16, so "
                      "bf16_compute is ignored (f32)");
     } else {

@@ -175,6 +175,20 @@ static void test_example_claims(void) {
     CHECK_OK(sn_example_parse(ex, e64, sizeof e64));
     const sn_feature *f = sn_example_find(ex, "n");
     CHECK(f && f->kind == SN_FEATURE_INT64 && f->count == 0, "empty packed int64 list");
+    /* Empty float, int64 and bytes lists before any value was parsed (the pools are still
+     * unallocated): fuzz_example's UBSan finding, NULL + 0. Zero values, NULL pointers. */
+    uint8_t fixed[] = {0x0a, 0x1b, /* Example.features, 27 bytes: three entries */
+                       0x0a, 0x07, 0x0a, 0x01, 'f', 0x12, 0x02, 0x12, 0x00,  /* f: float_list {} */
+                       0x0a, 0x07, 0x0a, 0x01, 'i', 0x12, 0x02, 0x1a, 0x00,  /* i: int64_list {} */
+                       0x0a, 0x07, 0x0a, 0x01, 'b', 0x12, 0x02, 0x0a, 0x00}; /* b: bytes_list {} */
+    CHECK_OK(sn_example_parse(ex, fixed, sizeof fixed));
+    const char *names[3] = {"f", "i", "b"};
+    sn_feature_kind kinds[3] = {SN_FEATURE_FLOAT, SN_FEATURE_INT64, SN_FEATURE_BYTES};
+    for (int i = 0; i < 3; i++) {
+        f = sn_example_find(ex, names[i]);
+        CHECK(f && f->kind == kinds[i] && f->count == 0 && !f->floats && !f->int64s && !f->bytes,
+              "empty list '%s'", names[i]);
+    }
     sn_example_free(ex);
 }
 

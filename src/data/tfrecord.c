@@ -554,6 +554,9 @@ sn_status sn_example_parse(sn_example *ex, const void *data, size_t len) {
         o->name = ex->names + r->name_off;
         o->kind = r->kind;
         o->count = r->count;
+        /* An empty list leaves its pointers NULL: its pool may never have been allocated, and
+         * NULL + 0 is undefined behaviour in C (found by fuzz_example under UBSan). */
+        if (r->count == 0) continue;
         if (r->kind == SN_FEATURE_FLOAT) o->floats = ex->floats + r->val_off;
         if (r->kind == SN_FEATURE_INT64) o->int64s = ex->int64s + r->val_off;
         if (r->kind == SN_FEATURE_BYTES) {

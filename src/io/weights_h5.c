@@ -529,24 +529,37 @@ done:
     return st;
 }
 
-/* Counts datasets below `obj` (recursively), to tell layers with weights from empty ones. */
-static sn_status count_datasets(hid_t obj, int depth, int64_t *count) {
+/* At most this many objects are opened to decide whether one layer group holds a dataset.
+ * Hard links can make cycles (a group linking to its parent), so depth alone does not bound
+ * the walk: with k self-links and depth 8 it would visit k^8 objects (fuzz_weights_h5_struct
+ * found the hang). A Keras layer has a handful of objects. */
+#define MAX_WALK_OBJECTS 4096
+
+/* Whether any dataset lies below `obj` (a walk of at most MAX_WALK_DEPTH levels, stopping at
+ * the first dataset); *budget counts down the objects opened. */
+static sn_status has_dataset(hid_t obj, const char *shown, int depth, int64_t *budget,
+                             int *found) {
     sn_status st = SN_OK;
     H5G_info_t info;
     hid_t child = H5I_INVALID_HID;
     SN_H5(H5Gget_info(obj, &info));
-    for (hsize_t i = 0; i < info.nlinks; i++) {
+    for (hsize_t i = 0; i < info.nlinks && !*found; i++) {
         char name[NAME_CAP];
         ssize_t len;
         SN_H5(len = H5Lget_name_by_idx(obj, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
                                        H5P_DEFAULT));
         if ((size_t)len >= sizeof name) continue; /* no Keras name is this long */
+        if (--*budget < 0) {
+            st = sn_errorf(SN_ERR_FORMAT, "%s holds more than %d objects (or its links form a "
+                           "cycle); a Keras layer holds a few", shown, MAX_WALK_OBJECTS);
+            goto done;
+        }
         SN_H5(child = H5Oopen(obj, name, H5P_DEFAULT));
         H5I_type_t t = H5Iget_type(child);
         if (t == H5I_DATASET)
-            (*count)++;
+            *found = 1;
         else if (t == H5I_GROUP && depth < MAX_WALK_DEPTH)
-            SN_H5_TRY(count_datasets(child, depth + 1, count));
+            SN_H5_TRY(has_dataset(child, shown, depth + 1, budget, found));
         sn_h5_close(&child);
     }
 done:
@@ -577,9 +590,12 @@ static sn_status keras3_file_layers(hid_t lg, file_layers *fl) {
                                        H5P_DEFAULT));
         if ((size_t)len >= sizeof name) continue;
         SN_H5(child = H5Oopen(lg, name, H5P_DEFAULT));
-        int64_t nd = 0;
-        if (H5Iget_type(child) == H5I_GROUP) SN_H5_TRY(count_datasets(child, 1, &nd));
-        if (nd > 0) snprintf(fl->names[fl->n++], NAME_CAP, "%s", name);
+        int found = 0;
+        int64_t budget = MAX_WALK_OBJECTS;
+        char shown[NAME_CAP + 64];
+        snprintf(shown, sizeof shown, "layer group '%s'", name);
+        if (H5Iget_type(child) == H5I_GROUP) SN_H5_TRY(has_dataset(child, shown, 1, &budget, &found));
+        if (found) snprintf(fl->names[fl->n++], NAME_CAP, "%s", name);
         sn_h5_close(&child);
     }
 done:

@@ -72,10 +72,13 @@ static enum MHD_Result send_body(conn_ctx *x, struct MHD_Connection *c, int code
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (atomic_load(&x->srv->draining)) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
-    MHD_destroy_response(r);
     x->answered = true;
     x->code = code;
+    /* Counted before the answer is queued, not when the connection completes: a client that
+     * reads its answer and then asks /monitoring/prometheus/metrics must find it counted. */
+    sn_serve_metrics_request(&x->srv->mt, code, x->predict && code == 200, sn_serve_now() - x->t0);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
+    MHD_destroy_response(r);
     return ret;
 }
 
@@ -313,8 +316,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_ctx *x = *con_cls;
     if (!x) return;
     *con_cls = NULL;
-    if (x->answered) sn_serve_metrics_request(&srv->mt, x->code, x->predict && x->code == 200,
-                                              sn_serve_now() - x->t0);
     free(x->body);
     free(x->req.x);
     free(x->req.y);
