@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include "fuzz_util.h"
+#include "io/checkpoint_io.h"
 #include "io/keras_file.h"
 #include "sinter/data.h"
 #include "sinter/io.h"
@@ -252,6 +253,31 @@ static void text_seeds(void) {
     free(s);
 }
 
+/* Checkpoints for fuzz_checkpoint: every item type, a scalar, a 2-D array, strings, nested
+ * group names, as src/nn/checkpoint.c writes them. */
+static void checkpoint_seeds(void) {
+    float w[6] = {1, 2, 3, 4, 5, 6};
+    double lr = 1e-3;
+    int32_t i32[2] = {7, -7};
+    int64_t step = 120;
+    uint8_t u8[3] = {1, 2, 3};
+    char *names[2] = {"loss", "val_loss"};
+    sn_ckpt_item items[] = {
+        {.name = "variables/dense/kernel", .type = SN_CKPT_F32, .shape = {2, {2, 3}}, .data = w},
+        {.name = "fit/learning_rate", .type = SN_CKPT_F64, .shape = {0, {0}}, .data = &lr},
+        {.name = "fit/counters", .type = SN_CKPT_I32, .shape = {1, {2}}, .data = i32},
+        {.name = "fit/global_step", .type = SN_CKPT_I64, .shape = {0, {0}}, .data = &step},
+        {.name = "data/state", .type = SN_CKPT_U8, .shape = {1, {3}}, .data = u8},
+        {.name = "history/names", .type = SN_CKPT_STR, .shape = {1, {2}}, .data = names},
+    };
+    if (sn_ckpt_write(path_of("fuzz_checkpoint", "ckpt-000120.h5"), "sinter-checkpoint", 1,
+                      (int)(sizeof items / sizeof items[0]), items) != SN_OK)
+        die("checkpoint");
+    if (sn_ckpt_write(path_of("fuzz_checkpoint", "empty.h5"), "sinter-checkpoint", 1, 0, NULL) !=
+        SN_OK)
+        die("empty checkpoint");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: make_seeds OUT_DIR\n");
@@ -265,5 +291,6 @@ int main(int argc, char **argv) {
     keras_archive_seeds();
     npy_seeds();
     text_seeds();
+    checkpoint_seeds();
     return 0;
 }
