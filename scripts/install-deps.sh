@@ -13,7 +13,7 @@ packages=(
   libjansson-dev             # JSON: Keras model configs, HTTP request bodies
   libzip-dev                 # .keras archives (zip)
   libmicrohttpd-dev          # sinter serve (HTTP)
-  libcairo2-dev fonts-dejavu-core # PNG plots with text
+  libcairo2-dev libfontconfig-dev fonts-dejavu-core # PNG plots with text
   libprotobuf-c-dev protobuf-c-compiler # TensorBoard event files
   hdf5-tools                 # h5diff in the resume tests
   clang libclang-rt-14-dev libomp-dev # libFuzzer targets (scripts/fuzz.sh)

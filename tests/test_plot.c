@@ -221,6 +221,7 @@ int main(void) {
     test_csv_errors();
     test_grid();
     test_confusion();
+    sn_plot_release_caches(); /* LeakSanitizer then sees every font face released */
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

@@ -51,10 +51,12 @@ int sn_cmd_plot(int argc, char **argv) {
     sn_plot_curves_layout lay;
     if (sn_plot_table_read_csv(csv, &t) != SN_OK || sn_plot_curves(&t, out, &lay) != SN_OK) {
         sn_plot_table_free(&t);
+        sn_plot_release_caches();
         return sn_cli_fail(prog);
     }
     printf("Wrote %s (%dx%d): loss%s%s over %d epochs\n", out, lay.width, lay.height,
            lay.acc_name[0] ? " and " : "", lay.acc_name, t.n_rows);
     sn_plot_table_free(&t);
+    sn_plot_release_caches();
     return 0;
 }

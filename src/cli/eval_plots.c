@@ -159,6 +159,7 @@ int sn_cli_eval_plots(const char *prog, sn_model *m, sn_dataset *test, const sn_
     }
     rc = 0;
 done:
+    sn_plot_release_caches();
     free(counts);
     free(imgs);
     free(caps);

@@ -16,6 +16,12 @@
 
 #include "core/core.h"
 
+/* Frees cairo's and fontconfig's process-wide caches (the font configuration, cairo's toy
+ * font faces). Call once, after the last plot of the process: the CLI does before it returns,
+ * and the tests do, so that LeakSanitizer sees no library cache and needs no suppression for
+ * them (a font face sinter itself failed to release would then show as a leak). */
+void sn_plot_release_caches(void);
+
 /* ---- the CSV logger's file (plot_csv.c) -------------------------------------------------- */
 /* A numeric table: names[n_cols] from the header, v[row * n_cols + col]; NaN where a field is
  * "NA", "nan" or empty. */

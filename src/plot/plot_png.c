@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fontconfig/fontconfig.h>
+
 #include "plot/plot_impl.h"
 
 sn_status sn_plot_begin(int w, int h, cairo_surface_t **surf, cairo_t **cr) {
@@ -130,4 +132,9 @@ double sn_plot_tick_step(double lo, double hi, int n) {
     if (!(span > 0)) return 1;
     double raw = span / n, p = pow(10, floor(log10(raw))), m = raw / p;
     return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+void sn_plot_release_caches(void) {
+    cairo_debug_reset_static_data(); /* drops cairo's references to fontconfig's patterns */
+    FcFini();
 }
