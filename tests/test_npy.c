@@ -221,6 +221,9 @@ static void test_npy_hostile(void) {
     int64_t neg[1] = {-3000000000LL};
     n = make_npy(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", false, neg, 8);
     CHECK_ERR(sn_npy_load_memory(buf, n, "l.npy", &t), SN_ERR_FORMAT, "element 0 is -3000000000");
+    int64_t lowest[1] = {INT64_MIN}; /* fuzz_npy: negating it in int64_t was undefined */
+    n = make_npy(buf, 1, "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", false, lowest, 8);
+    CHECK_ERR(sn_npy_load_memory(buf, n, "l.npy", &t), SN_ERR_FORMAT, "element 0 is -9223372036854775808");
     uint32_t u4 = 2147483648u;
     n = make_npy(buf, 1, "{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }", false, &u4, 4);
     CHECK_ERR(sn_npy_load_memory(buf, n, "u.npy", &t), SN_ERR_FORMAT, "element 0 is 2147483648");

@@ -305,7 +305,7 @@ static sn_status convert(const npy_header *h, const npy_src *s, const unsigned c
             break;
         case SN_F64: memcpy((double *)dst + i, &u, 8); break;
         case SN_I32: {
-            int64_t v;
+            int64_t v = 0; /* the signed value, for the message too */
             if (h->kind == 'u') {
                 if (u > INT32_MAX) goto range;
                 v = (int64_t)u;
@@ -321,9 +321,10 @@ static sn_status convert(const npy_header *h, const npy_src *s, const unsigned c
                              "npy: %s: element %lld is %s%llu, which does not fit in int32 (%c%d "
                              "arrays are read as int32)",
                              s->name, (long long)(first + i),
-                             h->kind == 'i' && (int64_t)u < 0 ? "-" : "",
-                             h->kind == 'i' && (int64_t)u < 0 ? (unsigned long long)-(int64_t)u
-                                                              : (unsigned long long)u,
+                             h->kind == 'i' && v < 0 ? "-" : "",
+                             /* negated in unsigned arithmetic: -INT64_MIN has no int64_t */
+                             h->kind == 'i' && v < 0 ? 0ull - (unsigned long long)v
+                                                     : (unsigned long long)u,
                              h->kind, 8 * h->itemsize);
         }
         default: SN_ASSERT(!"npy output dtypes are u8, f32, f64, i32");
