@@ -44,9 +44,10 @@ if [ "${SN_SKIP_OPTIONS:-0}" != 1 ]; then
   # oneDNN, the multi-worker tests for MPI, which skip in a build without it).
   echo "== -DSN_WITH_DNNL=OFF =="
   SN_BUILD_DIR=build-nodnnl scripts/build.sh -DSN_WERROR=ON -DSN_WITH_DNNL=OFF
-  # test_serve is left out here: its batched == alone checks hold for oneDNN's kernels, whose
-  # rows do not depend on the batch size; OpenBLAS's GEMM rows do (the server then falls back
-  # to smaller buckets), and the slow fallback convolution misses its load test's deadlines.
+  # test_serve is left out here: it assumes the default kernels. In a fresh-clone run of this
+  # build its batching and drain parts timed out (the fallback convolution is far slower) and
+  # one served probability differed from `sinter predict`'s in the last digit; both are open
+  # (docs/serving.md), not checked here.
   run_ctest build-nodnnl --output-on-failure -E "test_(cli|resume_kill|mpi|serve)$"
   echo "== -DSN_WITH_MPI=OFF =="
   SN_BUILD_DIR=build-nompi scripts/build.sh -DSN_WERROR=ON -DSN_WITH_MPI=OFF
