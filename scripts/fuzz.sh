@@ -3,7 +3,7 @@
 # or all of them:
 #
 #     scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]   e.g. scripts/fuzz.sh fuzz_idx 600
-#     scripts/fuzz.sh all SECONDS                           each target in turn
+#     scripts/fuzz.sh all SECONDS                           each target in turn (but SN_FUZZ_SKIP's)
 #     scripts/fuzz.sh list                                  the targets
 #     scripts/fuzz.sh seeds                                 rewrite the generated seeds (make_seeds)
 #
@@ -55,7 +55,10 @@ case "${1:-}" in
     secs=${2:?usage: scripts/fuzz.sh all SECONDS}
     build
     fail=0
-    for t in $(targets); do run_one "$t" "$secs" "${@:3}" || fail=1; done
+    for t in $(targets); do
+      case " ${SN_FUZZ_SKIP:-} " in *" $t "*) echo "== $t: skipped (SN_FUZZ_SKIP) =="; continue ;; esac
+      run_one "$t" "$secs" "${@:3}" || fail=1
+    done
     exit $fail ;;
   "" | -h | --help) sed -n '2,16p' "$0"; exit 2 ;;
   *)
