@@ -1,16 +1,19 @@
 /* sinter devices: what TensorFlow's tf.config.list_logical_devices() shows, after an optional
- * split of the CPU into N logical devices (tf.config.set_logical_device_configuration). */
+ * split of the CPU into N logical devices (tf.config.set_logical_device_configuration), then
+ * the GPUs the CUDA runtime finds (or one line saying why there are none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/gpu.h"
 #include "cli/cli.h"
 #include "core/core.h"
 #include "sinter/device.h"
 
 static int usage(FILE *f, int rc) {
     fprintf(f, "usage: sinter devices [--cpu-devices N]\n\n"
-               "Lists the logical devices with their TensorFlow-style names and threads.\n\n"
+               "Lists the logical devices with their TensorFlow-style names and threads,\n"
+               "then the GPUs (name, memory, compute capability) or why none was found.\n\n"
                "  --cpu-devices N  split the CPU into N logical devices (1 to %d), each with\n"
                "                   max(1, cores / N) threads; more devices than cores share\n"
                "                   the cores\n", SN_MAX_LOGICAL_DEVICES);
@@ -59,6 +62,19 @@ int sn_cmd_devices(int argc, char **argv) {
         printf("%s  threads=%d  isa=%s%s\n", d.name, d.threads,
                f->avx512f ? "avx512" : f->avx2 ? "avx2" : "generic",
                f->avx512_bf16 ? "+bf16" : "");
+    }
+    int ngpu = sn_gpu_count();
+    if (ngpu == 0) printf("no GPU found: %s\n", sn_gpu_none_reason());
+    for (int i = 0; i < ngpu; i++) {
+        sn_gpu_info g;
+        if (sn_gpu_get(i, &g) != SN_OK) {
+            fprintf(stderr, "sinter devices: %s\n", sn_last_error());
+            return 1;
+        }
+        printf("/job:localhost/replica:0/task:0/device:GPU:%d  name=\"%s\"  memory=%.1f GiB  "
+               "compute_capability=%d.%d  multiprocessors=%d\n", g.index, g.name,
+               (double)g.memory_bytes / (1024.0 * 1024.0 * 1024.0), g.cc_major, g.cc_minor,
+               g.multiprocessors);
     }
     return 0;
 }

@@ -1,0 +1,90 @@
+/* Matmul through cuBLASLt. sinter's tensors are row-major; cuBLASLt's default is column-major,
+ * and a row-major [M, N] C is the column-major [N, M] C^T = op(B)^T op(A)^T: so the call below
+ * swaps A and B and keeps the transposes, with no copy. TF32 tensor cores are used unless the
+ * context is fp32-strict (CUBLAS_COMPUTE_32F_FAST_TF32 vs CUBLAS_COMPUTE_32F). The algorithm is
+ * the heuristic's first choice, taken once at plan time (no timing runs: the choice, and so the
+ * result, is the same run after run). */
+#include <cublasLt.h>
+#include <stdlib.h>
+
+#include "backend/cuda/cuda_ctx.h"
+#include "backend/cuda/cuda_util.h"
+
+struct sn_cuda_matmul {
+    sn_cuda_ctx *ctx;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc; /* la: the B buffer, lb: the A buffer (swapped) */
+    cublasLtMatmulAlgo_t algo;
+};
+
+void sn_cuda_matmul_free(sn_cuda_matmul *p) {
+    if (!p) return;
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    free(p);
+}
+
+static sn_status matmul_init(sn_cuda_matmul *p, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+    sn_cuda_ctx *c = p->ctx;
+    cublasComputeType_t ct = sn_cuda_ctx_tf32(c) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    SN_CUBLAS(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    SN_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    SN_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    /* Column-major views: B row-major [K, N] is [N, K] ld N (or [N, K] stored, ld K, when tb);
+     * A row-major [M, K] is [K, M] ld K (or ld M when ta); C is [N, M] ld N. */
+    if (!tb) SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)n, (uint64_t)k, n));
+    else SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)k, (uint64_t)n, k));
+    if (!ta) SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)k, (uint64_t)m, k));
+    else SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)m, (uint64_t)k, m));
+    SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n));
+
+    size_t ws = 0;
+    (void)sn_cuda_ctx_workspace(c, &ws);
+    cublasLtMatmulPreference_t pref;
+    SN_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    cublasStatus_t e = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t h;
+    int found = 0;
+    if (e == CUBLAS_STATUS_SUCCESS)
+        e = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)sn_cuda_ctx_lt(c), p->op, p->la,
+                                           p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    SN_CUBLAS(e);
+    if (found < 1)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld f32 "
+                         "matmul (ta=%d, tb=%d)", (long long)m, (long long)n, (long long)k, ta, tb);
+    p->algo = h.algo;
+    return SN_OK;
+}
+
+sn_status sn_cuda_matmul_new(sn_cuda_ctx *c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
+                             sn_cuda_matmul **out) {
+    *out = NULL;
+    if (m <= 0 || n <= 0 || k <= 0)
+        return sn_errorf(SN_ERR_SHAPE, "GPU matmul: sizes M=%lld N=%lld K=%lld; expected all > 0",
+                         (long long)m, (long long)n, (long long)k);
+    sn_cuda_matmul *p = calloc(1, sizeof *p);
+    if (!p) return sn_errorf(SN_ERR_NOMEM, "sn_cuda_matmul_new: out of host memory");
+    p->ctx = c;
+    sn_status st = matmul_init(p, m, n, k, ta, tb);
+    if (st != SN_OK) {
+        sn_cuda_matmul_free(p);
+        return st;
+    }
+    *out = p;
+    return SN_OK;
+}
+
+sn_status sn_cuda_matmul_run(sn_cuda_matmul *p, const float *a, const float *b, float *cout) {
+    const float one = 1.0f, zero = 0.0f;
+    size_t ws = 0;
+    void *w = sn_cuda_ctx_workspace(p->ctx, &ws);
+    SN_CUBLAS(cublasLtMatmul((cublasLtHandle_t)sn_cuda_ctx_lt(p->ctx), p->op, &one, b, p->la, a,
+                             p->lb, &zero, cout, p->lc, cout, p->lc, &p->algo, w, ws,
+                             (cudaStream_t)sn_cuda_ctx_stream(p->ctx)));
+    return SN_OK;
+}
