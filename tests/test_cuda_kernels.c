@@ -78,12 +78,12 @@ static void compare(const char *what, const float *got, const float *want, int64
 
 /* Runs the reference kernel of t (inputs already attached) into a fresh host buffer. */
 static float *ref_out(tcall *t) {
-    size_t nb = (size_t)sn_shape_numel(&t->node.shape) * sn_dtype_size(t->node.dtype);
+    size_t nb = (size_t)sn_shape_numel(&t->c.y.shape) * sn_dtype_size(t->c.y.dtype);
     void *out = xmalloc(nb);
     t->c.out = out;
-    const sn_kernel *k = sn_ref_kernels()->k[t->node.op];
+    const sn_kernel *k = sn_ref_kernels()->k[t->c.op];
     if (!k) {
-        FAIL("no reference kernel for op %d", (int)t->node.op);
+        FAIL("no reference kernel for op %d", (int)t->c.op);
         return out;
     }
     OK(k->run(&t->c));
@@ -166,7 +166,7 @@ static void test_unary_and_grads(void) {
         tcall t;
         tc_init(&t, un[u].op, SN_F32, s);
         tc_input(&t, SN_F32, s, x);
-        t.node.attr.act.alpha = 0.3;
+        t.attr.act.alpha = 0.3;
         float *want = ref_out(&t);
         float *dx = dev(x, n * 4), *dout = dev(NULL, n * 4);
         OK(sn_cuda_unary_f32(sn_cuda_ctx_stream(ctx), un[u].cu, n, dx, 0.3, dout));
@@ -190,7 +190,7 @@ static void test_unary_and_grads(void) {
         tc_init(&t, gr[u].op, SN_F32, s);
         tc_input(&t, SN_F32, s, v);
         tc_input(&t, SN_F32, s, dy);
-        t.node.attr.act.alpha = 0.3;
+        t.attr.act.alpha = 0.3;
         float *want = ref_out(&t);
         float *dv = dev(v, n * 4), *ddy = dev(dy, n * 4), *dout = dev(NULL, n * 4);
         OK(sn_cuda_grad_f32(sn_cuda_ctx_stream(ctx), gr[u].cu, n, dv, ddy, 0.3, dout));
@@ -234,9 +234,9 @@ static void test_cast_and_dropout(void) {
             tcall t;
             tc_init(&t, SN_OP_DROPOUT, SN_F32, s);
             tc_input(&t, SN_F32, s, x);
-            t.node.attr.dropout.rate = rates[r];
-            t.node.attr.dropout.seed = 1234;
-            t.node.attr.dropout.mask_node = 7;
+            t.attr.dropout.rate = rates[r];
+            t.attr.dropout.seed = 1234;
+            t.attr.dropout.mask_node = 7;
             t.c.step = step * 1000;
             float *ref = ref_out(&t);
             float *dout = dev(NULL, n * 4);
@@ -281,8 +281,8 @@ static void test_reduce(void) {
             tcall t;
             tc_init(&t, ops[o], SN_F32, so);
             tc_input(&t, SN_F32, sx, x);
-            t.node.attr.reduce.mask = cs[c].mask;
-            t.node.attr.reduce.keepdims = true;
+            t.attr.reduce.mask = cs[c].mask;
+            t.attr.reduce.keepdims = true;
             float *want = ref_out(&t);
             float *dx = dev(x, n * 4), *dout = dev(NULL, no * 4);
             OK(sn_cuda_reduce_f32(sn_cuda_ctx_stream(ctx), cu[o], outer, len, inner, dx, dout));
@@ -302,7 +302,7 @@ static void test_softmax(void) {
         tcall t;
         tc_init(&t, lg ? SN_OP_LOG_SOFTMAX : SN_OP_SOFTMAX, SN_F32, s);
         tc_input(&t, SN_F32, s, x);
-        t.node.attr.axis.axis = 1;
+        t.attr.axis.axis = 1;
         float *want = ref_out(&t);
         OK(sn_cuda_softmax_f32(sn_cuda_ctx_stream(ctx), rows, len, dx, lg, dout));
         float *got = host_of(dout, n * 4);
@@ -312,7 +312,7 @@ static void test_softmax(void) {
         tc_init(&t, lg ? SN_OP_LOG_SOFTMAX_GRAD : SN_OP_SOFTMAX_GRAD, SN_F32, s);
         tc_input(&t, SN_F32, s, want);
         tc_input(&t, SN_F32, s, dy);
-        t.node.attr.axis.axis = 1;
+        t.attr.axis.axis = 1;
         float *gwant = ref_out(&t);
         OK(sn_cuda_softmax_grad_f32(sn_cuda_ctx_stream(ctx), rows, len, dyv, ddy, lg, dout));
         float *ggot = host_of(dout, n * 4);
@@ -396,7 +396,7 @@ static void test_optimizers(void) {
         tc_input(&t, SN_F32, s, grad);
         tc_input(&t, SN_I32, s0, &it);
         for (int k = 0; k < os[o].slots; k++) tc_input(&t, SN_F32, s, slot[k]);
-        sn_attrs *a = &t.node.attr;
+        sn_attrs *a = &t.attr;
         a->optim.kind = os[o].kind;
         a->optim.lr = 0.01, a->optim.beta1 = 0.9, a->optim.beta2 = 0.999, a->optim.epsilon = 1e-7;
         a->optim.momentum = os[o].mom, a->optim.rho = 0.9, a->optim.nesterov = os[o].nesterov;
@@ -457,7 +457,7 @@ static void test_matmul(void) {
                 tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(2, m, n));
                 tc_input(&t, SN_F32, sa, a);
                 tc_input(&t, SN_F32, sb, b);
-                t.node.attr.matmul.ta = ta, t.node.attr.matmul.tb = tb;
+                t.attr.matmul.ta = ta, t.attr.matmul.tb = tb;
                 float *want = ref_out(&t);
                 sn_cuda_ctx *cx = strict ? ctx_strict : ctx;
                 float *da = dev(a, m * k * 4), *db = dev(b, k * n * 4), *dc = dev(NULL, m * n * 4);
@@ -512,21 +512,21 @@ static void test_conv_pool(void) {
             tc_init(&t, SN_OP_CONV2D, SN_F32, sy);
             tc_input(&t, SN_F32, sx, x);
             tc_input(&t, SN_F32, sw, w);
-            t.node.attr = at;
+            t.attr = at;
             float *want = ref_out(&t), *got = host_of(gy, ny * 4);
             compare("conv2d", got, want, ny, tol);
             free(want), free(got);
             tc_init(&t, SN_OP_CONV2D_BWD_DATA, SN_F32, sx);
             tc_input(&t, SN_F32, sy, dy);
             tc_input(&t, SN_F32, sw, w);
-            t.node.attr = at;
+            t.attr = at;
             want = ref_out(&t), got = host_of(gdx, nx * 4);
             compare("conv2d_bwd_data", got, want, nx, (strict ? 1e-5 : 5e-3) * sqrt((double)(d->kh * d->kw * d->f)));
             free(want), free(got);
             tc_init(&t, SN_OP_CONV2D_BWD_FILTER, SN_F32, sw);
             tc_input(&t, SN_F32, sx, x);
             tc_input(&t, SN_F32, sy, dy);
-            t.node.attr = at;
+            t.attr = at;
             want = ref_out(&t), got = host_of(gdw, nw * 4);
             compare("conv2d_bwd_filter", got, want, nw, (strict ? 1e-5 : 5e-3) * sqrt((double)(d->n * d->oh * d->ow)));
             free(want), free(got);
@@ -556,7 +556,7 @@ static void test_conv_pool(void) {
         tcall t;
         tc_init(&t, mx ? SN_OP_MAX_POOL2D : SN_OP_AVG_POOL2D, SN_F32, sy);
         tc_input(&t, SN_F32, sx, x);
-        t.node.attr = at;
+        t.attr = at;
         float *want = ref_out(&t), *got = host_of(gy, ny * 4);
         compare(mx ? "max_pool2d" : "avg_pool2d", got, want, ny, 1e-6);
         free(want), free(got);
@@ -568,7 +568,7 @@ static void test_conv_pool(void) {
             tc_init(&t, SN_OP_AVG_POOL2D_GRAD, SN_F32, sx);
             tc_input(&t, SN_F32, sy, dy);
         }
-        t.node.attr = at;
+        t.attr = at;
         want = ref_out(&t), got = host_of(gdx, nx * 4);
         compare(mx ? "max_pool2d_grad" : "avg_pool2d_grad", got, want, nx, 1e-6);
         free(want), free(got);
@@ -586,7 +586,7 @@ static void ref_call(sn_op op, sn_shape so, void *out, int n_in, const sn_shape 
     tcall t;
     tc_init(&t, op, SN_F32, so);
     for (int i = 0; i < n_in; i++) tc_input(&t, dt ? dt[i] : SN_F32, si[i], in[i]);
-    if (at) t.node.attr = *at;
+    if (at) t.attr = *at;
     t.c.relu = relu;
     t.c.out = out;
     OK(sn_ref_kernels()->k[op]->run(&t.c));
