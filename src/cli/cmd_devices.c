@@ -59,6 +59,7 @@ int sn_cmd_devices(int argc, char **argv) {
             fprintf(stderr, "sinter devices: %s\n", sn_last_error());
             return 1;
         }
+        if (d.kind != SN_DEVICE_CPU) continue; /* GPUs: below, with what the runtime says */
         printf("%s  threads=%d  isa=%s%s\n", d.name, d.threads,
                f->avx512f ? "avx512" : f->avx2 ? "avx2" : "generic",
                f->avx512_bf16 ? "+bf16" : "");
