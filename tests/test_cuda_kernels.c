@@ -6,6 +6,8 @@
  * convolutions 1e-5 with an fp32-strict context and 5e-3 with TF32 (10-bit mantissa inputs).
  * Then a small training run (a 2-layer MLP, softmax cross-entropy, Adam, 20 steps) by the same
  * kernels on CPU (reference) and GPU: every weight within 1e-3 * (1 + |ref|) after 20 steps.
+ * Last, a step captured as a CUDA graph and launched 10 times equals 10 issued steps bit for
+ * bit (steps_per_execution's mechanism).
  *
  * Without a GPU (none present, no driver, or a build without CUDA) it prints why and exits 77:
  * CTest shows SKIPPED, never Passed. This test has not yet run on a GPU (docs/cuda.md). */
@@ -695,6 +697,36 @@ done:
     sn_cuda_free(ctx, gdh), sn_cuda_free(ctx, gdpre), sn_cuda_free(ctx, git);
 }
 
+/* steps_per_execution as a CUDA graph: one captured step (y = x * 0.5 + b; x = y) launched 10
+ * times equals the same step issued 10 times, bit for bit (same kernels, same order). */
+static void test_graph_capture(void) {
+    int64_t n = 4099;
+    float *x = rand_f32(n, -1, 1), *b = rand_f32(n, -1, 1), half[1] = {0.5f};
+    sn_cuda_stream s = sn_cuda_ctx_stream(ctx);
+    float *gx[2], *gb = dev(b, n * 4), *gh = dev(half, 4), *gy = dev(NULL, n * 4);
+    sn_cuda_bcast bc = {.ndim = 1, .dim = {n}, .sa = {1}, .sb = {0}};
+    for (int r = 0; r < 2; r++) {
+        gx[r] = dev(x, n * 4);
+        sn_cuda_graph *g = NULL;
+        if (r == 1) OK(sn_cuda_capture_begin(ctx));
+        for (int k = 0; k < (r == 1 ? 1 : 10); k++) {
+            OK(sn_cuda_binary_bcast_f32(s, SN_CU_MUL, &bc, gx[r], gh, gy));
+            OK(sn_cuda_binary_f32(s, SN_CU_ADD, n, gy, gb, gx[r]));
+        }
+        if (r == 1) {
+            OK(sn_cuda_capture_end(ctx, &g));
+            if (g) OK(sn_cuda_graph_launch(g, 10));
+        }
+        OK(sn_cuda_ctx_sync(ctx));
+        sn_cuda_graph_free(g);
+    }
+    float *want = host_of(gx[0], n * 4), *got = host_of(gx[1], n * 4);
+    compare("10 launches of a captured step vs 10 issued steps", got, want, n, 0);
+    free(want), free(got), free(x), free(b);
+    sn_cuda_free(ctx, gx[0]), sn_cuda_free(ctx, gx[1]), sn_cuda_free(ctx, gb);
+    sn_cuda_free(ctx, gh), sn_cuda_free(ctx, gy);
+}
+
 int main(void) {
     if (sn_gpu_count() == 0) {
         printf("SKIP: no GPU: %s\n", sn_gpu_none_reason());
@@ -720,6 +752,7 @@ int main(void) {
     test_matmul();
     test_conv_pool();
     test_training_run();
+    test_graph_capture();
     sn_cuda_ctx_free(ctx_strict);
     sn_cuda_ctx_free(ctx);
     printf("%d cases, %d failures\n", cases, failures);

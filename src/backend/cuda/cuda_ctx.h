@@ -85,6 +85,15 @@ sn_status sn_cuda_pool_fwd(sn_cuda_pool *p, const float *x, float *y);
 sn_status sn_cuda_pool_bwd(sn_cuda_pool *p, const float *x, const float *dy, float *dx);
 void sn_cuda_pool_free(sn_cuda_pool *p);
 
+/* steps_per_execution as a CUDA graph (cuda_graph.c): what is issued on c's stream between
+ * begin and end is captured (not run); launch runs it n times on the stream, in order. A
+ * capture must not synchronise (no copies to the host, no sn_cuda_ctx_sync inside). */
+typedef struct sn_cuda_graph sn_cuda_graph;
+sn_status sn_cuda_capture_begin(sn_cuda_ctx *c);
+sn_status sn_cuda_capture_end(sn_cuda_ctx *c, sn_cuda_graph **out);
+sn_status sn_cuda_graph_launch(sn_cuda_graph *g, int64_t n);
+void sn_cuda_graph_free(sn_cuda_graph *g);
+
 /* Internal to the backend's files: the handles of a context. */
 void *sn_cuda_ctx_lt(const sn_cuda_ctx *c);    /* cublasLtHandle_t */
 void *sn_cuda_ctx_dnn(const sn_cuda_ctx *c);   /* cudnnHandle_t */
