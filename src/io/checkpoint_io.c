@@ -77,7 +77,7 @@ static uint32_t item_crc(uint32_t crc, const sn_ckpt_item *it) {
 /* HDF5 keeps the first SN_CKPT_USERBLOCK bytes for the application and starts its superblock
  * after them; h5dump, h5py and H5Fopen find the superblock there by themselves. Layout
  * (little-endian):
- *   0  "SINTERCKPT\\r\\n"  12 bytes (CR LF: a text-mode copy breaks it, as PNG's and HDF5's)
+ *   0  "SINTERCKPT\r\n"  12 bytes (CR LF: a text-mode copy breaks it, as PNG's and HDF5's)
  *  12  u32 header version (1)
  *  16  u64 length of the whole file, header included
  *  24  u32 CRC-32 (zlib's crc32) of bytes [SN_CKPT_USERBLOCK, length)
