@@ -18,7 +18,6 @@
 
 #include "backend/gpu.h"
 #include "backend/kernel.h"
-#include "kernel_test_util.h"
 
 #ifndef SN_HAVE_CUDA
 int main(void) {
@@ -28,6 +27,7 @@ int main(void) {
 #else
 
 #include "backend/cuda/cuda_ctx.h"
+#include "kernel_test_util.h"
 
 static int cases;
 static sn_rng rng;

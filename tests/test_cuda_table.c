@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernel_test_util.h"
 
 #ifndef SN_HAVE_CUDA
 int main(void) {
@@ -15,6 +14,7 @@ int main(void) {
 }
 #else
 #include "backend/cuda/cuda_table.h"
+#include "kernel_test_util.h"
 
 static int cases;
 
