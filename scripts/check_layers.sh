@@ -94,6 +94,7 @@ if [ -n "$build" ]; then
         src=${obj#*.dir/src/}
         src=${src%.o}
         case $src in *.c) ;; *) continue ;; esac
+        [ -f "src/$src" ] || continue # left behind by a file since moved or deleted
         n_obj=$((n_obj + 1))
         nm -g --defined-only "$obj" | awk -v f="$src" '$2 == "T" { print "D", f, $3 }' >>"$syms"
         nm -u "$obj" | awk -v f="$src" '{ print "U", f, $NF }' >>"$syms"

@@ -1,6 +1,7 @@
 /* Strategies (one device, mirrored, multi-worker), strategy.run, per-replica values, their
  * TensorFlow-style printing, reduce, and the distributed datasets. The training step under a
- * strategy lives in dist_train.c; the collectives in collective_*.c. */
+ * strategy is nn/fit_distributed.c over this layer's step runner (step_runner.c); the
+ * collectives are in collective_*.c. */
 #include <math.h>
 #include <string.h>
 
