@@ -76,12 +76,10 @@ static void bind(sn_plan *p) {
     }
     for (int c = 0; c < p->n_calls; c++) {
         sn_kcall *k = &p->calls[c];
-        /* Node pointers too: adding nodes to the graph after planning moves the array. */
-        k->node = &g->nodes[k->id];
-        for (int j = 0; j < k->n_in; j++) {
-            k->in_node[j] = &g->nodes[k->node->in[j]];
-            k->in[j] = p->ptr[k->node->in[j]];
-        }
+        const sn_node_t *nd = &g->nodes[k->id];
+        /* The attributes pointer too: adding nodes to the graph after planning moves the array. */
+        k->attr = &nd->attr;
+        for (int j = 0; j < k->n_in; j++) k->in[j] = p->ptr[nd->in[j]];
         k->out = p->ptr[k->id];
         k->scratch = p->scratch;
     }
@@ -316,12 +314,17 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         sn_node id = p->order[c];
         const sn_node_t *nd = &g->nodes[id];
         sn_kcall *k = &p->calls[c];
-        k->node = nd;
+        k->op = nd->op;
+        k->attr = &nd->attr;
         k->id = id;
+        k->y = (sn_tdesc){.dtype = nd->dtype, .shape = nd->shape};
         k->n_in = nd->n_in;
         k->bf16 = o.bf16_compute;
         k->relu = fuse_relu[id];
-        for (int j = 0; j < nd->n_in; j++) k->in_node[j] = &g->nodes[nd->in[j]];
+        for (int j = 0; j < nd->n_in; j++) {
+            const sn_node_t *x = &g->nodes[nd->in[j]];
+            k->x[j] = (sn_tdesc){.dtype = x->dtype, .shape = x->shape};
+        }
         const sn_kernel *kern = sn_kernel_select(table, k);
         char b[128];
         if (!kern)
@@ -369,7 +372,7 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
             if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
             if (st != SN_OK)
                 return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
-                                        (int)k->id, sn_ops[k->node->op]->name);
+                                        (int)k->id, sn_ops[k->op]->name);
         }
         p->step++;
     }
