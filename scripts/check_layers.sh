@@ -28,9 +28,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-}
 
-# Layer rank of each top folder of src/ and of each public header. src/dist is the folder
-# the device registry (device.c) has not left yet: it still counts as the distribution layer,
-# so graph's calls into it show until it moves below the graph.
+# Layer rank of each top folder of src/ and of each public header.
 layers='
 core 0
 backend 1
@@ -38,7 +36,6 @@ graph 2
 data 3
 io 4
 distribute 5
-dist 5
 nn 6
 cli 7
 serve 7
