@@ -66,6 +66,8 @@ struct sn_strategy {
                           * 1.7x faster than 4 MB for 154 MB over shared memory here) */
     bool overlap;        /* start each bucket's all-reduce during the backward pass as soon as
                           * its gradients exist ($SN_DIST_OVERLAP=0 turns it off) */
+    bool concurrent;     /* local replicas run at once, one host thread each
+                          * ($SN_DIST_CONCURRENT=0: one after another; step_runner.c) */
 };
 
 #endif

@@ -5,11 +5,29 @@
  * 16-float slot whose first float is the example count (the host knows the rows; it rides
  * along in the last bucket so that one all-reduce gives the global count). */
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "distribute/distribute_impl.h"
 #include "distribute/step_runner.h"
 #include "graph/graph_impl.h"
+
+/* The replicas of one step (see "running the replicas" below). */
+typedef struct rep_job {
+    sn_plan *plan;
+    const char *device;
+    int rep;
+    bool started;   /* on a thread of its own, to be joined */
+    sn_status st;
+    char msg[512];  /* its error text: sn_last_error() is per thread */
+} rep_job;
+
+typedef struct rep_group {
+    int n;
+    rep_job *job;   /* n, and n threads' handles (the last replica's unused) */
+    pthread_t *th;
+    bool joined;    /* replicas 0 .. n-2 are finished */
+} rep_group;
 
 struct sn_step_runner {
     const sn_strategy *s;
@@ -30,6 +48,7 @@ struct sn_step_runner {
     int *bk_ready;      /* n_bk */
     int64_t buckets, early;
     double wait_s;
+    rep_group gr;
 };
 
 static sn_node tg_of(const sn_step_runner *r, int rep, int k) { return r->tg[rep * r->n_tg + k]; }
@@ -48,6 +67,8 @@ void sn_step_runner_free(sn_step_runner *r) {
     free(r->order);
     free(r->bk);
     free(r->bk_ready);
+    free(r->gr.job);
+    free(r->gr.th);
     free(r);
 }
 
@@ -62,7 +83,9 @@ sn_status sn_step_runner_new(const sn_strategy *s, sn_graph *g, int n_tg, sn_nod
     r->n_tg = n_tg;
     r->tg = sn_calloc((size_t)(r->n_rep * n_tg) + 1, sizeof *r->tg);
     r->off = sn_calloc((size_t)n_tg + 1, sizeof *r->off);
-    if (!r->tg || !r->off) {
+    r->gr.job = sn_calloc((size_t)r->n_rep, sizeof *r->gr.job);
+    r->gr.th = sn_calloc((size_t)r->n_rep, sizeof *r->gr.th);
+    if (!r->tg || !r->off || !r->gr.job || !r->gr.th) {
         sn_step_runner_free(r);
         return SN_ERR_NOMEM;
     }
@@ -106,23 +129,72 @@ sn_status sn_strategy_broadcast(const sn_strategy *s, void *buf, size_t bytes) {
 
 /* ---- running the replicas ----------------------------------------------------------------- */
 
-/* The replicas run one after another, each plan with its device's share of the cores (the
- * executor enters it). Running them at once as nested OpenMP (one replica per thread of a
- * team) was measured to stall: oneDNN's JIT convolutions size their work split and barriers
- * to the thread count at creation and spin forever inside a one-thread nested region. */
-static sn_status run_replicas(const sn_step_runner *r, sn_plan *const *plans) {
-    for (int rep = 0; rep < r->n_rep; rep++)
-        SN_TRY(sn_error_context(sn_plan_run(plans[rep], 1, NULL, NULL), "replica %d on %s", rep,
-                                r->s->device_names[rep]));
+/* The local replicas run at once: replicas 0 .. n-2 each on a host thread of its own, the
+ * last one on the calling thread (which keeps every MPI call, made by the overlap hook, on
+ * the thread that initialised MPI). Each thread's sn_plan_run enters its device's share of
+ * the cores (sn_threads_enter: the OpenMP team size of that thread, which also sizes the
+ * oneDNN primitives the plan made), so two devices of one core each run side by side, one
+ * OpenMP team per host thread. Nested OpenMP was the first attempt and stalled: oneDNN's JIT
+ * convolutions size their work split and barriers to the thread count at creation and spin
+ * forever inside a one-thread nested region; separate host threads have separate teams.
+ *
+ * Each replica writes only its own plan's arena; all read the shared variables, which no
+ * replica plan assigns (batch normalization's new statistics are targets, assigned by the
+ * caller after the step). The sums that follow are taken in replica order after every
+ * replica has finished, so the bits are those of the replicas run one after another, which
+ * $SN_DIST_CONCURRENT=0 still does (for measurements and as a fallback). */
+static sn_status run_one(rep_job *j) {
+    sn_status st = sn_plan_run(j->plan, 1, NULL, NULL);
+    return st == SN_OK ? SN_OK : sn_error_context(st, "replica %d on %s", j->rep, j->device);
+}
+
+static void *rep_thread(void *arg) {
+    rep_job *j = arg;
+    j->st = run_one(j);
+    if (j->st != SN_OK) snprintf(j->msg, sizeof j->msg, "%s", sn_last_error());
+    return NULL;
+}
+
+/* Waits for replicas 0 .. n-2; the first failure in replica order, with its message. */
+static sn_status join_others(rep_group *gr) {
+    if (!gr->joined) {
+        for (int i = 0; i + 1 < gr->n; i++)
+            if (gr->job[i].started) pthread_join(gr->th[i], NULL);
+        gr->joined = true;
+    }
+    for (int i = 0; i + 1 < gr->n; i++)
+        if (gr->job[i].st != SN_OK) return sn_errorf(gr->job[i].st, "%s", gr->job[i].msg);
     return SN_OK;
+}
+
+static void start_replicas(sn_step_runner *r, sn_plan *const *plans) {
+    rep_group *gr = &r->gr;
+    gr->n = r->n_rep;
+    gr->joined = false;
+    bool at_once = r->s->concurrent && r->n_rep > 1;
+    for (int i = 0; i < r->n_rep; i++)
+        gr->job[i] = (rep_job){.plan = plans[i], .device = r->s->device_names[i], .rep = i};
+    for (int i = 0; i + 1 < r->n_rep; i++) {
+        rep_job *j = &gr->job[i];
+        /* Without a thread (one after another asked, or none to be had) it runs here. */
+        if (at_once && pthread_create(&gr->th[i], NULL, rep_thread, j) == 0) j->started = true;
+        else rep_thread(j);
+    }
+}
+
+/* Runs every replica once; the caller has set an overlap hook on the last one or not. */
+static sn_status run_replicas(rep_group *gr) {
+    sn_status last = run_one(&gr->job[gr->n - 1]);
+    sn_status others = join_others(gr);
+    return others != SN_OK ? others : last;
 }
 
 /* ---- overlapping the all-reduce with the backward pass (multi-worker) ----------------------
  *
  * Autodiff emits the gradients roughly in reverse layer order, and the last replica's plan
  * computes them one after another. The executor calls overlap_hook after each kernel call;
- * once the last target of a bucket has been computed (by the last replica: the others
- * finished before it started its hook-watched run, see sn_step_runner_run), the hook sums
+ * once the last target of a bucket has been computed by the last replica (and, the first
+ * time, after waiting for the other replicas, which run at once with it), the hook sums
  * the bucket's targets over the local replicas into red and starts its all-reduce, then lets
  * MPI progress what is in flight. After the run the buckets no kernel fills are started and
  * everything is waited for (with the deadline) before the caller runs the optimizer: the
@@ -234,6 +306,7 @@ sn_status sn_step_runner_prepare(sn_step_runner *r, sn_plan *const *plans) {
 typedef struct overlap {
     sn_step_runner *r;
     sn_plan *const *plans;
+    rep_group *gr;  /* the replicas running at once: the first bucket waits for them */
     int next;       /* the first bucket not started; buckets start in order on every worker */
     int64_t pieces; /* MPI all-reduces started (a bucket over bucket_bytes is several) */
 } overlap;
@@ -269,6 +342,7 @@ static sn_status overlap_hook(void *ctx, sn_plan *p, int call, sn_node n) {
     (void)p;
     (void)n;
     overlap *o = ctx;
+    if (o->next < o->r->n_bk && o->r->bk_ready[o->next] <= call) SN_TRY(join_others(o->gr));
     while (o->next < o->r->n_bk && o->r->bk_ready[o->next] <= call) SN_TRY(launch(o));
     return o->r->s->coll->vt->progress(o->r->s->coll);
 }
@@ -279,10 +353,11 @@ sn_status sn_step_runner_run(sn_step_runner *r, sn_plan *const *plans, float row
     if (r->overlap_set) {
         /* The buckets start inside the last replica's run (overlap_hook). The hook's context
          * lives on this stack, so it is unset before returning. */
-        overlap o = {.r = r, .plans = plans, .next = 0};
+        overlap o = {.r = r, .plans = plans, .gr = &r->gr, .next = 0};
         sn_plan *last = plans[r->n_rep - 1];
         sn_plan_set_node_hook(last, overlap_hook, &o);
-        sn_status rs = run_replicas(r, plans);
+        start_replicas(r, plans);
+        sn_status rs = run_replicas(&r->gr);
         sn_plan_set_node_hook(last, NULL, NULL);
         SN_TRY(rs);
         double t0 = sn_now();
@@ -294,7 +369,8 @@ sn_status sn_step_runner_run(sn_step_runner *r, sn_plan *const *plans, float row
         r->wait_s += sn_now() - t0;
         return SN_OK;
     }
-    SN_TRY(run_replicas(r, plans));
+    start_replicas(r, plans);
+    SN_TRY(run_replicas(&r->gr));
     double t0 = sn_now();
     /* Sum the replicas' targets in replica order, then across workers. */
     for (int k = 0; k < r->n_tg; k++) SN_TRY(sum_target(r, plans, k));
