@@ -1,86 +1,245 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: sinter against the PyTorch reference scripts of ../shared/bench, run
-# alternately (sinter, stock PyTorch, tuned PyTorch) for ROUNDS rounds on the same machine, then
-# the median of each and the ratios. Usage:
-#   bench/compare.sh [ROUNDS] [WORKLOAD...]
-#   workloads: seed_cnn small_cnn tiny_mlp (the default set), seed_cnn_bf16 (mixed bfloat16),
-#              char_lstm (char_lstm_small against char_lstm.py: LSTM(256), batch 64 x 100)
-# Needs build/sinter (scripts/build.sh) and Debian's python3-torch; tuned PyTorch needs
-# libjemalloc2. Everything runs with 2 threads. Output: one line per run, then a table.
-set -euo pipefail
+# Side-by-side benchmark: sinter against the strongest anchors, run alternately on one machine.
+#
+#   bench/compare.sh [--quick] [--rounds N] [--only WL,WL...]   the comparison (default 3 rounds)
+#   bench/compare.sh --scaling [--rounds N]                      batch 32..512 x threads 1,2 + PNG
+#
+# Anchors (bench/anchors.sh installs them once, then reuses them):
+#   tf         TensorFlow 2.21 from PyPI running the guide's Keras code (../shared/bench/tf_keras.py:
+#              compile + fit, the guide's L2 on the guide CNN), steps_per_execution 1
+#   tf_spe     the same with steps_per_execution 50 (small_cnn, tiny MLP through fit)
+#   t215       PyTorch 2.15 from PyPI (../shared/bench/*.py), CPU; t215s stock, t215 tuned
+#   t113       Debian's PyTorch 1.13; t113s stock, t113 tuned
+# "tuned" is ../shared/bench/tuned.sh (jemalloc keeping its pages, THP, OMP_WAIT_POLICY=passive).
+#
+# Workloads (the issue's four, each on the user's path where one exists):
+#   guide_cnn       guide CNN fp32, batch 200, Adam: sinter bench steps vs Keras fit steps, torch steps
+#   guide_cnn_bf16  the same in mixed bfloat16 (sinter --precision bf16, torch autocast); TF's
+#                   tf_keras.py has no mixed-precision mode, so no TF figure
+#   small_cnn       one epoch through fit, batch 128: `sinter train` vs Keras fit vs torch loop,
+#                   with test accuracy
+#   mlp_fit         tiny MLP 784-128-10, batch 32, Adam, 2 epochs through fit: `sinter train` vs
+#                   Keras fit, last epoch's ms/step (input pipeline and callbacks included)
+#   mlp_step        the same MLP with SGD, bare steps: `sinter bench` vs the torch loops
+# Each round runs every runner of a workload once, starting at a different runner each round;
+# the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
+# peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
+# ~6 min per round, so ~18 min for the default 3 rounds (plus the one-time installs);
+# --quick ~4 min; --scaling ~12 min per round.
+# Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
+set -uo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${1:-3}
-shift || true
-WORKLOADS=${*:-seed_cnn small_cnn tiny_mlp}
+ROUNDS=3 QUICK=0 SCALING=0 ONLY=
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) QUICK=1; ROUNDS=1 ;;
+    --rounds) ROUNDS=$2; shift ;;
+    --scaling) SCALING=1 ;;
+    --only) ONLY=${2//,/ }; shift ;;
+    [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+BUILD=${SN_BUILD_DIR:-build}
+SINTER=$(realpath -m "${SINTER:-$BUILD/sinter}")
 REF=${SN_BENCH_REF:-$(cd .. && pwd)/shared/bench}
-SINTER=${SINTER:-build/sinter}
-PY=/usr/bin/python3
-LOG=${SN_BENCH_LOG:-/tmp/sinter-compare.log}
+OUT=${SN_BENCH_OUT:-$BUILD/bench}
+mkdir -p "$OUT"
+[ -x "$SINTER" ] || { echo "compare.sh: no $SINTER (scripts/build.sh first)" >&2; exit 1; }
+[ -f "$REF/tf_keras.py" ] || { echo "compare.sh: no anchor scripts in $REF (SN_BENCH_REF)" >&2; exit 1; }
+eval "$(bench/anchors.sh "$BUILD")"
+TUNED="$REF/tuned.sh"
+[ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || TUNED="env OMP_WAIT_POLICY=passive"
+LOG=$OUT/compare.log
+[ $SCALING = 1 ] && LOG=$OUT/scaling.log
 : >"$LOG"
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
 
-# key=value field of a line
 field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | head -n1; }
-median() { sort -g | awk '{a[NR]=$1} END {if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+median() { sort -g | awk '{a[NR]=$1} END {if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+last_of() { awk -F, '{print $NF}' <<<"$1"; }
+have() { # anchor available?
+  case $1 in tf*) [ -n "$TF_PY" ] ;; t215*) [ -n "$TORCH_PY" ] ;; t113*) [ -n "$DEB_PY" ] ;; *) true ;; esac
+}
 
-run_sinter() {
-  case $1 in
-    seed_cnn) $SINTER bench --model tpu_guide_cnn --batch-size 200 --steps 5 --warmup 2 --threads 2 ;;
-    seed_cnn_bf16) $SINTER bench --model tpu_guide_cnn --batch-size 200 --steps 5 --warmup 2 --threads 2 \
-                     --precision bf16 ;;
-    tiny_mlp) $SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
-                --learning-rate 0.01 --threads 2 ;;
-    small_cnn) $SINTER train --model small_cnn --epochs 1 --batch-size 128 --threads 2 --report ;;
-    # 12 steps with the first (plan building) inside the timing, against 10 after 2 warm-up
-    char_lstm) $SINTER train --data "$REF/../data/tinyshakespeare.txt" --model char_lstm_small \
-                 --epochs 1 --steps-per-epoch 12 --validation-steps 1 --learning-rate 0.002 \
-                 --threads 2 --report ;;
+# run WL WHO [BATCH THREADS]: prints the runner's key=value line plus peak_rss_kb=.
+run() {
+  local wl=$1 who=$2 b=${3:-} th=${4:-2} cmd=() py= pre=() cnn_steps=5 cnn_warm=2 mlp_ep=2
+  [ $QUICK = 1 ] && { cnn_steps=2; cnn_warm=1; }
+  [ $SCALING = 1 ] && { cnn_steps=3; cnn_warm=1; }
+  case $who in
+    t215*) py=$TORCH_PY; pre=(env "LD_LIBRARY_PATH=$TORCH_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
+    t113*) py=$DEB_PY ;;
   esac
-}
-run_torch() { # $1 workload, $2 stock|tuned
-  local w=; [ "$2" = tuned ] && w="$REF/tuned.sh"
-  case $1 in
-    seed_cnn) (cd "$REF" && $w $PY seed_cnn.py --threads 2) ;;
-    seed_cnn_bf16) (cd "$REF" && $w $PY seed_cnn.py --threads 2 --bf16 1) ;;
-    tiny_mlp) (cd "$REF" && $w $PY tiny_mlp.py --threads 2) ;;
-    small_cnn) (cd "$REF" && $w $PY small_cnn.py --threads 2 --epochs 1) ;;
-    char_lstm) (cd "$REF" && $w $PY char_lstm.py --threads 2) ;;
+  case $who in t215|t113) pre+=($TUNED) ;; esac
+  case $wl.$who in
+    guide_cnn.sinter) cmd=($SINTER bench --model tpu_guide_cnn --batch-size ${b:-200} --steps $cnn_steps \
+                          --warmup $cnn_warm --threads $th) ;;
+    guide_cnn_bf16.sinter) cmd=($SINTER bench --model tpu_guide_cnn --batch-size ${b:-200} --steps $cnn_steps \
+                          --warmup $cnn_warm --threads $th --precision bf16) ;;
+    small_cnn.sinter) cmd=($SINTER train --model small_cnn --epochs 1 --batch-size ${b:-128} --threads $th \
+                          --report --quiet) ;;
+    mlp_fit.sinter) cmd=($SINTER train --model mlp --epochs $mlp_ep --batch-size 32 --threads $th --report --quiet) ;;
+    mlp_step.sinter) cmd=($SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
+                          --learning-rate 0.01 --threads $th) ;;
+    guide_cnn.tf) cmd=($TF_PY "$REF/tf_keras.py" seed_cnn --spe 1 --steps $cnn_steps --batch ${b:-200} --threads $th) ;;
+    small_cnn.tf|small_cnn.tf_spe)
+      cmd=($TF_PY "$REF/tf_keras.py" small_cnn --spe $([ $who = tf ] && echo 1 || echo 50) --epochs 1 \
+           --batch ${b:-128} --threads $th) ;;
+    mlp_fit.tf|mlp_fit.tf_spe)
+      cmd=($TF_PY "$REF/tf_keras.py" mlp --spe $([ $who = tf ] && echo 1 || echo 50) --epochs $mlp_ep \
+           --threads $th) ;;
+    guide_cnn.t*) cmd=($py seed_cnn.py --threads $th --batch ${b:-200} --steps $cnn_steps --warmup $cnn_warm) ;;
+    guide_cnn_bf16.t*) cmd=($py seed_cnn.py --threads $th --batch ${b:-200} --steps $cnn_steps --warmup $cnn_warm --bf16 1) ;;
+    small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
+    mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
+    *) echo "no_runner=1"; return ;;
   esac
+  local line
+  line=$(cd "$REF" && /usr/bin/time -f '%M' -o "$TMP/rss" "${pre[@]}" "${cmd[@]}" 2>"$TMP/err" | tail -n1)
+  if ! grep -q '=' <<<"$line"; then
+    echo "failed=1 why=$(tail -n1 "$TMP/err" | tr ' =' '_:' | cut -c1-120)"; return
+  fi
+  echo "$line peak_rss_kb=$(tail -n1 "$TMP/rss")"
 }
-# The figure compared: ms per step for seed_cnn and tiny_mlp, seconds per epoch for small_cnn.
+
+# metric WL LINE: the figure compared, in the workload's unit (lower is better).
 metric() {
+  local wl=$1 l=$2 v
+  [ -n "$(field "$l" failed)" ] && { echo nan; return; }
+  case $wl in
+    small_cnn)
+      v=$(field "$l" epoch_s); [ -z "$v" ] && v=$(field "$l" first_epoch_s); last_of "$v" ;;
+    mlp_fit)
+      v=$(field "$l" epoch_s)
+      if [ -n "$v" ]; then awk -v s="$(last_of "$v")" -v n="$(field "$l" steps_per_epoch)" 'BEGIN{printf "%.4f", 1e3*s/n}'
+      else field "$l" ms_per_step; fi ;;
+    *) field "$l" ms_per_step ;;
+  esac
+}
+unit() { case $1 in small_cnn) echo "s/epoch" ;; *) echo "ms/step" ;; esac; }
+name() {
   case $1 in
-    small_cnn) local v; v=$(field "$2" epoch_s); echo "${v%%,*}" ;;
-    *) field "$2" ms_per_step ;;
+    sinter) echo "sinter" ;; tf) echo "TF 2.21 fit" ;; tf_spe) echo "TF 2.21 fit spe 50" ;;
+    t215) echo "PyTorch 2.15 tuned" ;; t215s) echo "PyTorch 2.15 stock" ;;
+    t113) echo "PyTorch 1.13 tuned" ;; t113s) echo "PyTorch 1.13 stock" ;;
   esac
 }
 
-declare -A vals
+machine() {
+  local flags
+  flags=$(grep -o -w -E 'avx512f|avx512_bf16|amx_bf16|amx_tile|avx512_fp16' /proc/cpuinfo | sort -u | tr '\n' ' ')
+  echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //') (vendor $(grep -m1 vendor_id /proc/cpuinfo | cut -d: -f2- | tr -d ' '), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model\s*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' '), $(nproc) cpus; $flags); load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "sinter: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+dirty'); TF: ${TF_PY:-none}; PyTorch 2.15: ${TORCH_PY:-none}; PyTorch 1.13: ${DEB_PY:-none}"
+}
+
+# ---- scaling -------------------------------------------------------------------------------
+if [ $SCALING = 1 ]; then
+  ANCHOR=${SN_SCALING_ANCHOR:-tf}   # tf: Keras fit (spe 50 for small_cnn); or t215 (PyTorch 2.15 tuned)
+  have "$ANCHOR" || { echo "compare.sh: anchor $ANCHOR not installed" >&2; exit 1; }
+  TSV=$OUT/scaling.tsv
+  echo -e "model\tthreads\tbatch\twho\tsamples_per_s" >"$TSV"
+  machine | tee -a "$LOG"
+  for ((r = 1; r <= ROUNDS; r++)); do
+    for wl in guide_cnn small_cnn; do
+      for th in 1 2; do
+        for b in 32 64 128 256 512; do
+          a=$ANCHOR; [ "$wl.$ANCHOR" = small_cnn.tf ] && a=tf_spe
+          for who in sinter $a; do
+            line=$(run $wl $who $b $th)
+            echo "round=$r wl=$wl threads=$th batch=$b who=$who $line" | tee -a "$LOG"
+            m=$(metric $wl "$line")
+            if [ $wl = small_cnn ]; then sps=$(awk -v s="$m" -v b=$b 'BEGIN{if (s+0 > 0) printf "%.1f", int(60000/b)*b/s; else print "nan"}')
+            else sps=$(awk -v s="$m" -v b=$b 'BEGIN{if (s+0 > 0) printf "%.1f", 1e3*b/s; else print "nan"}'); fi
+            echo -e "$wl\t$th\t$b\t$([ $who = sinter ] && echo sinter || echo "$(name $a)")\t$sps" >>"$TSV"
+          done
+        done
+      done
+    done
+  done
+  echo
+  echo "| model | threads | batch | sinter samples/s | $(name $ANCHOR) samples/s | ratio |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  for wl in guide_cnn small_cnn; do for th in 1 2; do for b in 32 64 128 256 512; do
+    s=$(awk -F'\t' -v w=$wl -v t=$th -v b=$b '$1==w&&$2==t&&$3==b&&$4=="sinter"{print $5}' "$TSV" | median)
+    a=$(awk -F'\t' -v w=$wl -v t=$th -v b=$b '$1==w&&$2==t&&$3==b&&$4!="sinter"{print $5}' "$TSV" | median)
+    printf '| %s | %d | %d | %.1f | %.1f | %.2fx |\n' $wl $th $b "$s" "$a" "$(awk -v s=$s -v a=$a 'BEGIN{print (a>0)?s/a:0}')"
+  done; done; done
+  if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+    /usr/bin/python3 bench/scaling_plot.py "$TSV" "$OUT/scaling.png" && echo "plot: $OUT/scaling.png"
+  else echo "(no plot: apt-get install python3-matplotlib)"; fi
+  echo "(samples/s, medians of $ROUNDS round(s); guide_cnn: timed steps; small_cnn: one epoch through fit; runs in $LOG, table in $TSV)"
+  exit 0
+fi
+
+# ---- comparison ----------------------------------------------------------------------------
+WORKLOADS=${ONLY:-guide_cnn guide_cnn_bf16 small_cnn mlp_fit mlp_step}
+runners() {
+  case $1 in
+    guide_cnn) echo sinter tf t215 t113 ;;
+    guide_cnn_bf16) echo sinter t215 t113 ;;
+    small_cnn) echo sinter tf tf_spe t215 t113 ;;
+    mlp_fit) echo sinter tf tf_spe ;;
+    mlp_step) echo sinter t215s t215 t113s t113 ;;
+  esac
+}
+machine | tee -a "$LOG"
+declare -A vals rss acc
 for ((r = 1; r <= ROUNDS; r++)); do
   for wl in $WORKLOADS; do
-    for who in sinter stock tuned; do
-      if [ $who = sinter ]; then line=$(run_sinter "$wl" | tail -n1)
-      else line=$(run_torch "$wl" $who | tail -n1); fi
-      echo "round=$r who=$who $line" | tee -a "$LOG"
+    read -ra rs <<<"$(runners "$wl")"
+    n=${#rs[@]}
+    for ((i = 0; i < n; i++)); do
+      who=${rs[(i + r - 1) % n]}   # each round starts one runner later
+      have "$who" || continue
+      line=$(run "$wl" "$who")
+      echo "round=$r wl=$wl who=$who $line" | tee -a "$LOG"
       vals[$wl.$who]+="$(metric "$wl" "$line") "
-      [ "$wl" = small_cnn ] && vals[$wl.$who.acc]+="$(field "$line" test_acc | awk -F, '{print $NF}') "
+      rss[$wl.$who]+="$(field "$line" peak_rss_kb) "
+      t=$(field "$line" test_acc); [ -n "$t" ] && acc[$wl.$who]+="$(last_of "$t") "
     done
   done
 done
 
+med() { tr ' ' '\n' <<<"${1:-}" | grep -v -e '^$' -e nan | median; }
 echo
-printf '%-10s %-10s %14s %14s %14s %10s %10s\n' workload unit sinter torch_stock torch_tuned vs_stock vs_tuned
+echo "### Ratios to the best anchor (medians of $ROUNDS round(s); > 1: sinter is faster)"
+echo
+echo "| workload | unit | sinter | best anchor | its figure | ratio | sinter peak RSS MB | smallest anchor RSS MB |"
+echo "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"
 for wl in $WORKLOADS; do
-  unit=ms/step; [ "$wl" = small_cnn ] && unit=s/epoch
-  s=$(tr ' ' '\n' <<<"${vals[$wl.sinter]}" | grep . | median)
-  a=$(tr ' ' '\n' <<<"${vals[$wl.stock]}" | grep . | median)
-  t=$(tr ' ' '\n' <<<"${vals[$wl.tuned]}" | grep . | median)
-  printf '%-10s %-10s %14.4g %14.4g %14.4g %9.2fx %9.2fx\n' "$wl" "$unit" "$s" "$a" "$t" \
-    "$(echo "$a / $s" | bc -l)" "$(echo "$t / $s" | bc -l)"
-  if [ "$wl" = small_cnn ]; then
-    printf '%-10s %-10s %14s %14s %14s\n' "" test_acc \
-      "$(tr ' ' '\n' <<<"${vals[$wl.sinter.acc]}" | grep . | median)" \
-      "$(tr ' ' '\n' <<<"${vals[$wl.stock.acc]}" | grep . | median)" \
-      "$(tr ' ' '\n' <<<"${vals[$wl.tuned.acc]}" | grep . | median)"
-  fi
+  s=$(med "${vals[$wl.sinter]:-}")
+  best= bv= minrss=
+  for who in $(runners "$wl"); do
+    [ $who = sinter ] && continue
+    v=$(med "${vals[$wl.$who]:-}"); [ "$v" = nan ] && continue
+    if [ -z "$bv" ] || awk -v a="$v" -v b="$bv" 'BEGIN{exit !(a < b)}'; then best=$who; bv=$v; fi
+    m=$(med "${rss[$wl.$who]:-}")
+    if [ "$m" != nan ] && { [ -z "$minrss" ] || awk -v a="$m" -v b="$minrss" 'BEGIN{exit !(a < b)}'; }; then minrss=$m; fi
+  done
+  printf '| %s | %s | %.4g | %s | %.4g | %s | %.0f | %s |\n' "$wl" "$(unit $wl)" "$s" "$(name "$best")" "${bv:-nan}" \
+    "$(awk -v s="$s" -v b="${bv:-0}" 'BEGIN{if (s > 0 && b > 0) printf "**%.2fx**", b/s; else print "-"}')" \
+    "$(awk -v k="$(med "${rss[$wl.sinter]:-}")" 'BEGIN{print k/1024}')" \
+    "$([ -n "$minrss" ] && awk -v k="$minrss" 'BEGIN{printf "%.0f", k/1024}' || echo -)"
 done
-echo "(ratios > 1: sinter is faster; medians of $ROUNDS rounds; runs in $LOG)"
+echo
+echo "### Every runner (median [min-max]; peak RSS; test accuracy where the run evaluates)"
+echo
+echo "| workload | runner | unit | median | min-max | peak RSS MB | test acc |"
+echo "| --- | --- | --- | ---: | --- | ---: | ---: |"
+for wl in $WORKLOADS; do
+  for who in $(runners "$wl"); do
+    [ -n "${vals[$wl.$who]:-}" ] || continue
+    lo=$(tr ' ' '\n' <<<"${vals[$wl.$who]}" | grep -v -e '^$' -e nan | sort -g | head -n1)
+    hi=$(tr ' ' '\n' <<<"${vals[$wl.$who]}" | grep -v -e '^$' -e nan | sort -g | tail -n1)
+    printf '| %s | %s | %s | %.4g | %s-%s | %.0f | %s |\n' "$wl" "$(name $who)" "$(unit $wl)" \
+      "$(med "${vals[$wl.$who]}")" "${lo:-nan}" "${hi:-nan}" \
+      "$(awk -v k="$(med "${rss[$wl.$who]:-}")" 'BEGIN{print k/1024}')" \
+      "$([ -n "${acc[$wl.$who]:-}" ] && med "${acc[$wl.$who]}" || echo)"
+  done
+done
+echo
+echo "(runs in $LOG; missing anchors: $(for a in tf t215 t113; do have $a || printf '%s ' "$(name $a)"; done))"

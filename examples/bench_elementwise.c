@@ -13,7 +13,7 @@
 #include "backend/kernel.h"
 
 typedef struct bcall {
-    sn_node_t node, in[SN_MAX_INPUTS];
+    sn_attrs attr; /* c.attr points here */
     void *data[SN_MAX_INPUTS];
     sn_kcall c;
     void *scratch;
@@ -31,30 +31,28 @@ static void *xalloc(size_t n) {
 
 static void b_init(bcall *b, sn_op op, sn_dtype dt, sn_shape s) {
     memset(b, 0, sizeof *b);
-    b->node.op = op;
-    b->node.dtype = dt;
-    b->node.shape = s;
-    b->c.node = &b->node;
+    b->c.op = op;
+    b->c.y.dtype = dt;
+    b->c.y.shape = s;
+    b->c.attr = &b->attr;
 }
 
 /* An input of dtype dt filled with small values (labels: 0..C-1 by index). */
 static void b_in(bcall *b, sn_dtype dt, sn_shape s, int classes) {
     int i = b->c.n_in++;
-    b->in[i].dtype = dt;
-    b->in[i].shape = s;
-    b->c.in_node[i] = &b->in[i];
+    b->c.x[i].dtype = dt;
+    b->c.x[i].shape = s;
     int64_t n = sn_shape_numel(&s);
     b->data[i] = xalloc((size_t)n * sn_dtype_size(dt));
     for (int64_t j = 0; j < n; j++)
         sn_store(dt, b->data[i], j, classes ? (double)(j % classes) : 0.25 + 0.5 * (double)((j * 7919) % 1000) / 1000.0);
     b->c.in[i] = b->data[i];
-    b->node.n_in = b->c.n_in;
 }
 
 /* Median-free but stable enough: the best of 5 rounds of enough calls to fill ~20 ms. */
 static double time_call(const sn_kernel *k, bcall *b) {
-    int side = b->node.op == SN_OP_APPLY_OPTIMIZER || b->node.op == SN_OP_ASSIGN_ADD;
-    size_t ob = (size_t)sn_shape_numel(&b->node.shape) * sn_dtype_size(b->node.dtype);
+    int side = b->c.op == SN_OP_APPLY_OPTIMIZER || b->c.op == SN_OP_ASSIGN_ADD;
+    size_t ob = (size_t)sn_shape_numel(&b->c.y.shape) * sn_dtype_size(b->c.y.dtype);
     void *out = side ? b->data[0] : xalloc(ob);
     size_t sb = 0;
     if (k->prepare) k->prepare(&b->c, &sb);
@@ -96,11 +94,11 @@ static sn_shape S1(int64_t a) { return sn_shape_make(1, a); }
 static sn_shape S2(int64_t a, int64_t b) { return sn_shape_make(2, a, b); }
 
 static void set_adam(bcall *b) {
-    b->node.attr.optim.kind = SN_OPTIM_ADAM;
-    b->node.attr.optim.lr = 1e-3;
-    b->node.attr.optim.beta1 = 0.9;
-    b->node.attr.optim.beta2 = 0.999;
-    b->node.attr.optim.epsilon = 1e-7;
+    b->attr.optim.kind = SN_OPTIM_ADAM;
+    b->attr.optim.lr = 1e-3;
+    b->attr.optim.beta1 = 0.9;
+    b->attr.optim.beta2 = 0.999;
+    b->attr.optim.epsilon = 1e-7;
 }
 
 static void adam_case(bcase *c, const char *name, int64_t n) {
@@ -119,7 +117,7 @@ static void run_cases(const char *title, bcase *cs, int n, const sn_kernel_table
            "impl");
     double tr = 0, tf = 0;
     for (int i = 0; i < n; i++) {
-        const sn_kernel *kr = sn_ref_kernels()->k[cs[i].b.node.op];
+        const sn_kernel *kr = sn_ref_kernels()->k[cs[i].b.c.op];
         const sn_kernel *kf = sn_kernel_select(fast, &cs[i].b.c);
         double r = time_call(kr, &cs[i].b) * 1e6, f = time_call(kf, &cs[i].b) * 1e6;
         tr += r;
@@ -159,7 +157,7 @@ int main(void) {
     b_in(&mlp[n++].b, SN_I32, S1(32), 10);
     mlp[n].name = "reduce_mean [32]->[]";
     b_init(&mlp[n].b, SN_OP_REDUCE_MEAN, SN_F32, S0());
-    mlp[n].b.node.attr.reduce.mask = 1;
+    mlp[n].b.attr.reduce.mask = 1;
     b_in(&mlp[n++].b, SN_F32, S1(32), 0);
     mlp[n].name = "broadcast_to []->[32]";
     b_init(&mlp[n].b, SN_OP_BROADCAST_TO, SN_F32, S1(32));
@@ -171,7 +169,7 @@ int main(void) {
     b_in(&mlp[n++].b, SN_F32, S1(32), 0);
     mlp[n].name = "reduce_sum [32,10]->[10]";
     b_init(&mlp[n].b, SN_OP_REDUCE_SUM, SN_F32, S1(10));
-    mlp[n].b.node.attr.reduce.mask = 1;
+    mlp[n].b.attr.reduce.mask = 1;
     b_in(&mlp[n++].b, SN_F32, S2(32, 10), 0);
     mlp[n].name = "relu_grad [32,128]";
     b_init(&mlp[n].b, SN_OP_RELU_GRAD, SN_F32, S2(32, 128));
@@ -179,7 +177,7 @@ int main(void) {
     b_in(&mlp[n++].b, SN_F32, S2(32, 128), 0);
     mlp[n].name = "reduce_sum [32,128]->[128]";
     b_init(&mlp[n].b, SN_OP_REDUCE_SUM, SN_F32, S1(128));
-    mlp[n].b.node.attr.reduce.mask = 1;
+    mlp[n].b.attr.reduce.mask = 1;
     b_in(&mlp[n++].b, SN_F32, S2(32, 128), 0);
     adam_case(&mlp[n++], "adam [784*128]", 784 * 128);
     adam_case(&mlp[n++], "adam [128]", 128);
@@ -210,15 +208,15 @@ int main(void) {
     b_in(&big[n++].b, SN_F32, S1(1 << 20), 0);
     big[n].name = "reduce_sum [156800,32]->[32]";
     b_init(&big[n].b, SN_OP_REDUCE_SUM, SN_F32, S1(32));
-    big[n].b.node.attr.reduce.mask = 1;
+    big[n].b.attr.reduce.mask = 1;
     b_in(&big[n++].b, SN_F32, S2(156800, 32), 0);
     big[n].name = "softmax [1024,1000]";
     b_init(&big[n].b, SN_OP_SOFTMAX, SN_F32, S2(1024, 1000));
-    big[n].b.node.attr.axis.axis = 1;
+    big[n].b.attr.axis.axis = 1;
     b_in(&big[n++].b, SN_F32, S2(1024, 1000), 0);
     big[n].name = "dropout 0.5 [1M]";
     b_init(&big[n].b, SN_OP_DROPOUT, SN_F32, S1(1 << 20));
-    big[n].b.node.attr.dropout.rate = 0.5;
+    big[n].b.attr.dropout.rate = 0.5;
     b_in(&big[n++].b, SN_F32, S1(1 << 20), 0);
     adam_case(&big[n++], "adam [4M]", 4 << 20);
     run_cases("Large tensors", big, n, &fast);

@@ -16,7 +16,7 @@
 #include "../src/backend/kernel.h"
 
 typedef struct bench {
-    sn_node_t node, in_node[2];
+    sn_attrs attr; /* call.attr points here */
     sn_kcall call;
     float *buf[3]; /* inputs, output */
 } bench;
@@ -31,16 +31,14 @@ static void fill(float *p, int64_t n, uint64_t seed) {
 
 static int setup(bench *b, sn_op op, int n_in, const sn_shape *in, const sn_shape *out) {
     memset(b, 0, sizeof *b);
-    b->node.op = op;
-    b->node.dtype = SN_F32;
-    b->node.shape = *out;
-    b->node.n_in = n_in;
-    b->call.node = &b->node;
+    b->call.op = op;
+    b->call.y.dtype = SN_F32;
+    b->call.y.shape = *out;
+    b->call.attr = &b->attr;
     b->call.n_in = n_in;
     for (int i = 0; i < n_in; i++) {
-        b->in_node[i].dtype = SN_F32;
-        b->in_node[i].shape = in[i];
-        b->call.in_node[i] = &b->in_node[i];
+        b->call.x[i].dtype = SN_F32;
+        b->call.x[i].shape = in[i];
         int64_t n = sn_shape_numel(&in[i]);
         b->buf[i] = sn_malloc_aligned((size_t)n * sizeof(float));
         if (!b->buf[i]) return -1;
@@ -120,8 +118,8 @@ static void bench_matmul(const char *filter, const char *name, int64_t m, int64_
         printf("%s: out of memory\n", name);
         return;
     }
-    b.node.attr.matmul.ta = ta;
-    b.node.attr.matmul.tb = tb;
+    b.attr.matmul.ta = ta;
+    b.attr.matmul.tb = tb;
     const char *impls[] = {"openblas", "dnnl"};
     for (int i = 0; i < 2; i++)
         measure(name, &b, sn_cpu_matmul_impl(impls[i]), 2.0 * (double)m * (double)n * (double)k,
@@ -154,9 +152,9 @@ static void bench_conv(const char *filter, const char *tag, int64_t N, int64_t H
             printf("%s: out of memory\n", name);
             continue;
         }
-        b.node.attr.conv.stride_h = b.node.attr.conv.stride_w = 1;
-        b.node.attr.conv.x_shape = xs;
-        b.node.attr.conv.w_shape = ws;
+        b.attr.conv.stride_h = b.attr.conv.stride_w = 1;
+        b.attr.conv.x_shape = xs;
+        b.attr.conv.w_shape = ws;
         for (int i = 0; i < 3; i++) measure(name, &b, sn_cpu_conv_impl(ops[o].op, impls[i]), flops, reps);
         teardown(&b);
     }
@@ -190,9 +188,9 @@ static void bench_pool(const char *filter, int64_t N, int64_t H, int64_t W, int6
         if (!want(filter, ops[o].name)) continue;
         bench b;
         if (setup(&b, ops[o].op, ops[o].n_in, ops[o].in, &ops[o].out) != 0) continue;
-        b.node.attr.pool.pool_h = b.node.attr.pool.pool_w = 2;
-        b.node.attr.pool.stride_h = b.node.attr.pool.stride_w = 2;
-        b.node.attr.pool.x_shape = xs;
+        b.attr.pool.pool_h = b.attr.pool.pool_w = 2;
+        b.attr.pool.stride_h = b.attr.pool.stride_w = 2;
+        b.attr.pool.x_shape = xs;
         /* "GFLOP/s" column: GB moved per second (x or dx once, y or dy once, x again for the
          * max gradient). */
         double bytes = 4.0 * (double)(sn_shape_numel(&xs) + sn_shape_numel(&ys)) +

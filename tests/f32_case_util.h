@@ -11,7 +11,7 @@
 #include "backend/kernel.h"
 
 typedef struct tcase {
-    sn_node_t node, in_node[2];
+    sn_attrs attr; /* call.attr points here */
     sn_kcall call;
     float *in[2];
 } tcase;
@@ -20,17 +20,15 @@ typedef struct tcase {
 static void init_case(tcase *t, sn_rng *rng, sn_op op, const sn_attrs *attr, int n_in,
                       const sn_shape *in, const sn_shape *out, bool ties) {
     memset(t, 0, sizeof *t);
-    t->node.op = op;
-    t->node.dtype = SN_F32;
-    t->node.shape = *out;
-    t->node.n_in = n_in;
-    t->node.attr = *attr;
-    t->call.node = &t->node;
+    t->call.op = op;
+    t->call.y.dtype = SN_F32;
+    t->call.y.shape = *out;
+    t->attr = *attr;
+    t->call.attr = &t->attr;
     t->call.n_in = n_in;
     for (int i = 0; i < n_in; i++) {
-        t->in_node[i].dtype = SN_F32;
-        t->in_node[i].shape = in[i];
-        t->call.in_node[i] = &t->in_node[i];
+        t->call.x[i].dtype = SN_F32;
+        t->call.x[i].shape = in[i];
         int64_t n = sn_shape_numel(&in[i]);
         t->in[i] = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
         SN_ASSERT(t->in[i]);
@@ -46,7 +44,7 @@ static void free_case(tcase *t) {
 
 /* Runs kernel k on t into a fresh output the caller frees (sn_free_aligned). */
 static sn_status run_kernel(const tcase *t, const sn_kernel *k, bool bf16, float **out) {
-    int64_t n = sn_shape_numel(&t->node.shape);
+    int64_t n = sn_shape_numel(&t->call.y.shape);
     *out = sn_malloc_aligned((size_t)(n > 0 ? n : 1) * sizeof(float));
     SN_ASSERT(*out);
     for (int64_t i = 0; i < n; i++) (*out)[i] = NAN; /* a kernel must write every element */

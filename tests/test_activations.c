@@ -180,25 +180,22 @@ static void test_kinks(void) {
 
 /* ---- fast kernels against the reference --------------------------------------------------------- */
 typedef struct call {
-    sn_node_t node, in[2];
+    sn_attrs attr; /* c.attr points here */
     sn_kcall c;
 } call;
 
 static void call_init(call *t, const act_case *a, bool grad, int64_t n, float *x, float *dy, float *out) {
     memset(t, 0, sizeof *t);
-    t->node.op = grad ? a->grad_op : a->op;
-    t->node.dtype = SN_F32;
-    t->node.shape = (sn_shape)S1(n);
-    t->node.attr.act.alpha = a->alpha;
-    t->node.n_in = grad ? 2 : 1;
-    t->c.node = &t->node;
-    t->c.n_in = t->node.n_in;
+    t->c.op = grad ? a->grad_op : a->op;
+    t->c.y.dtype = SN_F32;
+    t->c.y.shape = (sn_shape)S1(n);
+    t->attr.act.alpha = a->alpha;
+    t->c.attr = &t->attr;
+    t->c.n_in = grad ? 2 : 1;
     const float *ins[2] = {x, dy};
     for (int i = 0; i < t->c.n_in; i++) {
-        t->in[i].op = SN_OP_INPUT;
-        t->in[i].dtype = SN_F32;
-        t->in[i].shape = t->node.shape;
-        t->c.in_node[i] = &t->in[i];
+        t->c.x[i].dtype = SN_F32;
+        t->c.x[i].shape = t->c.y.shape;
         t->c.in[i] = ins[i];
     }
     t->c.out = out;
@@ -250,7 +247,7 @@ static void test_fast(void) {
                 const float *xs = sp ? specials : x;
                 call t;
                 call_init(&t, &acts[k], grad, n, (float *)xs, dy, ref);
-                const sn_kernel *rk = rt->k[t.node.op];
+                const sn_kernel *rk = rt->k[t.c.op];
                 CHECK(rk && strcmp(rk->impl, "ref") == 0, "no reference kernel for %s", acts[k].name);
                 if (!rk) continue;
                 CHECK_OK(rk->run(&t.c));
@@ -284,7 +281,7 @@ static void test_fast(void) {
     /* f64 and mismatched shapes are left to the reference */
     call t;
     call_init(&t, &acts[0], false, 4, x, dy, ref);
-    t.node.dtype = SN_F64;
+    t.c.y.dtype = SN_F64;
     const sn_kernel *fk = sn_kernel_select(sn_cpu_kernels(), &t.c);
     CHECK(fk && strcmp(fk->impl, "ref") == 0, "f64 gelu took '%s'", fk ? fk->impl : "none");
     free(x);

@@ -11,6 +11,7 @@
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
 #include "f32_case_util.h"
+#include "sinter/graph.h"
 
 static int n_pass, n_fail;
 static sn_rng rng;
@@ -212,7 +213,7 @@ static void selection_cases(void) {
     init_case(&t, &rng, SN_OP_MATMUL, &attr, 2, in, &out, false);
     const sn_kernel *k = sn_kernel_select(sn_cpu_kernels(), &t.call);
     bool fast_f32 = k && strcmp(k->impl, "ref") != 0;
-    t.node.dtype = t.in_node[0].dtype = t.in_node[1].dtype = SN_F64;
+    t.call.y.dtype = t.call.x[0].dtype = t.call.x[1].dtype = SN_F64;
     k = sn_kernel_select(sn_cpu_kernels(), &t.call);
     bool ref_f64 = k && strcmp(k->impl, "ref") == 0;
     free_case(&t);

@@ -115,7 +115,7 @@ static void compare(const char *what, sn_dtype dt, const void *got, const void *
  * updated input. Returns the fast output (caller frees) when keep is set. */
 static void *check_call(const char *what, tcall *t, bool want_fast, bool exact) {
     cases++;
-    sn_op op = t->node.op;
+    sn_op op = t->c.op;
     const sn_kernel *ref = sn_ref_kernels()->k[op];
     const sn_kernel *k = sn_kernel_select(&fast, &t->c);
     if (!k || !ref) {
@@ -127,13 +127,13 @@ static void *check_call(const char *what, tcall *t, bool want_fast, bool exact) 
         FAIL("%s: expected the %s kernel, selection gave '%s'", what, want_fast ? "fast" : "ref",
              k->impl);
     bool side = op == SN_OP_ASSIGN || op == SN_OP_ASSIGN_ADD || op == SN_OP_APPLY_OPTIMIZER;
-    size_t ob = bytes_of(t->node.dtype, &t->node.shape);
+    size_t ob = bytes_of(t->c.y.dtype, &t->c.y.shape);
     void *out[2];
     void *ins[2][SN_MAX_INPUTS];
     const sn_kernel *ks[2] = {k, ref};
     for (int r = 0; r < 2; r++) {
         for (int i = 0; i < t->c.n_in; i++) {
-            size_t nb = bytes_of(t->in[i].dtype, &t->in[i].shape);
+            size_t nb = bytes_of(t->c.x[i].dtype, &t->c.x[i].shape);
             ins[r][i] = xmalloc(nb);
             memcpy(ins[r][i], t->data[i], nb);
             t->c.in[i] = ins[r][i];
@@ -145,12 +145,12 @@ static void *check_call(const char *what, tcall *t, bool want_fast, bool exact) 
         if (s != SN_OK) FAIL("%s: %s kernel failed: %s", what, r ? "ref" : "fast", sn_last_error());
     }
     double tol = tol_for(op);
-    compare(what, t->node.dtype, out[0], out[1], sn_shape_numel(&t->node.shape), tol, exact);
+    compare(what, t->c.y.dtype, out[0], out[1], sn_shape_numel(&t->c.y.shape), tol, exact);
     if (side)
         for (int i = 1; i < t->c.n_in; i++) {
             char w[160];
             snprintf(w, sizeof w, "%s (input %d after)", what, i);
-            compare(w, t->in[i].dtype, ins[0][i], ins[1][i], sn_shape_numel(&t->in[i].shape),
+            compare(w, t->c.x[i].dtype, ins[0][i], ins[1][i], sn_shape_numel(&t->c.x[i].shape),
                     tol, exact);
         }
     for (int r = 0; r < 2; r++) {
@@ -163,7 +163,7 @@ static void *check_call(const char *what, tcall *t, bool want_fast, bool exact) 
 
 /* Runs only the fast kernel into a new buffer (caller frees). */
 static void *run_fast(tcall *t) {
-    size_t ob = bytes_of(t->node.dtype, &t->node.shape);
+    size_t ob = bytes_of(t->c.y.dtype, &t->c.y.shape);
     void *out = xmalloc(ob);
     t->c.out = out;
     const sn_kernel *k = sn_kernel_select(&fast, &t->c);
@@ -336,9 +336,9 @@ static void test_dropout(void) {
             tcall t;
             tc_init(&t, g ? SN_OP_DROPOUT_GRAD : SN_OP_DROPOUT, SN_F32, S1(sizes[s]));
             t.c.step = 7; /* part of the mask's counter */
-            t.node.attr.dropout.rate = 0.3;
-            t.node.attr.dropout.seed = 1234;
-            t.node.attr.dropout.mask_node = 5;
+            t.attr.dropout.rate = 0.3;
+            t.attr.dropout.seed = 1234;
+            t.attr.dropout.mask_node = 5;
             tc_in(&t, SN_F32, S1(sizes[s]), FILL_UNIFORM, -3, 3);
             check_call(g ? "dropout_grad" : "dropout", &t, true, true);
             /* the same bits on 1 and 2 threads */
@@ -356,7 +356,7 @@ static void test_dropout(void) {
     tcall t;
     tc_init(&t, SN_OP_DROPOUT, SN_F32, S1(1000));
     t.c.step = 7;
-    t.node.attr.dropout.rate = 0.0;
+    t.attr.dropout.rate = 0.0;
     tc_in(&t, SN_F32, S1(1000), FILL_UNIFORM, -3, 3);
     check_call("dropout rate 0", &t, true, true);
     tc_free(&t);
@@ -392,8 +392,8 @@ static void test_reduce(void) {
             for (int keep = 0; keep < 2; keep++) {
                 tcall t;
                 tc_init(&t, ops[o], SN_F32, reduced_shape(rc[s].x, rc[s].mask, keep));
-                t.node.attr.reduce.mask = rc[s].mask;
-                t.node.attr.reduce.keepdims = keep;
+                t.attr.reduce.mask = rc[s].mask;
+                t.attr.reduce.keepdims = keep;
                 /* positive values for sums: a relative tolerance then means something */
                 tc_in(&t, SN_F32, rc[s].x, FILL_UNIFORM, o == 2 ? -3 : 0, 3);
                 char w[96], b[48];
@@ -405,7 +405,7 @@ static void test_reduce(void) {
     /* NaN propagates through max, as in the reference. */
     tcall t;
     tc_init(&t, SN_OP_REDUCE_MAX, SN_F32, S1(3));
-    t.node.attr.reduce.mask = 2;
+    t.attr.reduce.mask = 2;
     float *x = tc_in(&t, SN_F32, S2(3, 40), FILL_UNIFORM, -3, 3);
     x[5] = NAN;
     x[40 + 39] = NAN;
@@ -421,7 +421,7 @@ static void test_reduce(void) {
     for (size_t s = 0; s < 5; s++)
         for (size_t o = 0; o < 3; o++) {
             tc_init(&t, ops[o], SN_F32, reduced_shape(dc[s].x, dc[s].mask, false));
-            t.node.attr.reduce.mask = dc[s].mask;
+            t.attr.reduce.mask = dc[s].mask;
             tc_in(&t, SN_F32, dc[s].x, FILL_UNIFORM, -3, 3);
             sn_set_num_threads(1);
             void *a = run_fast(&t);
@@ -430,7 +430,7 @@ static void test_reduce(void) {
             sn_set_num_threads(3); /* more threads than cores: still the same order */
             void *c = run_fast(&t);
             sn_set_num_threads(2);
-            size_t nb = bytes_of(SN_F32, &t.node.shape);
+            size_t nb = bytes_of(SN_F32, &t.c.y.shape);
             char bs[48];
             if (memcmp(a, b, nb) != 0 || memcmp(a, c, nb) != 0)
                 FAIL("%s %s: results differ between 1, 2 and 3 threads", names[o],
@@ -457,7 +457,7 @@ static void test_softmax(void) {
         for (size_t s = 0; s < sizeof sc / sizeof sc[0]; s++) {
             tcall t;
             tc_init(&t, ops[o], SN_F32, sc[s].x);
-            t.node.attr.axis.axis = sc[s].axis;
+            t.attr.axis.axis = sc[s].axis;
             if (o < 2) {
                 tc_in(&t, SN_F32, sc[s].x, FILL_UNIFORM, -10, 10);
             } else {
@@ -465,11 +465,11 @@ static void test_softmax(void) {
                 float *y = tc_in(&t, SN_F32, sc[s].x, FILL_UNIFORM, -5, 5);
                 tcall f;
                 tc_init(&f, o == 2 ? SN_OP_SOFTMAX : SN_OP_LOG_SOFTMAX, SN_F32, sc[s].x);
-                f.node.attr.axis.axis = sc[s].axis;
+                f.attr.axis.axis = sc[s].axis;
                 tc_in(&f, SN_F32, sc[s].x, FILL_ZERO, 0, 0);
                 memcpy(f.data[0], y, bytes_of(SN_F32, &sc[s].x));
                 f.c.out = y;
-                run_kernel(sn_ref_kernels()->k[f.node.op], &f.c);
+                run_kernel(sn_ref_kernels()->k[f.c.op], &f.c);
                 tc_free(&f);
                 tc_in(&t, SN_F32, sc[s].x, FILL_UNIFORM, -3, 3);
             }
@@ -483,7 +483,7 @@ static void test_softmax(void) {
     for (int o = 0; o < 2; o++) {
         tcall t;
         tc_init(&t, ops[o], SN_F32, S2(5, 4));
-        t.node.attr.axis.axis = 1;
+        t.attr.axis.axis = 1;
         float *x = tc_in(&t, SN_F32, S2(5, 4), FILL_UNIFORM, -3, 3);
         x[0] = 1000.0f;
         x[1] = 999.0f;
@@ -583,7 +583,7 @@ static void test_state(void) {
         for (size_t s = 0; s < 3; s++) {
             sn_shape vs = S1(sizes[s]);
             tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F32, vs);
-            sn_attrs *a = &t.node.attr;
+            sn_attrs *a = &t.attr;
             a->optim.kind = oc[o].kind;
             a->optim.lr = 0.01;
             a->optim.beta1 = 0.9;
@@ -633,24 +633,24 @@ static void test_isa_bits(void) {
     tc_init(&t[2], SN_OP_LOG, SN_F32, S1(1003));
     tc_in(&t[2], SN_F32, S1(1003), FILL_UNIFORM, 0, 10);
     tc_init(&t[3], SN_OP_REDUCE_SUM, SN_F32, S0());
-    t[3].node.attr.reduce.mask = 1;
+    t[3].attr.reduce.mask = 1;
     tc_in(&t[3], SN_F32, S1(100003), FILL_UNIFORM, -1, 1);
     tc_init(&t[4], SN_OP_REDUCE_MEAN, SN_F32, S1(40));
-    t[4].node.attr.reduce.mask = 1;
+    t[4].attr.reduce.mask = 1;
     tc_in(&t[4], SN_F32, S2(1000, 40), FILL_UNIFORM, -1, 1);
     tc_init(&t[5], SN_OP_SOFTMAX, SN_F32, S2(32, 37));
-    t[5].node.attr.axis.axis = 1;
+    t[5].attr.axis.axis = 1;
     tc_in(&t[5], SN_F32, S2(32, 37), FILL_UNIFORM, -5, 5);
     tc_init(&t[6], SN_OP_SPARSE_XENT_GRAD, SN_F32, S2(32, 37));
     tc_in(&t[6], SN_F32, S2(32, 37), FILL_UNIFORM, -5, 5);
     tc_in(&t[6], SN_I32, S1(32), FILL_LABELS, 37, 0);
     tc_in(&t[6], SN_F32, S1(32), FILL_UNIFORM, -1, 1);
     tc_init(&t[7], SN_OP_APPLY_OPTIMIZER, SN_F32, S1(1003));
-    t[7].node.attr.optim.kind = SN_OPTIM_ADAM;
-    t[7].node.attr.optim.lr = 0.001;
-    t[7].node.attr.optim.beta1 = 0.9;
-    t[7].node.attr.optim.beta2 = 0.999;
-    t[7].node.attr.optim.epsilon = 1e-7;
+    t[7].attr.optim.kind = SN_OPTIM_ADAM;
+    t[7].attr.optim.lr = 0.001;
+    t[7].attr.optim.beta1 = 0.9;
+    t[7].attr.optim.beta2 = 0.999;
+    t[7].attr.optim.epsilon = 1e-7;
     tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, -1, 1);
     tc_in(&t[7], SN_F32, S1(1003), FILL_UNIFORM, -1, 1);
     tc_in(&t[7], SN_I32, S0(), FILL_ZERO, 0, 0);
@@ -662,8 +662,8 @@ static void test_isa_bits(void) {
         register_fast();
         for (int k = 0; k < NCASE; k++) {
             void *out;
-            if (t[k].node.op == SN_OP_APPLY_OPTIMIZER) { /* in place: run on a copy of var */
-                size_t nb = bytes_of(SN_F32, &t[k].node.shape);
+            if (t[k].c.op == SN_OP_APPLY_OPTIMIZER) { /* in place: run on a copy of var */
+                size_t nb = bytes_of(SN_F32, &t[k].c.y.shape);
                 out = xmalloc(nb);
                 memcpy(out, t[k].data[0], nb);
                 void *m = xmalloc(nb), *vv = xmalloc(nb);
@@ -684,8 +684,8 @@ static void test_isa_bits(void) {
                 first[k] = out;
                 continue;
             }
-            if (memcmp(first[k], out, bytes_of(SN_F32, &t[k].node.shape)) != 0)
-                FAIL("op %d: variant %s differs from %s", (int)t[k].node.op, isas[v], isas[0]);
+            if (memcmp(first[k], out, bytes_of(SN_F32, &t[k].c.y.shape)) != 0)
+                FAIL("op %d: variant %s differs from %s", (int)t[k].c.op, isas[v], isas[0]);
             free(out);
             cases++;
         }

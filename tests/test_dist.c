@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 #include "nn/train_impl.h"
 #include "sinter/dist.h"
 #include "sinter/nn.h"

@@ -94,13 +94,20 @@ static void check_case(const op_case *c) {
         fill(buf, n, c->kind[i], c->range, buf);
     }
     run_loss(p, loss);
+    /* Every analytic gradient is copied now, from the unperturbed run: the finite differences
+     * below rerun the plan, which overwrites the gradient buffers. */
+    double *ga_all[4] = {0};
+    for (int k = 0; k < nw; k++) {
+        int64_t n = sn_shape_numel(&c->shape[wi[k]]);
+        ga_all[k] = malloc(sizeof *ga_all[k] * (size_t)n);
+        memcpy(ga_all[k], sn_plan_buffer(p, grads[k]), sizeof *ga_all[k] * (size_t)n);
+    }
     int bad = 0;
     double worst = 0;
     for (int k = 0; k < nw; k++) {
         int64_t n = sn_shape_numel(&c->shape[wi[k]]);
         double *x = sn_plan_buffer(p, in[wi[k]]);
-        double *ga = malloc(sizeof *ga * (size_t)n);
-        memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
+        double *ga = ga_all[k];
         for (int64_t j = 0; j < n; j++) {
             const double eps = 1e-6;
             double x0 = x[j];

@@ -8,6 +8,7 @@
 
 #include "backend/kernel.h"
 #include "kernel_test_util.h"
+#include "sinter/graph.h"
 
 static sn_kernel_table table; /* filled from the ref register functions */
 
@@ -15,9 +16,9 @@ static sn_kernel_table table; /* filled from the ref register functions */
 
 static sn_status tc_run(tcall *t, void *out) {
     t->c.out = out;
-    const sn_kernel *k = table.k[t->node.op];
+    const sn_kernel *k = table.k[t->c.op];
     if (!k) {
-        FAIL("no reference kernel for op %d", (int)t->node.op);
+        FAIL("no reference kernel for op %d", (int)t->c.op);
         return SN_ERR_UNSUPPORTED;
     }
     return k->run(&t->c);
@@ -70,8 +71,8 @@ static void test_matmul(void) {
     /* The same product from transposed storage: a^T is 3x2, b^T is 2x3. */
     const double at[] = {1, 4, 2, 5, 3, 6}, bt[] = {1, 3, 5, 2, 4, 6};
     tc_init(&t, SN_OP_MATMUL, SN_F64, S2(2, 2));
-    t.node.attr.matmul.ta = true;
-    t.node.attr.matmul.tb = true;
+    t.attr.matmul.ta = true;
+    t.attr.matmul.tb = true;
     tc_input(&t, SN_F64, S2(3, 2), at);
     tc_input(&t, SN_F64, S2(2, 3), bt);
     tc_ok(&t, out, "matmul ta tb");
@@ -226,7 +227,7 @@ static void test_cast(void) {
     const uint16_t want[] = {0x3F80, 0x3F80, 0x3F82, 0xC020};
     uint16_t o[4];
     tc_init(&t, SN_OP_CAST, SN_BF16, S1(4));
-    t.node.attr.cast.to = SN_BF16;
+    t.attr.cast.to = SN_BF16;
     tc_input(&t, SN_F32, S1(4), f);
     tc_ok(&t, o, "cast f32->bf16");
     for (int i = 0; i < 4; i++)
@@ -235,7 +236,7 @@ static void test_cast(void) {
     const int32_t lab[] = {0, 7, -3};
     float fo[3];
     tc_init(&t, SN_OP_CAST, SN_F32, S1(3));
-    t.node.attr.cast.to = SN_F32;
+    t.attr.cast.to = SN_F32;
     tc_input(&t, SN_I32, S1(3), lab);
     tc_ok(&t, fo, "cast i32->f32");
     check_f32("cast i32->f32", fo, (double[]){0, 7, -3}, 3, 0);
@@ -250,7 +251,7 @@ static void test_softmax(void) {
     const double x[] = {1, 2, 3, 1001, 1002, 1003};
     double want[6] = {e1 / s, e2 / s, e3 / s, e1 / s, e2 / s, e3 / s}, out[6];
     tc_init(&t, SN_OP_SOFTMAX, SN_F64, S2(2, 3));
-    t.node.attr.axis.axis = 1;
+    t.attr.axis.axis = 1;
     tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "softmax");
     check("softmax rows", out, want, 6, 1e-14);
@@ -261,7 +262,7 @@ static void test_softmax(void) {
     double lwant[6];
     for (int i = 0; i < 6; i++) lwant[i] = log(want[i]);
     tc_init(&t, SN_OP_LOG_SOFTMAX, SN_F64, S2(2, 3));
-    t.node.attr.axis.axis = 1;
+    t.attr.axis.axis = 1;
     tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "log_softmax");
     check("log_softmax rows", out, lwant, 6, 1e-14);
@@ -269,7 +270,7 @@ static void test_softmax(void) {
     /* Over axis 0 of [2, 2]: columns (0, ln 3) and (0, 0). */
     const double xc[] = {0, 0, log(3.0), 0};
     tc_init(&t, SN_OP_SOFTMAX, SN_F64, S2(2, 2));
-    t.node.attr.axis.axis = 0;
+    t.attr.axis.axis = 0;
     tc_input(&t, SN_F64, S2(2, 2), xc);
     tc_ok(&t, out, "softmax axis 0");
     check("softmax axis 0", out, (double[]){0.25, 0.5, 0.75, 0.5}, 4, 1e-15);
@@ -278,14 +279,14 @@ static void test_softmax(void) {
     const double y[] = {0.2, 0.3, 0.5}, dy[] = {1, -2, 0.5};
     double dot = 0.2 * 1 + 0.3 * -2 + 0.5 * 0.5, sdy = 1 - 2 + 0.5;
     tc_init(&t, SN_OP_SOFTMAX_GRAD, SN_F64, S2(1, 3));
-    t.node.attr.axis.axis = 1;
+    t.attr.axis.axis = 1;
     tc_input(&t, SN_F64, S2(1, 3), y);
     tc_input(&t, SN_F64, S2(1, 3), dy);
     tc_ok(&t, out, "softmax_grad");
     check("softmax_grad", out, (double[]){0.2 * (1 - dot), 0.3 * (-2 - dot), 0.5 * (0.5 - dot)}, 3, 1e-15);
     const double ly[] = {log(0.2), log(0.3), log(0.5)};
     tc_init(&t, SN_OP_LOG_SOFTMAX_GRAD, SN_F64, S2(1, 3));
-    t.node.attr.axis.axis = 1;
+    t.attr.axis.axis = 1;
     tc_input(&t, SN_F64, S2(1, 3), ly);
     tc_input(&t, SN_F64, S2(1, 3), dy);
     tc_ok(&t, out, "log_softmax_grad");
@@ -356,22 +357,22 @@ static void test_reduce(void) {
     for (int a = 0; a < 2; a++)
         for (int c = 0; c < 4; c++) want[a * 4 + c] = 3 * (12 * a + c) + 12;
     tc_init(&t, SN_OP_REDUCE_SUM, SN_F64, S3(2, 1, 4));
-    t.node.attr.reduce.mask = 1u << 1;
-    t.node.attr.reduce.keepdims = true;
+    t.attr.reduce.mask = 1u << 1;
+    t.attr.reduce.keepdims = true;
     tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_sum");
     check("reduce_sum axis 1", out, want, 8, 0);
 
     /* Mean over axes 0 and 2 (no keepdims): mean of 12a + c over a, c = 6 + 1.5 + 4b. */
     tc_init(&t, SN_OP_REDUCE_MEAN, SN_F64, S1(3));
-    t.node.attr.reduce.mask = (1u << 0) | (1u << 2);
+    t.attr.reduce.mask = (1u << 0) | (1u << 2);
     tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_mean");
     check("reduce_mean axes 0,2", out, (double[]){7.5, 11.5, 15.5}, 3, 1e-15);
 
     /* Max over everything, and over the last axis. */
     tc_init(&t, SN_OP_REDUCE_MAX, SN_F64, sn_shape_make(0));
-    t.node.attr.reduce.mask = 7;
+    t.attr.reduce.mask = 7;
     tc_input(&t, SN_F64, S3(2, 3, 4), x);
     tc_ok(&t, out, "reduce_max all");
     check("reduce_max all", out, (double[]){23}, 1, 0);
@@ -379,7 +380,7 @@ static void test_reduce(void) {
     /* reduce_max_grad: ties go to the first position. */
     const double xm[] = {1, 3, 3, 2, 0, 5}, ym[] = {3, 5}, dym[] = {10, 20};
     tc_init(&t, SN_OP_REDUCE_MAX_GRAD, SN_F64, S2(2, 3));
-    t.node.attr.reduce.mask = 1u << 1;
+    t.attr.reduce.mask = 1u << 1;
     tc_input(&t, SN_F64, S2(2, 3), xm);
     tc_input(&t, SN_F64, S1(2), ym);
     tc_input(&t, SN_F64, S1(2), dym);
@@ -410,8 +411,8 @@ static void test_shape(void) {
     check("reshape", out, x, 6, 0);
 
     tc_init(&t, SN_OP_TRANSPOSE, SN_F64, S2(3, 2));
-    t.node.attr.transpose.perm[0] = 1;
-    t.node.attr.transpose.perm[1] = 0;
+    t.attr.transpose.perm[0] = 1;
+    t.attr.transpose.perm[1] = 0;
     tc_input(&t, SN_F64, S2(2, 3), x);
     tc_ok(&t, out, "transpose");
     check("transpose 2-D", out, (double[]){1, 4, 2, 5, 3, 6}, 6, 0);
@@ -426,18 +427,18 @@ static void test_shape(void) {
         for (int j = 0; j < 2; j++)
             for (int k = 0; k < 3; k++) w3[(i * 2 + j) * 3 + k] = 100 * j + 10 * k + i;
     tc_init(&t, SN_OP_TRANSPOSE, SN_F64, S3(4, 2, 3));
-    t.node.attr.transpose.perm[0] = 2;
-    t.node.attr.transpose.perm[1] = 0;
-    t.node.attr.transpose.perm[2] = 1;
+    t.attr.transpose.perm[0] = 2;
+    t.attr.transpose.perm[1] = 0;
+    t.attr.transpose.perm[2] = 1;
     tc_input(&t, SN_F64, S3(2, 3, 4), x3);
     tc_ok(&t, out, "transpose 3-D");
     check("transpose 3-D", out, w3, 24, 0);
 
     /* slice [1:2, 1:3, 0:4:] of x3 -> [1, 2, 4]; then its gradient puts it back. */
     tc_init(&t, SN_OP_SLICE, SN_F64, S3(1, 2, 4));
-    t.node.attr.slice.begin[0] = 1;
-    t.node.attr.slice.begin[1] = 1;
-    t.node.attr.slice.in_shape = S3(2, 3, 4);
+    t.attr.slice.begin[0] = 1;
+    t.attr.slice.begin[1] = 1;
+    t.attr.slice.in_shape = S3(2, 3, 4);
     tc_input(&t, SN_F64, S3(2, 3, 4), x3);
     tc_ok(&t, out, "slice");
     check("slice", out, (double[]){110, 111, 112, 113, 120, 121, 122, 123}, 8, 0);
@@ -445,9 +446,9 @@ static void test_shape(void) {
     memcpy(sl, out, sizeof sl);
     for (int i = 0; i < 8; i++) wdx[16 + i] = sl[i];
     tc_init(&t, SN_OP_SLICE_GRAD, SN_F64, S3(2, 3, 4));
-    t.node.attr.slice.begin[0] = 1;
-    t.node.attr.slice.begin[1] = 1;
-    t.node.attr.slice.in_shape = S3(2, 3, 4);
+    t.attr.slice.begin[0] = 1;
+    t.attr.slice.begin[1] = 1;
+    t.attr.slice.in_shape = S3(2, 3, 4);
     tc_input(&t, SN_F64, S3(1, 2, 4), sl);
     tc_ok(&t, dx, "slice_grad");
     check("slice_grad", dx, wdx, 24, 0);
@@ -455,7 +456,7 @@ static void test_shape(void) {
     /* concat along axis 1: [2,1] ++ [2,2] ++ [2,1]. */
     const double c0[] = {1, 2}, c1[] = {3, 4, 5, 6}, c2[] = {7, 8};
     tc_init(&t, SN_OP_CONCAT, SN_F64, S2(2, 4));
-    t.node.attr.axis.axis = 1;
+    t.attr.axis.axis = 1;
     tc_input(&t, SN_F64, S2(2, 1), c0);
     tc_input(&t, SN_F64, S2(2, 2), c1);
     tc_input(&t, SN_F64, S2(2, 1), c2);
@@ -481,7 +482,7 @@ static void test_shape(void) {
     const float dyg[] = {1, 2, 3, 4, 5, 6, 7, 8};
     float dt[8];
     tc_init(&t, SN_OP_GATHER_GRAD, SN_F32, S2(4, 2));
-    t.node.attr.gather.vocab = 4;
+    t.attr.gather.vocab = 4;
     tc_input(&t, SN_I32, S2(2, 2), idx);
     tc_input(&t, SN_F32, S3(2, 2, 2), dyg);
     tc_ok(&t, dt, "gather_grad");
@@ -534,7 +535,7 @@ static void conv_case(int N, int H, int W, int C, int KH, int KW, int F, int sh,
     ca.conv.w_shape = S4(KH, KW, C, F);
     tcall t;
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(N, OH, OW, F));
-    t.node.attr = ca;
+    t.attr = ca;
     tc_input(&t, SN_F64, S4(N, H, W, C), X);
     tc_input(&t, SN_F64, S4(KH, KW, C, F), Wt);
     tc_ok(&t, Y, "conv2d");
@@ -550,13 +551,13 @@ static void conv_case(int N, int H, int W, int C, int KH, int KW, int F, int sh,
         check("conv2d strided one output", &Y[((1 * 3 + 2) * 3 + 1) * 3 + 2], &y1, 1, 1e-14);
     }
     tc_init(&t, SN_OP_CONV2D_BWD_DATA, SN_F64, S4(N, H, W, C));
-    t.node.attr = ca;
+    t.attr = ca;
     tc_input(&t, SN_F64, S4(N, OH, OW, F), DY);
     tc_input(&t, SN_F64, S4(KH, KW, C, F), Wt);
     tc_ok(&t, DX, "conv2d_bwd_data");
     check("conv2d_bwd_data vs scatter loop", DX, dx0, nx, 1e-13);
     tc_init(&t, SN_OP_CONV2D_BWD_FILTER, SN_F64, S4(KH, KW, C, F));
-    t.node.attr = ca;
+    t.attr = ca;
     tc_input(&t, SN_F64, S4(N, H, W, C), X);
     tc_input(&t, SN_F64, S4(N, OH, OW, F), DY);
     tc_ok(&t, DW, "conv2d_bwd_filter");
@@ -574,7 +575,7 @@ static void test_conv(void) {
     const double x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, w[] = {1, 2, 3, 4};
     double out[64];
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(1, 2, 2, 1));
-    t.node.attr.conv.stride_h = t.node.attr.conv.stride_w = 1;
+    t.attr.conv.stride_h = t.attr.conv.stride_w = 1;
     tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_input(&t, SN_F64, S4(2, 2, 1, 1), w);
     tc_ok(&t, out, "conv2d valid");
@@ -583,8 +584,8 @@ static void test_conv(void) {
     /* SAME with an all-ones 3x3 kernel (pad 1): sums of the 3x3 neighbourhoods. */
     const double ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
     tc_init(&t, SN_OP_CONV2D, SN_F64, S4(1, 3, 3, 1));
-    t.node.attr.conv.stride_h = t.node.attr.conv.stride_w = 1;
-    t.node.attr.conv.pad_top = t.node.attr.conv.pad_left = 1;
+    t.attr.conv.stride_h = t.attr.conv.stride_w = 1;
+    t.attr.conv.pad_top = t.attr.conv.pad_left = 1;
     tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_input(&t, SN_F64, S4(3, 3, 1, 1), ones);
     tc_ok(&t, out, "conv2d same");
@@ -607,26 +608,26 @@ static void test_pool(void) {
     pa.pool.padding = SN_PAD_SAME;
     pa.pool.x_shape = S4(1, 3, 3, 1);
     tc_init(&t, SN_OP_MAX_POOL2D, SN_F64, S4(1, 2, 2, 1));
-    t.node.attr = pa;
+    t.attr = pa;
     tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_ok(&t, out, "max_pool same");
     check("max_pool2d same", out, (double[]){5, 6, 8, 9}, 4, 0);
     tc_init(&t, SN_OP_AVG_POOL2D, SN_F64, S4(1, 2, 2, 1));
-    t.node.attr = pa;
+    t.attr = pa;
     tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_ok(&t, out, "avg_pool same");
     check("avg_pool2d same (valid cells only)", out, (double[]){3, 4.5, 7.5, 9}, 4, 0);
 
     const double dy[] = {1, 2, 3, 4};
     tc_init(&t, SN_OP_MAX_POOL2D_GRAD, SN_F64, S4(1, 3, 3, 1));
-    t.node.attr = pa;
+    t.attr = pa;
     tc_input(&t, SN_F64, S4(1, 3, 3, 1), x);
     tc_input(&t, SN_F64, S4(1, 2, 2, 1), dy);
     tc_ok(&t, out, "max_pool grad");
     check("max_pool2d_grad", out, (double[]){0, 0, 0, 0, 1, 2, 0, 3, 4}, 9, 0);
     const double dya[] = {4, 4, 2, 3};
     tc_init(&t, SN_OP_AVG_POOL2D_GRAD, SN_F64, S4(1, 3, 3, 1));
-    t.node.attr = pa;
+    t.attr = pa;
     tc_input(&t, SN_F64, S4(1, 2, 2, 1), dya);
     tc_ok(&t, out, "avg_pool grad");
     check("avg_pool2d_grad", out, (double[]){1, 1, 2, 1, 1, 2, 1, 1, 3}, 9, 0);
@@ -639,7 +640,7 @@ static void test_pool(void) {
     po.pool.pool_w = 2;
     po.pool.stride_h = po.pool.stride_w = 1;
     tc_init(&t, SN_OP_MAX_POOL2D_GRAD, SN_F64, S4(1, 1, 5, 1));
-    t.node.attr = po;
+    t.attr = po;
     tc_input(&t, SN_F64, S4(1, 1, 5, 1), xo);
     tc_input(&t, SN_F64, S4(1, 1, 4, 1), dyo);
     tc_ok(&t, out, "max_pool grad overlap");
@@ -658,7 +659,7 @@ static void test_dropout(void) {
     da.dropout.seed = 1234;
     da.dropout.mask_node = 17;
     tc_init(&t, SN_OP_DROPOUT, SN_F32, S1(N));
-    t.node.attr = da;
+    t.attr = da;
     t.c.step = 5;
     tc_input(&t, SN_F32, S1(N), x);
     tc_ok(&t, a, "dropout");
@@ -681,7 +682,7 @@ static void test_dropout(void) {
 
     /* The gradient applies the same mask to dy (attributes copied from the forward node). */
     tc_init(&t, SN_OP_DROPOUT_GRAD, SN_F32, S1(N));
-    t.node.attr = da;
+    t.attr = da;
     t.c.step = 5;
     tc_input(&t, SN_F32, S1(N), x);
     tc_ok(&t, d, "dropout_grad");
@@ -721,7 +722,7 @@ static void run_optimizer(sn_attrs a, int nslots, double *var, double (*slots)[3
         tcall t;
         int32_t iterations = s;
         tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F64, S1(3));
-        t.node.attr = a;
+        t.attr = a;
         tc_input(&t, SN_F64, S1(3), var);
         tc_input(&t, SN_F64, S1(3), grads[s]);
         tc_input(&t, SN_I32, sn_shape_make(0), &iterations);
@@ -831,7 +832,7 @@ static void test_optimizers(void) {
     int32_t it = 0;
     double vv[3] = {0}, g0[3] = {0};
     tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F64, S1(3));
-    t.node.attr = a;
+    t.attr = a;
     tc_input(&t, SN_F64, S1(3), vv);
     tc_input(&t, SN_F64, S1(3), g0);
     tc_input(&t, SN_I32, sn_shape_make(0), &it);
@@ -859,10 +860,9 @@ static void test_tables(void) {
     sn_kernel_table t2 = table;
     static const sn_kernel picky = {.impl = "picky", .supports = never, .run = dummy_run};
     t2.k[SN_OP_ADD] = &picky;
-    sn_node_t node = {.op = SN_OP_ADD};
-    sn_kcall c = {.node = &node};
+    sn_kcall c = {.op = SN_OP_ADD};
     if (sn_kernel_select(&t2, &c) != table.k[SN_OP_ADD]) FAIL("kernel_select did not fall back");
-    node.op = SN_OP_INPUT;
+    c.op = SN_OP_INPUT;
     if (sn_kernel_select(&t2, &c) != NULL) FAIL("kernel_select returned a kernel for a leaf");
     const sn_kernel *mk = sn_cpu_kernels()->k[SN_OP_MATMUL];
     printf("cpu table matmul row: %s\n", mk ? mk->impl : "(none)");

@@ -7,19 +7,28 @@
 #ifndef SN_BACKEND_KERNEL_H
 #define SN_BACKEND_KERNEL_H
 
-#include "graph/graph_impl.h"
+#include "backend/op_desc.h"
+#include "core/core.h"
 
-/* Everything a kernel needs for one node of a plan; filled once at plan time. */
+/* One call of a kernel: what to compute (op, attributes), on what (dtypes and shapes of the
+ * output and of each input) and where (buffers). Filled once at plan time; the buffers are
+ * rebound when the graph's variable buffer moves. Nothing here refers to the graph: a kernel
+ * can be called on buffers a test or a benchmark made by hand (tests/kernel_test_util.h). */
 typedef struct sn_kcall {
-    const sn_node_t *node;                 /* op, attrs, output dtype and shape */
-    sn_node id;                            /* the node's index in its graph */
+    sn_op op;
+    /* Read at every run, not copied: a learning-rate schedule changes optim.lr between runs
+     * (nn/lr_schedule.c). Owned by the caller (the graph's node, or the test). */
+    const sn_attrs *attr;
+    int32_t id;                            /* the graph node it computes (messages, profiles) */
+    sn_tdesc y;                            /* output dtype and shape */
     int n_in;
-    const sn_node_t *in_node[SN_MAX_INPUTS]; /* input dtypes and shapes */
+    sn_tdesc x[SN_MAX_INPUTS];             /* input dtypes and shapes */
     const void *in[SN_MAX_INPUTS];         /* input buffers, contiguous */
     void *out;                             /* output buffer, contiguous */
     void *scratch;                         /* scratch_bytes asked for by prepare */
     size_t scratch_bytes;
     void *state;                           /* the kernel's own, from prepare */
+    void *stream;                          /* the backend's stream (backend.h); NULL on CPU */
     int64_t step;                          /* the plan's step counter (dropout) */
     bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
     /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes

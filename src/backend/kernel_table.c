@@ -51,7 +51,7 @@ const sn_kernel_table *sn_cpu_kernels(void) {
 }
 
 const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c) {
-    sn_op op = c->node->op;
+    sn_op op = c->op;
     if ((unsigned)op >= SN_OP_COUNT) return NULL;
     const sn_kernel *k = t ? t->k[op] : NULL;
     if (k && (k->supports == NULL || k->supports(c))) return k;

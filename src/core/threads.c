@@ -26,6 +26,8 @@ int sn_num_threads(void) {
     return sn_threads;
 }
 
+int sn_num_cores(void) { return omp_get_num_procs(); }
+
 void sn_set_num_threads(int n) {
     if (n < 1) n = 1;
     sn_threads = n;

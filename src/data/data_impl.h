@@ -21,6 +21,10 @@ typedef struct sn_dataset_ops {
     int64_t (*cardinality)(const sn_dataset *ds);
     /* Free the kind's own state (not ds itself, not ds->src). */
     void (*destroy)(sn_dataset *ds);
+    /* In-memory sources only (NULL elsewhere): element i (0 <= i < cardinality) without
+     * touching the iteration position, as views valid until the next call of `next` or `at`.
+     * Lets shuffle permute indices instead of copying every element into its buffer. */
+    sn_status (*at)(sn_dataset *ds, int64_t i, sn_tensor **out);
 } sn_dataset_ops;
 
 /* Every kind embeds this first and is allocated by sn_dataset_alloc. */

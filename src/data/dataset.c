@@ -177,6 +177,17 @@ static sn_status tensors_next(sn_dataset *d, sn_tensor **out, bool *end) {
     return SN_OK;
 }
 
+static sn_status tensors_at(sn_dataset *d, int64_t i, sn_tensor **out) {
+    ds_tensors *ds = (ds_tensors *)d;
+    SN_ASSERT(i >= 0 && i < ds->count);
+    for (int k = 0; k < d->n; k++) {
+        unsigned char *p = (unsigned char *)ds->t[k]->data + (size_t)i * ds->ebytes[k];
+        sn_data_set_view(&ds->view[k], ds->t[k]->dtype, &ds->eshape[k], p);
+        out[k] = &ds->view[k];
+    }
+    return SN_OK;
+}
+
 static sn_status tensors_reset(sn_dataset *d) {
     ((ds_tensors *)d)->pos = 0;
     return SN_OK;
@@ -195,6 +206,7 @@ static const sn_dataset_ops tensors_ops = {
     .reset = tensors_reset,
     .cardinality = tensors_card,
     .destroy = tensors_destroy,
+    .at = tensors_at,
 };
 
 sn_status sn_dataset_from_tensors(sn_dataset **out, int n, sn_tensor *const *tensors) {
@@ -260,7 +272,6 @@ typedef struct {
     sn_map_fn fn;     /* user */
     void *user;
     sn_tensor *slot[SN_DATASET_MAX_COMPONENTS]; /* outputs, reused call to call */
-    float lut[256];   /* normalize: i / 255.0f exactly as a division gives it */
 } ds_map;
 
 static sn_status map_normalize(ds_map *ds, const sn_tensor *in) {
@@ -281,7 +292,9 @@ static sn_status map_normalize(ds_map *ds, const sn_tensor *in) {
     const uint8_t *x = in->data;
     float *y = ds->slot[0]->data;
     int64_t n = sn_shape_numel(&in->shape);
-    for (int64_t i = 0; i < n; i++) y[i] = ds->lut[x[i]];
+    /* An IEEE division is exact-rounded, so this equals the old table of i / 255.0f bit for
+     * bit, and unlike a table lookup (a gather) it vectorises: 16 pixels per instruction. */
+    for (int64_t i = 0; i < n; i++) y[i] = (float)x[i] / 255.0f;
     return SN_OK;
 }
 
@@ -390,7 +403,6 @@ sn_status sn_dataset_map_normalize(sn_dataset **ds, int component, bool add_chan
     ds_map *m = NULL;
     SN_TRY(map_new(ds, "map_normalize", MAP_NORMALIZE, component, ds && *ds ? (*ds)->n : 0, &m));
     m->add_channel = add_channel;
-    for (int i = 0; i < 256; i++) m->lut[i] = (float)i / 255.0f;
     return sn_dataset_install(ds, &m->base);
 }
 

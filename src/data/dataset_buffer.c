@@ -45,6 +45,11 @@ typedef struct {
     uint64_t seed;
     sn_rng rng;
     sn_tensor **slot; /* alloc * n */
+    /* Over an in-memory source (ops->at): the buffer holds element indices instead of copies,
+     * filled and permuted by exactly the steps below, so the order is the same element for
+     * element; the element is viewed in the source's memory when handed out. */
+    int64_t *idx;     /* min(cap, source cardinality) entries; NULL in copy mode */
+    int64_t fill, src_count;
 } ds_shuffle;
 
 static void shuffle_swap(ds_shuffle *ds, int64_t a, int64_t b) {
@@ -56,8 +61,35 @@ static void shuffle_swap(ds_shuffle *ds, int64_t a, int64_t b) {
     }
 }
 
+static sn_status shuffle_next_index(ds_shuffle *ds, sn_tensor **out, bool *end) {
+    sn_dataset *d = &ds->base;
+    if (ds->pending >= 0) {
+        int64_t t = ds->idx[ds->pending];
+        ds->idx[ds->pending] = ds->idx[ds->count - 1];
+        ds->idx[ds->count - 1] = t;
+        ds->count--;
+        ds->pending = -1;
+    }
+    while (!ds->src_done && ds->count < ds->cap) {
+        if (ds->fill >= ds->src_count) {
+            ds->src_done = true;
+            break;
+        }
+        ds->idx[ds->count++] = ds->fill++;
+    }
+    if (ds->count == 0) {
+        *end = true;
+        return SN_OK;
+    }
+    int64_t i = (int64_t)sn_rng_below(&ds->rng, (uint64_t)ds->count);
+    SN_TRY(d->src->ops->at(d->src, ds->idx[i], out));
+    ds->pending = i;
+    return SN_OK;
+}
+
 static sn_status shuffle_next(sn_dataset *d, sn_tensor **out, bool *end) {
     ds_shuffle *ds = (ds_shuffle *)d;
+    if (ds->idx) return shuffle_next_index(ds, out, end);
     int n = d->n;
     /* Drop last call's element now that the caller is done with it: the last element moves
      * into its place and its tensors go to the free end, to be reused by the next fill. */
@@ -93,6 +125,7 @@ static sn_status shuffle_reset(sn_dataset *d) {
     ds->count = 0;
     ds->pending = -1;
     ds->src_done = false;
+    ds->fill = 0;
     sn_rng_init(&ds->rng, ds->seed, ds->reshuffle ? d->epoch : 0);
     return sn_dataset_reset(d->src);
 }
@@ -100,6 +133,7 @@ static sn_status shuffle_reset(sn_dataset *d) {
 static void shuffle_destroy(sn_dataset *d) {
     ds_shuffle *ds = (ds_shuffle *)d;
     free_slots(ds->slot, ds->alloc * d->n);
+    free(ds->idx);
 }
 
 static const sn_dataset_ops shuffle_ops = {.name = "shuffle",
@@ -123,6 +157,15 @@ sn_status sn_dataset_shuffle(sn_dataset **ds, int64_t buffer_size, uint64_t seed
     s->seed = seed;
     s->reshuffle = reshuffle_each_iteration;
     sn_rng_init(&s->rng, seed, 0);
+    int64_t c = sn_dataset_cardinality(*ds);
+    if ((*ds)->ops->at && c > 0) {
+        s->src_count = c;
+        s->idx = sn_malloc((size_t)(c < buffer_size ? c : buffer_size) * sizeof *s->idx);
+        if (!s->idx) {
+            free(s);
+            return SN_ERR_NOMEM;
+        }
+    }
     return sn_dataset_install(ds, &s->base);
 }
 

@@ -22,9 +22,8 @@
 sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0);
 sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0);
 
-/* Slots of a workspace: columns [k*U, (k+1)*U) of the last axis. */
-enum { SN_LSTM_H = 0, SN_LSTM_C = 1, SN_LSTM_GATES = 2, SN_LSTM_WS = 6 };
-enum { SN_GRU_H = 0, SN_GRU_Z = 1, SN_GRU_R = 2, SN_GRU_HH = 3, SN_GRU_RH = 4, SN_GRU_WS = 5 };
+/* Slots of a workspace (SN_LSTM_H, ..., SN_GRU_WS) are in backend/op_desc.h: the kernels
+ * read them too. */
 
 /* ws [B, T, S*U] -> [B, T, U]: slot k of every step (the output sequence for k = h). */
 sn_node sn_rnn_slot_seq(sn_graph *g, sn_node ws, int64_t units, int slot);

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 #include "io/checkpoint_io.h"
 #include "nn/train_impl.h"
 

@@ -12,7 +12,7 @@
  * so fit can run steps_per_execution steps per sn_plan_run and read three scalars once. */
 #include <string.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 #include "nn/train_impl.h"
 
 sn_compile_opts sn_compile_defaults(void) {
@@ -236,7 +236,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
 
 sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
                         sn_dtype y_dtype, sn_cached_plan **out) {
-    /* Under a strategy the training "plan" is the strategy's replicas (src/dist). */
+    /* Under a strategy the training "plan" is the strategy's replicas (src/distribute). */
     if (kind == SN_PLAN_TRAIN && m->strategy)
         return sn_dist_train_plan(m, batch, y_shape, y_dtype, out);
     sn_train_state *t = sn_train_state_get(m);

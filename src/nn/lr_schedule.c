@@ -2,7 +2,7 @@
  * that change it (ReduceLROnPlateau, LearningRateScheduler, keras.optimizers.schedules).
  *
  * Each apply_optimizer node carries the rate in its attributes, and the update kernels read
- * the attributes of their node at every run (sn_kcall.node points into the graph), so a new
+ * the attributes of their node at every run (sn_kcall.attr points into the graph), so a new
  * rate set here is used from the next execution on, without re-planning. */
 #include <math.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * weights and masks, and adding a layer at the end does not change the earlier ones. */
 #include <string.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 #include "nn/nn_impl.h"
 
 static void layer_free(sn_layer *l) {

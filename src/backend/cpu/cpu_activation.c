@@ -178,19 +178,19 @@ static void act_task(void *vctx, int ith, int nth) {
 
 /* f32 everywhere and every input of the output's size (x, and dy for the gradients). */
 static bool act_supports(const sn_kcall *c) {
-    int64_t n = sn_shape_numel(&c->node->shape);
-    if (c->node->dtype != SN_F32) return false;
+    int64_t n = sn_shape_numel(&c->y.shape);
+    if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in_node[i]->dtype != SN_F32 || sn_shape_numel(&c->in_node[i]->shape) != n)
+        if (c->x[i].dtype != SN_F32 || sn_shape_numel(&c->x[i].shape) != n)
             return false;
     return true;
 }
 
 /* x [any] f32 (and dy, same shape, for the gradients) -> same shape */
 static sn_status act_run(sn_kcall *c) {
-    act_kind k = kind_of(c->node->op);
-    act_ctx a = {.kind = k, .grad = c->n_in == 2, .n = sn_shape_numel(&c->node->shape),
-                 .alpha = (float)c->node->attr.act.alpha, .o = c->out, .x = c->in[0],
+    act_kind k = kind_of(c->op);
+    act_ctx a = {.kind = k, .grad = c->n_in == 2, .n = sn_shape_numel(&c->y.shape),
+                 .alpha = (float)c->attr->act.alpha, .o = c->out, .x = c->in[0],
                  .dy = c->n_in == 2 ? c->in[1] : NULL};
     bool cheap = k == A_LEAKY || k == A_RELU6;
     run_tasks(act_task, &a, a.n, cheap ? GRAIN_CHEAP : GRAIN_MATH, a.n);

@@ -15,19 +15,18 @@
 #include "backend/cpu/dnnl_util.h"
 
 bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
-    const sn_node_t *nd = c->node;
-    if (c->n_in != 2 || nd->dtype != SN_F32) return false;
-    if (c->in_node[0]->dtype != SN_F32 || c->in_node[1]->dtype != SN_F32) return false;
+    if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
+    if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32) return false;
     const sn_shape *xs, *ws, *ys;
-    switch (nd->op) {
+    switch (c->op) {
     case SN_OP_CONV2D:
-        xs = &c->in_node[0]->shape, ws = &c->in_node[1]->shape, ys = &nd->shape;
+        xs = &c->x[0].shape, ws = &c->x[1].shape, ys = &c->y.shape;
         break;
     case SN_OP_CONV2D_BWD_DATA:
-        xs = &nd->shape, ws = &c->in_node[1]->shape, ys = &c->in_node[0]->shape;
+        xs = &c->y.shape, ws = &c->x[1].shape, ys = &c->x[0].shape;
         break;
     case SN_OP_CONV2D_BWD_FILTER:
-        xs = &c->in_node[0]->shape, ws = &nd->shape, ys = &c->in_node[1]->shape;
+        xs = &c->x[0].shape, ws = &c->y.shape, ys = &c->x[1].shape;
         break;
     default: return false;
     }
@@ -36,8 +35,8 @@ bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
     g->kh = ws->dim[0], g->kw = ws->dim[1], g->f = ws->dim[3];
     g->oh = ys->dim[1], g->ow = ys->dim[2];
     if (ws->dim[2] != g->c || ys->dim[0] != g->n || ys->dim[3] != g->f) return false;
-    g->sh = nd->attr.conv.stride_h, g->sw = nd->attr.conv.stride_w;
-    g->pt = nd->attr.conv.pad_top, g->pl = nd->attr.conv.pad_left;
+    g->sh = c->attr->conv.stride_h, g->sw = c->attr->conv.stride_w;
+    g->pt = c->attr->conv.pad_top, g->pl = c->attr->conv.pad_left;
     if (g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0) return false;
     if (g->n < 1 || g->h < 1 || g->w < 1 || g->c < 1 || g->kh < 1 || g->kw < 1 || g->f < 1 ||
         g->oh < 1 || g->ow < 1)
@@ -61,7 +60,7 @@ static void conv_release(sn_kcall *c) {
     c->state = NULL;
 }
 
-/* Builds the primitive for c->node->op. plain_weights: ask oneDNN for HWIO weights directly
+/* Builds the primitive for c->op. plain_weights: ask oneDNN for HWIO weights directly
  * (no reorder; used by the benchmark to show what the reorder buys). bf16: the mixed
  * precision of sn_plan_opts.bf16_compute: x, w and dy are converted to bfloat16 (in the
  * layouts oneDNN picks) and the primitive accumulates and writes float32. */
@@ -69,7 +68,7 @@ static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights
                             size_t *scratch_bytes) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
-    sn_op op = c->node->op;
+    sn_op op = c->op;
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
 
@@ -177,7 +176,7 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     if (st == SN_ERR_UNSUPPORTED) st = conv_build(s, c, plain, false, scratch_bytes);
     if (st != SN_OK) {
         conv_release(c);
-        return sn_error_context(st, "preparing oneDNN %s for node %d", conv_op_name(c->node->op),
+        return sn_error_context(st, "preparing oneDNN %s for node %d", conv_op_name(c->op),
                                 (int)c->id);
     }
     return SN_OK;

@@ -39,7 +39,7 @@ static sn_status gemm_prepare(sn_kcall *c, size_t *scratch_bytes) {
     if (nth > g.n) nth = (int)g.n;
     s->nth = nth;
     s->col_bytes = round64((size_t)(g.oh * g.ow * g.kh * g.kw * g.c) * sizeof(float));
-    s->dw_bytes = c->node->op == SN_OP_CONV2D_BWD_FILTER
+    s->dw_bytes = c->op == SN_OP_CONV2D_BWD_FILTER
                       ? round64((size_t)(g.kh * g.kw * g.c * g.f) * sizeof(float))
                       : 0;
     c->state = s;
@@ -120,7 +120,7 @@ static void gemm_task(void *vctx, int ith, int nth) {
     float *col = (float *)(base + (size_t)ith * t->s->col_bytes);
     int64_t lo, hi;
     sn_split_range(g->n, ith, nth, &lo, &hi);
-    switch (c->node->op) {
+    switch (c->op) {
     case SN_OP_CONV2D: {
         const float *x = c->in[0], *w = c->in[1];
         float *y = c->out;
@@ -181,7 +181,7 @@ static sn_status gemm_run(sn_kcall *c) {
     gemm_ctx t = {.c = c, .s = c->state};
     SN_ASSERT(sn_conv_geom_of(c, &t.g));
     sn_parallel(gemm_task, &t, t.s->nth);
-    if (c->node->op == SN_OP_CONV2D_BWD_FILTER && t.used > 1) {
+    if (c->op == SN_OP_CONV2D_BWD_FILTER && t.used > 1) {
         dw_sum_ctx d = {.out = c->out,
                         .partials = (unsigned char *)c->scratch + (size_t)t.s->nth * t.s->col_bytes,
                         .stride = t.s->dw_bytes,

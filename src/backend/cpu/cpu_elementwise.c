@@ -434,22 +434,22 @@ static void bin_task(void *vctx, int ith, int nth) {
 }
 
 static bool all_f32(const sn_kcall *c) {
-    if (c->node->dtype != SN_F32) return false;
+    if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in_node[i]->dtype != SN_F32) return false;
+        if (c->x[i].dtype != SN_F32) return false;
     return true;
 }
 
 static bool binary_supports(const sn_kcall *c) {
     bc_plan p;
-    const sn_shape *in[2] = {&c->in_node[0]->shape, &c->in_node[1]->shape};
-    return c->n_in == 2 && all_f32(c) && bc_make(&p, &c->node->shape, 2, in);
+    const sn_shape *in[2] = {&c->x[0].shape, &c->x[1].shape};
+    return c->n_in == 2 && all_f32(c) && bc_make(&p, &c->y.shape, 2, in);
 }
 
 static sn_status binary_common(sn_kcall *c, bin_op op) {
     bc_plan p;
-    const sn_shape *in[2] = {&c->in_node[0]->shape, &c->in_node[1]->shape};
-    SN_ASSERT(bc_make(&p, &c->node->shape, 2, in));
+    const sn_shape *in[2] = {&c->x[0].shape, &c->x[1].shape};
+    SN_ASSERT(bc_make(&p, &c->y.shape, 2, in));
     bin_ctx x = {&p, op, c->out, c->in[0], c->in[1]};
     int64_t grain = op == B_DIV ? GRAIN_MATH : GRAIN_CHEAP;
     run_tasks(bin_task, &x, p.total, grain, p.total);
@@ -467,13 +467,13 @@ static sn_status div_run(sn_kcall *c) { return binary_common(c, B_DIV); }
 /* x [shape broadcastable to out] -> out [node shape] */
 static bool bcast_supports(const sn_kcall *c) {
     bc_plan p;
-    const sn_shape *in[1] = {&c->in_node[0]->shape};
-    return c->n_in == 1 && all_f32(c) && bc_make(&p, &c->node->shape, 1, in);
+    const sn_shape *in[1] = {&c->x[0].shape};
+    return c->n_in == 1 && all_f32(c) && bc_make(&p, &c->y.shape, 1, in);
 }
 static sn_status broadcast_to_run(sn_kcall *c) {
     bc_plan p;
-    const sn_shape *in[1] = {&c->in_node[0]->shape};
-    SN_ASSERT(bc_make(&p, &c->node->shape, 1, in));
+    const sn_shape *in[1] = {&c->x[0].shape};
+    SN_ASSERT(bc_make(&p, &c->y.shape, 1, in));
     bin_ctx x = {&p, B_FIRST, c->out, c->in[0], c->in[0]};
     run_tasks(bin_task, &x, p.total, GRAIN_CHEAP, p.total);
     return SN_OK;
@@ -491,9 +491,9 @@ typedef struct flat_ctx {
 } flat_ctx;
 
 static bool same_numel(const sn_kcall *c) {
-    int64_t n = sn_shape_numel(&c->node->shape);
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int i = 0; i < c->n_in; i++)
-        if (sn_shape_numel(&c->in_node[i]->shape) != n) return false;
+        if (sn_shape_numel(&c->x[i].shape) != n) return false;
     return true;
 }
 
@@ -508,7 +508,7 @@ static void unary_task(void *vctx, int ith, int nth) {
 }
 
 static sn_status unary_common(sn_kcall *c, un_op op) {
-    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0]};
+    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->y.shape), .o = c->out, .a = c->in[0]};
     bool cheap = op == U_RELU || op == U_NEG;
     run_tasks(unary_task, &x, x.n, cheap ? GRAIN_CHEAP : GRAIN_MATH, x.n);
     return SN_OK;
@@ -534,7 +534,7 @@ static void pair_task(void *vctx, int ith, int nth) {
 
 /* (x or y, dy) f32, same shape -> dx */
 static sn_status grad_common(sn_kcall *c, bin_op op) {
-    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0],
+    flat_ctx x = {.op = op, .n = sn_shape_numel(&c->y.shape), .o = c->out, .a = c->in[0],
                   .b = c->in[1]};
     run_tasks(pair_task, &x, x.n, GRAIN_CHEAP, x.n);
     return SN_OK;
@@ -547,7 +547,7 @@ static sn_status tanh_grad_run(sn_kcall *c) { return grad_common(c, B_TANH_GRAD)
 
 static bool cast_supports(const sn_kcall *c) {
     if (c->n_in != 1 || !same_numel(c)) return false;
-    sn_dtype from = c->in_node[0]->dtype, to = c->node->dtype;
+    sn_dtype from = c->x[0].dtype, to = c->y.dtype;
     if (from == to) return true;
     if (to == SN_F32) return from == SN_BF16 || from == SN_U8 || from == SN_I32;
     return to == SN_BF16 && from == SN_F32;
@@ -555,7 +555,7 @@ static bool cast_supports(const sn_kcall *c) {
 
 static void cast_task(void *vctx, int ith, int nth) {
     const flat_ctx *x = vctx;
-    sn_dtype from = x->c->in_node[0]->dtype, to = x->c->node->dtype;
+    sn_dtype from = x->c->x[0].dtype, to = x->c->y.dtype;
     int64_t lo, hi;
     sn_split_range(x->n, ith, nth, &lo, &hi);
     if (lo >= hi) return;
@@ -579,7 +579,7 @@ static void cast_task(void *vctx, int ith, int nth) {
 
 /* x [any] -> same shape in the node's dtype (f32 -> bf16 rounds to nearest even) */
 static sn_status cast_run(sn_kcall *c) {
-    flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c};
+    flat_ctx x = {.n = sn_shape_numel(&c->y.shape), .o = c->out, .a = c->in[0], .c = c};
     run_tasks(cast_task, &x, x.n, GRAIN_CHEAP, x.n);
     return SN_OK;
 }
@@ -593,7 +593,7 @@ static sn_status cast_run(sn_kcall *c) {
  * test compares the two). */
 static void dropout_task(void *vctx, int ith, int nth) {
     const flat_ctx *x = vctx;
-    const sn_attrs *at = &x->c->node->attr;
+    const sn_attrs *at = x->c->attr;
     uint64_t seed = at->dropout.seed;
     int32_t mask_node = at->dropout.mask_node;
     float thresh = (float)at->dropout.rate;
@@ -623,8 +623,8 @@ static void dropout_task(void *vctx, int ith, int nth) {
 /* x [any] f32 -> same shape: x / (1 - rate) where kept, else 0. DROPOUT_GRAD (dy) carries the
  * forward node's attributes, so the same function gives the gradient. */
 static sn_status dropout_run(sn_kcall *c) {
-    double rate = c->node->attr.dropout.rate;
-    flat_ctx x = {.n = sn_shape_numel(&c->node->shape), .o = c->out, .a = c->in[0], .c = c,
+    double rate = c->attr->dropout.rate;
+    flat_ctx x = {.n = sn_shape_numel(&c->y.shape), .o = c->out, .a = c->in[0], .c = c,
                   .scale = rate < 1.0 ? 1.0 / (1.0 - rate) : 0.0};
     run_tasks(dropout_task, &x, x.n, GRAIN_DROPOUT, x.n);
     return SN_OK;

@@ -26,12 +26,12 @@ static int64_t lead_numel(const sn_shape *s) {
 
 /* Reads the call's geometry; false when it is not an f32 matmul this file handles. */
 static bool mm_dims_of(const sn_kcall *c, mm_dims *d) {
-    if (c->n_in != 2 || c->node->dtype != SN_F32) return false;
-    const sn_shape *as = &c->in_node[0]->shape, *bs = &c->in_node[1]->shape;
-    if (c->in_node[0]->dtype != SN_F32 || c->in_node[1]->dtype != SN_F32) return false;
+    if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
+    const sn_shape *as = &c->x[0].shape, *bs = &c->x[1].shape;
+    if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32) return false;
     if (as->ndim < 2 || bs->ndim < 2) return false;
-    d->ta = c->node->attr.matmul.ta;
-    d->tb = c->node->attr.matmul.tb;
+    d->ta = c->attr->matmul.ta;
+    d->tb = c->attr->matmul.tb;
     d->m = d->ta ? as->dim[as->ndim - 1] : as->dim[as->ndim - 2];
     d->k = d->ta ? as->dim[as->ndim - 2] : as->dim[as->ndim - 1];
     int64_t kb = d->tb ? bs->dim[bs->ndim - 1] : bs->dim[bs->ndim - 2];
@@ -43,7 +43,7 @@ static bool mm_dims_of(const sn_kcall *c, mm_dims *d) {
     d->batch = d->a_batch > d->b_batch ? d->a_batch : d->b_batch;
     /* BLAS takes int dimensions and leading dimensions. */
     if (d->m > INT32_MAX || d->n > INT32_MAX || d->k > INT32_MAX) return false;
-    return sn_shape_numel(&c->node->shape) == d->batch * d->m * d->n;
+    return sn_shape_numel(&c->y.shape) == d->batch * d->m * d->n;
 }
 
 static bool mm_supports(const sn_kcall *c) {

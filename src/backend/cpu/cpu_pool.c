@@ -24,25 +24,24 @@ typedef struct pool_geom {
 } pool_geom;
 
 static bool pool_geom_of(const sn_kcall *c, pool_geom *g) {
-    const sn_node_t *nd = c->node;
-    if (nd->dtype != SN_F32) return false;
+    if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in_node[i]->dtype != SN_F32) return false;
+        if (c->x[i].dtype != SN_F32) return false;
     const sn_shape *xs, *ys;
-    switch (nd->op) {
+    switch (c->op) {
     case SN_OP_MAX_POOL2D:
     case SN_OP_AVG_POOL2D:
         if (c->n_in != 1) return false;
-        xs = &c->in_node[0]->shape, ys = &nd->shape;
+        xs = &c->x[0].shape, ys = &c->y.shape;
         break;
     case SN_OP_MAX_POOL2D_GRAD:
         if (c->n_in != 2) return false;
-        xs = &c->in_node[0]->shape, ys = &c->in_node[1]->shape;
-        if (!sn_shape_equal(xs, &nd->shape)) return false;
+        xs = &c->x[0].shape, ys = &c->x[1].shape;
+        if (!sn_shape_equal(xs, &c->y.shape)) return false;
         break;
     case SN_OP_AVG_POOL2D_GRAD:
         if (c->n_in != 1) return false;
-        xs = &nd->shape, ys = &c->in_node[0]->shape;
+        xs = &c->y.shape, ys = &c->x[0].shape;
         break;
     default: return false;
     }
@@ -50,9 +49,9 @@ static bool pool_geom_of(const sn_kcall *c, pool_geom *g) {
         return false;
     g->n = xs->dim[0], g->h = xs->dim[1], g->w = xs->dim[2], g->c = xs->dim[3];
     g->oh = ys->dim[1], g->ow = ys->dim[2];
-    g->ph = nd->attr.pool.pool_h, g->pw = nd->attr.pool.pool_w;
-    g->sh = nd->attr.pool.stride_h, g->sw = nd->attr.pool.stride_w;
-    g->pt = nd->attr.pool.pad_top, g->pl = nd->attr.pool.pad_left;
+    g->ph = c->attr->pool.pool_h, g->pw = c->attr->pool.pool_w;
+    g->sh = c->attr->pool.stride_h, g->sw = c->attr->pool.stride_w;
+    g->pt = c->attr->pool.pad_top, g->pl = c->attr->pool.pad_left;
     /* Max-pool positions are kept as int32 cell indices within one image. */
     return g->ph >= 1 && g->pw >= 1 && g->sh >= 1 && g->sw >= 1 && g->pt >= 0 && g->pl >= 0 &&
            g->h * g->w <= INT32_MAX;
@@ -90,7 +89,7 @@ pool_task(void *vctx, int ith, int nth) {
     const pool_ctx *t = vctx;
     const pool_geom *g = &t->g;
     const sn_kcall *c = t->c;
-    const sn_op op = c->node->op;
+    const sn_op op = c->op;
     const int64_t C = g->c, xsz = g->h * g->w * C;
     int64_t lo, hi;
     sn_split_range(g->n * t->ncb, ith, nth, &lo, &hi);

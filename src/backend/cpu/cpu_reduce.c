@@ -208,7 +208,7 @@ static void cols_combine_task(void *vctx, int ith, int nth) {
 }
 
 static void red_layout(const sn_kcall *k, red_ctx *c) {
-    SN_ASSERT(red_shape(&k->in_node[0]->shape, k->node->attr.reduce.mask, &c->A, &c->R, &c->B));
+    SN_ASSERT(red_shape(&k->x[0].shape, k->attr->reduce.mask, &c->A, &c->R, &c->B));
     if (c->B == 1) {
         c->blk = ROW_BLOCK;
         c->nchunk = 1;
@@ -225,8 +225,8 @@ static size_t part_bytes(const red_ctx *c) {
 
 static bool reduce_supports(const sn_kcall *c) {
     int64_t A, R, B;
-    return c->n_in == 1 && c->in_node[0]->dtype == SN_F32 && c->node->dtype == SN_F32 &&
-           red_shape(&c->in_node[0]->shape, c->node->attr.reduce.mask, &A, &R, &B);
+    return c->n_in == 1 && c->x[0].dtype == SN_F32 && c->y.dtype == SN_F32 &&
+           red_shape(&c->x[0].shape, c->attr->reduce.mask, &A, &R, &B);
 }
 
 static sn_status reduce_prepare(sn_kcall *k, size_t *scratch_bytes) {

@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_vec.h"
-#include "graph/op_rnn.h"
 #ifdef SN_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -203,12 +202,11 @@ static sn_status ctx_status(const rnn_ctx *x, const char *op) {
 }
 
 static bool all_f32(const sn_kcall *c) {
-    if (c->node->dtype != SN_F32) return false;
+    if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in_node[i]->dtype != SN_F32) return false;
-    int64_t U = c->in_node[c->node->op == SN_OP_LSTM || c->node->op == SN_OP_GRU ? 1 : 0]
-                    ->shape.dim[0];
-    int64_t B = c->node->shape.dim[0], T = c->node->shape.dim[1];
+        if (c->x[i].dtype != SN_F32) return false;
+    int64_t U = c->x[c->op == SN_OP_LSTM || c->op == SN_OP_GRU ? 1 : 0].shape.dim[0];
+    int64_t B = c->y.shape.dim[0], T = c->y.shape.dim[1];
     /* BLAS takes int dimensions and leading dimensions (T * 6U). */
     return U > 0 && B > 0 && T > 0 && T * 6 * U < INT32_MAX && B * T < INT32_MAX;
 }
@@ -279,8 +277,8 @@ static void lstm_units_task(void *ctx, int ith, int nth) {
 }
 
 static sn_status lstm_run(sn_kcall *c) {
-    const sn_shape *s = &c->node->shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[1]->shape.dim[0]};
+    const sn_shape *s = &c->y.shape;
+    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[1].shape.dim[0]};
     int nth = sn_num_threads();
     if (x.B >= nth || x.U < 64 * nth) {
         sn_parallel(lstm_rows_task, &x, (int)(x.B < nth ? x.B : nth));
@@ -316,14 +314,14 @@ static void lstm_grad_task(void *ctx, int ith, int nth) {
 }
 
 static sn_status rnn_grad_prepare(sn_kcall *c, size_t *scratch) {
-    const sn_shape *s = &c->node->shape;
-    *scratch = sizeof(float) * (size_t)(2 * s->dim[0] * c->in_node[0]->shape.dim[0]);
+    const sn_shape *s = &c->y.shape;
+    *scratch = sizeof(float) * (size_t)(2 * s->dim[0] * c->x[0].shape.dim[0]);
     return SN_OK;
 }
 
 static sn_status lstm_grad_run(sn_kcall *c) {
-    const sn_shape *s = &c->node->shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[0]->shape.dim[0]};
+    const sn_shape *s = &c->y.shape;
+    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[0].shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(lstm_grad_task, &x, (int)(x.B < nth ? x.B : nth));
     return ctx_status(&x, "lstm_grad");
@@ -357,13 +355,13 @@ static void gru_rows_task(void *ctx, int ith, int nth) {
 }
 
 static sn_status gru_prepare(sn_kcall *c, size_t *scratch) {
-    *scratch = sizeof(float) * (size_t)(c->node->shape.dim[0] * c->in_node[2]->shape.dim[0]);
+    *scratch = sizeof(float) * (size_t)(c->y.shape.dim[0] * c->x[2].shape.dim[0]);
     return SN_OK;
 }
 
 static sn_status gru_run(sn_kcall *c) {
-    const sn_shape *s = &c->node->shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[1]->shape.dim[0]};
+    const sn_shape *s = &c->y.shape;
+    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[1].shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(gru_rows_task, &x, (int)(x.B < nth ? x.B : nth));
     return ctx_status(&x, "gru");
@@ -395,8 +393,8 @@ static void gru_grad_task(void *ctx, int ith, int nth) {
 }
 
 static sn_status gru_grad_run(sn_kcall *c) {
-    const sn_shape *s = &c->node->shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->in_node[0]->shape.dim[0]};
+    const sn_shape *s = &c->y.shape;
+    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[0].shape.dim[0]};
     int nth = sn_num_threads();
     sn_parallel(gru_grad_task, &x, (int)(x.B < nth ? x.B : nth));
     return ctx_status(&x, "gru_grad");

@@ -7,7 +7,7 @@
 #include "backend/kernel.h"
 
 static bool f32_in_out(const sn_kcall *c, int in) {
-    return c->node->dtype == SN_F32 && c->in_node[in]->dtype == SN_F32;
+    return c->y.dtype == SN_F32 && c->x[in].dtype == SN_F32;
 }
 
 static bool slice_supports(const sn_kcall *c) { return f32_in_out(c, 0); }
@@ -49,30 +49,30 @@ static void for_each_run(const sn_shape *big, const sn_shape *small, const int64
 
 /* x [in] -> y [size]: the window at attr.slice.begin */
 static sn_status slice_run(sn_kcall *c) {
-    for_each_run(&c->in_node[0]->shape, &c->node->shape, c->node->attr.slice.begin, c->out,
+    for_each_run(&c->x[0].shape, &c->y.shape, c->attr->slice.begin, c->out,
                  c->in[0], false);
     return SN_OK;
 }
 
 /* dy [size] -> dx [attr.slice.in_shape]: zeros with dy at begin */
 static sn_status slice_grad_run(sn_kcall *c) {
-    memset(c->out, 0, sizeof(float) * (size_t)sn_shape_numel(&c->node->shape));
-    for_each_run(&c->node->shape, &c->in_node[0]->shape, c->node->attr.slice.begin, c->out,
+    memset(c->out, 0, sizeof(float) * (size_t)sn_shape_numel(&c->y.shape));
+    for_each_run(&c->y.shape, &c->x[0].shape, c->attr->slice.begin, c->out,
                  c->in[0], true);
     return SN_OK;
 }
 
 static bool gather_grad_supports(const sn_kcall *c) {
-    return f32_in_out(c, 1) && c->in_node[0]->dtype == SN_I32;
+    return f32_in_out(c, 1) && c->x[0].dtype == SN_I32;
 }
 
 /* indices i32 [any], dy [indices shape..., D] -> dtable [V, D]: zeros, then each dy row added
  * to the row its index names (in index order, as the reference). Only the table's size is
  * dense; the work is over the rows used. */
 static sn_status gather_grad_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape;
-    int64_t vocab = c->node->attr.gather.vocab, dim = os->dim[os->ndim - 1];
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
+    const sn_shape *os = &c->y.shape;
+    int64_t vocab = c->attr->gather.vocab, dim = os->dim[os->ndim - 1];
+    int64_t n = sn_shape_numel(&c->x[0].shape);
     const int32_t *ix = c->in[0];
     const float *dy = c->in[1];
     float *out = c->out;

@@ -189,21 +189,21 @@ static void last_axis(const sn_shape *s, int64_t *rows, int64_t *n) {
 
 /* Softmax-style ops over attr.axis.axis: handled when every axis after it has size 1. */
 static bool axis_supports(const sn_kcall *c) {
-    const sn_shape *s = &c->node->shape;
-    int axis = c->node->attr.axis.axis;
-    if (axis < 0 || axis >= s->ndim || c->node->dtype != SN_F32) return false;
+    const sn_shape *s = &c->y.shape;
+    int axis = c->attr->axis.axis;
+    if (axis < 0 || axis >= s->ndim || c->y.dtype != SN_F32) return false;
     for (int d = axis + 1; d < s->ndim; d++)
         if (s->dim[d] != 1) return false;
     for (int i = 0; i < c->n_in; i++)
-        if (c->in_node[i]->dtype != SN_F32 ||
-            sn_shape_numel(&c->in_node[i]->shape) != sn_shape_numel(s))
+        if (c->x[i].dtype != SN_F32 ||
+            sn_shape_numel(&c->x[i].shape) != sn_shape_numel(s))
             return false;
     return sn_shape_numel(s) > 0;
 }
 
 static sn_status axis_run(sn_kcall *k, sm_kind kind) {
-    const sn_shape *s = &k->node->shape;
-    int axis = k->node->attr.axis.axis;
+    const sn_shape *s = &k->y.shape;
+    int axis = k->attr->axis.axis;
     sm_ctx c = {.kind = kind, .n = s->dim[axis], .x = k->in[0], .o = k->out};
     c.rows = sn_shape_numel(s) / c.n;
     if (kind == S_SOFTMAX_GRAD || kind == S_LOG_SOFTMAX_GRAD) c.dy = k->in[1];
@@ -220,15 +220,15 @@ static sn_status log_softmax_grad_run(sn_kcall *k) { return axis_run(k, S_LOG_SO
 
 /* logits [N, C] f32, labels [N] i32 (, dloss [N] f32): the loss family. */
 static bool labels_supports(const sn_kcall *c) {
-    if (c->n_in < 2 || c->in_node[0]->dtype != SN_F32 || c->in_node[1]->dtype != SN_I32)
+    if (c->n_in < 2 || c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_I32)
         return false;
     int64_t rows, n;
-    last_axis(&c->in_node[0]->shape, &rows, &n);
-    if (n <= 0 || rows <= 0 || sn_shape_numel(&c->in_node[1]->shape) != rows) return false;
-    if (c->n_in > 2 && (c->in_node[2]->dtype != SN_F32 ||
-                        sn_shape_numel(&c->in_node[2]->shape) != rows))
+    last_axis(&c->x[0].shape, &rows, &n);
+    if (n <= 0 || rows <= 0 || sn_shape_numel(&c->x[1].shape) != rows) return false;
+    if (c->n_in > 2 && (c->x[2].dtype != SN_F32 ||
+                        sn_shape_numel(&c->x[2].shape) != rows))
         return false;
-    return c->node->dtype == SN_F32;
+    return c->y.dtype == SN_F32;
 }
 
 static sn_status check_labels(const sn_kcall *k, const char *op, int64_t rows, int64_t n) {
@@ -242,7 +242,7 @@ static sn_status check_labels(const sn_kcall *k, const char *op, int64_t rows, i
 
 static sn_status labels_run(sn_kcall *k, sm_kind kind, const char *op) {
     sm_ctx c = {.kind = kind, .x = k->in[0], .label = k->in[1], .o = k->out};
-    last_axis(&k->in_node[0]->shape, &c.rows, &c.n);
+    last_axis(&k->x[0].shape, &c.rows, &c.n);
     SN_TRY(check_labels(k, op, c.rows, c.n));
     if (kind == S_XENT_GRAD) c.dy = k->in[2];
     sm_run_rows(&c);
@@ -272,7 +272,7 @@ static int64_t row_argmax(const float *x, int64_t n) {
 /* logits [N, C], labels [N] -> f32 [N]: 1 where the first argmax is the label */
 static sn_status accuracy_run(sn_kcall *k) {
     int64_t rows, n;
-    last_axis(&k->in_node[0]->shape, &rows, &n);
+    last_axis(&k->x[0].shape, &rows, &n);
     SN_TRY(check_labels(k, "sparse_accuracy", rows, n));
     const float *x = k->in[0];
     const int32_t *lab = k->in[1];
@@ -282,14 +282,14 @@ static sn_status accuracy_run(sn_kcall *k) {
 }
 
 static bool argmax_supports(const sn_kcall *c) {
-    return c->n_in == 1 && c->in_node[0]->dtype == SN_F32 && c->node->dtype == SN_I32 &&
-           sn_shape_numel(&c->in_node[0]->shape) > 0;
+    return c->n_in == 1 && c->x[0].dtype == SN_F32 && c->y.dtype == SN_I32 &&
+           sn_shape_numel(&c->x[0].shape) > 0;
 }
 
 /* x [..., C] f32 -> i32 [...]: first index of the max over the last axis */
 static sn_status argmax_run(sn_kcall *k) {
     int64_t rows, n;
-    last_axis(&k->in_node[0]->shape, &rows, &n);
+    last_axis(&k->x[0].shape, &rows, &n);
     const float *x = k->in[0];
     int32_t *o = k->out;
     for (int64_t r = 0; r < rows; r++) o[r] = (int32_t)row_argmax(x + r * n, n);

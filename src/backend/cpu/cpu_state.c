@@ -23,7 +23,7 @@ static void *var_storage(const sn_kcall *c) { return (void *)(uintptr_t)c->in[0]
 static void copy_to_out(const sn_kcall *c) {
     if (c->out == NULL || c->out == c->in[0]) return;
     memcpy(c->out, c->in[0],
-           (size_t)sn_shape_numel(&c->in_node[0]->shape) * sn_dtype_size(c->in_node[0]->dtype));
+           (size_t)sn_shape_numel(&c->x[0].shape) * sn_dtype_size(c->x[0].dtype));
 }
 
 /* ---- assign, assign_add ----------------------------------------------------------------- */
@@ -32,10 +32,10 @@ static void copy_to_out(const sn_kcall *c) {
  * (i32 too when both are one element: the optimizer's iteration counter). */
 static bool assign_supports_common(const sn_kcall *c, bool add) {
     if (c->n_in != 2) return false;
-    sn_dtype tv = c->in_node[0]->dtype;
-    if (c->in_node[1]->dtype != tv || c->node->dtype != tv) return false;
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
-    int64_t m = sn_shape_numel(&c->in_node[1]->shape);
+    sn_dtype tv = c->x[0].dtype;
+    if (c->x[1].dtype != tv || c->y.dtype != tv) return false;
+    int64_t n = sn_shape_numel(&c->x[0].shape);
+    int64_t m = sn_shape_numel(&c->x[1].shape);
     if (m != n && m != 1) return false;
     if (!add) return tv == SN_F32 || m == n;
     return tv == SN_F32 || (tv == SN_I32 && n == 1);
@@ -73,9 +73,9 @@ static void assign_task(void *vctx, int ith, int nth) {
 
 /* var [any], value [var shape or one element] -> var updated */
 static sn_status assign_common(sn_kcall *c, bool add) {
-    sn_dtype tv = c->in_node[0]->dtype;
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
-    bool scalar = sn_shape_numel(&c->in_node[1]->shape) == 1 && n != 1;
+    sn_dtype tv = c->x[0].dtype;
+    int64_t n = sn_shape_numel(&c->x[0].shape);
+    bool scalar = sn_shape_numel(&c->x[1].shape) == 1 && n != 1;
     void *var = var_storage(c);
     if (tv == SN_I32) { /* one counter, or a same-size copy */
         if (add)
@@ -224,16 +224,16 @@ static int optim_slots(const sn_attrs *a) {
 }
 
 static bool optimizer_supports(const sn_kcall *c) {
-    int need = optim_slots(&c->node->attr);
-    if (need < 0 || c->n_in < 3 + need || c->node->dtype != SN_F32) return false;
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
-    if (c->in_node[0]->dtype != SN_F32 || c->in_node[1]->dtype != SN_F32 ||
-        sn_shape_numel(&c->in_node[1]->shape) != n)
+    int need = optim_slots(c->attr);
+    if (need < 0 || c->n_in < 3 + need || c->y.dtype != SN_F32) return false;
+    int64_t n = sn_shape_numel(&c->x[0].shape);
+    if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32 ||
+        sn_shape_numel(&c->x[1].shape) != n)
         return false;
-    sn_dtype ti = c->in_node[2]->dtype;
-    if ((ti != SN_I32 && ti != SN_F32) || sn_shape_numel(&c->in_node[2]->shape) != 1) return false;
+    sn_dtype ti = c->x[2].dtype;
+    if ((ti != SN_I32 && ti != SN_F32) || sn_shape_numel(&c->x[2].shape) != 1) return false;
     for (int s = 0; s < need; s++)
-        if (c->in_node[3 + s]->dtype != SN_F32 || sn_shape_numel(&c->in_node[3 + s]->shape) != n)
+        if (c->x[3 + s].dtype != SN_F32 || sn_shape_numel(&c->x[3 + s].shape) != n)
             return false;
     return true;
 }
@@ -249,12 +249,12 @@ static void opt_task(void *vctx, int ith, int nth) {
  * slots [var shape] f32 (SGD momentum; Adam m, v; RMSprop velocity, momentum, average
  * gradient) -> var and slots updated in place */
 static sn_status optimizer_run(sn_kcall *k) {
-    const sn_attrs *a = &k->node->attr;
+    const sn_attrs *a = k->attr;
     int need = optim_slots(a);
-    opt_ctx c = {.kind = a->optim.kind, .n = sn_shape_numel(&k->in_node[0]->shape),
+    opt_ctx c = {.kind = a->optim.kind, .n = sn_shape_numel(&k->x[0].shape),
                  .var = var_storage(k), .grad = k->in[1]};
     for (int s = 0; s < need; s++) c.slot[s] = (float *)(uintptr_t)k->in[3 + s];
-    double iterations = k->in_node[2]->dtype == SN_I32 ? (double)((const int32_t *)k->in[2])[0]
+    double iterations = k->x[2].dtype == SN_I32 ? (double)((const int32_t *)k->in[2])[0]
                                                        : (double)((const float *)k->in[2])[0];
     double lr = a->optim.lr, t = iterations + 1;
     c.lr = (float)lr;

@@ -42,22 +42,22 @@ static double act_bwd(sn_op op, double x, double dy, double alpha) {
 
 /* x [any] -> same shape */
 static sn_status act_run(sn_kcall *c) {
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
-    double alpha = c->node->attr.act.alpha;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
+    double alpha = c->attr->act.alpha;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++)
-        sn_store(to, c->out, i, act_fwd(c->node->op, sn_load(tx, c->in[0], i), alpha));
+        sn_store(to, c->out, i, act_fwd(c->op, sn_load(tx, c->in[0], i), alpha));
     return SN_OK;
 }
 
 /* (x, dy), same shape -> dx */
 static sn_status act_grad_run(sn_kcall *c) {
-    sn_dtype tx = c->in_node[0]->dtype, td = c->in_node[1]->dtype, to = c->node->dtype;
-    double alpha = c->node->attr.act.alpha;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype tx = c->x[0].dtype, td = c->x[1].dtype, to = c->y.dtype;
+    double alpha = c->attr->act.alpha;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++)
         sn_store(to, c->out, i,
-                 act_bwd(c->node->op, sn_load(tx, c->in[0], i), sn_load(td, c->in[1], i), alpha));
+                 act_bwd(c->op, sn_load(tx, c->in[0], i), sn_load(td, c->in[1], i), alpha));
     return SN_OK;
 }
 

@@ -33,7 +33,7 @@ typedef struct conv_ctx {
 static void conv_fwd_rows(void *arg, int ith, int nth) {
     const conv_ctx *k = arg;
     const geom *g = &k->g;
-    sn_dtype to = k->c->node->dtype;
+    sn_dtype to = k->c->y.dtype;
     double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(g->n * g->oh, ith, nth, &lo, &hi);
@@ -72,9 +72,9 @@ static void run_rows(sn_task_fn fn, conv_ctx *k, int64_t rows, int64_t work) {
 
 /* x [N, H, W, C], w [KH, KW, C, F] -> y [N, OH, OW, F] */
 static sn_status conv2d_run(sn_kcall *c) {
-    conv_ctx k = {.c = c, .x = c->in[0], .w = c->in[1], .tx = c->in_node[0]->dtype,
-                  .tw = c->in_node[1]->dtype};
-    conv_geom(&c->in_node[0]->shape, &c->in_node[1]->shape, &c->node->shape, &c->node->attr, &k.g);
+    conv_ctx k = {.c = c, .x = c->in[0], .w = c->in[1], .tx = c->x[0].dtype,
+                  .tw = c->x[1].dtype};
+    conv_geom(&c->x[0].shape, &c->x[1].shape, &c->y.shape, c->attr, &k.g);
     const geom *g = &k.g;
     run_rows(conv_fwd_rows, &k, g->n * g->oh, g->n * g->oh * g->ow * g->f * g->kh * g->kw * g->c);
     return SN_OK;
@@ -83,7 +83,7 @@ static sn_status conv2d_run(sn_kcall *c) {
 static void conv_bwd_data_rows(void *arg, int ith, int nth) {
     const conv_ctx *k = arg;
     const geom *g = &k->g;
-    sn_dtype to = k->c->node->dtype;
+    sn_dtype to = k->c->y.dtype;
     int64_t lo, hi;
     sn_split_range(g->n * g->h, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
@@ -115,9 +115,9 @@ static void conv_bwd_data_rows(void *arg, int ith, int nth) {
 
 /* dy [N, OH, OW, F], w [KH, KW, C, F] -> dx [N, H, W, C] (attr.conv.x_shape) */
 static sn_status conv2d_bwd_data_run(sn_kcall *c) {
-    conv_ctx k = {.c = c, .dy = c->in[0], .w = c->in[1], .tdy = c->in_node[0]->dtype,
-                  .tw = c->in_node[1]->dtype};
-    conv_geom(&c->node->shape, &c->in_node[1]->shape, &c->in_node[0]->shape, &c->node->attr, &k.g);
+    conv_ctx k = {.c = c, .dy = c->in[0], .w = c->in[1], .tdy = c->x[0].dtype,
+                  .tw = c->x[1].dtype};
+    conv_geom(&c->y.shape, &c->x[1].shape, &c->x[0].shape, c->attr, &k.g);
     const geom *g = &k.g;
     run_rows(conv_bwd_data_rows, &k, g->n * g->h, g->n * g->oh * g->ow * g->f * g->kh * g->kw * g->c);
     return SN_OK;
@@ -126,7 +126,7 @@ static sn_status conv2d_bwd_data_run(sn_kcall *c) {
 static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
     const conv_ctx *k = arg;
     const geom *g = &k->g;
-    sn_dtype to = k->c->node->dtype;
+    sn_dtype to = k->c->y.dtype;
     double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(g->kh * g->kw * g->c, ith, nth, &lo, &hi);
@@ -154,9 +154,9 @@ static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
 
 /* x [N, H, W, C], dy [N, OH, OW, F] -> dw [KH, KW, C, F] (attr.conv.w_shape) */
 static sn_status conv2d_bwd_filter_run(sn_kcall *c) {
-    conv_ctx k = {.c = c, .x = c->in[0], .dy = c->in[1], .tx = c->in_node[0]->dtype,
-                  .tdy = c->in_node[1]->dtype};
-    conv_geom(&c->in_node[0]->shape, &c->node->shape, &c->in_node[1]->shape, &c->node->attr, &k.g);
+    conv_ctx k = {.c = c, .x = c->in[0], .dy = c->in[1], .tx = c->x[0].dtype,
+                  .tdy = c->x[1].dtype};
+    conv_geom(&c->x[0].shape, &c->y.shape, &c->x[1].shape, c->attr, &k.g);
     const geom *g = &k.g;
     run_rows(conv_bwd_filter_rows, &k, g->kh * g->kw * g->c,
              g->n * g->oh * g->ow * g->f * g->kh * g->kw * g->c);
@@ -212,8 +212,8 @@ static int64_t window_argmax(const geom *g, sn_dtype tx, const void *x, int64_t 
 /* x [N, H, W, C] -> [N, OH, OW, C]: max over each window's valid cells */
 static sn_status max_pool2d_run(sn_kcall *c) {
     geom g;
-    pool_geom(&c->in_node[0]->shape, &c->node->shape, &c->node->attr, &g);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    pool_geom(&c->x[0].shape, &c->y.shape, c->attr, &g);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     FOR_POOL_OUT(&g, ni, oy, ox, ci, o) {
         int64_t at = window_argmax(&g, tx, c->in[0], ni, oy, ox, ci);
         sn_store(to, c->out, o, at < 0 ? -INFINITY : sn_load(tx, c->in[0], at));
@@ -225,8 +225,8 @@ static sn_status max_pool2d_run(sn_kcall *c) {
  * TensorFlow's SAME padding */
 static sn_status avg_pool2d_run(sn_kcall *c) {
     geom g;
-    pool_geom(&c->in_node[0]->shape, &c->node->shape, &c->node->attr, &g);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    pool_geom(&c->x[0].shape, &c->y.shape, c->attr, &g);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     FOR_POOL_OUT(&g, ni, oy, ox, ci, o) {
         int64_t y0, y1, x0, x1;
         pool_window(&g, oy, ox, &y0, &y1, &x0, &x1);
@@ -244,9 +244,9 @@ static sn_status avg_pool2d_run(sn_kcall *c) {
  * maximum (windows may overlap, so the adds accumulate) */
 static sn_status max_pool2d_grad_run(sn_kcall *c) {
     geom g;
-    pool_geom(&c->in_node[0]->shape, &c->in_node[1]->shape, &c->node->attr, &g);
-    sn_dtype tx = c->in_node[0]->dtype, tdy = c->in_node[1]->dtype, to = c->node->dtype;
-    memset(c->out, 0, (size_t)sn_shape_numel(&c->node->shape) * sn_dtype_size(to));
+    pool_geom(&c->x[0].shape, &c->x[1].shape, c->attr, &g);
+    sn_dtype tx = c->x[0].dtype, tdy = c->x[1].dtype, to = c->y.dtype;
+    memset(c->out, 0, (size_t)sn_shape_numel(&c->y.shape) * sn_dtype_size(to));
     FOR_POOL_OUT(&g, ni, oy, ox, ci, o) {
         int64_t at = window_argmax(&g, tx, c->in[0], ni, oy, ox, ci);
         if (at >= 0)
@@ -259,9 +259,9 @@ static sn_status max_pool2d_grad_run(sn_kcall *c) {
  * cells */
 static sn_status avg_pool2d_grad_run(sn_kcall *c) {
     geom g;
-    pool_geom(&c->node->shape, &c->in_node[0]->shape, &c->node->attr, &g);
-    sn_dtype tdy = c->in_node[0]->dtype, to = c->node->dtype;
-    memset(c->out, 0, (size_t)sn_shape_numel(&c->node->shape) * sn_dtype_size(to));
+    pool_geom(&c->y.shape, &c->x[0].shape, c->attr, &g);
+    sn_dtype tdy = c->x[0].dtype, to = c->y.dtype;
+    memset(c->out, 0, (size_t)sn_shape_numel(&c->y.shape) * sn_dtype_size(to));
     FOR_POOL_OUT(&g, ni, oy, ox, ci, o) {
         int64_t y0, y1, x0, x1;
         pool_window(&g, oy, ox, &y0, &y1, &x0, &x1);

@@ -18,17 +18,17 @@ static double bin_apply(bin_kind k, double a, double b) {
 
 /* a, b: any shapes that broadcast to out's shape (NumPy rules) -> out */
 static sn_status binary_run(sn_kcall *c, bin_kind k) {
-    const sn_shape *os = &c->node->shape;
-    sn_dtype ta = c->in_node[0]->dtype, tb = c->in_node[1]->dtype, to = c->node->dtype;
+    const sn_shape *os = &c->y.shape;
+    sn_dtype ta = c->x[0].dtype, tb = c->x[1].dtype, to = c->y.dtype;
     int64_t n = sn_shape_numel(os);
-    if (sn_shape_equal(&c->in_node[0]->shape, os) && sn_shape_equal(&c->in_node[1]->shape, os)) {
+    if (sn_shape_equal(&c->x[0].shape, os) && sn_shape_equal(&c->x[1].shape, os)) {
         for (int64_t i = 0; i < n; i++)
             sn_store(to, c->out, i, bin_apply(k, sn_load(ta, c->in[0], i), sn_load(tb, c->in[1], i)));
         return SN_OK;
     }
     int64_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
-    ref_bcast_strides(&c->in_node[0]->shape, os, sa);
-    ref_bcast_strides(&c->in_node[1]->shape, os, sb);
+    ref_bcast_strides(&c->x[0].shape, os, sa);
+    ref_bcast_strides(&c->x[1].shape, os, sb);
     ref_iter it;
     ref_iter_init(&it, os);
     int ka = ref_iter_track(&it, sa, 0), kb = ref_iter_track(&it, sb, 0);
@@ -45,10 +45,10 @@ static sn_status div_run(sn_kcall *c) { return binary_run(c, BIN_DIV); }
 
 /* x [..., C], b [C] -> [..., C] */
 static sn_status bias_add_run(sn_kcall *c) {
-    const sn_shape *xs = &c->in_node[0]->shape;
+    const sn_shape *xs = &c->x[0].shape;
     int64_t ch = xs->ndim > 0 ? xs->dim[xs->ndim - 1] : 1;
     int64_t rows = ch > 0 ? sn_shape_numel(xs) / ch : 0;
-    sn_dtype tx = c->in_node[0]->dtype, tb = c->in_node[1]->dtype, to = c->node->dtype;
+    sn_dtype tx = c->x[0].dtype, tb = c->x[1].dtype, to = c->y.dtype;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t j = 0; j < ch; j++) {
             int64_t i = r * ch + j;
@@ -72,8 +72,8 @@ typedef enum { UN_RELU, UN_SIGMOID, UN_TANH, UN_EXP, UN_LOG, UN_SQRT, UN_NEG } u
 
 /* x [any] -> same shape */
 static sn_status unary_run(sn_kcall *c, un_kind k) {
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++) {
         double x = sn_load(tx, c->in[0], i), y = 0;
         switch (k) {
@@ -100,8 +100,8 @@ static sn_status neg_run(sn_kcall *c) { return unary_run(c, UN_NEG); }
 
 /* x [any] -> same shape in the node's dtype (bf16 rounds to nearest even through f32) */
 static sn_status cast_run(sn_kcall *c) {
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++) sn_store(to, c->out, i, sn_load(tx, c->in[0], i));
     return SN_OK;
 }
@@ -111,8 +111,8 @@ static sn_status cast_run(sn_kcall *c) {
 typedef enum { G_RELU, G_SIGMOID, G_TANH } grad_kind;
 
 static sn_status pointwise_grad_run(sn_kcall *c, grad_kind k) {
-    sn_dtype t0 = c->in_node[0]->dtype, t1 = c->in_node[1]->dtype, to = c->node->dtype;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype t0 = c->x[0].dtype, t1 = c->x[1].dtype, to = c->y.dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++) {
         double v = sn_load(t0, c->in[0], i), dy = sn_load(t1, c->in[1], i), dx = 0;
         switch (k) {
@@ -134,13 +134,13 @@ static sn_status tanh_grad_run(sn_kcall *c) { return pointwise_grad_run(c, G_TAN
 /* x [any] -> same shape. DROPOUT_GRAD carries the forward node's attributes (its mask_node is
  * the forward node), so the same function applied to dy gives the gradient. */
 static sn_status dropout_run(sn_kcall *c) {
-    double rate = c->node->attr.dropout.rate;
-    uint64_t seed = c->node->attr.dropout.seed;
-    int32_t mask = c->node->attr.dropout.mask_node;
+    double rate = c->attr->dropout.rate;
+    uint64_t seed = c->attr->dropout.seed;
+    int32_t mask = c->attr->dropout.mask_node;
     /* rate >= 1 drops everything; avoid the division by zero. */
     double scale = rate < 1.0 ? 1.0 / (1.0 - rate) : 0.0;
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++) {
         bool keep = sn_dropout_keep(seed, mask, c->step, i, rate);
         sn_store(to, c->out, i, keep ? sn_load(tx, c->in[0], i) * scale : 0.0);

@@ -16,7 +16,7 @@ typedef struct mm_ctx {
 static void mm_rows(void *arg, int ith, int nth) {
     const mm_ctx *x = arg;
     const sn_kcall *c = x->c;
-    sn_dtype ta = c->in_node[0]->dtype, tb = c->in_node[1]->dtype, to = c->node->dtype;
+    sn_dtype ta = c->x[0].dtype, tb = c->x[1].dtype, to = c->y.dtype;
     double acc[REF_BLOCK];
     int64_t lo, hi;
     sn_split_range(x->rows, ith, nth, &lo, &hi);
@@ -39,9 +39,9 @@ static void mm_rows(void *arg, int ith, int nth) {
 /* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> [..., M, N];
  * batch dimensions equal, or one operand 2-D and shared by every batch */
 static sn_status matmul_run(sn_kcall *c) {
-    const sn_shape *as = &c->in_node[0]->shape, *bs = &c->in_node[1]->shape;
-    const sn_shape *os = &c->node->shape;
-    bool ta = c->node->attr.matmul.ta, tb = c->node->attr.matmul.tb;
+    const sn_shape *as = &c->x[0].shape, *bs = &c->x[1].shape;
+    const sn_shape *os = &c->y.shape;
+    bool ta = c->attr->matmul.ta, tb = c->attr->matmul.tb;
     mm_ctx x = {.c = c};
     x.m = os->dim[os->ndim - 2];
     x.n = os->dim[os->ndim - 1];
@@ -56,7 +56,7 @@ static sn_status matmul_run(sn_kcall *c) {
     x.rows = mn ? sn_shape_numel(os) / x.n : 0;
     if (x.rows == 0) return SN_OK;
     if (x.k == 0) { /* an empty sum: zeros */
-        for (int64_t i = 0; i < x.rows * x.n; i++) sn_store(c->node->dtype, c->out, i, 0.0);
+        for (int64_t i = 0; i < x.rows * x.n; i++) sn_store(c->y.dtype, c->out, i, 0.0);
         return SN_OK;
     }
     int nth = ref_threads(x.rows, x.rows * x.n * x.k);

@@ -30,8 +30,8 @@ typedef enum { RED_SUM, RED_MEAN, RED_MAX } red_kind;
  * is the same either way) */
 static sn_status reduce_run(sn_kcall *c, red_kind k) {
     reduce_split r;
-    reduce_split_make(&c->in_node[0]->shape, c->node->attr.reduce.mask, &r);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    reduce_split_make(&c->x[0].shape, c->attr->reduce.mask, &r);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     int64_t nout = sn_shape_numel(&r.kept), nred = sn_shape_numel(&r.red);
     ref_iter ok;
     ref_iter_init(&ok, &r.kept);
@@ -61,10 +61,10 @@ static sn_status reduce_max_run(sn_kcall *c) { return reduce_run(c, RED_MAX); }
  * of each reduced group where x == y, 0 elsewhere (attr.reduce as the forward node) */
 static sn_status reduce_max_grad_run(sn_kcall *c) {
     reduce_split r;
-    reduce_split_make(&c->in_node[0]->shape, c->node->attr.reduce.mask, &r);
-    sn_dtype tx = c->in_node[0]->dtype, ty = c->in_node[1]->dtype, tdy = c->in_node[2]->dtype;
-    sn_dtype to = c->node->dtype;
-    int64_t n = sn_shape_numel(&c->node->shape);
+    reduce_split_make(&c->x[0].shape, c->attr->reduce.mask, &r);
+    sn_dtype tx = c->x[0].dtype, ty = c->x[1].dtype, tdy = c->x[2].dtype;
+    sn_dtype to = c->y.dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
     for (int64_t i = 0; i < n; i++) sn_store(to, c->out, i, 0.0);
     int64_t nout = sn_shape_numel(&r.kept), nred = sn_shape_numel(&r.red);
     ref_iter ok;
@@ -89,10 +89,10 @@ static sn_status reduce_max_grad_run(sn_kcall *c) {
 
 /* x [shape broadcastable to out, NumPy rules] -> out [node shape] */
 static sn_status broadcast_to_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape;
+    const sn_shape *os = &c->y.shape;
     int64_t st[SN_MAX_DIMS];
-    ref_bcast_strides(&c->in_node[0]->shape, os, st);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    ref_bcast_strides(&c->x[0].shape, os, st);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     ref_iter it;
     ref_iter_init(&it, os);
     int kx = ref_iter_track(&it, st, 0);

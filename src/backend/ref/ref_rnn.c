@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 #include "backend/ref/ref_common.h"
-#include "graph/op_rnn.h"
 
 static double sigm(double x) { return 1.0 / (1.0 + exp(-x)); }
 
@@ -15,14 +14,14 @@ typedef struct rnn_dims {
 
 /* From xw/ws [B, T, *] (input 0 or 2) and r [U, *]. */
 static rnn_dims dims_of(const sn_kcall *c, int seq_input, int r_input) {
-    const sn_shape *s = &c->in_node[seq_input]->shape;
-    return (rnn_dims){s->dim[0], s->dim[1], c->in_node[r_input]->shape.dim[0]};
+    const sn_shape *s = &c->x[seq_input].shape;
+    return (rnn_dims){s->dim[0], s->dim[1], c->x[r_input].shape.dim[0]};
 }
 
 /* y[k] += sum_m h[m] * r[m, k] for k < n (r is [U, n]). */
 static void add_hr(const sn_kcall *c, int r_in, const double *h, int64_t U, int64_t n,
                    double *y) {
-    sn_dtype tr = c->in_node[r_in]->dtype;
+    sn_dtype tr = c->x[r_in].dtype;
     for (int64_t m = 0; m < U; m++)
         for (int64_t k = 0; k < n; k++) y[k] += h[m] * sn_load(tr, c->in[r_in], m * n + k);
 }
@@ -30,7 +29,7 @@ static void add_hr(const sn_kcall *c, int r_in, const double *h, int64_t U, int6
 /* y[m] += sum_k d[k] * r[m, k] for m < U: the gradient through h @ r. */
 static void add_dr(const sn_kcall *c, int r_in, const double *d, int64_t U, int64_t n,
                    double *y) {
-    sn_dtype tr = c->in_node[r_in]->dtype;
+    sn_dtype tr = c->x[r_in].dtype;
     for (int64_t m = 0; m < U; m++) {
         double s = 0;
         for (int64_t k = 0; k < n; k++) s += d[k] * sn_load(tr, c->in[r_in], m * n + k);
@@ -41,9 +40,9 @@ static void add_dr(const sn_kcall *c, int r_in, const double *d, int64_t U, int6
 /* The state h (slot 0 of the workspace) that step t of row b started from. */
 static void load_prev_h(const sn_kcall *c, const void *ws, int64_t width, int h0_in,
                         rnn_dims d, int64_t b, int64_t t, double *h) {
-    sn_dtype tw = c->node->dtype;
+    sn_dtype tw = c->y.dtype;
     for (int64_t j = 0; j < d.U; j++)
-        h[j] = t == 0 ? sn_load(c->in_node[h0_in]->dtype, c->in[h0_in], b * d.U + j)
+        h[j] = t == 0 ? sn_load(c->x[h0_in].dtype, c->in[h0_in], b * d.U + j)
                       : sn_load(tw, ws, ((b * d.T) + t - 1) * width + j);
 }
 
@@ -51,7 +50,7 @@ static void load_prev_h(const sn_kcall *c, const void *ws, int64_t width, int h0
 static sn_status lstm_run(sn_kcall *c) {
     rnn_dims d = dims_of(c, 0, 1);
     int64_t U = d.U, G = 4 * U, W = SN_LSTM_WS * U;
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     double *pre = sn_malloc(sizeof *pre * (size_t)(G + U));
     if (!pre) return SN_ERR_NOMEM;
     double *hp = pre + G;
@@ -62,7 +61,7 @@ static sn_status lstm_run(sn_kcall *c) {
             add_hr(c, 1, hp, U, G, pre);
             int64_t row = (b * d.T + t) * W;
             for (int64_t j = 0; j < U; j++) {
-                double cp = t == 0 ? sn_load(c->in_node[3]->dtype, c->in[3], b * U + j)
+                double cp = t == 0 ? sn_load(c->x[3].dtype, c->in[3], b * U + j)
                                    : sn_load(to, c->out, row - W + U + j);
                 double i = sigm(pre[j]), f = sigm(pre[U + j]), g = tanh(pre[2 * U + j]),
                        o = sigm(pre[3 * U + j]);
@@ -84,7 +83,7 @@ static sn_status lstm_run(sn_kcall *c) {
 static sn_status lstm_grad_run(sn_kcall *c) {
     rnn_dims d = dims_of(c, 2, 0);
     int64_t U = d.U, G = 4 * U, W = SN_LSTM_WS * U;
-    sn_dtype tw = c->in_node[2]->dtype, tdy = c->in_node[3]->dtype, to = c->node->dtype;
+    sn_dtype tw = c->x[2].dtype, tdy = c->x[3].dtype, to = c->y.dtype;
     const void *ws = c->in[2], *dws = c->in[3];
     double *buf = sn_malloc(sizeof *buf * (size_t)(G + 2 * U));
     if (!buf) return SN_ERR_NOMEM;
@@ -97,7 +96,7 @@ static sn_status lstm_grad_run(sn_kcall *c) {
                 double cn = sn_load(tw, ws, row + U + j), tc = tanh(cn);
                 double i = sn_load(tw, ws, row + 2 * U + j), f = sn_load(tw, ws, row + 3 * U + j),
                        g = sn_load(tw, ws, row + 4 * U + j), o = sn_load(tw, ws, row + 5 * U + j);
-                double cp = t == 0 ? sn_load(c->in_node[1]->dtype, c->in[1], b * U + j)
+                double cp = t == 0 ? sn_load(c->x[1].dtype, c->in[1], b * U + j)
                                    : sn_load(tw, ws, row - W + U + j);
                 double dh = sn_load(tdy, dws, row + j) + dh_next[j];
                 double dc = sn_load(tdy, dws, row + U + j) + dc_next[j] + dh * o * (1 - tc * tc);
@@ -120,7 +119,7 @@ static sn_status lstm_grad_run(sn_kcall *c) {
 static sn_status gru_run(sn_kcall *c) {
     rnn_dims d = dims_of(c, 0, 1);
     int64_t U = d.U, G = 3 * U, W = 5 * U;
-    sn_dtype tx = c->in_node[0]->dtype, tb = c->in_node[2]->dtype, to = c->node->dtype;
+    sn_dtype tx = c->x[0].dtype, tb = c->x[2].dtype, to = c->y.dtype;
     double *rec = sn_malloc(sizeof *rec * (size_t)(G + U));
     if (!rec) return SN_ERR_NOMEM;
     double *hp = rec + G;
@@ -150,7 +149,7 @@ static sn_status gru_run(sn_kcall *c) {
 static sn_status gru_grad_run(sn_kcall *c) {
     rnn_dims d = dims_of(c, 2, 0);
     int64_t U = d.U, G = 3 * U, W = 5 * U;
-    sn_dtype tw = c->in_node[2]->dtype, tdy = c->in_node[3]->dtype, to = c->node->dtype;
+    sn_dtype tw = c->x[2].dtype, tdy = c->x[3].dtype, to = c->y.dtype;
     const void *ws = c->in[2], *dws = c->in[3];
     double *buf = sn_malloc(sizeof *buf * (size_t)(2 * G + 2 * U));
     if (!buf) return SN_ERR_NOMEM;

@@ -14,8 +14,8 @@ static inline void move_elem(sn_dtype td, void *dst, int64_t di, sn_dtype ts, co
 
 /* x [any] -> out [same element count] */
 static sn_status reshape_run(sn_kcall *c) {
-    int64_t n = sn_shape_numel(&c->node->shape);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    int64_t n = sn_shape_numel(&c->y.shape);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     if (c->out == c->in[0]) return SN_OK;
     if (tx == to) {
         memmove(c->out, c->in[0], (size_t)n * sn_dtype_size(to));
@@ -27,11 +27,11 @@ static sn_status reshape_run(sn_kcall *c) {
 
 /* x [d0, ..., dk] -> out [d_perm[0], ..., d_perm[k]] */
 static sn_status transpose_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape;
+    const sn_shape *os = &c->y.shape;
     int64_t ist[SN_MAX_DIMS], st[SN_MAX_DIMS];
-    ref_strides(&c->in_node[0]->shape, ist);
-    for (int d = 0; d < os->ndim; d++) st[d] = ist[c->node->attr.transpose.perm[d]];
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    ref_strides(&c->x[0].shape, ist);
+    for (int d = 0; d < os->ndim; d++) st[d] = ist[c->attr->transpose.perm[d]];
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     size_t esz = sn_dtype_size(to);
     ref_iter it;
     ref_iter_init(&it, os);
@@ -52,14 +52,14 @@ static int64_t begin_offset(const sn_shape *s, const int64_t *begin) {
 
 /* x [in shape] -> out [size]: out[i...] = x[begin + i...] */
 static sn_status slice_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape, *xs = &c->in_node[0]->shape;
+    const sn_shape *os = &c->y.shape, *xs = &c->x[0].shape;
     int64_t ist[SN_MAX_DIMS];
     ref_strides(xs, ist);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     size_t esz = sn_dtype_size(to);
     ref_iter it;
     ref_iter_init(&it, os);
-    int kx = ref_iter_track(&it, ist, begin_offset(xs, c->node->attr.slice.begin));
+    int kx = ref_iter_track(&it, ist, begin_offset(xs, c->attr->slice.begin));
     int64_t n = sn_shape_numel(os);
     for (int64_t i = 0; i < n; i++, ref_iter_next(&it))
         move_elem(to, c->out, i, tx, c->in[0], it.off[kx], esz);
@@ -68,15 +68,15 @@ static sn_status slice_run(sn_kcall *c) {
 
 /* dy [size] -> dx [attr.slice.in_shape]: zeros with dy placed at begin */
 static sn_status slice_grad_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape, *ds = &c->in_node[0]->shape;
-    sn_dtype td = c->in_node[0]->dtype, to = c->node->dtype;
+    const sn_shape *os = &c->y.shape, *ds = &c->x[0].shape;
+    sn_dtype td = c->x[0].dtype, to = c->y.dtype;
     size_t esz = sn_dtype_size(to);
     memset(c->out, 0, (size_t)sn_shape_numel(os) * esz); /* 0.0 is all-zero bits in every dtype */
     int64_t ost[SN_MAX_DIMS];
     ref_strides(os, ost);
     ref_iter it;
     ref_iter_init(&it, ds);
-    int ko = ref_iter_track(&it, ost, begin_offset(os, c->node->attr.slice.begin));
+    int ko = ref_iter_track(&it, ost, begin_offset(os, c->attr->slice.begin));
     int64_t n = sn_shape_numel(ds);
     for (int64_t i = 0; i < n; i++, ref_iter_next(&it))
         move_elem(to, c->out, it.off[ko], td, c->in[0], i, esz);
@@ -86,14 +86,14 @@ static sn_status slice_grad_run(sn_kcall *c) {
 /* x0 .. x{n-1} [..., a_i (axis), ...] -> out [..., sum a_i, ...] */
 static sn_status concat_run(sn_kcall *c) {
     int64_t outer, len, inner;
-    ref_axis_split(&c->node->shape, c->node->attr.axis.axis, &outer, &len, &inner);
-    sn_dtype to = c->node->dtype;
+    ref_axis_split(&c->y.shape, c->attr->axis.axis, &outer, &len, &inner);
+    sn_dtype to = c->y.dtype;
     size_t esz = sn_dtype_size(to);
     int64_t row = len * inner; /* elements of out per outer index */
     int64_t at = 0;            /* start of input j's block within an output row */
     for (int j = 0; j < c->n_in; j++) {
-        int64_t blk = c->in_node[j]->shape.dim[c->node->attr.axis.axis] * inner;
-        sn_dtype tj = c->in_node[j]->dtype;
+        int64_t blk = c->x[j].shape.dim[c->attr->axis.axis] * inner;
+        sn_dtype tj = c->x[j].dtype;
         for (int64_t o = 0; o < outer; o++) {
             if (tj == to) {
                 memcpy((char *)c->out + (size_t)(o * row + at) * esz,
@@ -121,14 +121,14 @@ static sn_status load_index(const char *op, sn_dtype t, const void *p, int64_t i
 
 /* table [V, D], indices i32 [any] -> [indices shape..., D] */
 static sn_status gather_run(sn_kcall *c) {
-    const sn_shape *ts = &c->in_node[0]->shape;
+    const sn_shape *ts = &c->x[0].shape;
     int64_t vocab = ts->dim[0], dim = ts->dim[1];
-    int64_t n = sn_shape_numel(&c->in_node[1]->shape);
-    sn_dtype tt = c->in_node[0]->dtype, to = c->node->dtype;
+    int64_t n = sn_shape_numel(&c->x[1].shape);
+    sn_dtype tt = c->x[0].dtype, to = c->y.dtype;
     size_t esz = sn_dtype_size(to);
     for (int64_t i = 0; i < n; i++) {
         int64_t v = 0;
-        SN_TRY(load_index("gather", c->in_node[1]->dtype, c->in[1], i, vocab, &v));
+        SN_TRY(load_index("gather", c->x[1].dtype, c->in[1], i, vocab, &v));
         if (tt == to) {
             memcpy((char *)c->out + (size_t)(i * dim) * esz,
                    (const char *)c->in[0] + (size_t)(v * dim) * esz, (size_t)dim * esz);
@@ -143,14 +143,14 @@ static sn_status gather_run(sn_kcall *c) {
 /* indices i32 [any], dy [indices shape..., D] -> dtable [V, D] (V = attr.gather.vocab):
  * zeros, then each dy row added to the row its index names */
 static sn_status gather_grad_run(sn_kcall *c) {
-    const sn_shape *os = &c->node->shape;
-    int64_t vocab = c->node->attr.gather.vocab, dim = os->dim[os->ndim - 1];
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
-    sn_dtype td = c->in_node[1]->dtype, to = c->node->dtype;
+    const sn_shape *os = &c->y.shape;
+    int64_t vocab = c->attr->gather.vocab, dim = os->dim[os->ndim - 1];
+    int64_t n = sn_shape_numel(&c->x[0].shape);
+    sn_dtype td = c->x[1].dtype, to = c->y.dtype;
     memset(c->out, 0, (size_t)sn_shape_numel(os) * sn_dtype_size(to));
     for (int64_t i = 0; i < n; i++) {
         int64_t v = 0;
-        SN_TRY(load_index("gather_grad", c->in_node[0]->dtype, c->in[0], i, vocab, &v));
+        SN_TRY(load_index("gather_grad", c->x[0].dtype, c->in[0], i, vocab, &v));
         for (int64_t d = 0; d < dim; d++) {
             int64_t at = v * dim + d;
             sn_store(to, c->out, at, sn_load(to, c->out, at) + sn_load(td, c->in[1], i * dim + d));

@@ -23,8 +23,8 @@ static void row_stats(sn_dtype t, const void *p, int64_t base, int64_t len, int6
 /* x [..., L (axis), ...] -> same shape, normalised over attr.axis.axis */
 static sn_status softmax_common(sn_kcall *c, bool log_out) {
     int64_t outer, len, inner;
-    ref_axis_split(&c->node->shape, c->node->attr.axis.axis, &outer, &len, &inner);
-    sn_dtype tx = c->in_node[0]->dtype, to = c->node->dtype;
+    ref_axis_split(&c->y.shape, c->attr->axis.axis, &outer, &len, &inner);
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * len * inner + i;
@@ -46,8 +46,8 @@ static sn_status log_softmax_run(sn_kcall *c) { return softmax_common(c, true); 
  * softmax: y * (dy - sum(dy * y)); log_softmax: dy - exp(y) * sum(dy). */
 static sn_status softmax_grad_common(sn_kcall *c, bool log_in) {
     int64_t outer, len, inner;
-    ref_axis_split(&c->node->shape, c->node->attr.axis.axis, &outer, &len, &inner);
-    sn_dtype ty = c->in_node[0]->dtype, tdy = c->in_node[1]->dtype, to = c->node->dtype;
+    ref_axis_split(&c->y.shape, c->attr->axis.axis, &outer, &len, &inner);
+    sn_dtype ty = c->x[0].dtype, tdy = c->x[1].dtype, to = c->y.dtype;
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * len * inner + i;
@@ -72,7 +72,7 @@ static sn_status log_softmax_grad_run(sn_kcall *c) { return softmax_grad_common(
 /* The label of example n, checked against [0, C). */
 static sn_status load_label(const sn_kcall *c, const char *op, int64_t n, int64_t classes,
                             int64_t *label) {
-    double v = sn_load(c->in_node[1]->dtype, c->in[1], n);
+    double v = sn_load(c->x[1].dtype, c->in[1], n);
     if (!(v >= 0 && v < (double)classes))
         return sn_errorf(SN_ERR_INVALID, "%s: label %.0f at example %lld is outside [0, %lld)",
                          op, v, (long long)n, (long long)classes);
@@ -82,9 +82,9 @@ static sn_status load_label(const sn_kcall *c, const char *op, int64_t n, int64_
 
 /* logits [N, C], labels [N] i32 -> loss [N] = logsumexp(logits[n]) - logits[n, label] */
 static sn_status sparse_xent_run(sn_kcall *c) {
-    const sn_shape *ls = &c->in_node[0]->shape;
+    const sn_shape *ls = &c->x[0].shape;
     int64_t classes = ls->dim[ls->ndim - 1], rows = sn_shape_numel(ls) / (classes ? classes : 1);
-    sn_dtype tl = c->in_node[0]->dtype, to = c->node->dtype;
+    sn_dtype tl = c->x[0].dtype, to = c->y.dtype;
     for (int64_t n = 0; n < rows; n++) {
         int64_t label = 0;
         SN_TRY(load_label(c, "sparse_softmax_xent", n, classes, &label));
@@ -97,9 +97,9 @@ static sn_status sparse_xent_run(sn_kcall *c) {
 
 /* logits [N, C], labels [N] i32, dloss [N] -> dlogits [N, C] = (softmax - onehot) * dloss */
 static sn_status sparse_xent_grad_run(sn_kcall *c) {
-    const sn_shape *ls = &c->in_node[0]->shape;
+    const sn_shape *ls = &c->x[0].shape;
     int64_t classes = ls->dim[ls->ndim - 1], rows = sn_shape_numel(ls) / (classes ? classes : 1);
-    sn_dtype tl = c->in_node[0]->dtype, td = c->in_node[2]->dtype, to = c->node->dtype;
+    sn_dtype tl = c->x[0].dtype, td = c->x[2].dtype, to = c->y.dtype;
     for (int64_t n = 0; n < rows; n++) {
         int64_t label = 0;
         SN_TRY(load_label(c, "sparse_softmax_xent_grad", n, classes, &label));
@@ -131,25 +131,25 @@ static int64_t row_argmax(sn_dtype t, const void *p, int64_t base, int64_t len) 
 /* logits [N, C], labels [N] i32 -> [N] (node dtype): 1 where argmax == label, else 0.
  * A label outside [0, C) is an error, as in the loss, so a bad data set is not hidden. */
 static sn_status sparse_accuracy_run(sn_kcall *c) {
-    const sn_shape *ls = &c->in_node[0]->shape;
+    const sn_shape *ls = &c->x[0].shape;
     int64_t classes = ls->dim[ls->ndim - 1], rows = sn_shape_numel(ls) / (classes ? classes : 1);
     for (int64_t n = 0; n < rows; n++) {
         int64_t label = 0;
         SN_TRY(load_label(c, "sparse_accuracy", n, classes, &label));
-        int64_t a = row_argmax(c->in_node[0]->dtype, c->in[0], n * classes, classes);
-        sn_store(c->node->dtype, c->out, n, a == label ? 1.0 : 0.0);
+        int64_t a = row_argmax(c->x[0].dtype, c->in[0], n * classes, classes);
+        sn_store(c->y.dtype, c->out, n, a == label ? 1.0 : 0.0);
     }
     return SN_OK;
 }
 
 /* x [..., C] -> i32 [...]: first index of the max over the last axis */
 static sn_status argmax_run(sn_kcall *c) {
-    const sn_shape *xs = &c->in_node[0]->shape;
+    const sn_shape *xs = &c->x[0].shape;
     int64_t classes = xs->ndim > 0 ? xs->dim[xs->ndim - 1] : 1;
     int64_t rows = classes ? sn_shape_numel(xs) / classes : 0;
     for (int64_t n = 0; n < rows; n++)
-        sn_store(c->node->dtype, c->out, n,
-                 (double)row_argmax(c->in_node[0]->dtype, c->in[0], n * classes, classes));
+        sn_store(c->y.dtype, c->out, n,
+                 (double)row_argmax(c->x[0].dtype, c->in[0], n * classes, classes));
     return SN_OK;
 }
 

@@ -11,8 +11,8 @@ static void *var_storage(const sn_kcall *c) { return (void *)(uintptr_t)c->in[0]
 /* Makes c->out hold the variable's new value when it is not the variable itself. */
 static void copy_to_out(const sn_kcall *c) {
     if (c->out == NULL || c->out == c->in[0]) return;
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
-    sn_dtype tv = c->in_node[0]->dtype, to = c->node->dtype;
+    int64_t n = sn_shape_numel(&c->x[0].shape);
+    sn_dtype tv = c->x[0].dtype, to = c->y.dtype;
     if (tv == to) {
         memcpy(c->out, c->in[0], (size_t)n * sn_dtype_size(to));
         return;
@@ -22,11 +22,11 @@ static void copy_to_out(const sn_kcall *c) {
 
 /* var [any], value [var shape, or broadcastable to it for assign_add] -> var updated */
 static sn_status assign_common(sn_kcall *c, bool add) {
-    const sn_shape *vs = &c->in_node[0]->shape;
-    sn_dtype tv = c->in_node[0]->dtype, tx = c->in_node[1]->dtype;
+    const sn_shape *vs = &c->x[0].shape;
+    sn_dtype tv = c->x[0].dtype, tx = c->x[1].dtype;
     void *var = var_storage(c);
     int64_t st[SN_MAX_DIMS];
-    ref_bcast_strides(&c->in_node[1]->shape, vs, st);
+    ref_bcast_strides(&c->x[1].shape, vs, st);
     ref_iter it;
     ref_iter_init(&it, vs);
     int kx = ref_iter_track(&it, st, 0);
@@ -69,7 +69,7 @@ static const char *optim_name(sn_optimizer_kind k) {
  * Follows keras/src/optimizers/{sgd,adam,adamw,rmsprop}.py; the iteration counter itself is
  * advanced by a separate assign_add node. */
 static sn_status apply_optimizer_run(sn_kcall *c) {
-    const sn_attrs *a = &c->node->attr;
+    const sn_attrs *a = c->attr;
     int need = optim_slots(a);
     if (need < 0)
         return sn_errorf(SN_ERR_INVALID, "apply_optimizer: unknown optimizer kind %d",
@@ -84,17 +84,17 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
     sn_dtype ts[SN_MAX_INPUTS] = {0};
     for (int s = 0; s < need; s++) {
         slot[s] = (void *)(uintptr_t)c->in[3 + s];
-        ts[s] = c->in_node[3 + s]->dtype;
+        ts[s] = c->x[3 + s].dtype;
     }
-    sn_dtype tv = c->in_node[0]->dtype, tg = c->in_node[1]->dtype;
-    double iterations = sn_load(c->in_node[2]->dtype, c->in[2], 0);
+    sn_dtype tv = c->x[0].dtype, tg = c->x[1].dtype;
+    double iterations = sn_load(c->x[2].dtype, c->in[2], 0);
     double lr = a->optim.lr, eps = a->optim.epsilon, mom = a->optim.momentum;
     double b1 = a->optim.beta1, b2 = a->optim.beta2, rho = a->optim.rho;
     double wd = a->optim.weight_decay;
     /* Adam's bias correction folded into the step size, as Keras does. */
     double t = iterations + 1;
     double alpha = lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t));
-    int64_t n = sn_shape_numel(&c->in_node[0]->shape);
+    int64_t n = sn_shape_numel(&c->x[0].shape);
 
     for (int64_t i = 0; i < n; i++) {
         double w = sn_load(tv, var, i), g = sn_load(tg, c->in[1], i);

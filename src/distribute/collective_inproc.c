@@ -2,7 +2,7 @@
  * the local replicas' gradient buffers, which all live in this address space. That sum runs
  * in replica order per element, so its bits are the same whatever the thread count and equal
  * to what two MPI workers with one replica each compute (one addition per element pair). */
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 
 static sn_status inproc_allreduce_f32(sn_collective *c, float *buf, size_t n,
                                       size_t bucket_bytes, double timeout_s) {

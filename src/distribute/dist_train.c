@@ -1,6 +1,6 @@
 /* Synchronous data-parallel training under a strategy: what fit runs instead of its one
  * training plan when a strategy is attached (compile.c and fit.c call the two hooks of
- * dist_impl.h).
+ * distribute_impl.h).
  *
  * The model keeps one graph and one variable buffer: replicas of a process read the same
  * variables (mirrored by construction), and each has its own plan, hence its own arena for
@@ -31,7 +31,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 #include "nn/train_impl.h"
 
 typedef struct replica {

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 
 enum { MAX_INFLIGHT = 64 }; /* all-reduce pieces in flight at once; the rest wait in a queue */
 

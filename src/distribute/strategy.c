@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "dist/dist_impl.h"
+#include "distribute/distribute_impl.h"
 
 /* ---- construction ------------------------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* Internal to src/dist/ (and to the hooks fit and compile call): the strategy's fields, the
+/* Internal to src/distribute/ (and to the hooks fit and compile call): the strategy's fields, the
  * collectives behind one interface, and the data-parallel training step.
  *
  * Layering: dist depends on core, graph, data and (for training) the nn internals; nothing

@@ -1,0 +1,139 @@
+/* What an op is, as a kernel sees it: the op enum, its attributes and the description of a
+ * tensor (dtype and shape). The graph (graph/graph_impl.h) builds nodes out of these and adds
+ * inputs, names and storage; a backend's kernels (backend/kernel.h) read nothing else. Lives
+ * in the backend layer so that no kernel includes the graph (core < backend < graph).
+ *
+ * Depends on core only. */
+#ifndef SN_BACKEND_OP_DESC_H
+#define SN_BACKEND_OP_DESC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sinter/tensor.h"
+
+#define SN_MAX_INPUTS 8
+
+typedef enum sn_op {
+    /* leaves */
+    SN_OP_INPUT = 0,
+    SN_OP_VARIABLE,
+    SN_OP_CONST,
+    /* linear algebra, elementwise */
+    SN_OP_MATMUL,
+    SN_OP_ADD,
+    SN_OP_SUB,
+    SN_OP_MUL,
+    SN_OP_DIV,
+    SN_OP_BIAS_ADD,
+    SN_OP_RELU,
+    SN_OP_SIGMOID,
+    SN_OP_TANH,
+    SN_OP_EXP,
+    SN_OP_LOG,
+    SN_OP_SQRT,
+    SN_OP_NEG,
+    SN_OP_CAST,
+    /* softmax family and losses */
+    SN_OP_SOFTMAX,
+    SN_OP_LOG_SOFTMAX,
+    SN_OP_SPARSE_XENT,
+    SN_OP_SPARSE_ACCURACY,
+    SN_OP_ARGMAX,
+    /* reductions and broadcasts */
+    SN_OP_REDUCE_SUM,
+    SN_OP_REDUCE_MEAN,
+    SN_OP_REDUCE_MAX,
+    SN_OP_BROADCAST_TO,
+    /* shape ops */
+    SN_OP_RESHAPE,
+    SN_OP_TRANSPOSE,
+    SN_OP_SLICE,
+    SN_OP_CONCAT,
+    SN_OP_GATHER,
+    /* convolution and pooling */
+    SN_OP_CONV2D,
+    SN_OP_MAX_POOL2D,
+    SN_OP_AVG_POOL2D,
+    SN_OP_DROPOUT,
+    /* gradient helpers: built by gradient rules, not by users */
+    SN_OP_RELU_GRAD,        /* (x, dy) -> dy * (x > 0) */
+    SN_OP_SIGMOID_GRAD,     /* (y, dy) -> dy * y * (1 - y) */
+    SN_OP_TANH_GRAD,        /* (y, dy) -> dy * (1 - y^2) */
+    SN_OP_SOFTMAX_GRAD,     /* (y, dy) -> y * (dy - sum(dy * y, axis)) */
+    SN_OP_LOG_SOFTMAX_GRAD, /* (y, dy) -> dy - exp(y) * sum(dy, axis) */
+    SN_OP_SPARSE_XENT_GRAD, /* (logits, labels, dloss [N]) -> dlogits [N, C] */
+    SN_OP_REDUCE_MAX_GRAD,  /* (x, y keepdims, dy keepdims) -> dx: dy where x == y (first) */
+    SN_OP_SLICE_GRAD,       /* (dy) -> zero-padded to the input shape */
+    SN_OP_GATHER_GRAD,      /* (indices, dy) -> [V, D] scatter-add */
+    SN_OP_CONV2D_BWD_DATA,  /* (dy, w) -> dx */
+    SN_OP_CONV2D_BWD_FILTER,/* (x, dy) -> dw */
+    SN_OP_MAX_POOL2D_GRAD,  /* (x, dy) -> dx */
+    SN_OP_AVG_POOL2D_GRAD,  /* (dy) -> dx */
+    SN_OP_DROPOUT_GRAD,     /* (dy) -> dy * same mask as the forward node (attrs copied) */
+    /* activations beyond relu/sigmoid/tanh (op_activation.c); their gradients read x */
+    SN_OP_GELU,             /* x Phi(x), erf form */
+    SN_OP_SILU,             /* x sigmoid(x) */
+    SN_OP_ELU,              /* x > 0 ? x : alpha (e^x - 1); attr.act.alpha */
+    SN_OP_LEAKY_RELU,       /* x > 0 ? x : alpha x; attr.act.alpha */
+    SN_OP_RELU6,            /* min(max(x, 0), 6) */
+    SN_OP_GELU_GRAD,        /* (x, dy) -> dy (Phi(x) + x phi(x)) */
+    SN_OP_SILU_GRAD,        /* (x, dy) -> dy s (1 + x (1 - s)), s = sigmoid(x) */
+    SN_OP_ELU_GRAD,         /* (x, dy) -> x < 0 ? dy alpha e^x : dy */
+    SN_OP_LEAKY_RELU_GRAD,  /* (x, dy) -> x > 0 ? dy : dy alpha */
+    SN_OP_RELU6_GRAD,       /* (x, dy) -> 0 < x < 6 ? dy : 0 */
+    /* side effects */
+    SN_OP_ASSIGN,           /* (var, value) */
+    SN_OP_ASSIGN_ADD,       /* (var, value) */
+    SN_OP_APPLY_OPTIMIZER,  /* (var, grad, iterations, slots...) see nn/optimizer.c */
+    /* recurrent ops over a whole sequence (op_rnn.c; graph/op_rnn.h says what they hold) */
+    SN_OP_LSTM,             /* (xw, r, h0, c0) -> workspace [B, T, 6U] */
+    SN_OP_LSTM_GRAD,        /* (r, c0, ws, dws) -> d xw [B, T, 4U] */
+    SN_OP_GRU,              /* (xw, r, rb, h0) -> workspace [B, T, 5U] */
+    SN_OP_GRU_GRAD,         /* (r, h0, ws, dws) -> d xw | d rec [B, T, 6U] */
+    SN_OP_COUNT
+} sn_op;
+
+typedef enum sn_optimizer_kind {
+    SN_OPTIM_SGD = 0,
+    SN_OPTIM_ADAM,
+    SN_OPTIM_ADAMW,
+    SN_OPTIM_RMSPROP,
+} sn_optimizer_kind;
+
+/* Per-op attributes. One small struct per op family; the op's row says which one it uses.
+ * `padding` holds an sn_padding (include/sinter/graph.h): kept as int so this header needs
+ * nothing above core; kernels read the resolved pad_top/pad_left instead. */
+typedef union sn_attrs {
+    struct { bool ta, tb; } matmul;
+    struct { int axis; } axis;                               /* softmax, log_softmax, concat */
+    struct { uint32_t mask; bool keepdims; } reduce;          /* bit i set: reduce axis i */
+    struct { int perm[SN_MAX_DIMS]; } transpose;
+    struct { int64_t begin[SN_MAX_DIMS]; sn_shape in_shape; } slice; /* size = out shape */
+    struct { int stride_h, stride_w; int padding; int pad_top, pad_left;
+             sn_shape x_shape, w_shape; } conv;              /* shapes for the backward ops */
+    struct { int pool_h, pool_w, stride_h, stride_w; int padding; int pad_top, pad_left;
+             sn_shape x_shape; } pool;
+    struct { double rate; uint64_t seed; int32_t mask_node; } dropout;
+    struct { int64_t vocab; } gather;
+    struct { sn_dtype to; } cast;
+    struct { sn_shape shape; } target;                        /* reshape, broadcast_to */
+    struct { sn_optimizer_kind kind; double lr, beta1, beta2, epsilon, momentum, rho,
+             weight_decay; bool nesterov, centered; } optim;
+    struct { double value; } scalar;
+    struct { double alpha; } act;                             /* elu, leaky_relu */
+} sn_attrs;
+
+/* A tensor as a kernel sees it: element type and shape. A kernel's buffers are contiguous and
+ * row-major (the planner places every value so), so the strides follow from the shape. */
+typedef struct sn_tdesc {
+    sn_dtype dtype;
+    sn_shape shape;
+} sn_tdesc;
+
+/* Workspace slots of the recurrent ops (layout: graph/op_rnn.h): columns [k*U, (k+1)*U) of the
+ * last axis of SN_OP_LSTM / SN_OP_GRU's output. */
+enum { SN_LSTM_H = 0, SN_LSTM_C = 1, SN_LSTM_GATES = 2, SN_LSTM_WS = 6 };
+enum { SN_GRU_H = 0, SN_GRU_Z = 1, SN_GRU_R = 2, SN_GRU_HH = 3, SN_GRU_RH = 4, SN_GRU_WS = 5 };
+
+#endif
