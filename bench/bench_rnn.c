@@ -42,7 +42,7 @@ typedef struct problem {
 typedef struct ours {
     sn_graph *g;
     sn_plan *p;
-    sn_node dx, dr; /* gradients of x and r */
+    sn_node dx, dw, dr; /* gradients of x, w and r */
 } ours;
 
 static int ours_init(ours *o, const problem *pb) {
@@ -66,6 +66,7 @@ static int ours_init(ours *o, const problem *pb) {
     if (sn_gradients(g, loss, 4, wrt, grads) != SN_OK) return 1;
     sn_node targets[5] = {h, grads[0], grads[1], grads[2], grads[3]};
     o->dx = grads[0];
+    o->dw = grads[1];
     o->dr = grads[2];
     return sn_plan_new(&o->p, g, 5, targets, NULL) != SN_OK;
 }
@@ -311,7 +312,16 @@ int main(int argc, char **argv) {
         ex = fmax(ex, fabs((double)gx[i] - d.dxbuf[i]));
         mx = fmax(mx, fabs((double)gx[i]));
     }
-    printf("\nmax |ours - onednn|: dR %.3g, dx %.3g (max |value| %.3g)", er, ex, mx);
+    const float *gw = sn_plan_buffer(o.p, o.dw);
+    double ew = 0;
+    for (int64_t i = 0; gw && i < D * 4 * U; i++) ew = fmax(ew, fabs((double)gw[i] - d.dwbuf[i]));
+    double ro = 0, rd = 0;
+    for (int64_t i = 0; gr && i < U * 4 * U; i++) {
+        ro = fmax(ro, fabs((double)gr[i]));
+        rd = fmax(rd, fabs((double)d.drbuf[i]));
+    }
+    if (getenv("BENCH_RNN_DEBUG")) printf("\nmax |dR| ours %.3g onednn %.3g", ro, rd);
+    printf("\nmax |ours - onednn|: dR %.3g, dW %.3g, dx %.3g (max |value| %.3g)", er, ew, ex, mx);
 #endif
     printf("\n");
     ours_free(&o);
