@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
         ro = fmax(ro, fabs((double)gr[i]));
         rd = fmax(rd, fabs((double)d.drbuf[i]));
     }
-    if (getenv("BENCH_RNN_DEBUG")) printf("\nmax |dR| ours %.3g onednn %.3g", ro, rd);
+    printf("\nmax |dR|: ours %.3g, onednn %.3g", ro, rd);
     printf("\nmax |ours - onednn|: dR %.3g, dW %.3g, dx %.3g (max |value| %.3g)", er, ew, ex, mx);
 #endif
     printf("\n");
