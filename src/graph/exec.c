@@ -1,10 +1,42 @@
 /* The executor: runs a plan's calls N times per host call on its backend (steps_per_execution),
  * fills inputs before each step through the feed callback, and hands out the buffers of
  * inputs and targets. No allocation happens on the step path. Eager sn_eval is a one-node
- * plan run once. */
+ * plan run once.
+ *
+ * On a device whose memory the host cannot address (a mirrored plan, plan_impl.h) the host
+ * works on shadows: a run uploads the variables at its start, each step uploads the input
+ * shadows after the feed, and the end of the run downloads the variables and the arena
+ * targets. A node hook that asks for a buffer mid-run gets it downloaded at that moment. */
 #include <string.h>
 
 #include "graph/plan_impl.h"
+
+static sn_status upload_inputs(sn_plan *p) {
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->host[i] && p->g->nodes[i].op == SN_OP_INPUT)
+            SN_TRY(sn_backend_copy_to_device(p->backend, p->ptr[i], p->host[i],
+                                             sn_plan_node_bytes(&p->g->nodes[i])));
+    return SN_OK;
+}
+
+/* Node n's value into the host's view of it (shadow or the graph's variable buffer). */
+static sn_status download(sn_plan *p, sn_node n) {
+    sn_node r = sn_plan_root(p, n);
+    const sn_node_t *nd = &p->g->nodes[n];
+    if (p->loc[r].kind == LOC_VAR)
+        return sn_backend_copy_to_host(p->backend, p->g->vars + p->g->nodes[r].var_offset,
+                                       p->ptr[n], sn_plan_node_bytes(nd));
+    if (p->host[n])
+        return sn_backend_copy_to_host(p->backend, p->host[n], p->ptr[n], sn_plan_node_bytes(nd));
+    return SN_OK;
+}
+
+static sn_status download_all(sn_plan *p) {
+    SN_TRY(sn_backend_copy_to_host(p->backend, p->g->vars, p->dvars, p->g->vars_bytes));
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->host[i] && p->is_target[i]) SN_TRY(download(p, i));
+    return SN_OK;
+}
 
 /* The steps themselves; sn_plan_run wraps them in the device's thread count. */
 static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
@@ -13,6 +45,7 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
             sn_status fs = feed(ctx, p, s);
             if (fs != SN_OK) return sn_error_context(fs, "feeding step %lld", (long long)p->step);
         }
+        if (p->mirror) SN_TRY(upload_inputs(p));
         for (int c = 0; c < p->n_calls; c++) {
             sn_kcall *k = &p->calls[c];
             k->step = p->step;
@@ -32,14 +65,26 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
 sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     if (!p) return sn_errorf(SN_ERR_INVALID, "plan_run: plan is NULL");
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
-    if (sn_plan_stale(p)) sn_plan_bind(p);
+    if (sn_plan_stale(p)) SN_TRY(sn_plan_bind(p));
     /* A plan placed on logical device i runs its kernels on that device's share of the cores
      * (all of them when the CPU is one device): the backend's bracket. */
     int tok = sn_backend_enter(p->backend);
-    sn_status s = run_steps(p, steps, feed, ctx);
+    sn_status s = SN_OK;
+    if (p->mirror)
+        s = sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes);
+    p->running = true;
+    if (s == SN_OK) s = run_steps(p, steps, feed, ctx);
+    p->running = false;
     sn_status sy = sn_backend_synchronize(p->backend);
+    if (s == SN_OK) s = sy;
+    /* Even after a failed step: the host's variables then hold what the device computed, as
+     * they would on the CPU. */
+    if (p->mirror) {
+        sn_status d = download_all(p);
+        if (s == SN_OK) s = d;
+    }
     sn_backend_leave(p->backend, tok);
-    return s != SN_OK ? s : sy;
+    return s;
 }
 
 void *sn_plan_buffer(sn_plan *p, sn_node n) {
@@ -54,8 +99,12 @@ void *sn_plan_buffer(sn_plan *p, sn_node n) {
                   sn_ops[nd->op]->name);
         return NULL;
     }
-    if (sn_plan_stale(p)) sn_plan_bind(p);
-    return p->ptr[n];
+    if (sn_plan_stale(p) && sn_plan_bind(p) != SN_OK) return NULL;
+    if (!p->mirror) return p->ptr[n];
+    if (p->running && nd->op != SN_OP_INPUT && download(p, n) != SN_OK) return NULL;
+    sn_node r = sn_plan_root(p, n);
+    if (p->loc[r].kind == LOC_VAR) return p->g->vars + p->g->nodes[r].var_offset;
+    return p->host[n];
 }
 
 sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t bytes) {
@@ -72,6 +121,10 @@ sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t byte
         return sn_errorf(SN_ERR_SHAPE, "plan_set_input: input '%s' (%s %s) takes %zu bytes, got %zu",
                          nd->name ? nd->name : "", sn_dtype_name(nd->dtype),
                          sn_shape_str(&nd->shape, b, sizeof b), want, bytes);
+    if (p->mirror) { /* uploaded before the next step */
+        memcpy(p->host[n], data, bytes);
+        return SN_OK;
+    }
     return sn_backend_copy_to_device(p->backend, p->ptr[n], data, bytes);
 }
 

@@ -14,24 +14,33 @@ sn_plan_opts sn_plan_opts_defaults(void) {
     return (sn_plan_opts){.device = NULL, .reuse_buffers = true};
 }
 
-/* The node whose storage a node's value lives in (following reshape views). */
-static sn_node root_of(const sn_plan *p, sn_node n) {
-    while (p->loc[n].kind == LOC_ALIAS) n = p->loc[n].alias;
-    return n;
-}
-
 /* Resolves every needed node's pointer; called at plan time and whenever the variable buffer
  * has moved (a variable was added after planning). */
-void sn_plan_bind(sn_plan *p) {
+sn_status sn_plan_bind(sn_plan *p) {
     sn_graph *g = p->g;
+    /* The device copy of the variables follows the graph's buffer as it grows. Its contents are
+     * uploaded at the start of every run (exec.c), so a new block needs no copy here. */
+    unsigned char *vars = g->vars;
+    if (p->mirror) {
+        if (g->vars_bytes > p->dvars_bytes || !p->dvars) {
+            unsigned char *d = sn_backend_alloc(p->backend, g->vars_bytes);
+            if (!d) return SN_ERR_NOMEM;
+            sn_backend_free(p->backend, p->dvars);
+            p->dvars = d;
+            p->dvars_bytes = g->vars_bytes;
+        }
+        vars = p->dvars;
+    }
     for (int i = 0; i < p->n_nodes; i++) {
         if (!p->needed[i]) continue;
-        sn_node r = root_of(p, i);
+        sn_node r = sn_plan_root(p, i);
         const sn_loc *l = &p->loc[r];
         switch (l->kind) {
         case LOC_ARENA: p->ptr[i] = p->arena + l->offset; break;
-        case LOC_VAR: p->ptr[i] = g->vars + g->nodes[r].var_offset; break;
-        case LOC_CONST: p->ptr[i] = g->nodes[r].const_data; break;
+        case LOC_VAR: p->ptr[i] = vars + g->nodes[r].var_offset; break;
+        case LOC_CONST:
+            p->ptr[i] = p->mirror ? p->dconst + l->offset : g->nodes[r].const_data;
+            break;
         default: p->ptr[i] = NULL; break;
         }
     }
@@ -46,6 +55,35 @@ void sn_plan_bind(sn_plan *p) {
     }
     p->vars_seen = g->vars;
     p->nodes_seen = g->nodes;
+    return SN_OK;
+}
+
+/* A mirrored plan (device memory the host cannot address): one device block for the
+ * constants, uploaded once (they never change), and a host shadow for every input and every
+ * target that lives in the arena. */
+static sn_status mirror_setup(sn_plan *p) {
+    sn_graph *g = p->g;
+    size_t cbytes = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->needed[i] && p->loc[i].kind == LOC_CONST) {
+            p->loc[i].offset = cbytes;
+            cbytes += (sn_plan_node_bytes(&g->nodes[i]) + 63) & ~(size_t)63;
+        }
+    if (!(p->dconst = sn_backend_alloc(p->backend, cbytes))) return SN_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->needed[i] && p->loc[i].kind == LOC_CONST)
+            SN_TRY(sn_backend_copy_to_device(p->backend, p->dconst + p->loc[i].offset,
+                                             g->nodes[i].const_data,
+                                             sn_plan_node_bytes(&g->nodes[i])));
+    if (!(p->host = sn_calloc((size_t)p->n_nodes, sizeof *p->host))) return SN_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++) {
+        if (!p->needed[i] || p->loc[sn_plan_root(p, i)].kind != LOC_ARENA) continue;
+        if (!p->is_target[i] && g->nodes[i].op != SN_OP_INPUT) continue;
+        size_t bytes = sn_plan_node_bytes(&g->nodes[i]);
+        if (!(p->host[i] = sn_malloc_aligned(bytes ? bytes : 64))) return SN_ERR_NOMEM;
+        memset(p->host[i], 0, bytes);
+    }
+    return SN_OK;
 }
 
 typedef struct block {
@@ -89,13 +127,13 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
     for (int c = 0; c < total; c++) {
         const sn_node_t *nd = &g->nodes[p->order[c]];
         for (int j = 0; j < nd->n_in; j++) {
-            sn_node r = root_of(p, nd->in[j]);
+            sn_node r = sn_plan_root(p, nd->in[j]);
             if (last[r] < c) last[r] = c;
         }
     }
     for (int i = 0; i < nn; i++) {
         if (!p->needed[i]) continue;
-        if (p->is_target[i] || g->nodes[i].op == SN_OP_INPUT || !reuse) last[root_of(p, i)] = total;
+        if (p->is_target[i] || g->nodes[i].op == SN_OP_INPUT || !reuse) last[sn_plan_root(p, i)] = total;
     }
     size_t peak = 0;
     int nlive = 0;
@@ -145,6 +183,10 @@ void sn_plan_free(sn_plan *p) {
     free(p->prof);
     sn_backend_free(p->backend, p->arena);
     sn_backend_free(p->backend, p->scratch);
+    sn_backend_free(p->backend, p->dvars);
+    sn_backend_free(p->backend, p->dconst);
+    for (int i = 0; p->host && i < p->n_nodes; i++) sn_free_aligned(p->host[i]);
+    free(p->host);
     free(p);
 }
 
@@ -162,14 +204,21 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         return sn_errorf(g->status, "plan: the graph has an earlier error (%s)", sn_last_error());
     if (ntargets < 1 || !targets)
         return sn_errorf(SN_ERR_INVALID, "plan: needs at least one target, got %d", ntargets);
-    sn_plan_opts o = opts ? *opts : sn_plan_opts_defaults();
     sn_backend *be;
-    SN_TRY(sn_backend_find(o.device, &be));
-    /* Variables, constants and the buffers the host reads or fills (sn_plan_buffer) are used
-     * in place, so the plan needs memory the host can address. */
-    if (!sn_backend_get_caps(be).host_visible)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "plan: device %s has memory the host cannot "
-                         "address; plans there are not supported yet", sn_backend_name(be));
+    SN_TRY(sn_backend_find(opts ? opts->device : NULL, &be));
+    return sn_plan_new_on(out, g, ntargets, targets, opts, be);
+}
+
+sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
+                         const sn_plan_opts *opts, sn_backend *be) {
+    if (!out) return sn_errorf(SN_ERR_INVALID, "plan: out is NULL");
+    *out = NULL;
+    if (!g || !be) return sn_errorf(SN_ERR_INVALID, "plan: %s is NULL", g ? "backend" : "graph");
+    if (g->status != SN_OK)
+        return sn_errorf(g->status, "plan: the graph has an earlier error (%s)", sn_last_error());
+    if (ntargets < 1 || !targets)
+        return sn_errorf(SN_ERR_INVALID, "plan: needs at least one target, got %d", ntargets);
+    sn_plan_opts o = opts ? *opts : sn_plan_opts_defaults();
     for (int i = 0; i < ntargets; i++)
         if (targets[i] < 0 || targets[i] >= g->n_nodes)
             return sn_errorf(SN_ERR_INVALID, "plan: target %d (node %d) is not a node of this graph",
@@ -181,6 +230,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     p->g = g;
     p->n_nodes = nn;
     p->backend = be;
+    p->mirror = !sn_backend_get_caps(be).host_visible;
     p->loc = sn_calloc((size_t)nn, sizeof *p->loc);
     p->needed = sn_calloc((size_t)nn, 1);
     p->is_target = sn_calloc((size_t)nn, 1);
@@ -284,7 +334,8 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     if (s != SN_OK) return plan_fail(p, s);
     p->scratch_bytes = scratch;
     if (scratch && !(p->scratch = sn_backend_alloc(be, scratch))) return plan_fail(p, SN_ERR_NOMEM);
-    sn_plan_bind(p);
+    if (p->mirror && (s = mirror_setup(p)) != SN_OK) return plan_fail(p, s);
+    if ((s = sn_plan_bind(p)) != SN_OK) return plan_fail(p, s);
     *out = p;
     return SN_OK;
 }

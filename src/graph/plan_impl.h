@@ -43,6 +43,15 @@ struct sn_plan {
     sn_node_hook hook;    /* called after each kernel call, when set */
     void *hook_ctx;
     sn_backend *backend;  /* the device it runs on: memory, threads, kernels */
+    /* Where the device's memory is not host memory (a GPU): the kernels read device copies of
+     * the variable buffer and the constants, and the host reads and fills host shadows of
+     * inputs and targets (exec.c moves them; plan.c places them). */
+    bool mirror;
+    unsigned char *dvars;  /* device copy of g->vars */
+    size_t dvars_bytes;
+    unsigned char *dconst; /* device copies of the constants (LOC_CONST offsets) */
+    void **host;           /* per graph node: host shadow of an input or arena target */
+    bool running;          /* inside sn_plan_run (a node hook may read buffers) */
     int n_nodes; /* graph size when planned */
 };
 
@@ -50,11 +59,23 @@ static inline size_t sn_plan_node_bytes(const sn_node_t *n) {
     return (size_t)sn_shape_numel(&n->shape) * sn_dtype_size(n->dtype);
 }
 
+/* The node whose storage a node's value lives in (following views). */
+static inline sn_node sn_plan_root(const sn_plan *p, sn_node n) {
+    while (p->loc[n].kind == LOC_ALIAS) n = p->loc[n].alias;
+    return n;
+}
+
 /* Resolves every needed node's buffer and every call's pointers (plan.c); the executor calls
- * it again when the graph moved its variable buffer or node array (sn_plan_stale). */
-void sn_plan_bind(sn_plan *p);
+ * it again when the graph moved its variable buffer or node array (sn_plan_stale). Fails only
+ * where a mirrored plan must grow its device copy of the variables. */
+sn_status sn_plan_bind(sn_plan *p);
+
+/* sn_plan_new on a given backend (plan.c); sn_plan_new resolves opts->device to one. */
+sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
+                         const sn_plan_opts *opts, sn_backend *backend);
 static inline bool sn_plan_stale(const sn_plan *p) {
-    return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen;
+    return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen ||
+           (p->mirror && p->g->vars_bytes > p->dvars_bytes);
 }
 
 /* The fusion pass (plan_fuse.c): over the first n calls of p->order, marks in p->fuse_relu
