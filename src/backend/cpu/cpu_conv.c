@@ -215,12 +215,36 @@ static bool conv_supports(const sn_kcall *c) {
 CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare);
 CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain);
+
+/* The filter gradient of a one-channel input goes to cpu_conv_c1.c (oneDNN runs it far below
+ * peak, docs/kernels.md); every other one to oneDNN. The choice is a function of the shapes,
+ * so each entry point makes it again instead of keeping it in state. */
+static bool bwdf_c1(const sn_kcall *c) { return sn_cpu_conv_c1_kernel()->supports(c); }
+static bool bwdf_supports(const sn_kcall *c) { return bwdf_c1(c) || conv_supports(c); }
+static sn_status bwdf_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    return bwdf_c1(c) ? sn_cpu_conv_c1_kernel()->prepare(c, scratch_bytes)
+                      : conv_prepare(c, scratch_bytes);
+}
+static sn_status bwdf_run(sn_kcall *c) {
+    return bwdf_c1(c) ? sn_cpu_conv_c1_kernel()->run(c) : conv_run(c);
+}
+static void bwdf_release(sn_kcall *c) {
+    if (bwdf_c1(c)) sn_cpu_conv_c1_kernel()->release(c);
+    else conv_release(c);
+}
+static const sn_kernel k_conv_bwd_filter = {.impl = "dnnl|c1",
+                                            .supports = bwdf_supports,
+                                            .prepare = bwdf_prepare,
+                                            .run = bwdf_run,
+                                            .release = bwdf_release};
 #endif /* SN_HAVE_DNNL */
 
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (op != SN_OP_CONV2D && op != SN_OP_CONV2D_BWD_DATA && op != SN_OP_CONV2D_BWD_FILTER)
         return NULL;
     if (strcmp(impl, "openblas") == 0) return sn_cpu_conv_gemm_kernel();
+    if (strcmp(impl, "c1") == 0)
+        return op == SN_OP_CONV2D_BWD_FILTER ? sn_cpu_conv_c1_kernel() : NULL;
 #ifdef SN_HAVE_DNNL
     if (strcmp(impl, "dnnl") == 0) return &k_conv_dnnl;
     if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
@@ -234,7 +258,7 @@ void sn_cpu_register_conv(sn_kernel_table *t) {
 #ifdef SN_HAVE_DNNL
     t->k[SN_OP_CONV2D] = &k_conv_dnnl;
     t->k[SN_OP_CONV2D_BWD_DATA] = &k_conv_dnnl;
-    t->k[SN_OP_CONV2D_BWD_FILTER] = &k_conv_dnnl;
+    t->k[SN_OP_CONV2D_BWD_FILTER] = &k_conv_bwd_filter;
 #else
     t->k[SN_OP_CONV2D] = sn_cpu_conv_gemm_kernel();
     t->k[SN_OP_CONV2D_BWD_DATA] = sn_cpu_conv_gemm_kernel();
