@@ -215,6 +215,8 @@ static void check_pool(const char *tag, int64_t n, int64_t h, int64_t w, int64_t
 static void pool_cases(void) {
     check_pool("2x2 s2 8x8x70", 3, 8, 8, 70, 2, 2, 2, 2, false, false);
     check_pool("2x2 s2 valid 9x9x5", 2, 9, 9, 5, 2, 2, 2, 2, false, false);
+    /* stride > pool: rows and columns no window covers (the gradient stores, then zeroes them) */
+    check_pool("2x2 s3 valid 10x11x7 (gaps)", 2, 10, 11, 7, 2, 2, 3, 3, false, false);
     check_pool("3x3 s2 same 9x9x6", 2, 9, 9, 6, 3, 3, 2, 2, true, false);
     check_pool("3x3 s1 same 7x6x5 (overlap)", 2, 7, 6, 5, 3, 3, 1, 1, true, false);
     check_pool("2x2 s2 same 7x7x3 (pb>pt)", 2, 7, 7, 3, 2, 2, 2, 2, true, false);
