@@ -28,6 +28,7 @@ typedef struct sn_kcall {
     void *scratch;                         /* scratch_bytes asked for by prepare */
     size_t scratch_bytes;
     void *state;                           /* the kernel's own, from prepare */
+    void *stream;                          /* the backend's stream (backend.h); NULL on CPU */
     int64_t step;                          /* the plan's step counter (dropout) */
     bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
     /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes

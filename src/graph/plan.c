@@ -7,9 +7,8 @@
  * read where they live. sn_plan_run executes the list N times in one call. */
 #include <string.h>
 
-#include "backend/kernel.h"
+#include "backend/backend.h"
 #include "graph/graph_impl.h"
-#include "sinter/device.h"
 
 enum { LOC_NONE = 0, LOC_ARENA, LOC_VAR, LOC_CONST, LOC_ALIAS };
 
@@ -40,8 +39,7 @@ struct sn_plan {
     double *prof;         /* per call: seconds spent, when profiling is on */
     sn_node_hook hook;    /* called after each kernel call, when set */
     void *hook_ctx;
-    char device[96];
-    int device_index;
+    sn_backend *backend;  /* the device it runs on: memory, threads, kernels */
     int n_nodes; /* graph size when planned */
 };
 
@@ -170,10 +168,8 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
     free(last);
     free(live);
     p->arena_bytes = peak;
-    p->arena = sn_malloc_aligned(peak ? peak : 64);
-    if (!p->arena) return SN_ERR_NOMEM;
-    memset(p->arena, 0, peak);
-    return SN_OK;
+    p->arena = sn_backend_alloc(p->backend, peak); /* zero-filled */
+    return p->arena ? SN_OK : SN_ERR_NOMEM;
 }
 
 void sn_plan_free(sn_plan *p) {
@@ -189,8 +185,8 @@ void sn_plan_free(sn_plan *p) {
     free(p->fuse_relu);
     free(p->ptr);
     free(p->prof);
-    sn_free_aligned(p->arena);
-    sn_free_aligned(p->scratch);
+    sn_backend_free(p->backend, p->arena);
+    sn_backend_free(p->backend, p->scratch);
     free(p);
 }
 
@@ -209,8 +205,13 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     if (ntargets < 1 || !targets)
         return sn_errorf(SN_ERR_INVALID, "plan: needs at least one target, got %d", ntargets);
     sn_plan_opts o = opts ? *opts : sn_plan_opts_defaults();
-    int dev;
-    SN_TRY(sn_device_find(o.device, &dev));
+    sn_backend *be;
+    SN_TRY(sn_backend_find(o.device, &be));
+    /* Variables, constants and the buffers the host reads or fills (sn_plan_buffer) are used
+     * in place, so the plan needs memory the host can address. */
+    if (!sn_backend_get_caps(be).host_visible)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "plan: device %s has memory the host cannot "
+                         "address; plans there are not supported yet", sn_backend_name(be));
     for (int i = 0; i < ntargets; i++)
         if (targets[i] < 0 || targets[i] >= g->n_nodes)
             return sn_errorf(SN_ERR_INVALID, "plan: target %d (node %d) is not a node of this graph",
@@ -221,10 +222,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     int nn = g->n_nodes;
     p->g = g;
     p->n_nodes = nn;
-    sn_device_info info;
-    sn_device_get(dev, &info);
-    snprintf(p->device, sizeof p->device, "%s", info.name);
-    p->device_index = dev;
+    p->backend = be;
     p->loc = sn_calloc((size_t)nn, sizeof *p->loc);
     p->needed = sn_calloc((size_t)nn, 1);
     p->is_target = sn_calloc((size_t)nn, 1);
@@ -308,7 +306,6 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     p->calls = sn_calloc((size_t)(n ? n : 1), sizeof *p->calls);
     p->kern = sn_calloc((size_t)(n ? n : 1), sizeof *p->kern);
     if (!p->calls || !p->kern) return plan_fail(p, SN_ERR_NOMEM);
-    const sn_kernel_table *table = sn_cpu_kernels();
     size_t scratch = 0;
     for (int c = 0; c < n; c++) {
         sn_node id = p->order[c];
@@ -321,24 +318,26 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         k->n_in = nd->n_in;
         k->bf16 = o.bf16_compute;
         k->relu = fuse_relu[id];
+        k->stream = sn_backend_stream(be);
         for (int j = 0; j < nd->n_in; j++) {
             const sn_node_t *x = &g->nodes[nd->in[j]];
             k->x[j] = (sn_tdesc){.dtype = x->dtype, .shape = x->shape};
         }
-        const sn_kernel *kern = sn_kernel_select(table, k);
+        const sn_kernel *kern = sn_backend_select(be, k);
         char b[128];
         if (!kern)
             return plan_fail(p, sn_errorf(SN_ERR_UNSUPPORTED,
                 "plan: no kernel for op %s (node %d, %s %s) on %s", sn_ops[nd->op]->name, (int)id,
-                sn_dtype_name(nd->dtype), sn_shape_str(&nd->shape, b, sizeof b), p->device));
+                sn_dtype_name(nd->dtype), sn_shape_str(&nd->shape, b, sizeof b),
+                sn_backend_name(be)));
         p->kern[c] = kern;
         if (kern->prepare) {
             size_t need = 0;
             /* oneDNN sizes its work for the thread count it sees when a primitive is made:
-             * make it with the device's share, the count the plan runs with. */
-            int prev = sn_threads_enter(sn_device_threads(dev));
+             * make it inside the device's bracket, with the share the plan runs with. */
+            int tok = sn_backend_enter(be);
             sn_status s = kern->prepare(k, &need);
-            sn_threads_leave(prev);
+            sn_backend_leave(be, tok);
             if (s != SN_OK) {
                 p->kern[c] = NULL; /* nothing to release */
                 return plan_fail(p, sn_error_context(s, "plan: preparing %s (node %d)",
@@ -350,7 +349,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     sn_status s = plan_memory(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);
     p->scratch_bytes = scratch;
-    if (scratch && !(p->scratch = sn_malloc_aligned(scratch))) return plan_fail(p, SN_ERR_NOMEM);
+    if (scratch && !(p->scratch = sn_backend_alloc(be, scratch))) return plan_fail(p, SN_ERR_NOMEM);
     bind(p);
     *out = p;
     return SN_OK;
@@ -384,11 +383,12 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
     if (stale(p)) bind(p);
     /* A plan placed on logical device i runs its kernels on that device's share of the cores
-     * (all of them when the CPU is one device). */
-    int prev = sn_threads_enter(sn_device_threads(p->device_index));
+     * (all of them when the CPU is one device): the backend's bracket. */
+    int tok = sn_backend_enter(p->backend);
     sn_status s = run_steps(p, steps, feed, ctx);
-    sn_threads_leave(prev);
-    return s;
+    sn_status sy = sn_backend_synchronize(p->backend);
+    sn_backend_leave(p->backend, tok);
+    return s != SN_OK ? s : sy;
 }
 
 void *sn_plan_buffer(sn_plan *p, sn_node n) {
@@ -421,8 +421,7 @@ sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t byte
         return sn_errorf(SN_ERR_SHAPE, "plan_set_input: input '%s' (%s %s) takes %zu bytes, got %zu",
                          nd->name ? nd->name : "", sn_dtype_name(nd->dtype),
                          sn_shape_str(&nd->shape, b, sizeof b), want, bytes);
-    memcpy(p->ptr[n], data, bytes);
-    return SN_OK;
+    return sn_backend_copy_to_device(p->backend, p->ptr[n], data, bytes);
 }
 
 size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes + p->scratch_bytes : 0; }
@@ -431,7 +430,7 @@ int64_t sn_plan_step(const sn_plan *p) { return p ? p->step : 0; }
 void sn_plan_set_step(sn_plan *p, int64_t step) {
     if (p) p->step = step;
 }
-const char *sn_plan_device(const sn_plan *p) { return p ? p->device : ""; }
+const char *sn_plan_device(const sn_plan *p) { return p ? sn_backend_name(p->backend) : ""; }
 
 void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx) {
     if (!p) return;
@@ -480,7 +479,14 @@ sn_status sn_eval(sn_graph *g, sn_node n, const char *device, sn_tensor **out) {
             return s;
         }
     sn_status s = sn_plan_run(p, 1, NULL, NULL);
-    if (s == SN_OK) s = sn_tensor_from_data(out, g->nodes[n].dtype, &g->nodes[n].shape, p->ptr[n]);
+    if (s == SN_OK) s = sn_tensor_new(out, g->nodes[n].dtype, &g->nodes[n].shape);
+    if (s == SN_OK)
+        s = sn_backend_copy_to_host(p->backend, sn_tensor_data(*out), p->ptr[n],
+                                    node_bytes(&g->nodes[n]));
+    if (s != SN_OK && *out) {
+        sn_tensor_free(*out);
+        *out = NULL;
+    }
     sn_plan_free(p);
     return s;
 }
