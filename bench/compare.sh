@@ -21,6 +21,8 @@
 #   mlp_fit         tiny MLP 784-128-10, batch 32, Adam, 2 epochs through fit: `sinter train` vs
 #                   Keras fit, last epoch's ms/step (input pipeline and callbacks included)
 #   mlp_step        the same MLP with SGD, bare steps: `sinter bench` vs the torch loops
+#   char_lstm       (only when named) char_lstm_small through `sinter train` (12 steps, plan
+#                   building included) vs char_lstm.py: LSTM(256), batch 64 x 100
 # Each round runs every runner of a workload once, starting at a different runner each round;
 # the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
@@ -36,8 +38,9 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift ;;
     --scaling) SCALING=1 ;;
     --only) ONLY=${2//,/ }; shift ;;
-    [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS [WORKLOAD...]
+    -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
+    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm) ONLY+="$1 " ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -96,6 +99,10 @@ run() {
     guide_cnn_bf16.t*) cmd=($py seed_cnn.py --threads $th --batch ${b:-200} --steps $cnn_steps --warmup $cnn_warm --bf16 1) ;;
     small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
     mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
+    char_lstm.sinter) cmd=($SINTER train --data "$REF/../data/tinyshakespeare.txt" --model char_lstm_small \
+                          --epochs 1 --steps-per-epoch 12 --validation-steps 1 --learning-rate 0.002 \
+                          --threads $th --report --quiet) ;;
+    char_lstm.t*) cmd=($py char_lstm.py --threads $th) ;;
     *) echo "no_runner=1"; return ;;
   esac
   local line
@@ -184,6 +191,7 @@ runners() {
     small_cnn) echo sinter tf tf_spe t215 t113 ;;
     mlp_fit) echo sinter tf tf_spe ;;
     mlp_step) echo sinter t215s t215 t113s t113 ;;
+    char_lstm) echo sinter t215 t113 ;;
   esac
 }
 machine | tee -a "$LOG"

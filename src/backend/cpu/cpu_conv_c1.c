@@ -1,4 +1,5 @@
-/* CONV2D_BWD_FILTER of a first layer: one input channel (grey images), f32 NHWC.
+/* CONV2D_BWD_FILTER of a first layer: one input channel (grey images), 16 or 32 filters, f32
+ * NHWC.
  *
  * Why not oneDNN: with C = 1 the filter gradient is a GEMM of [KH*KW, N*OH*OW] by
  * [N*OH*OW, F] — nine rows against a 86,528-long inner dimension for small_cnn — and oneDNN 2.6
@@ -19,10 +20,16 @@
 
 #define C1_FB 16       /* filters per block: one AVX-512 vector */
 #define C1_MAX_TAPS 49 /* 7x7 windows at most */
+/* At most two blocks of filters: each block re-reads the taps and strides through dy, and with
+ * many filters oneDNN's GEMM is the better tool (guide CNN, 256 filters: oneDNN 27-53 ms, this
+ * kernel 82-134 ms per step, side by side on a busy machine; small_cnn, 32 filters: oneDNN
+ * 36-44 ms, this kernel 13-14 ms). */
+#define C1_MAX_F 32
 
 static bool c1_geom(const sn_kcall *c, sn_conv_geom *g) {
     return c->op == SN_OP_CONV2D_BWD_FILTER && sn_conv_geom_of(c, g) && g->c == 1 &&
-           g->f % C1_FB == 0 && g->kh * g->kw <= C1_MAX_TAPS;
+           g->f % C1_FB == 0 && g->f <= C1_MAX_F &&
+           g->kh * g->kw <= C1_MAX_TAPS;
 }
 
 static bool c1_supports(const sn_kcall *c) {
