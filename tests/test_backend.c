@@ -2,12 +2,16 @@
  * the registry hands out one backend per logical device with TF-style names and a share of the
  * cores; memory comes zero-filled and aligned; copies move bytes between host and devices and
  * between two devices; the bracket sets the calling thread's team and restores it; the kernel
- * choice falls back to the reference row; and a plan reaches its device through it. */
+ * choice falls back to the reference row; and a plan reaches its device through it — also on
+ * a device whose memory the host may not address (a stand-in for a GPU: the CPU's kernels on
+ * memory the planner must treat as the device's), where a training step must give the same
+ * bits as on the CPU. */
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/backend.h"
+#include "backend/backend_impl.h"
+#include "graph/plan_impl.h"
 #include "sinter/device.h"
 #include "sinter/graph.h"
 #include "sn_test.h"
@@ -135,10 +139,165 @@ static void test_plan_on_backend(void) {
     CHECK_OK(sn_device_configure_cpu(1));
 }
 
+/* ---- a device with its own memory ---------------------------------------------------------- */
+static int fake_uploads, fake_downloads;
+static sn_backend_caps fake_caps(const sn_backend *b) {
+    (void)b;
+    return (sn_backend_caps){.host_visible = false, .dtypes = 1u << SN_F32 | 1u << SN_I32,
+                             .memory_bytes = 1 << 30, .threads = 0};
+}
+static void *fake_alloc(sn_backend *b, size_t bytes) {
+    (void)b;
+    void *p = sn_malloc_aligned(bytes ? bytes : 64);
+    if (p) memset(p, 0, bytes);
+    return p;
+}
+static void fake_free(sn_backend *b, void *p) {
+    (void)b;
+    sn_free_aligned(p);
+}
+static sn_status fake_to_device(sn_backend *b, void *dst, const void *src, size_t n) {
+    (void)b;
+    fake_uploads++;
+    memcpy(dst, src, n);
+    return SN_OK;
+}
+static sn_status fake_to_host(sn_backend *b, void *dst, const void *src, size_t n) {
+    (void)b;
+    fake_downloads++;
+    memcpy(dst, src, n);
+    return SN_OK;
+}
+static int fake_enter(sn_backend *b) {
+    (void)b;
+    return sn_threads_enter(0);
+}
+static void fake_leave(sn_backend *b, int token) {
+    (void)b;
+    sn_threads_leave(token);
+}
+static sn_status fake_sync(sn_backend *b) {
+    (void)b;
+    return SN_OK;
+}
+static const sn_kernel_table *fake_kernels(sn_backend *b) {
+    (void)b;
+    return sn_cpu_kernels();
+}
+static const sn_backend_iface fake_iface = {
+    .type = "GPU", .caps = fake_caps, .alloc = fake_alloc, .free = fake_free,
+    .copy_to_device = fake_to_device, .copy_to_host = fake_to_host, .copy = NULL,
+    .enter = fake_enter, .leave = fake_leave, .synchronize = fake_sync, .kernels = fake_kernels,
+};
+
+/* One training step of a small dense layer: y = relu(x @ w + b), loss = mean(y * y),
+ * w -= 0.1 dloss/dw. */
+typedef struct step_graph {
+    sn_graph *g;
+    sn_node x, y, loss, update;
+} step_graph;
+
+static void build_step(step_graph *s) {
+    sn_graph *g = s->g = sn_graph_new();
+    sn_shape xs = {.ndim = 2, .dim = {2, 3}}, ws = {.ndim = 2, .dim = {3, 4}}, bs = {.ndim = 1, .dim = {4}};
+    s->x = sn_input(g, "x", SN_F32, &xs);
+    sn_node w = sn_variable(g, "w", SN_F32, &ws, true);
+    float bias[4] = {0.1f, -0.2f, 0.3f, 0.0f};
+    sn_node b = sn_const(g, SN_F32, &bs, bias);
+    s->y = sn_relu(g, sn_bias_add(g, sn_matmul(g, s->x, w, false, false), b));
+    s->loss = sn_reduce_mean(g, sn_mul(g, s->y, s->y), 0, NULL, false);
+    sn_node dw;
+    CHECK_OK(sn_gradients(g, s->loss, 1, &w, &dw));
+    s->update = sn_assign_add(g, w, sn_mul(g, dw, sn_scalar(g, SN_F32, -0.1)));
+    float *wd = sn_variable_data(g, w);
+    for (int i = 0; i < 12; i++) wd[i] = 0.05f * (float)(i % 5) - 0.08f;
+    CHECK_OK(sn_graph_status(g));
+}
+
+static sn_status feed_x(void *ctx, sn_plan *p, int64_t step) {
+    const step_graph *s = ctx;
+    float x[6];
+    for (int i = 0; i < 6; i++) x[i] = (float)((i + 3 * step) % 7) * 0.3f - 0.6f;
+    if (step % 2) return sn_plan_set_input(p, s->x, x, sizeof x);
+    float *dst = sn_plan_buffer(p, s->x); /* the other way a caller fills an input */
+    if (!dst) return SN_ERR_INVALID;
+    memcpy(dst, x, sizeof x);
+    return SN_OK;
+}
+
+/* A node hook reading the loss as soon as it is computed, mid-run. */
+static sn_status read_loss(void *ctx, sn_plan *p, int call, sn_node n) {
+    (void)call;
+    step_graph *s = ctx;
+    if (n != s->loss) return SN_OK;
+    const float *l = sn_plan_buffer(p, s->loss);
+    return l && l[0] > 0.0f ? SN_OK : sn_errorf(SN_ERR_INVALID, "mid-run loss unreadable");
+}
+
+static void test_mirrored_plan(void) {
+    sn_backend dev;
+    sn_backend_init(&dev, &fake_iface, SN_DEVICE_GPU, 0, NULL);
+    CHECK(!strcmp(sn_backend_name(&dev), "/job:localhost/replica:0/task:0/device:GPU:0"),
+          "name %s", sn_backend_name(&dev));
+    step_graph a, b;
+    build_step(&a);
+    build_step(&b);
+    sn_node ta[3] = {a.loss, a.y, a.update}, tb[3] = {b.loss, b.y, b.update};
+    sn_plan *pa = NULL, *pb = NULL;
+    CHECK_OK(sn_plan_new(&pa, a.g, 3, ta, NULL));
+    CHECK_OK(sn_plan_new_on(&pb, b.g, 3, tb, NULL, &dev));
+    if (!pa || !pb) goto done;
+    CHECK(!strcmp(sn_plan_device(pb), sn_backend_name(&dev)), "plan device %s", sn_plan_device(pb));
+    sn_plan_set_node_hook(pb, read_loss, &b);
+    for (int run = 0; run < 3; run++) {
+        int up = fake_uploads, down = fake_downloads;
+        CHECK_OK(sn_plan_run(pa, 2, feed_x, &a));
+        CHECK_OK(sn_plan_run(pb, 2, feed_x, &b));
+        CHECK(fake_uploads > up && fake_downloads > down, "run %d moved nothing", run);
+        const float *la = sn_plan_buffer(pa, a.loss), *lb = sn_plan_buffer(pb, b.loss);
+        const float *ya = sn_plan_buffer(pa, a.y), *yb = sn_plan_buffer(pb, b.y);
+        CHECK(la && lb && !memcmp(la, lb, sizeof *la), "run %d: loss %g vs %g", run,
+              la ? la[0] : 0.0, lb ? lb[0] : 0.0);
+        CHECK(ya && yb && !memcmp(ya, yb, 8 * sizeof *ya), "run %d: y differs", run);
+        size_t na, nb;
+        const void *va = sn_graph_variable_buffer(a.g, &na), *vb = sn_graph_variable_buffer(b.g, &nb);
+        CHECK(na == nb && !memcmp(va, vb, na), "run %d: the weights differ after the update", run);
+    }
+    /* The host changes a weight between runs: the next run must see it. */
+    sn_node wa, wb;
+    sn_graph_variables(a.g, true, &wa, 1);
+    sn_graph_variables(b.g, true, &wb, 1);
+    ((float *)sn_variable_data(a.g, wa))[0] = 0.5f;
+    ((float *)sn_variable_data(b.g, wb))[0] = 0.5f;
+    CHECK_OK(sn_plan_run(pa, 1, feed_x, &a));
+    CHECK_OK(sn_plan_run(pb, 1, feed_x, &b));
+    size_t na, nb;
+    const void *va = sn_graph_variable_buffer(a.g, &na), *vb = sn_graph_variable_buffer(b.g, &nb);
+    CHECK(na == nb && !memcmp(va, vb, na), "a weight set by the host was not uploaded");
+    /* Constants live on the device too: a plan of constants only. */
+    sn_shape cs = {.ndim = 1, .dim = {3}};
+    float cv[3] = {1.5f, -2.0f, 4.0f};
+    sn_node k = sn_mul(b.g, sn_const(b.g, SN_F32, &cs, cv), sn_scalar(b.g, SN_F32, 2.0));
+    sn_plan *pk = NULL;
+    CHECK_OK(sn_plan_new_on(&pk, b.g, 1, &k, NULL, &dev));
+    if (pk) {
+        CHECK_OK(sn_plan_run(pk, 1, NULL, NULL));
+        const float *r = sn_plan_buffer(pk, k);
+        CHECK(r && r[0] == 3.0f && r[1] == -4.0f && r[2] == 8.0f, "constants on the device");
+        sn_plan_free(pk);
+    }
+done:
+    sn_plan_free(pa);
+    sn_plan_free(pb);
+    sn_graph_free(a.g);
+    sn_graph_free(b.g);
+}
+
 int main(void) {
     test_registry();
     test_memory();
     test_running();
     test_plan_on_backend();
+    test_mirrored_plan();
     return sn_test_finish("test_backend");
 }

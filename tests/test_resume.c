@@ -31,6 +31,7 @@ typedef struct cfg {
     int64_t steps_per_epoch;
     sn_optimizer_type opt;
     int64_t hidden;
+    const char *csv;   /* a CSV logger's path, or NULL */
 } cfg;
 
 typedef struct run {
@@ -38,6 +39,7 @@ typedef struct run {
     sn_strategy *s;
     sn_dataset *tr, *va;
     sn_history *h;
+    sn_callback *csv;
     sn_status st;
 } run;
 
@@ -48,6 +50,7 @@ static void run_free(run *r) {
     sn_dataset_free(r->tr);
     sn_dataset_free(r->va);
     sn_history_free(r->h);
+    sn_callback_free(r->csv);
 }
 
 /* A new model, datasets and (optionally) strategy, then fit with `backup`. */
@@ -74,6 +77,12 @@ static run fit_once(const cfg *c, const sn_backup_opts *backup) {
     f.steps_per_epoch = c->steps_per_epoch;
     f.validation = r.va;
     f.backup = backup;
+    if (c->csv) {
+        r.csv = sn_callback_csv_logger(c->csv);
+        CHECK(r.csv != NULL, "csv logger: %s", sn_last_error());
+        f.callbacks = &r.csv;
+        f.n_callbacks = 1;
+    }
     r.st = sn_model_fit(r.m, r.tr, &f, &r.h);
     return r;
 }
@@ -179,9 +188,38 @@ static void test_case(const cfg *c) {
     rm_dir(dir);
 }
 
-/* The newest checkpoint torn (truncated) and another corrupted (a flipped byte in the middle,
- * where the variables are): both are skipped with a warning, the run resumes from the next
- * valid one and still ends bit-identical. */
+/* The user block sinter reserves before HDF5's superblock (src/io/checkpoint_io.h). */
+#define SN_TEST_USERBLOCK 512
+
+static void flip_byte(const char *path, long off) {
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL, "open %s", path);
+    if (!f) return;
+    fseek(f, off, SEEK_SET);
+    int ch = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(ch ^ 0x5a, f);
+    fclose(f);
+}
+
+/* fit_once with the backup's log captured into text. */
+static run fit_logged(const cfg *c, sn_backup_opts *b, char *text, size_t cap) {
+    FILE *log = tmpfile();
+    b->log = log;
+    run r = fit_once(c, b);
+    b->log = NULL;
+    fflush(log);
+    rewind(log);
+    size_t got = fread(text, 1, cap - 1, log);
+    text[got] = 0;
+    fclose(log);
+    return r;
+}
+
+/* The newest checkpoint corrupted (one byte of HDF5's superblock flipped) and the one before
+ * torn (truncated): both are skipped with a warning naming the file and what is wrong, the
+ * run resumes from the next valid one and still ends bit-identical. Then every checkpoint
+ * damaged: an error, no fresh start. Then a format-1 file (no header): refused. */
 static void test_corrupt(void) {
     cfg c = {.name = "corrupt", .spe = 1, .every = 7, .opt = SN_ADAM};
     char dir[256];
@@ -213,47 +251,139 @@ static void test_corrupt(void) {
     CHECK(rg.st == SN_ERR_INVALID && strstr(sn_last_error(), "optimizer 'adam'"),
           "other optimizer: %s: %s", sn_status_name(rg.st), sn_last_error());
     run_free(&rg);
+    /* The newest: one byte flipped in HDF5's superblock (its end-of-file address), which
+     * HDF5 parses before anything else; the one before: torn (half of it). */
     struct stat sb;
-    CHECK(stat(paths[n - 1], &sb) == 0, "stat %s", paths[n - 1]);
-    CHECK(truncate(paths[n - 1], sb.st_size / 2) == 0, "truncate %s", paths[n - 1]);
-    FILE *f = fopen(paths[n - 2], "r+b");
-    CHECK(f != NULL, "open %s", paths[n - 2]);
-    if (f) {
-        CHECK(stat(paths[n - 2], &sb) == 0, "stat");
-        /* one byte flipped in every 4 KiB: surely inside the data */
-        for (long off = 4096; off < sb.st_size - 1; off += 4096) {
-            fseek(f, off, SEEK_SET);
-            int ch = fgetc(f);
-            fseek(f, off, SEEK_SET);
-            fputc(ch ^ 0x5a, f);
-        }
-        fclose(f);
-    }
-    FILE *log = tmpfile();
+    flip_byte(paths[n - 1], SN_TEST_USERBLOCK + 41);
+    CHECK(stat(paths[n - 2], &sb) == 0, "stat %s", paths[n - 2]);
+    CHECK(truncate(paths[n - 2], sb.st_size / 2) == 0, "truncate %s", paths[n - 2]);
+    char text[8192];
     sn_backup_opts rb = sn_backup_defaults();
     rb.dir = dir;
     rb.every_steps = c.every;
-    rb.log = log;
-    run rs = fit_once(&c, &rb);
+    run rs = fit_logged(&c, &rb, text, sizeof text);
     CHECK_OK(rs.st);
     CHECK(rs.st == SN_OK && same_vars(&ref, &rs), "fallback resume differs");
-    fflush(log);
-    rewind(log);
-    char text[4096] = {0};
-    size_t got = fread(text, 1, sizeof text - 1, log);
-    text[got] = 0;
-    fclose(log);
-    char want[600];
+    char want[1200];
     snprintf(want, sizeof want, "Resuming from %s", paths[n - 3]);
     CHECK(strstr(text, want) != NULL, "log does not say '%s':\n%s", want, text);
-    CHECK(strstr(text, "Warning") && strstr(text, "not readable"),
-          "no corruption warning in:\n%s", text);
+    snprintf(want, sizeof want, "Warning: checkpoint '%s' is not readable: whole-file checksum "
+             "mismatch", paths[n - 1]);
+    CHECK(strstr(text, want) != NULL, "no warning '%s' in:\n%s", want, text);
+    snprintf(want, sizeof want, "Warning: checkpoint '%s' is not readable: it has %lld bytes but "
+             "was written with %lld: the file is torn (truncated); using the previous checkpoint",
+             paths[n - 2], (long long)(sb.st_size / 2), (long long)sb.st_size);
+    CHECK(strstr(text, want) != NULL, "no warning '%s' in:\n%s", want, text);
+    run_free(&rs);
+
+    /* Every checkpoint damaged (that run wrote new ones): an error naming the folder, and no
+     * training from scratch behind the user's back. */
+    n = list(dir, paths, 16);
+    CHECK(n >= 2, "%d checkpoints after the fallback run", n);
+    for (int i = 0; i < n; i++) {
+        CHECK(stat(paths[i], &sb) == 0, "stat %s", paths[i]);
+        flip_byte(paths[i], sb.st_size / 2 + i);
+    }
+    rs = fit_logged(&c, &rb, text, sizeof text);
+    CHECK(rs.st == SN_ERR_FORMAT && strstr(sn_last_error(), "no valid checkpoint in") &&
+              strstr(sn_last_error(), dir) && strstr(sn_last_error(), "--no-resume"),
+          "all damaged: %s: %s", sn_status_name(rs.st), sn_last_error());
+    for (int i = 0; i < n; i++) {
+        snprintf(want, sizeof want, "Warning: checkpoint '%.511s' is not readable", paths[i]);
+        CHECK(strstr(text, want) != NULL, "no warning '%s' in:\n%s", want, text);
+    }
+    run_free(&rs);
+
+    /* A checkpoint of format 1 (an HDF5 file without the header): refused, not opened, and
+     * not skipped as damaged. Made by cutting the header off a valid one. */
+    char old[600];
+    snprintf(old, sizeof old, "%s/ckpt-999999.h5", dir);
+    {
+        FILE *in = fopen(paths[0], "rb"), *out = fopen(old, "wb");
+        CHECK(in && out, "copy %s", paths[0]);
+        if (in && out) {
+            fseek(in, SN_TEST_USERBLOCK, SEEK_SET);
+            for (int ch; (ch = fgetc(in)) != EOF;) fputc(ch, out);
+        }
+        if (in) fclose(in);
+        if (out) fclose(out);
+    }
+    rs = fit_logged(&c, &rb, text, sizeof text);
+    CHECK(rs.st == SN_ERR_UNSUPPORTED && strstr(sn_last_error(), old) &&
+              strstr(sn_last_error(), "format 1") && !strstr(text, "Warning"),
+          "format 1: %s: %s (log: %s)", sn_status_name(rs.st), sn_last_error(), text);
     run_free(&rs);
 
 out:
     run_free(&ck);
     run_free(&ref);
     rm_dir(dir);
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+    if (b) b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* The CSV logger of a resumed fit holds the whole run: a run resumed from each checkpoint
+ * (mid-epoch and epoch ends), into a CSV file holding something else, ends with the file of
+ * the uninterrupted run, byte for byte. */
+static void test_csv_resume(void) {
+    char dir[256], ref_csv[300], out_csv[300];
+    snprintf(dir, sizeof dir, "/tmp/sn_test_resume_%d_csv", (int)getpid());
+    rm_dir(dir);
+    snprintf(ref_csv, sizeof ref_csv, "%s.ref.csv", dir);
+    snprintf(out_csv, sizeof out_csv, "%s.out.csv", dir);
+    cfg c = {.name = "csv", .spe = 2, .every = 5, .opt = SN_ADAM, .csv = ref_csv};
+    run ref = fit_once(&c, NULL);
+    CHECK_OK(ref.st);
+    char *want = slurp(ref_csv);
+    int lines = 0;
+    for (const char *p = want; p && *p; p++) lines += *p == '\n';
+    CHECK(want && lines == 4 && strncmp(want, "epoch,loss,", 11) == 0,
+          "the uninterrupted CSV is not a header and 3 epochs:\n%s", want ? want : "(none)");
+    sn_backup_opts b = sn_backup_defaults();
+    b.dir = dir;
+    b.every_steps = c.every;
+    b.keep = 1000;
+    c.csv = NULL;
+    run ck = fit_once(&c, &b);
+    CHECK_OK(ck.st);
+    char paths[64][512];
+    int n = list(dir, paths, 64), same = 0;
+    CHECK(n >= 5, "only %d checkpoints", n);
+    c.csv = out_csv;
+    for (int i = 0; i < n && want; i++) {
+        FILE *f = fopen(out_csv, "w");
+        CHECK(f != NULL, "create %s", out_csv);
+        if (f) fputs("epoch,loss\n0,1.0\n", f), fclose(f); /* a stale file */
+        sn_backup_opts rb = sn_backup_defaults();
+        rb.resume_path = paths[i];
+        run rs = fit_once(&c, &rb);
+        CHECK_OK(rs.st);
+        char *got = slurp(out_csv);
+        bool ok = got && strcmp(got, want) == 0;
+        CHECK(ok, "resumed from %s, the CSV is\n%s\ninstead of\n%s", paths[i],
+              got ? got : "(none)", want);
+        same += ok;
+        free(got);
+        run_free(&rs);
+    }
+    printf("csv: %d of %d resumed CSV files equal the uninterrupted one\n", same, n);
+    free(want);
+    run_free(&ck);
+    run_free(&ref);
+    rm_dir(dir);
+    remove(ref_csv);
+    remove(out_csv);
 }
 
 int main(void) {
@@ -277,6 +407,7 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_case(&cases[i]);
     test_corrupt();
+    test_csv_resume();
     sn_tensor_free(train_x);
     sn_tensor_free(train_y);
     sn_tensor_free(val_x);

@@ -8,8 +8,9 @@
 #     sleeps 20 ms between its fsync and its rename (SN_CKPT_TEST_DELAY_US), so that many of
 #     them land inside a write; some runs are killed twice before the final rerun;
 #   - 8 inside a checkpoint write for certain (SN_CKPT_TEST_KILL=N:PHASE makes the process
-#     SIGKILL itself): half-way through the items, after the fsync before the rename, and
-#     after the rename before the folder's fsync, in various writes.
+#     SIGKILL itself): half-way through the items, after the header is written (before the
+#     fsync), after the fsync before the rename, and after the rename before the folder's
+#     fsync, in various writes.
 # Then: a truncated newest checkpoint and a corrupted one are skipped with a warning, the
 # previous one is used, and the weights are still identical. And --resume PATH / --no-resume,
 # and a kill inside a write under --strategy mirrored and under mpirun -np 2 multi_worker.
@@ -125,7 +126,7 @@ for i in $(seq 1 12); do
 done
 echo "     ($in_write of the timed kills left a temporary file behind: killed inside a write)"
 
-phases=("2:data" "5:synced" "9:renamed" "1:data" "13:synced" "20:renamed" "17:data" "24:synced")
+phases=("2:data" "5:synced" "9:renamed" "1:data" "13:sealed" "20:renamed" "17:data" "24:synced")
 for i in $(seq 0 7); do
     d=$W/w$i
     self_killed "$d" "${phases[$i]}"

@@ -293,7 +293,9 @@ typedef struct sn_callback {
 sn_callback *sn_callback_progress_bar(FILE *out, int verbose);
 /* Writes one row per epoch to a CSV file, as Keras's CSVLogger(append=False): the file is
  * created anew at the start of each fit; the header is "epoch" then the log names sorted
- * ("epoch,loss,sparse_categorical_accuracy,val_loss,..."); epochs count from 0. */
+ * ("epoch,loss,sparse_categorical_accuracy,val_loss,..."); epochs count from 0. A fit resumed
+ * from a checkpoint (sn_backup_opts) is the same run: the file is first rewritten (temporary
+ * file, rename) with the restored history's rows, then the resumed epochs are appended. */
 sn_callback *sn_callback_csv_logger(const char *path);
 /* Stops when `monitor` ("val_loss" by default) has not improved by min_delta for patience
  * epochs. */

@@ -49,8 +49,10 @@ typedef struct sn_device_provider {
 
 /* The logical CPU devices (backend/cpu/cpu_backend.c). */
 extern const sn_device_provider sn_cpu_device_provider;
-/* How many logical CPU devices there are, and the threads of CPU:i (backend/device.c). */
+/* How many logical CPU devices there are, whether sn_device_configure_cpu set it, and the
+ * threads of CPU:i (backend/cpu/cpu_backend.c, which owns the logical CPU configuration). */
 int sn_device_count_cpu(void);
+bool sn_cpu_devices_configured(void);
 int sn_cpu_device_threads(int i);
 /* A GPU provider, where CUDA is built, is listed in device.c under SN_HAVE_CUDA. */
 

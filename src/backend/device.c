@@ -1,16 +1,9 @@
 /* The device registry: every device of this process, each a backend (backend.h), numbered
  * kind by kind (the CPU devices first, then GPUs where a GPU provider is built in).
  *
- * Logical devices: the CPU split into N logical devices, as TensorFlow's
- * tf.config.set_logical_device_configuration does. Each logical device gets its share of the
- * thread budget (sn_num_threads(): SN_NUM_THREADS, else all cores): max(1, cores / n), the
- * first cores % n devices one more, so the shares add up to the cores. With more devices than
- * cores every device gets one thread and devices share cores round-robin (device i runs on
- * core i % cores when replicas run at once): they are logical, for placement and replication,
- * not a promise of dedicated hardware.
- *
- * The configuration is process-wide and, as in TensorFlow, meant to be set once before the
- * devices are used; it is not thread-safe against concurrent lookups. */
+ * The logical CPU devices and their thread shares are the CPU backend's
+ * (backend/cpu/cpu_backend.c); a GPU provider lists the GPUs it finds. Device i of the
+ * registry is a handle that lives for the process (sn_device_backend). */
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
@@ -31,26 +24,6 @@ static const sn_device_provider *const providers[] = {
 #endif
 };
 enum { N_PROVIDERS = (int)(sizeof providers / sizeof providers[0]) };
-
-/* 0 = not configured: one CPU device with the whole team. */
-static int g_cpu_devices = 0;
-
-sn_status sn_device_configure_cpu(int n) {
-    if (n < 1 || n > SN_MAX_LOGICAL_DEVICES)
-        return sn_errorf(SN_ERR_INVALID, "configure_cpu: %d logical CPU devices requested; "
-                         "expected 1 to %d", n, SN_MAX_LOGICAL_DEVICES);
-    g_cpu_devices = n;
-    return SN_OK;
-}
-
-int sn_device_count_cpu(void) { return g_cpu_devices > 0 ? g_cpu_devices : 1; }
-
-int sn_cpu_device_threads(int i) {
-    int n = sn_device_count_cpu(), cores = sn_num_threads();
-    if (i < 0 || i >= n) return 0;
-    if (n >= cores) return 1;
-    return cores / n + (i < cores % n ? 1 : 0);
-}
 
 int sn_device_count(void) {
     int n = 0;
@@ -147,7 +120,7 @@ sn_status sn_device_find(const char *name, int *index) {
                      "device '%s' does not exist: this process has %d logical device(s), "
                      "CPU:0 to CPU:%d, %s%s", name, sn_device_count(),
                      sn_device_count_cpu() - 1, gpu_text,
-                     g_cpu_devices == 0 && kind == SN_DEVICE_CPU
+                     !sn_cpu_devices_configured() && kind == SN_DEVICE_CPU
                          ? " (sn_device_configure_cpu / --cpu-devices N splits the CPU into N)"
                          : "");
 }

@@ -145,10 +145,17 @@ static sn_status infer_pool_grad(const sn_graph *g, sn_node_t *node) {
     return SN_OK;
 }
 
-const sn_op_def sn_def_conv2d = {"conv2d", 2, infer_conv2d, grad_conv2d, false};
-const sn_op_def sn_def_conv2d_bwd_data = {"conv2d_bwd_data", 2, infer_conv_bwd_data, NULL, false};
-const sn_op_def sn_def_conv2d_bwd_filter = {"conv2d_bwd_filter", 2, infer_conv_bwd_filter, NULL, false};
-const sn_op_def sn_def_max_pool2d = {"max_pool2d", 1, infer_pool, grad_max_pool, false};
-const sn_op_def sn_def_avg_pool2d = {"avg_pool2d", 1, infer_pool, grad_avg_pool, false};
-const sn_op_def sn_def_max_pool2d_grad = {"max_pool2d_grad", 2, infer_pool_grad, NULL, false};
-const sn_op_def sn_def_avg_pool2d_grad = {"avg_pool2d_grad", 1, infer_pool_grad, NULL, false};
+const sn_op_def sn_def_conv2d = {.name = "conv2d", .n_in = 2, .infer = infer_conv2d,
+    .grad = grad_conv2d};
+const sn_op_def sn_def_conv2d_bwd_data = {.name = "conv2d_bwd_data", .n_in = 2,
+    .infer = infer_conv_bwd_data};
+const sn_op_def sn_def_conv2d_bwd_filter = {.name = "conv2d_bwd_filter", .n_in = 2,
+    .infer = infer_conv_bwd_filter};
+const sn_op_def sn_def_max_pool2d = {.name = "max_pool2d", .n_in = 1, .infer = infer_pool,
+    .grad = grad_max_pool};
+const sn_op_def sn_def_avg_pool2d = {.name = "avg_pool2d", .n_in = 1, .infer = infer_pool,
+    .grad = grad_avg_pool};
+const sn_op_def sn_def_max_pool2d_grad = {.name = "max_pool2d_grad", .n_in = 2,
+    .infer = infer_pool_grad};
+const sn_op_def sn_def_avg_pool2d_grad = {.name = "avg_pool2d_grad", .n_in = 1,
+    .infer = infer_pool_grad};

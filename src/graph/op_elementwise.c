@@ -1,5 +1,6 @@
-/* Elementwise ops: broadcasting arithmetic, bias-add, activations, cast, dropout, and the
- * broadcast/sum-to helpers their gradients need. Shape inference and gradient rules. */
+/* Elementwise ops: broadcasting arithmetic, bias-add, activations, cast, dropout. Shape
+ * inference and gradient rules. The gradients of broadcasting ops reduce back to the input
+ * shape with sn_sum_to_shape, which lives with the reductions (op_reduce.c). */
 #include <string.h>
 
 #include "graph/graph_impl.h"
@@ -76,19 +77,6 @@ static sn_status infer_cast(const sn_graph *g, sn_node_t *node) {
     return SN_OK;
 }
 
-static sn_status infer_broadcast_to(const sn_graph *g, sn_node_t *node) {
-    const sn_node_t *x = IN(g, node, 0);
-    node->shape = node->attr.target.shape;
-    sn_shape r;
-    char s1[128], s2[128];
-    if (!sn_broadcast_shape(&x->shape, &node->shape, &r) || !sn_shape_equal(&r, &node->shape))
-        return sn_errorf(SN_ERR_SHAPE, "broadcast_to: %s does not broadcast to %s",
-                         sn_shape_str(&x->shape, s1, sizeof s1),
-                         sn_shape_str(&node->shape, s2, sizeof s2));
-    node->dtype = x->dtype;
-    return SN_OK;
-}
-
 /* ---- builders -------------------------------------------------------------------------- */
 static sn_node binary(sn_graph *g, sn_op op, sn_node a, sn_node b) {
     sn_node in[2] = {a, b};
@@ -122,30 +110,6 @@ sn_node sn_dropout(sn_graph *g, sn_node x, double rate, uint64_t seed) {
     sn_node id = sn_graph_add(g, SN_OP_DROPOUT, 1, &x, &a);
     if (id != SN_NONE) g->nodes[id].attr.dropout.mask_node = id; /* keys the mask */
     return id;
-}
-
-sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape) {
-    if (!g || g->status != SN_OK) return SN_NONE;
-    if (x < 0 || x >= g->n_nodes)
-        return sn_graph_fail(g, SN_ERR_INVALID, "broadcast_to: input is not a node of this graph");
-    if (sn_shape_equal(&g->nodes[x].shape, shape)) return x;
-    sn_attrs a = {.target = {.shape = *shape}};
-    return sn_graph_add(g, SN_OP_BROADCAST_TO, 1, &x, &a);
-}
-
-sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape_in) {
-    if (!g || g->status != SN_OK || dy == SN_NONE) return SN_NONE;
-    /* Copies: `shape_in` may point into g->nodes, which the nodes added below can move. */
-    const sn_shape target = *shape_in, ds = g->nodes[dy].shape, *shape = &target;
-    if (sn_shape_equal(&ds, shape)) return dy;
-    int axes[SN_MAX_DIMS], n = 0;
-    for (int i = 0; i < ds.ndim; i++) {
-        int j = shape->ndim - ds.ndim + i;
-        int64_t t = j >= 0 ? shape->dim[j] : 1;
-        if (t == 1 && ds.dim[i] != 1) axes[n++] = i;
-    }
-    sn_node r = n ? sn_reduce_sum(g, dy, n, axes, true) : dy;
-    return sn_reshape(g, r, shape);
 }
 
 /* ---- gradient rules -------------------------------------------------------------------- */
@@ -244,28 +208,33 @@ static void grad_dropout(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     dx[0] = sn_graph_add(g, SN_OP_DROPOUT_GRAD, 1, &dy, &a);
 }
 
-static void grad_broadcast_to(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_shape xs = g->nodes[g->nodes[n].in[0]].shape;
-    dx[0] = sn_sum_to_shape(g, dy, &xs);
-}
-
 /* ---- registry rows (referenced by ops.c) ----------------------------------------------- */
-const sn_op_def sn_def_add = {"add", 2, sn_infer_binary, grad_add, false};
-const sn_op_def sn_def_sub = {"sub", 2, sn_infer_binary, grad_sub, false};
-const sn_op_def sn_def_mul = {"mul", 2, sn_infer_binary, grad_mul, false};
-const sn_op_def sn_def_div = {"div", 2, sn_infer_binary, grad_div, false};
-const sn_op_def sn_def_bias_add = {"bias_add", 2, infer_bias_add, grad_bias_add, false};
-const sn_op_def sn_def_relu = {"relu", 1, infer_unary_float, grad_relu, false};
-const sn_op_def sn_def_sigmoid = {"sigmoid", 1, infer_unary_float, grad_sigmoid, false};
-const sn_op_def sn_def_tanh = {"tanh", 1, infer_unary_float, grad_tanh, false};
-const sn_op_def sn_def_exp = {"exp", 1, infer_unary_float, grad_exp, false};
-const sn_op_def sn_def_log = {"log", 1, infer_unary_float, grad_log, false};
-const sn_op_def sn_def_sqrt = {"sqrt", 1, infer_unary_float, grad_sqrt, false};
-const sn_op_def sn_def_neg = {"neg", 1, infer_unary_float, grad_neg, false};
-const sn_op_def sn_def_cast = {"cast", 1, infer_cast, grad_cast, false};
-const sn_op_def sn_def_dropout = {"dropout", 1, infer_unary_float, grad_dropout, false};
-const sn_op_def sn_def_dropout_grad = {"dropout_grad", 1, infer_unary_float, NULL, false};
-const sn_op_def sn_def_broadcast_to = {"broadcast_to", 1, infer_broadcast_to, grad_broadcast_to, false};
-const sn_op_def sn_def_relu_grad = {"relu_grad", 2, infer_like_first, NULL, false};
-const sn_op_def sn_def_sigmoid_grad = {"sigmoid_grad", 2, infer_like_first, NULL, false};
-const sn_op_def sn_def_tanh_grad = {"tanh_grad", 2, infer_like_first, NULL, false};
+const sn_op_def sn_def_add = {.name = "add", .n_in = 2, .infer = sn_infer_binary, .grad = grad_add};
+const sn_op_def sn_def_sub = {.name = "sub", .n_in = 2, .infer = sn_infer_binary, .grad = grad_sub};
+const sn_op_def sn_def_mul = {.name = "mul", .n_in = 2, .infer = sn_infer_binary, .grad = grad_mul};
+const sn_op_def sn_def_div = {.name = "div", .n_in = 2, .infer = sn_infer_binary, .grad = grad_div};
+const sn_op_def sn_def_bias_add = {.name = "bias_add", .n_in = 2, .infer = infer_bias_add,
+    .grad = grad_bias_add};
+const sn_op_def sn_def_relu = {.name = "relu", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_relu};
+const sn_op_def sn_def_sigmoid = {.name = "sigmoid", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_sigmoid};
+const sn_op_def sn_def_tanh = {.name = "tanh", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_tanh};
+const sn_op_def sn_def_exp = {.name = "exp", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_exp};
+const sn_op_def sn_def_log = {.name = "log", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_log};
+const sn_op_def sn_def_sqrt = {.name = "sqrt", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_sqrt};
+const sn_op_def sn_def_neg = {.name = "neg", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_neg};
+const sn_op_def sn_def_cast = {.name = "cast", .n_in = 1, .infer = infer_cast, .grad = grad_cast};
+const sn_op_def sn_def_dropout = {.name = "dropout", .n_in = 1, .infer = infer_unary_float,
+    .grad = grad_dropout};
+const sn_op_def sn_def_dropout_grad = {.name = "dropout_grad", .n_in = 1,
+    .infer = infer_unary_float};
+const sn_op_def sn_def_relu_grad = {.name = "relu_grad", .n_in = 2, .infer = infer_like_first};
+const sn_op_def sn_def_sigmoid_grad = {.name = "sigmoid_grad", .n_in = 2,
+    .infer = infer_like_first};
+const sn_op_def sn_def_tanh_grad = {.name = "tanh_grad", .n_in = 2, .infer = infer_like_first};

@@ -69,4 +69,5 @@ static void grad_matmul(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     dx[1] = sn_sum_to_shape(g, db, &bs);
 }
 
-const sn_op_def sn_def_matmul = {"matmul", 2, infer_matmul, grad_matmul, false};
+const sn_op_def sn_def_matmul = {.name = "matmul", .n_in = 2, .infer = infer_matmul,
+    .grad = grad_matmul};

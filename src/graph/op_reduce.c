@@ -1,4 +1,6 @@
-/* Reductions, softmax family, losses and metrics: shape inference and gradient rules. */
+/* Reductions and broadcasts — adjoint pairs, so one file: the gradient of a reduction is a
+ * broadcast, and the gradient of a broadcast (sn_sum_to_shape, shared by every broadcasting
+ * op's gradient) is a reduction. Shape inference, builders and gradient rules. */
 #include "graph/graph_impl.h"
 
 #define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
@@ -69,7 +71,10 @@ static void grad_reduce_mean(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     sn_node_t node = g->nodes[n];
     sn_shape xs = g->nodes[node.in[0]].shape;
     double count = (double)sn_shape_numel(&xs) / (double)sn_shape_numel(&node.shape);
-    sn_node scaled = sn_mul(g, dy, sn_scalar(g, node.dtype, 1.0 / count));
+    /* sn_graph_add rather than sn_mul: op_elementwise.c calls this file (sn_sum_to_shape), so
+     * this file does not call back into it. */
+    sn_node in[2] = {dy, sn_scalar(g, node.dtype, 1.0 / count)};
+    sn_node scaled = sn_graph_add(g, SN_OP_MUL, 2, in, NULL);
     grad_reduce_sum(g, n, scaled, dx);
 }
 
@@ -85,106 +90,56 @@ static sn_status infer_like_first(const sn_graph *g, sn_node_t *node) {
     return SN_OK;
 }
 
-/* ---- softmax family -------------------------------------------------------------------- */
-static sn_status infer_softmax(const sn_graph *g, sn_node_t *node) {
+/* ---- broadcasts ------------------------------------------------------------------------ */
+static sn_status infer_broadcast_to(const sn_graph *g, sn_node_t *node) {
     const sn_node_t *x = IN(g, node, 0);
-    if (!sn_dtype_is_float(x->dtype))
-        return sn_errorf(SN_ERR_SHAPE, "%s: needs a float input, got %s",
-                         sn_ops[node->op]->name, sn_dtype_name(x->dtype));
-    int a;
-    if (!sn_norm_axis(node->attr.axis.axis, x->shape.ndim, &a))
-        return sn_errorf(SN_ERR_INVALID, "%s: axis %d is out of range for rank %d",
-                         sn_ops[node->op]->name, node->attr.axis.axis, x->shape.ndim);
-    node->attr.axis.axis = a;
-    node->dtype = x->dtype;
-    node->shape = x->shape;
-    return SN_OK;
-}
-
-sn_node sn_softmax(sn_graph *g, sn_node x, int axis) {
-    sn_attrs a = {.axis = {.axis = axis}};
-    return sn_graph_add(g, SN_OP_SOFTMAX, 1, &x, &a);
-}
-
-sn_node sn_log_softmax(sn_graph *g, sn_node x, int axis) {
-    sn_attrs a = {.axis = {.axis = axis}};
-    return sn_graph_add(g, SN_OP_LOG_SOFTMAX, 1, &x, &a);
-}
-
-static void grad_softmax(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_attrs a = g->nodes[n].attr;
-    sn_node in[2] = {n, dy};
-    dx[0] = sn_graph_add(g, g->nodes[n].op == SN_OP_SOFTMAX ? SN_OP_SOFTMAX_GRAD
-                                                            : SN_OP_LOG_SOFTMAX_GRAD, 2, in, &a);
-}
-
-/* logits [N, C] and labels [N] int32 */
-static sn_status check_logits_labels(const char *op, const sn_node_t *lg, const sn_node_t *lb) {
+    node->shape = node->attr.target.shape;
+    sn_shape r;
     char s1[128], s2[128];
-    if (!sn_dtype_is_float(lg->dtype) || lg->shape.ndim != 2)
-        return sn_errorf(SN_ERR_SHAPE, "%s: logits must be a float [N, C] matrix, got %s %s", op,
-                         sn_dtype_name(lg->dtype), sn_shape_str(&lg->shape, s1, sizeof s1));
-    if (lb->dtype != SN_I32 || lb->shape.ndim != 1 || lb->shape.dim[0] != lg->shape.dim[0])
-        return sn_errorf(SN_ERR_SHAPE, "%s: labels must be int32 [%lld] to match logits %s, "
-                         "got %s %s", op, (long long)lg->shape.dim[0],
-                         sn_shape_str(&lg->shape, s1, sizeof s1), sn_dtype_name(lb->dtype),
-                         sn_shape_str(&lb->shape, s2, sizeof s2));
+    if (!sn_broadcast_shape(&x->shape, &node->shape, &r) || !sn_shape_equal(&r, &node->shape))
+        return sn_errorf(SN_ERR_SHAPE, "broadcast_to: %s does not broadcast to %s",
+                         sn_shape_str(&x->shape, s1, sizeof s1),
+                         sn_shape_str(&node->shape, s2, sizeof s2));
+    node->dtype = x->dtype;
     return SN_OK;
 }
 
-static sn_status infer_per_example(const sn_graph *g, sn_node_t *node) {
-    const sn_node_t *lg = IN(g, node, 0), *lb = IN(g, node, 1);
-    SN_TRY(check_logits_labels(sn_ops[node->op]->name, lg, lb));
-    node->dtype = node->op == SN_OP_SPARSE_XENT ? lg->dtype : SN_F32;
-    node->shape = (sn_shape){.ndim = 1, .dim = {lg->shape.dim[0]}};
-    return SN_OK;
+sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    if (x < 0 || x >= g->n_nodes)
+        return sn_graph_fail(g, SN_ERR_INVALID, "broadcast_to: input is not a node of this graph");
+    if (sn_shape_equal(&g->nodes[x].shape, shape)) return x;
+    sn_attrs a = {.target = {.shape = *shape}};
+    return sn_graph_add(g, SN_OP_BROADCAST_TO, 1, &x, &a);
 }
 
-static sn_status infer_xent_grad(const sn_graph *g, sn_node_t *node) {
-    SN_TRY(check_logits_labels("sparse_xent_grad", IN(g, node, 0), IN(g, node, 1)));
-    node->dtype = IN(g, node, 0)->dtype;
-    node->shape = IN(g, node, 0)->shape;
-    return SN_OK;
+sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape_in) {
+    if (!g || g->status != SN_OK || dy == SN_NONE) return SN_NONE;
+    /* Copies: `shape_in` may point into g->nodes, which the nodes added below can move. */
+    const sn_shape target = *shape_in, ds = g->nodes[dy].shape, *shape = &target;
+    if (sn_shape_equal(&ds, shape)) return dy;
+    int axes[SN_MAX_DIMS], n = 0;
+    for (int i = 0; i < ds.ndim; i++) {
+        int j = shape->ndim - ds.ndim + i;
+        int64_t t = j >= 0 ? shape->dim[j] : 1;
+        if (t == 1 && ds.dim[i] != 1) axes[n++] = i;
+    }
+    sn_node r = n ? sn_reduce_sum(g, dy, n, axes, true) : dy;
+    return sn_reshape(g, r, shape);
 }
 
-sn_node sn_sparse_softmax_xent(sn_graph *g, sn_node logits, sn_node labels) {
-    sn_node in[2] = {logits, labels};
-    return sn_graph_add(g, SN_OP_SPARSE_XENT, 2, in, NULL);
+static void grad_broadcast_to(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_shape xs = g->nodes[g->nodes[n].in[0]].shape;
+    dx[0] = sn_sum_to_shape(g, dy, &xs);
 }
 
-sn_node sn_sparse_accuracy(sn_graph *g, sn_node logits, sn_node labels) {
-    sn_node in[2] = {logits, labels};
-    return sn_graph_add(g, SN_OP_SPARSE_ACCURACY, 2, in, NULL);
-}
-
-static void grad_xent(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
-    sn_node_t node = g->nodes[n];
-    sn_node in[3] = {node.in[0], node.in[1], dy};
-    dx[0] = sn_graph_add(g, SN_OP_SPARSE_XENT_GRAD, 3, in, NULL);
-    dx[1] = SN_NONE;
-}
-
-static sn_status infer_argmax(const sn_graph *g, sn_node_t *node) {
-    const sn_node_t *x = IN(g, node, 0);
-    if (x->shape.ndim < 1)
-        return sn_errorf(SN_ERR_SHAPE, "argmax: needs at least one dimension, got a scalar");
-    node->shape = x->shape;
-    node->shape.ndim--;
-    node->dtype = SN_I32;
-    return SN_OK;
-}
-
-sn_node sn_argmax(sn_graph *g, sn_node x) { return sn_graph_add(g, SN_OP_ARGMAX, 1, &x, NULL); }
-
-const sn_op_def sn_def_reduce_sum = {"reduce_sum", 1, infer_reduce, grad_reduce_sum, false};
-const sn_op_def sn_def_reduce_mean = {"reduce_mean", 1, infer_reduce, grad_reduce_mean, false};
-const sn_op_def sn_def_reduce_max = {"reduce_max", 1, infer_reduce, grad_reduce_max, false};
-const sn_op_def sn_def_reduce_max_grad = {"reduce_max_grad", 3, infer_like_first, NULL, false};
-const sn_op_def sn_def_softmax = {"softmax", 1, infer_softmax, grad_softmax, false};
-const sn_op_def sn_def_log_softmax = {"log_softmax", 1, infer_softmax, grad_softmax, false};
-const sn_op_def sn_def_softmax_grad = {"softmax_grad", 2, infer_like_first, NULL, false};
-const sn_op_def sn_def_log_softmax_grad = {"log_softmax_grad", 2, infer_like_first, NULL, false};
-const sn_op_def sn_def_sparse_xent = {"sparse_softmax_xent", 2, infer_per_example, grad_xent, false};
-const sn_op_def sn_def_sparse_xent_grad = {"sparse_xent_grad", 3, infer_xent_grad, NULL, false};
-const sn_op_def sn_def_sparse_accuracy = {"sparse_accuracy", 2, infer_per_example, NULL, false};
-const sn_op_def sn_def_argmax = {"argmax", 1, infer_argmax, NULL, false};
+const sn_op_def sn_def_reduce_sum = {.name = "reduce_sum", .n_in = 1, .infer = infer_reduce,
+    .grad = grad_reduce_sum};
+const sn_op_def sn_def_reduce_mean = {.name = "reduce_mean", .n_in = 1, .infer = infer_reduce,
+    .grad = grad_reduce_mean};
+const sn_op_def sn_def_reduce_max = {.name = "reduce_max", .n_in = 1, .infer = infer_reduce,
+    .grad = grad_reduce_max};
+const sn_op_def sn_def_reduce_max_grad = {.name = "reduce_max_grad", .n_in = 3,
+    .infer = infer_like_first};
+const sn_op_def sn_def_broadcast_to = {.name = "broadcast_to", .n_in = 1,
+    .infer = infer_broadcast_to, .grad = grad_broadcast_to};

@@ -224,10 +224,15 @@ static void grad_gather(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     dx[1] = SN_NONE;
 }
 
-const sn_op_def sn_def_reshape = {"reshape", 1, infer_reshape, grad_reshape, false};
-const sn_op_def sn_def_transpose = {"transpose", 1, infer_transpose, grad_transpose, false};
-const sn_op_def sn_def_slice = {"slice", 1, infer_slice, grad_slice, false};
-const sn_op_def sn_def_slice_grad = {"slice_grad", 1, infer_slice_grad, NULL, false};
-const sn_op_def sn_def_concat = {"concat", -1, infer_concat, grad_concat, false};
-const sn_op_def sn_def_gather = {"gather", 2, infer_gather, grad_gather, false};
-const sn_op_def sn_def_gather_grad = {"gather_grad", 2, infer_gather_grad, NULL, false};
+const sn_op_def sn_def_reshape = {.name = "reshape", .n_in = 1, .infer = infer_reshape,
+    .grad = grad_reshape};
+const sn_op_def sn_def_transpose = {.name = "transpose", .n_in = 1, .infer = infer_transpose,
+    .grad = grad_transpose};
+const sn_op_def sn_def_slice = {.name = "slice", .n_in = 1, .infer = infer_slice,
+    .grad = grad_slice};
+const sn_op_def sn_def_slice_grad = {.name = "slice_grad", .n_in = 1, .infer = infer_slice_grad};
+const sn_op_def sn_def_concat = {.name = "concat", .n_in = -1, .infer = infer_concat,
+    .grad = grad_concat};
+const sn_op_def sn_def_gather = {.name = "gather", .n_in = 2, .infer = infer_gather,
+    .grad = grad_gather};
+const sn_op_def sn_def_gather_grad = {.name = "gather_grad", .n_in = 2, .infer = infer_gather_grad};

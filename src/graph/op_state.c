@@ -66,6 +66,9 @@ sn_node sn_apply_optimizer(sn_graph *g, int n_in, const sn_node *in, const sn_at
     return sn_graph_add(g, SN_OP_APPLY_OPTIMIZER, n_in, in, attr);
 }
 
-const sn_op_def sn_def_assign = {"assign", 2, infer_assign, NULL, true};
-const sn_op_def sn_def_assign_add = {"assign_add", 2, infer_assign, NULL, true};
-const sn_op_def sn_def_apply_optimizer = {"apply_optimizer", -1, infer_apply, NULL, true};
+const sn_op_def sn_def_assign = {.name = "assign", .n_in = 2, .infer = infer_assign,
+    .side_effect = true};
+const sn_op_def sn_def_assign_add = {.name = "assign_add", .n_in = 2, .infer = infer_assign,
+    .side_effect = true};
+const sn_op_def sn_def_apply_optimizer = {.name = "apply_optimizer", .n_in = -1,
+    .infer = infer_apply, .side_effect = true};

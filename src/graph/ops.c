@@ -3,9 +3,9 @@
 #include "graph/graph_impl.h"
 
 /* Leaves have no inference (the builder sets dtype and shape) and no gradient rule. */
-const sn_op_def sn_def_input = {"input", 0, NULL, NULL, false};
-const sn_op_def sn_def_variable = {"variable", 0, NULL, NULL, false};
-const sn_op_def sn_def_const = {"const", 0, NULL, NULL, false};
+const sn_op_def sn_def_input = {.name = "input", .n_in = 0};
+const sn_op_def sn_def_variable = {.name = "variable", .n_in = 0};
+const sn_op_def sn_def_const = {.name = "const", .n_in = 0};
 
 extern const sn_op_def sn_def_input;
 extern const sn_op_def sn_def_variable;

@@ -1,74 +1,46 @@
-/* The planner and executor.
+/* The planner (graph/plan_impl.h lists the other parts: fusion, executor, profile).
  *
  * A plan is the list of nodes a set of targets needs, in creation order (a topological order)
  * with side effects moved to the end, each with its kernel chosen and prepared once. Every
  * intermediate value gets a place in one arena, assigned first-fit from liveness, so a step
  * allocates nothing; reshapes are views of their input's buffer; variables and constants are
- * read where they live. sn_plan_run executes the list N times in one call. */
+ * read where they live. The arena and scratch memory come from the plan's backend; the
+ * executor (exec.c) runs the list N times in one call. */
 #include <string.h>
 
-#include "backend/backend.h"
-#include "graph/graph_impl.h"
-
-enum { LOC_NONE = 0, LOC_ARENA, LOC_VAR, LOC_CONST, LOC_ALIAS };
-
-typedef struct sn_loc {
-    int kind;
-    size_t offset;     /* LOC_ARENA: byte offset in the arena */
-    sn_node alias;     /* LOC_ALIAS: the node whose buffer this one shares */
-} sn_loc;
-
-struct sn_plan {
-    sn_graph *g;
-    int n_calls;
-    sn_kcall *calls;
-    const sn_kernel **kern;
-    sn_node *order;
-    sn_loc *loc;          /* per graph node (only needed ones used) */
-    unsigned char *needed; /* per graph node */
-    unsigned char *is_target;
-    unsigned char *fuse_relu; /* per graph node: a relu was fused into this bias_add */
-    void **ptr;           /* per graph node: resolved buffer */
-    unsigned char *arena;
-    size_t arena_bytes;
-    void *scratch;
-    size_t scratch_bytes;
-    const unsigned char *vars_seen;
-    const sn_node_t *nodes_seen; /* g->nodes when the calls' node pointers were set */
-    int64_t step;
-    double *prof;         /* per call: seconds spent, when profiling is on */
-    sn_node_hook hook;    /* called after each kernel call, when set */
-    void *hook_ctx;
-    sn_backend *backend;  /* the device it runs on: memory, threads, kernels */
-    int n_nodes; /* graph size when planned */
-};
+#include "graph/plan_impl.h"
 
 sn_plan_opts sn_plan_opts_defaults(void) {
     return (sn_plan_opts){.device = NULL, .reuse_buffers = true};
 }
 
-static size_t node_bytes(const sn_node_t *n) {
-    return (size_t)sn_shape_numel(&n->shape) * sn_dtype_size(n->dtype);
-}
-
-/* The node whose storage a node's value lives in (following reshape views). */
-static sn_node root_of(const sn_plan *p, sn_node n) {
-    while (p->loc[n].kind == LOC_ALIAS) n = p->loc[n].alias;
-    return n;
-}
-
 /* Resolves every needed node's pointer; called at plan time and whenever the variable buffer
  * has moved (a variable was added after planning). */
-static void bind(sn_plan *p) {
+sn_status sn_plan_bind(sn_plan *p) {
     sn_graph *g = p->g;
+    /* The device copy of the variables follows the graph's buffer as it grows. Its contents are
+     * uploaded at the start of every run (exec.c), so a new block needs no copy here. */
+    unsigned char *vars = g->vars;
+    if (p->mirror) {
+        if (g->vars_bytes > p->dvars_bytes || !p->dvars) {
+            unsigned char *d = sn_backend_alloc(p->backend, g->vars_bytes);
+            if (!d) return SN_ERR_NOMEM;
+            sn_backend_free(p->backend, p->dvars);
+            p->dvars = d;
+            p->dvars_bytes = g->vars_bytes;
+        }
+        vars = p->dvars;
+    }
     for (int i = 0; i < p->n_nodes; i++) {
         if (!p->needed[i]) continue;
-        sn_node r = root_of(p, i);
+        sn_node r = sn_plan_root(p, i);
         const sn_loc *l = &p->loc[r];
         switch (l->kind) {
         case LOC_ARENA: p->ptr[i] = p->arena + l->offset; break;
-        case LOC_VAR: p->ptr[i] = g->vars + g->nodes[r].var_offset; break;
-        case LOC_CONST: p->ptr[i] = g->nodes[r].const_data; break;
+        case LOC_VAR: p->ptr[i] = vars + g->nodes[r].var_offset; break;
+        case LOC_CONST:
+            p->ptr[i] = p->mirror ? p->dconst + l->offset : g->nodes[r].const_data;
+            break;
         default: p->ptr[i] = NULL; break;
         }
     }
@@ -83,11 +55,35 @@ static void bind(sn_plan *p) {
     }
     p->vars_seen = g->vars;
     p->nodes_seen = g->nodes;
+    return SN_OK;
 }
 
-/* Whether the graph moved its variable buffer or node array since bind(). */
-static bool stale(const sn_plan *p) {
-    return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen;
+/* A mirrored plan (device memory the host cannot address): one device block for the
+ * constants, uploaded once (they never change), and a host shadow for every input and every
+ * target that lives in the arena. */
+static sn_status mirror_setup(sn_plan *p) {
+    sn_graph *g = p->g;
+    size_t cbytes = 0;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->needed[i] && p->loc[i].kind == LOC_CONST) {
+            p->loc[i].offset = cbytes;
+            cbytes += (sn_plan_node_bytes(&g->nodes[i]) + 63) & ~(size_t)63;
+        }
+    if (!(p->dconst = sn_backend_alloc(p->backend, cbytes))) return SN_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++)
+        if (p->needed[i] && p->loc[i].kind == LOC_CONST)
+            SN_TRY(sn_backend_copy_to_device(p->backend, p->dconst + p->loc[i].offset,
+                                             g->nodes[i].const_data,
+                                             sn_plan_node_bytes(&g->nodes[i])));
+    if (!(p->host = sn_calloc((size_t)p->n_nodes, sizeof *p->host))) return SN_ERR_NOMEM;
+    for (int i = 0; i < p->n_nodes; i++) {
+        if (!p->needed[i] || p->loc[sn_plan_root(p, i)].kind != LOC_ARENA) continue;
+        if (!p->is_target[i] && g->nodes[i].op != SN_OP_INPUT) continue;
+        size_t bytes = sn_plan_node_bytes(&g->nodes[i]);
+        if (!(p->host[i] = sn_malloc_aligned(bytes ? bytes : 64))) return SN_ERR_NOMEM;
+        memset(p->host[i], 0, bytes);
+    }
+    return SN_OK;
 }
 
 typedef struct block {
@@ -131,20 +127,20 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
     for (int c = 0; c < total; c++) {
         const sn_node_t *nd = &g->nodes[p->order[c]];
         for (int j = 0; j < nd->n_in; j++) {
-            sn_node r = root_of(p, nd->in[j]);
+            sn_node r = sn_plan_root(p, nd->in[j]);
             if (last[r] < c) last[r] = c;
         }
     }
     for (int i = 0; i < nn; i++) {
         if (!p->needed[i]) continue;
-        if (p->is_target[i] || g->nodes[i].op == SN_OP_INPUT || !reuse) last[root_of(p, i)] = total;
+        if (p->is_target[i] || g->nodes[i].op == SN_OP_INPUT || !reuse) last[sn_plan_root(p, i)] = total;
     }
     size_t peak = 0;
     int nlive = 0;
     /* Inputs first, at the bottom of the arena, alive throughout. */
     for (int i = 0; i < nn; i++) {
         if (!p->needed[i] || p->loc[i].kind != LOC_ARENA || g->nodes[i].op != SN_OP_INPUT) continue;
-        size_t sz = (node_bytes(&g->nodes[i]) + 63) & ~(size_t)63;
+        size_t sz = (sn_plan_node_bytes(&g->nodes[i]) + 63) & ~(size_t)63;
         block b = {place(live, nlive, sz), sz, total};
         insert_sorted(live, &nlive, b);
         p->loc[i].offset = b.offset;
@@ -158,7 +154,7 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
         nlive = w;
         sn_node id = p->order[c];
         if (p->loc[id].kind != LOC_ARENA) continue;
-        size_t sz = (node_bytes(&g->nodes[id]) + 63) & ~(size_t)63;
+        size_t sz = (sn_plan_node_bytes(&g->nodes[id]) + 63) & ~(size_t)63;
         int lu = last[id] < c ? c : last[id]; /* an unread value still needs its output slot */
         block b = {place(live, nlive, sz), sz, lu};
         insert_sorted(live, &nlive, b);
@@ -187,6 +183,10 @@ void sn_plan_free(sn_plan *p) {
     free(p->prof);
     sn_backend_free(p->backend, p->arena);
     sn_backend_free(p->backend, p->scratch);
+    sn_backend_free(p->backend, p->dvars);
+    sn_backend_free(p->backend, p->dconst);
+    for (int i = 0; p->host && i < p->n_nodes; i++) sn_free_aligned(p->host[i]);
+    free(p->host);
     free(p);
 }
 
@@ -204,14 +204,21 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         return sn_errorf(g->status, "plan: the graph has an earlier error (%s)", sn_last_error());
     if (ntargets < 1 || !targets)
         return sn_errorf(SN_ERR_INVALID, "plan: needs at least one target, got %d", ntargets);
-    sn_plan_opts o = opts ? *opts : sn_plan_opts_defaults();
     sn_backend *be;
-    SN_TRY(sn_backend_find(o.device, &be));
-    /* Variables, constants and the buffers the host reads or fills (sn_plan_buffer) are used
-     * in place, so the plan needs memory the host can address. */
-    if (!sn_backend_get_caps(be).host_visible)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "plan: device %s has memory the host cannot "
-                         "address; plans there are not supported yet", sn_backend_name(be));
+    SN_TRY(sn_backend_find(opts ? opts->device : NULL, &be));
+    return sn_plan_new_on(out, g, ntargets, targets, opts, be);
+}
+
+sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
+                         const sn_plan_opts *opts, sn_backend *be) {
+    if (!out) return sn_errorf(SN_ERR_INVALID, "plan: out is NULL");
+    *out = NULL;
+    if (!g || !be) return sn_errorf(SN_ERR_INVALID, "plan: %s is NULL", g ? "backend" : "graph");
+    if (g->status != SN_OK)
+        return sn_errorf(g->status, "plan: the graph has an earlier error (%s)", sn_last_error());
+    if (ntargets < 1 || !targets)
+        return sn_errorf(SN_ERR_INVALID, "plan: needs at least one target, got %d", ntargets);
+    sn_plan_opts o = opts ? *opts : sn_plan_opts_defaults();
     for (int i = 0; i < ntargets; i++)
         if (targets[i] < 0 || targets[i] >= g->n_nodes)
             return sn_errorf(SN_ERR_INVALID, "plan: target %d (node %d) is not a node of this graph",
@@ -223,6 +230,7 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     p->g = g;
     p->n_nodes = nn;
     p->backend = be;
+    p->mirror = !sn_backend_get_caps(be).host_visible;
     p->loc = sn_calloc((size_t)nn, sizeof *p->loc);
     p->needed = sn_calloc((size_t)nn, 1);
     p->is_target = sn_calloc((size_t)nn, 1);
@@ -272,35 +280,11 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
         }
     }
 
-    /* Fusion: a relu whose input is a bias_add read by nothing else runs inside that bias_add
-     * (one pass over the activation instead of two; relu's gradient reads relu's output, so
-     * the pre-activation has no other reader). The relu becomes a view of the bias_add's
-     * buffer. SN_FUSE=0 turns this off (debugging, tests). */
-    unsigned char *fuse_relu = p->fuse_relu = sn_calloc((size_t)nn, 1);
-    if (!fuse_relu) return plan_fail(p, SN_ERR_NOMEM);
-    const char *fuse_env = getenv("SN_FUSE");
-    if (!(fuse_env && !strcmp(fuse_env, "0"))) {
-        int *readers = sn_calloc((size_t)nn, sizeof *readers);
-        if (!readers) return plan_fail(p, SN_ERR_NOMEM);
-        for (int i = 0; i < nn; i++)
-            if (p->needed[i])
-                for (int j = 0; j < g->nodes[i].n_in; j++) readers[g->nodes[i].in[j]]++;
-        int w = 0;
-        for (int c = 0; c < n; c++) {
-            sn_node r = p->order[c];
-            const sn_node_t *nd = &g->nodes[r];
-            sn_node b = nd->n_in == 1 ? nd->in[0] : SN_NONE;
-            if (nd->op == SN_OP_RELU && g->nodes[b].op == SN_OP_BIAS_ADD && readers[b] == 1 &&
-                !p->is_target[b] && g->nodes[b].dtype == nd->dtype) {
-                fuse_relu[b] = 1;
-                p->loc[r] = (sn_loc){.kind = LOC_ALIAS, .alias = b};
-                continue; /* no call of its own */
-            }
-            p->order[w++] = r;
-        }
-        free(readers);
-        n = p->n_calls = w;
-    }
+    /* Fusion (plan_fuse.c), before kernels are chosen: a fused call is a different call. */
+    sn_status fs = sn_plan_fuse(p, n, &n);
+    if (fs != SN_OK) return plan_fail(p, fs);
+    p->n_calls = n;
+    const unsigned char *fuse_relu = p->fuse_relu;
 
     /* Kernels: choose and prepare each call once. */
     p->calls = sn_calloc((size_t)(n ? n : 1), sizeof *p->calls);
@@ -350,78 +334,10 @@ sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *t
     if (s != SN_OK) return plan_fail(p, s);
     p->scratch_bytes = scratch;
     if (scratch && !(p->scratch = sn_backend_alloc(be, scratch))) return plan_fail(p, SN_ERR_NOMEM);
-    bind(p);
+    if (p->mirror && (s = mirror_setup(p)) != SN_OK) return plan_fail(p, s);
+    if ((s = sn_plan_bind(p)) != SN_OK) return plan_fail(p, s);
     *out = p;
     return SN_OK;
-}
-
-/* The steps themselves; sn_plan_run wraps them in the device's thread count. */
-static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
-    for (int64_t s = 0; s < steps; s++) {
-        if (feed) {
-            sn_status fs = feed(ctx, p, s);
-            if (fs != SN_OK) return sn_error_context(fs, "feeding step %lld", (long long)p->step);
-        }
-        for (int c = 0; c < p->n_calls; c++) {
-            sn_kcall *k = &p->calls[c];
-            k->step = p->step;
-            double t0 = p->prof ? sn_now() : 0;
-            sn_status st = p->kern[c]->run(k);
-            if (p->prof) p->prof[c] += sn_now() - t0;
-            if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
-            if (st != SN_OK)
-                return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
-                                        (int)k->id, sn_ops[k->op]->name);
-        }
-        p->step++;
-    }
-    return SN_OK;
-}
-
-sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
-    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_run: plan is NULL");
-    if (steps < 0) return sn_errorf(SN_ERR_INVALID, "plan_run: steps %lld is negative", (long long)steps);
-    if (stale(p)) bind(p);
-    /* A plan placed on logical device i runs its kernels on that device's share of the cores
-     * (all of them when the CPU is one device): the backend's bracket. */
-    int tok = sn_backend_enter(p->backend);
-    sn_status s = run_steps(p, steps, feed, ctx);
-    sn_status sy = sn_backend_synchronize(p->backend);
-    sn_backend_leave(p->backend, tok);
-    return s != SN_OK ? s : sy;
-}
-
-void *sn_plan_buffer(sn_plan *p, sn_node n) {
-    if (!p || n < 0 || n >= p->n_nodes || !p->needed[n]) {
-        sn_errorf(SN_ERR_INVALID, "plan_buffer: node %d is not part of this plan", (int)n);
-        return NULL;
-    }
-    const sn_node_t *nd = &p->g->nodes[n];
-    if (!p->is_target[n] && nd->op != SN_OP_INPUT && nd->op != SN_OP_VARIABLE) {
-        sn_errorf(SN_ERR_INVALID, "plan_buffer: node %d (%s) is neither an input nor a target of "
-                  "this plan, so its buffer may be shared with other values", (int)n,
-                  sn_ops[nd->op]->name);
-        return NULL;
-    }
-    if (stale(p)) bind(p);
-    return p->ptr[n];
-}
-
-sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t bytes) {
-    if (!p || !data) return sn_errorf(SN_ERR_INVALID, "plan_set_input: NULL %s", p ? "data" : "plan");
-    if (n < 0 || n >= p->n_nodes || p->g->nodes[n].op != SN_OP_INPUT)
-        return sn_errorf(SN_ERR_INVALID, "plan_set_input: node %d is not an input", (int)n);
-    const sn_node_t *nd = &p->g->nodes[n];
-    if (!p->needed[n])
-        return sn_errorf(SN_ERR_INVALID, "plan_set_input: input '%s' is not used by this plan",
-                         nd->name ? nd->name : "");
-    size_t want = node_bytes(nd);
-    char b[128];
-    if (bytes != want)
-        return sn_errorf(SN_ERR_SHAPE, "plan_set_input: input '%s' (%s %s) takes %zu bytes, got %zu",
-                         nd->name ? nd->name : "", sn_dtype_name(nd->dtype),
-                         sn_shape_str(&nd->shape, b, sizeof b), want, bytes);
-    return sn_backend_copy_to_device(p->backend, p->ptr[n], data, bytes);
 }
 
 size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes + p->scratch_bytes : 0; }
@@ -432,61 +348,9 @@ void sn_plan_set_step(sn_plan *p, int64_t step) {
 }
 const char *sn_plan_device(const sn_plan *p) { return p ? sn_backend_name(p->backend) : ""; }
 
-void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx) {
-    if (!p) return;
-    p->hook = hook;
-    p->hook_ctx = ctx;
-}
-
 int sn_plan_call_of(const sn_plan *p, sn_node n) {
     for (int c = 0; p && c < p->n_calls; c++)
         if (p->calls[c].id == n) return c;
     return -1;
 }
 
-sn_status sn_plan_profile(sn_plan *p, bool on) {
-    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_profile: plan is NULL");
-    free(p->prof);
-    p->prof = NULL;
-    if (on && !(p->prof = sn_calloc((size_t)(p->n_calls ? p->n_calls : 1), sizeof *p->prof)))
-        return SN_ERR_NOMEM;
-    return SN_OK;
-}
-
-bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
-                           double *seconds) {
-    if (!p || c < 0 || c >= p->n_calls) return false;
-    if (node) *node = p->calls[c].id;
-    if (impl) *impl = p->kern[c]->impl;
-    if (seconds) *seconds = p->prof ? p->prof[c] : 0.0;
-    return true;
-}
-
-sn_status sn_eval(sn_graph *g, sn_node n, const char *device, sn_tensor **out) {
-    if (!out) return sn_errorf(SN_ERR_INVALID, "eval: out is NULL");
-    *out = NULL;
-    if (!g) return sn_errorf(SN_ERR_INVALID, "eval: graph is NULL");
-    sn_plan_opts o = sn_plan_opts_defaults();
-    o.device = device;
-    sn_plan *p;
-    SN_TRY(sn_plan_new(&p, g, 1, &n, &o));
-    for (int i = 0; i < p->n_nodes; i++)
-        if (p->needed[i] && g->nodes[i].op == SN_OP_INPUT) {
-            sn_status s = sn_errorf(SN_ERR_INVALID, "eval: node %d needs input '%s', which eager "
-                                    "evaluation cannot feed; use a plan", (int)n,
-                                    g->nodes[i].name ? g->nodes[i].name : "");
-            sn_plan_free(p);
-            return s;
-        }
-    sn_status s = sn_plan_run(p, 1, NULL, NULL);
-    if (s == SN_OK) s = sn_tensor_new(out, g->nodes[n].dtype, &g->nodes[n].shape);
-    if (s == SN_OK)
-        s = sn_backend_copy_to_host(p->backend, sn_tensor_data(*out), p->ptr[n],
-                                    node_bytes(&g->nodes[n]));
-    if (s != SN_OK && *out) {
-        sn_tensor_free(*out);
-        *out = NULL;
-    }
-    sn_plan_free(p);
-    return s;
-}

@@ -1,5 +1,7 @@
-/* The checkpoint container: named typed arrays in one HDF5 file, written atomically, with a
- * CRC-32C over everything stored (checkpoint_io.h, docs/checkpoints.md). */
+/* The checkpoint container: named typed arrays in one HDF5 file, written atomically, sealed by
+ * a header in HDF5's user block (length and CRC-32 of the whole file) that the reader checks
+ * before HDF5 parses a byte, and a CRC-32C over the items HDF5 returns (checkpoint_io.h,
+ * docs/checkpoints.md). */
 #include "io/checkpoint_io.h"
 
 #include <dirent.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "io/h5_util.h"
 #include "sinter/data.h" /* sn_crc32c: the one CRC-32C of the project (src/data/tfrecord.c) */
@@ -67,6 +70,159 @@ static uint32_t item_crc(uint32_t crc, const sn_ckpt_item *it) {
         crc = sn_crc32c(crc, it->data, (size_t)n * sn_ckpt_type_size(it->type));
     }
     return crc;
+}
+
+/* ---- the header in HDF5's user block ---------------------------------------------------- */
+
+/* HDF5 keeps the first SN_CKPT_USERBLOCK bytes for the application and starts its superblock
+ * after them; h5dump, h5py and H5Fopen find the superblock there by themselves. Layout
+ * (little-endian):
+ *   0  "SINTERCKPT\r\n"  12 bytes (CR LF: a text-mode copy breaks it, as PNG's and HDF5's)
+ *  12  u32 header version (1)
+ *  16  u64 length of the whole file, header included
+ *  24  u32 CRC-32 (zlib's crc32) of bytes [SN_CKPT_USERBLOCK, length)
+ *  28  u32 CRC-32 of bytes [0, 28): the header's own check
+ *  32  zeros to SN_CKPT_USERBLOCK */
+static const char hdr_magic[12] = {'S', 'I', 'N', 'T', 'E', 'R', 'C', 'K', 'P', 'T', '\r', '\n'};
+static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+#define HDR_VERSION 1u
+
+static void put32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* CRC-32 of fd's bytes [from, to), read in 1 MiB pieces. */
+static sn_status crc_range(int fd, const char *path, uint64_t from, uint64_t to, uint32_t *out) {
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = sn_malloc(CHUNK);
+    if (!buf) return SN_ERR_NOMEM;
+    uLong crc = crc32(0L, Z_NULL, 0);
+    sn_status st = SN_OK;
+    for (uint64_t off = from; off < to;) {
+        size_t want = to - off < CHUNK ? (size_t)(to - off) : CHUNK;
+        ssize_t got = pread(fd, buf, want, (off_t)off);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            st = got < 0 ? sn_errorf(SN_ERR_IO, "checkpoint '%s': read failed at byte %llu: %s",
+                                     path, (unsigned long long)off, strerror(errno))
+                         : sn_errorf(SN_ERR_FORMAT, "checkpoint '%s': the file ended at byte "
+                                     "%llu while it was read (it is %llu bytes)", path,
+                                     (unsigned long long)off, (unsigned long long)to);
+            break;
+        }
+        crc = crc32_z(crc, buf, (size_t)got);
+        off += (uint64_t)got;
+    }
+    free(buf);
+    *out = (uint32_t)crc;
+    return st;
+}
+
+sn_status sn_ckpt_seal_fd(int fd, const char *path) {
+    struct stat sb;
+    if (fstat(fd, &sb) != 0)
+        return sn_errorf(SN_ERR_IO, "checkpoint '%s': stat failed: %s", path, strerror(errno));
+    if ((uint64_t)sb.st_size < SN_CKPT_USERBLOCK)
+        return sn_errorf(SN_ERR_INVALID, "checkpoint '%s': %lld bytes, no room for the %d-byte "
+                         "header", path, (long long)sb.st_size, SN_CKPT_USERBLOCK);
+    unsigned char h[SN_CKPT_USERBLOCK];
+    memset(h, 0, sizeof h);
+    uint32_t crc = 0;
+    SN_TRY(crc_range(fd, path, SN_CKPT_USERBLOCK, (uint64_t)sb.st_size, &crc));
+    memcpy(h, hdr_magic, sizeof hdr_magic);
+    put32(h + 12, HDR_VERSION);
+    put64(h + 16, (uint64_t)sb.st_size);
+    put32(h + 24, crc);
+    put32(h + 28, (uint32_t)crc32(0L, h, 28));
+    for (size_t done = 0; done < sizeof h;) {
+        ssize_t w = pwrite(fd, h + done, sizeof h - done, (off_t)done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return sn_errorf(SN_ERR_IO, "checkpoint '%s': writing its header failed: %s", path,
+                             w < 0 ? strerror(errno) : "no progress");
+        done += (size_t)w;
+    }
+    return SN_OK;
+}
+
+/* The reader's side: everything about the bytes, nothing through HDF5. SN_ERR_FORMAT for a
+ * torn or corrupted file, SN_ERR_UNSUPPORTED for an HDF5 file without the header (a
+ * checkpoint of format 1, written before the header existed), SN_ERR_IO when it cannot be
+ * read at all. */
+static sn_status check_header(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sn_errorf(SN_ERR_IO, "cannot open it: %s", strerror(errno));
+    sn_status st = SN_OK;
+    struct stat sb;
+    unsigned char h[SN_CKPT_USERBLOCK];
+    if (fstat(fd, &sb) != 0) {
+        st = sn_errorf(SN_ERR_IO, "stat failed: %s", strerror(errno));
+        goto done;
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    size_t got = 0;
+    while (got < sizeof h && got < size) {
+        ssize_t r = pread(fd, h + got, sizeof h - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    if (got >= sizeof hdf5_sig && memcmp(h, hdf5_sig, sizeof hdf5_sig) == 0) {
+        st = sn_errorf(SN_ERR_UNSUPPORTED, "it is an HDF5 file without sinter's checksum header: "
+                       "a checkpoint of format 1 (written before the header existed) or not a "
+                       "checkpoint at all; it is not opened. Finish that run with the sinter that "
+                       "wrote it, or start over (--no-resume)");
+        goto done;
+    }
+    if (got < sizeof h) {
+        st = sn_errorf(SN_ERR_FORMAT, "it has %llu bytes, less than its %d-byte header: the "
+                       "file is torn", (unsigned long long)size, SN_CKPT_USERBLOCK);
+        goto done;
+    }
+    if (memcmp(h, hdr_magic, sizeof hdr_magic) != 0) {
+        st = sn_errorf(SN_ERR_FORMAT, "it does not start with \"SINTERCKPT\": not a checkpoint, "
+                       "or its header is corrupted");
+        goto done;
+    }
+    if (get32(h + 28) != (uint32_t)crc32(0L, h, 28)) {
+        st = sn_errorf(SN_ERR_FORMAT, "header checksum mismatch (stored %08x, computed %08x): "
+                       "the header is corrupted", get32(h + 28), (uint32_t)crc32(0L, h, 28));
+        goto done;
+    }
+    if (get32(h + 12) != HDR_VERSION) {
+        st = sn_errorf(SN_ERR_UNSUPPORTED, "header version %u (this build reads %u)",
+                       get32(h + 12), HDR_VERSION);
+        goto done;
+    }
+    uint64_t len = get64(h + 16);
+    if (len != size) {
+        st = sn_errorf(SN_ERR_FORMAT, "it has %llu bytes but was written with %llu: the file is "
+                       "%s", (unsigned long long)size, (unsigned long long)len,
+                       size < len ? "torn (truncated)" : "corrupted (bytes appended)");
+        goto done;
+    }
+    uint32_t crc = 0;
+    st = crc_range(fd, path, SN_CKPT_USERBLOCK, size, &crc);
+    if (st == SN_OK && crc != get32(h + 24))
+        st = sn_errorf(SN_ERR_FORMAT, "whole-file checksum mismatch (stored crc32 %08x, computed "
+                       "%08x): the file is torn or corrupted", get32(h + 24), crc);
+done:
+    close(fd);
+    return st;
 }
 
 /* ---- test hooks (environment; see checkpoint_io.h) -------------------------------------- */
@@ -184,13 +340,16 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
     else snprintf(dir, strlen(path) + 1, ".");
 
     sn_status st = SN_OK;
-    hid_t file = H5I_INVALID_HID, lcpl = H5I_INVALID_HID;
+    hid_t file = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID;
     bool created = false;
     uint32_t crc = 0;
+    int fd = -1;
     sn_h5_lock();
     SN_H5(lcpl = H5Pcreate(H5P_LINK_CREATE));
     SN_H5(H5Pset_create_intermediate_group(lcpl, 1));
-    SN_H5(file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+    SN_H5(fcpl = H5Pcreate(H5P_FILE_CREATE));
+    SN_H5(H5Pset_userblock(fcpl, SN_CKPT_USERBLOCK));
+    SN_H5(file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT));
     created = true;
     for (int i = 0; i < n; i++) {
         SN_H5_TRY(sn_error_context(write_item(file, lcpl, &items[i]), "checkpoint '%s': item '%s'",
@@ -202,7 +361,25 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
     SN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
     SN_H5(H5Fclose(file));
     file = H5I_INVALID_HID;
-    SN_H5_TRY(fsync_path(tmp, false));
+    /* HDF5 is done with the file: seal it (length and CRC of everything after the header,
+     * which HDF5 left zero) and make it durable before the rename publishes it. */
+    if ((fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0) {
+        st = sn_errorf(SN_ERR_IO, "checkpoint: cannot reopen '%s' to seal it: %s", tmp,
+                       strerror(errno));
+        goto done;
+    }
+    SN_H5_TRY(sn_ckpt_seal_fd(fd, tmp));
+    test_kill("sealed");
+    if (fsync(fd) != 0) {
+        st = sn_errorf(SN_ERR_IO, "checkpoint: fsync of '%s' failed: %s", tmp, strerror(errno));
+        goto done;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        st = sn_errorf(SN_ERR_IO, "checkpoint: closing '%s' failed: %s", tmp, strerror(errno));
+        goto done;
+    }
+    fd = -1;
     test_delay();
     test_kill("synced");
     if (rename(tmp, path) != 0) {
@@ -214,7 +391,9 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
     test_kill("renamed");
     SN_H5_TRY(fsync_path(dir, true));
 done:
+    if (fd >= 0) close(fd);
     sn_h5_close(&file);
+    sn_h5_close(&fcpl);
     sn_h5_close(&lcpl);
     sn_h5_unlock();
     if (created) remove(tmp); /* best effort: the error that matters is recorded */
@@ -344,6 +523,10 @@ sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int 
     sn_ckpt_item *items = NULL;
     int32_t version = 0;
     uint32_t want = 0, crc = 0;
+    /* The bytes first, outside HDF5's lock: HDF5 1.10's parser trusts what it reads
+     * (docs/reliability.md), so a torn or corrupted file must never reach it. */
+    st = check_header(path);
+    if (st != SN_OK) return sn_error_context(st, "checkpoint '%s' is not readable", path);
     sn_h5_lock();
     SN_H5(file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT));
     SN_H5_TRY(sn_h5_read_strs(file, "format", &nf, &fmt));
@@ -383,9 +566,12 @@ done:
     sn_h5_free_strs(nitems, names);
     if (st != SN_OK) {
         sn_ckpt_items_free(nitems, items);
-        /* Any failure to read a file that exists is a corrupt checkpoint to the caller. */
-        return sn_error_context(st == SN_ERR_NOMEM ? st : SN_ERR_FORMAT,
-                                "checkpoint '%s' is not readable", path);
+        /* Any other failure to read a file that exists is a corrupt checkpoint to the caller
+         * (it may fall back to an older one); a file it cannot open, memory, and a file of
+         * another format generation are not. */
+        bool keep = st == SN_ERR_NOMEM || st == SN_ERR_IO || st == SN_ERR_UNSUPPORTED;
+        return sn_error_context(keep ? st : SN_ERR_FORMAT, "checkpoint '%s' is not readable",
+                                path);
     }
     *n_out = nitems;
     *out = items;

@@ -2,13 +2,20 @@
  * named, typed arrays (variables, counters, history, callback state) in one HDF5 file; this
  * layer knows nothing of models. docs/checkpoints.md describes the file.
  *
- * Writing is atomic: a temporary file beside the target, flushed and fsync'ed, renamed over
- * it, the folder fsync'ed. A CRC-32C over every item (name, type, shape, bytes), stored as the
- * root attribute "crc32c", lets the reader tell a torn or corrupted file (SN_ERR_FORMAT). */
+ * Writing is atomic: a temporary file beside the target, closed by HDF5, sealed, fsync'ed,
+ * renamed over it, the folder fsync'ed. The seal is a header in HDF5's user block (the file's
+ * first SN_CKPT_USERBLOCK bytes): magic, length of the file and a CRC-32 of everything after
+ * the header. The reader checks it before HDF5 sees the file, so a torn or corrupted file is
+ * SN_ERR_FORMAT and never reaches HDF5's parser; a CRC-32C over every item (name, type,
+ * shape, bytes), the root attribute "crc32c", checks what HDF5 returns. */
 #ifndef SN_IO_CHECKPOINT_IO_H
 #define SN_IO_CHECKPOINT_IO_H
 
 #include "core/core.h"
+
+/* Bytes reserved before HDF5's superblock for the header (a power of two >= 512, as HDF5
+ * requires). */
+#define SN_CKPT_USERBLOCK 512
 
 typedef enum sn_ckpt_type {
     SN_CKPT_F32 = 1,
@@ -30,16 +37,23 @@ typedef struct sn_ckpt_item {
  * ("sinter-checkpoint"). Test hooks, read from the environment at each call (never set in
  * normal use): SN_CKPT_TEST_DELAY_US sleeps between the fsync and the rename;
  * SN_CKPT_TEST_KILL="N:PHASE" raises SIGKILL in the N-th write of this process (1-based) at
- * PHASE "data" (half the items written), "synced" (before the rename) or "renamed" (before
- * the folder's fsync). */
+ * PHASE "data" (half the items written), "sealed" (header written, before the fsync),
+ * "synced" (before the rename) or "renamed" (before the folder's fsync). */
 sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
                         const sn_ckpt_item *items);
-/* Reads every item of `path` and checks format, version <= max_version and the checksum.
- * *items (n of them) are freed with sn_ckpt_items_free. A file that is not a checkpoint, or
- * whose checksum does not match, is SN_ERR_FORMAT naming the path. */
+/* Reads every item of `path` after checking its header (length, whole-file CRC), then format,
+ * version <= max_version and the items' checksum. *items (n of them) are freed with
+ * sn_ckpt_items_free. A file that is torn, corrupted or not a checkpoint is SN_ERR_FORMAT
+ * naming the path (a caller may fall back to an older one); an HDF5 file without the header
+ * (checkpoint format 1, or not sinter's) is SN_ERR_UNSUPPORTED and is not opened; a file that
+ * cannot be opened is SN_ERR_IO. */
 sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int *n,
                        sn_ckpt_item **items);
 void sn_ckpt_items_free(int n, sn_ckpt_item *items);
+/* Writes the header into the first SN_CKPT_USERBLOCK bytes of the open file fd (HDF5 has
+ * closed it): its length and the CRC-32 of the bytes after the header. sn_ckpt_write calls
+ * it; fuzz_checkpoint's CRC-bypass mode uses it to hand HDF5 arbitrary sealed bytes. */
+sn_status sn_ckpt_seal_fd(int fd, const char *path);
 /* The item called name (NULL when absent). */
 const sn_ckpt_item *sn_ckpt_find(int n, const sn_ckpt_item *items, const char *name);
 size_t sn_ckpt_type_size(sn_ckpt_type t);

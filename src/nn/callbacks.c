@@ -4,6 +4,7 @@
  * sn_callback_free finds the rest. The progress bar is the one place the library writes text,
  * and only to the FILE* the user gave it. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <math.h>
 #include <stdlib.h>
@@ -185,6 +186,7 @@ sn_callback *sn_callback_progress_bar(FILE *out, int verbose) {
 typedef struct csvlog {
     cb_base base;
     char *path;
+    sn_model *m; /* from on_train_begin: a resumed fit's restored history */
     FILE *f;
     int n_keys;
     const char *keys[SN_LOGS_MAX];
@@ -212,15 +214,101 @@ void sn_repr_double(char *buf, size_t cap, double v) {
     if (!strpbrk(buf, ".e")) strncat(buf, ".0", cap - strlen(buf) - 1);
 }
 
+/* The header: "epoch" and the keys, as Keras writes them (sorted). */
+static int csv_header(FILE *f, const csvlog *c) {
+    int rc = fprintf(f, "epoch") < 0;
+    for (int i = 0; i < c->n_keys; i++) rc |= fprintf(f, ",%s", c->keys[i]) < 0;
+    return rc | (fprintf(f, "\n") < 0);
+}
+
+static void csv_set_keys(csvlog *c, int n, const char *const *names) {
+    c->n_keys = 0;
+    for (int i = 0; i < n && i < SN_LOGS_MAX; i++) {
+        snprintf(c->key_store[i], sizeof c->key_store[i], "%s", names[i]);
+        c->keys[c->n_keys++] = c->key_store[i];
+    }
+    qsort(c->keys, (size_t)c->n_keys, sizeof c->keys[0], cmp_str);
+}
+
+/* A resumed fit (sn_backup_opts): the file gets the restored history's rows, written to a
+ * temporary file beside it and renamed over it (a crash leaves the old file or the new one),
+ * so that it holds the whole run, as an uninterrupted run's file does; the resumed epochs are
+ * appended after them. Epochs before `next` are the history's rows. NaN is "nan" (the
+ * history does not tell an absent value from NaN). */
+static sn_status csv_rewrite(csvlog *c, const sn_history *h, int next) {
+    const char *names[SN_LOGS_MAX];
+    int nn = sn_history_names(h, names), ne = sn_history_epochs(h);
+    csv_set_keys(c, nn, names);
+    size_t len = strlen(c->path) + 32;
+    char *tmp = sn_malloc(len);
+    if (!tmp) return SN_ERR_NOMEM;
+    snprintf(tmp, len, "%s.tmp%ld", c->path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        sn_status s = sn_errorf(SN_ERR_IO, "csv_logger: cannot create '%s': %s", tmp,
+                                strerror(errno));
+        free(tmp);
+        return s;
+    }
+    int rc = csv_header(f, c);
+    for (int e = 0; e < ne; e++) {
+        rc |= fprintf(f, "%d", next - ne + e) < 0;
+        for (int i = 0; i < c->n_keys; i++) {
+            char num[64];
+            sn_repr_double(num, sizeof num, sn_history_get(h, c->keys[i], e));
+            rc |= fprintf(f, ",%s", num) < 0;
+        }
+        rc |= fprintf(f, "\n") < 0;
+    }
+    int e = errno;
+    rc |= fflush(f) != 0 || fsync(fileno(f)) != 0;
+    if (rc) e = errno;
+    rc |= fclose(f) != 0;
+    sn_status s = SN_OK;
+    if (rc) s = sn_errorf(SN_ERR_IO, "csv_logger: writing '%s' failed: %s", tmp, strerror(e));
+    else if (rename(tmp, c->path) != 0)
+        s = sn_errorf(SN_ERR_IO, "csv_logger: cannot rename '%s' to '%s': %s", tmp, c->path,
+                      strerror(errno));
+    if (s != SN_OK) remove(tmp);
+    free(tmp);
+    if (s != SN_OK) return s;
+    /* The folder's entry: the rename must outlive a crash as the data does. */
+    char *dir = sn_strdup(c->path);
+    if (!dir) return SN_ERR_NOMEM;
+    char *slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
+    int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0)
+        s = sn_errorf(SN_ERR_IO, "csv_logger: syncing the folder of '%s' failed: %s", c->path,
+                      strerror(errno));
+    if (fd >= 0) close(fd);
+    free(dir);
+    return s;
+}
+
+static sn_status csv_train_begin(void *user, sn_model *m) {
+    ((csvlog *)user)->m = m;
+    return SN_OK;
+}
+
 static sn_status csv_epoch_begin(void *user, int epoch, int epochs) {
     csvlog *c = user;
+    (void)epochs;
     if (c->f) return SN_OK;
-    /* Keras's CSVLogger(append=False): a new file per training run. */
-    c->f = fopen(c->path, "w");
+    /* Keras's CSVLogger(append=False): a new file per training run; a run resumed from a
+     * checkpoint is the same run, so its file starts with the restored history. */
+    const sn_history *h = c->m && c->m->train && c->m->train->fit ? c->m->train->fit->history
+                                                                  : NULL;
+    c->n_keys = 0;
+    if (h && sn_history_epochs(h) > 0) {
+        SN_TRY(csv_rewrite(c, h, epoch));
+        c->f = fopen(c->path, "a");
+    } else {
+        c->f = fopen(c->path, "w");
+    }
     if (!c->f)
         return sn_errorf(SN_ERR_IO, "csv_logger: cannot open '%s' for writing: %s", c->path,
                          strerror(errno));
-    c->n_keys = 0;
     return SN_OK;
 }
 
@@ -230,14 +318,8 @@ static sn_status csv_epoch_end(void *user, const sn_logs *l, bool *stop) {
     int rc = 0;
     if (c->n_keys == 0) {
         /* Keras writes the keys sorted: epoch,accuracy,loss,val_accuracy,val_loss */
-        for (int i = 0; i < l->n && i < SN_LOGS_MAX; i++) {
-            snprintf(c->key_store[i], sizeof c->key_store[i], "%s", l->names[i]);
-            c->keys[c->n_keys++] = c->key_store[i];
-        }
-        qsort(c->keys, (size_t)c->n_keys, sizeof c->keys[0], cmp_str);
-        rc |= fprintf(c->f, "epoch") < 0;
-        for (int i = 0; i < c->n_keys; i++) rc |= fprintf(c->f, ",%s", c->keys[i]) < 0;
-        rc |= fprintf(c->f, "\n") < 0;
+        csv_set_keys(c, l->n, l->names);
+        rc |= csv_header(c->f, c);
     }
     rc |= fprintf(c->f, "%d", l->epoch) < 0;
     for (int i = 0; i < c->n_keys; i++) {
@@ -277,8 +359,9 @@ sn_callback *sn_callback_csv_logger(const char *path) {
         return NULL;
     }
     c->base.destroy = csv_destroy;
-    c->base.cb = (sn_callback){.user = c, .on_epoch_begin = csv_epoch_begin,
-                               .on_epoch_end = csv_epoch_end, .on_train_end = csv_train_end};
+    c->base.cb = (sn_callback){.user = c, .on_train_begin = csv_train_begin,
+                               .on_epoch_begin = csv_epoch_begin, .on_epoch_end = csv_epoch_end,
+                               .on_train_end = csv_train_end};
     return &c->base.cb;
 }
 

@@ -21,7 +21,8 @@
 #include "nn/train_impl.h"
 
 #define CKPT_KIND "sinter-checkpoint"
-#define CKPT_VERSION 1
+/* 2: the header in HDF5's user block (src/io/checkpoint_io.c); 1 had none and is refused. */
+#define CKPT_VERSION 2
 #define CKPT_PREFIX "ckpt"
 
 sn_backup_opts sn_backup_defaults(void) {
@@ -433,10 +434,22 @@ sn_status sn_fit_backup_resume(sn_model *m, const sn_backup_opts *b, bool *resum
             said_resume(m, b, paths[i]);
             break;
         }
-        if (s != SN_ERR_FORMAT) break; /* a valid file for another model: an error */
-        say(b, "Warning: %s; %s\n", sn_last_error(),
-            i + 1 < n ? "using the previous checkpoint" : "no older checkpoint: starting over");
-        s = SN_OK;
+        /* Only a torn or corrupted file falls back; a valid file for another model, an old
+         * format or an unreadable file is an error. */
+        if (s != SN_ERR_FORMAT) break;
+        if (i + 1 < n) {
+            say(b, "Warning: %s; using the previous checkpoint\n", sn_last_error());
+            continue;
+        }
+        /* Every file is damaged. Starting over here would also let the next save's pruning
+         * delete this run's new, lower-numbered checkpoints in favour of the damaged ones:
+         * the user decides (--no-resume removes them, --resume PATH names one). */
+        say(b, "Warning: %s\n", sn_last_error());
+        char why[512];
+        snprintf(why, sizeof why, "%s", sn_last_error()); /* sn_errorf overwrites it */
+        s = sn_errorf(SN_ERR_FORMAT, "resume: no valid checkpoint in '%s': all %d are torn or "
+                      "corrupted (the oldest: %s); start over with --no-resume (it removes "
+                      "them) or name one with --resume PATH", b->dir, n, why);
     }
     sn_ckpt_list_free(n, paths, nums);
     return s;

@@ -3,11 +3,43 @@
  * allocator and every copy is memcpy; kernels run at once on the calling thread's OpenMP team,
  * so there is no stream object and synchronize has nothing to wait for. The kernel table is
  * the CPU table (reference rows overridden by backend/cpu/; SN_KERNELS=ref keeps the
- * reference). */
+ * reference).
+ *
+ * Logical devices: the CPU split into N logical devices, as TensorFlow's
+ * tf.config.set_logical_device_configuration does. Each logical device gets its share of the
+ * thread budget (sn_num_threads(): SN_NUM_THREADS, else all cores): max(1, cores / n), the
+ * first cores % n devices one more, so the shares add up to the cores. With more devices than
+ * cores every device gets one thread and devices share cores round-robin (device i runs on
+ * core i % cores when replicas run at once): they are logical, for placement and replication,
+ * not a promise of dedicated hardware.
+ *
+ * The configuration is process-wide and, as in TensorFlow, meant to be set once before the
+ * devices are used; it is not thread-safe against concurrent lookups. */
 #include <pthread.h>
 #include <string.h>
 
 #include "backend/backend_impl.h"
+
+/* 0 = not configured: one CPU device with the whole team. */
+static int g_cpu_devices = 0;
+
+sn_status sn_device_configure_cpu(int n) {
+    if (n < 1 || n > SN_MAX_LOGICAL_DEVICES)
+        return sn_errorf(SN_ERR_INVALID, "configure_cpu: %d logical CPU devices requested; "
+                         "expected 1 to %d", n, SN_MAX_LOGICAL_DEVICES);
+    g_cpu_devices = n;
+    return SN_OK;
+}
+
+int sn_device_count_cpu(void) { return g_cpu_devices > 0 ? g_cpu_devices : 1; }
+bool sn_cpu_devices_configured(void) { return g_cpu_devices > 0; }
+
+int sn_cpu_device_threads(int i) {
+    int n = sn_device_count_cpu(), cores = sn_num_threads();
+    if (i < 0 || i >= n) return 0;
+    if (n >= cores) return 1;
+    return cores / n + (i < cores % n ? 1 : 0);
+}
 
 static sn_backend_caps cpu_caps(const sn_backend *b) {
     return (sn_backend_caps){

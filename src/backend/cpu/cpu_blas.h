@@ -26,7 +26,7 @@ const sn_kernel *sn_cpu_conv_c1_kernel(void);
  * an AVX2/SSE fallback chosen at load time). */
 const sn_kernel *sn_cpu_pool_impl(sn_op op);
 
-/* Shared by the convolution implementations: the geometry of one NHWC convolution with HWIO
+/* Shared by the convolution implementations (cpu_conv_geom.c): the geometry of one NHWC convolution with HWIO
  * weights, taken from a CONV2D / CONV2D_BWD_DATA / CONV2D_BWD_FILTER call. pad_bottom and
  * pad_right follow from the output shape and may exceed pad_top / pad_left (TF SAME). */
 typedef struct sn_conv_geom {

@@ -14,42 +14,6 @@
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/dnnl_util.h"
 
-bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
-    if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
-    if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32) return false;
-    const sn_shape *xs, *ws, *ys;
-    switch (c->op) {
-    case SN_OP_CONV2D:
-        xs = &c->x[0].shape, ws = &c->x[1].shape, ys = &c->y.shape;
-        break;
-    case SN_OP_CONV2D_BWD_DATA:
-        xs = &c->y.shape, ws = &c->x[1].shape, ys = &c->x[0].shape;
-        break;
-    case SN_OP_CONV2D_BWD_FILTER:
-        xs = &c->x[0].shape, ws = &c->y.shape, ys = &c->x[1].shape;
-        break;
-    default: return false;
-    }
-    if (xs->ndim != 4 || ws->ndim != 4 || ys->ndim != 4) return false;
-    g->n = xs->dim[0], g->h = xs->dim[1], g->w = xs->dim[2], g->c = xs->dim[3];
-    g->kh = ws->dim[0], g->kw = ws->dim[1], g->f = ws->dim[3];
-    g->oh = ys->dim[1], g->ow = ys->dim[2];
-    if (ws->dim[2] != g->c || ys->dim[0] != g->n || ys->dim[3] != g->f) return false;
-    g->sh = c->attr->conv.stride_h, g->sw = c->attr->conv.stride_w;
-    g->pt = c->attr->conv.pad_top, g->pl = c->attr->conv.pad_left;
-    if (g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0) return false;
-    if (g->n < 1 || g->h < 1 || g->w < 1 || g->c < 1 || g->kh < 1 || g->kw < 1 || g->f < 1 ||
-        g->oh < 1 || g->ow < 1)
-        return false;
-    g->pb = (g->oh - 1) * g->sh + g->kh - g->h - g->pt;
-    g->pr = (g->ow - 1) * g->sw + g->kw - g->w - g->pl;
-    /* A negative implied padding (rows the output never reads) is left to the reference. */
-    if (g->pb < 0 || g->pr < 0) return false;
-    /* Windows that lie wholly in the padding: legal, but not worth a fast path. */
-    if (g->pt >= g->kh || g->pl >= g->kw || g->pb >= g->kh || g->pr >= g->kw) return false;
-    return true;
-}
-
 #ifdef SN_HAVE_DNNL
 
 static void conv_release(sn_kcall *c) {

@@ -1,0 +1,86 @@
+/* Internal to the planner and executor (graph/plan*.c, graph/exec.c): the plan itself.
+ *
+ *   plan.c          the planner: what the targets need, the order, storage, kernels, memory
+ *   plan_fuse.c     the fusion pass the planner runs before it chooses kernels
+ *   exec.c          the executor: runs a plan N times, feeds inputs, reads results, sn_eval
+ *   plan_profile.c  per-call timing for `sinter bench --profile`
+ *
+ * A plan reaches its device only through its backend (backend/backend.h): arena and scratch
+ * memory, kernels, the thread bracket and synchronize. */
+#ifndef SN_GRAPH_PLAN_IMPL_H
+#define SN_GRAPH_PLAN_IMPL_H
+
+#include "backend/backend.h"
+#include "graph/graph_impl.h"
+
+enum { LOC_NONE = 0, LOC_ARENA, LOC_VAR, LOC_CONST, LOC_ALIAS };
+
+typedef struct sn_loc {
+    int kind;
+    size_t offset;     /* LOC_ARENA: byte offset in the arena */
+    sn_node alias;     /* LOC_ALIAS: the node whose buffer this one shares */
+} sn_loc;
+
+struct sn_plan {
+    sn_graph *g;
+    int n_calls;
+    sn_kcall *calls;
+    const sn_kernel **kern;
+    sn_node *order;
+    sn_loc *loc;          /* per graph node (only needed ones used) */
+    unsigned char *needed; /* per graph node */
+    unsigned char *is_target;
+    unsigned char *fuse_relu; /* per graph node: a relu was fused into this bias_add */
+    void **ptr;           /* per graph node: resolved buffer */
+    unsigned char *arena;
+    size_t arena_bytes;
+    void *scratch;
+    size_t scratch_bytes;
+    const unsigned char *vars_seen;
+    const sn_node_t *nodes_seen; /* g->nodes when the calls' attribute pointers were set */
+    int64_t step;
+    double *prof;         /* per call: seconds spent, when profiling is on */
+    sn_node_hook hook;    /* called after each kernel call, when set */
+    void *hook_ctx;
+    sn_backend *backend;  /* the device it runs on: memory, threads, kernels */
+    /* Where the device's memory is not host memory (a GPU): the kernels read device copies of
+     * the variable buffer and the constants, and the host reads and fills host shadows of
+     * inputs and targets (exec.c moves them; plan.c places them). */
+    bool mirror;
+    unsigned char *dvars;  /* device copy of g->vars */
+    size_t dvars_bytes;
+    unsigned char *dconst; /* device copies of the constants (LOC_CONST offsets) */
+    void **host;           /* per graph node: host shadow of an input or arena target */
+    bool running;          /* inside sn_plan_run (a node hook may read buffers) */
+    int n_nodes; /* graph size when planned */
+};
+
+static inline size_t sn_plan_node_bytes(const sn_node_t *n) {
+    return (size_t)sn_shape_numel(&n->shape) * sn_dtype_size(n->dtype);
+}
+
+/* The node whose storage a node's value lives in (following views). */
+static inline sn_node sn_plan_root(const sn_plan *p, sn_node n) {
+    while (p->loc[n].kind == LOC_ALIAS) n = p->loc[n].alias;
+    return n;
+}
+
+/* Resolves every needed node's buffer and every call's pointers (plan.c); the executor calls
+ * it again when the graph moved its variable buffer or node array (sn_plan_stale). Fails only
+ * where a mirrored plan must grow its device copy of the variables. */
+sn_status sn_plan_bind(sn_plan *p);
+
+/* sn_plan_new on a given backend (plan.c); sn_plan_new resolves opts->device to one. */
+sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
+                         const sn_plan_opts *opts, sn_backend *backend);
+static inline bool sn_plan_stale(const sn_plan *p) {
+    return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen ||
+           (p->mirror && p->g->vars_bytes > p->dvars_bytes);
+}
+
+/* The fusion pass (plan_fuse.c): over the first n calls of p->order, marks in p->fuse_relu
+ * each bias_add that absorbs the relu reading it, turns that relu into a view (LOC_ALIAS)
+ * and removes it from the order. Returns the new call count. SN_FUSE=0: no fusion. */
+sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out);
+
+#endif
