@@ -114,23 +114,6 @@ static sn_status get_dataset(const char *dir, int64_t batch, bool training, sn_d
 
 /* ---- 1 and 2: devices, manual placement --------------------------------------------------- */
 
-/* Prints a 2-D f32 tensor as TensorFlow's repr does: "tf.Tensor(\n[[22. 28.]\n [49. 64.]], ..." */
-static void print_tf_tensor(const sn_tensor *t) {
-    const sn_shape *s = sn_tensor_shape(t);
-    printf("tf.Tensor(\n[");
-    for (int64_t i = 0; i < s->dim[0]; i++) {
-        printf("%s[", i ? " " : "");
-        for (int64_t j = 0; j < s->dim[1]; j++) {
-            double v = sn_tensor_get(t, i * s->dim[1] + j);
-            if (v == floor(v) && fabs(v) < 1e15) printf("%s%.0f.", j ? " " : "", v);
-            else printf("%s%g", j ? " " : "", v);
-        }
-        printf("]%s", i + 1 < s->dim[0] ? "\n" : "");
-    }
-    printf("], shape=(%lld, %lld), dtype=%s)\n", (long long)s->dim[0], (long long)s->dim[1],
-           sn_tensor_dtype(t) == SN_F32 ? "float32" : sn_dtype_name(sn_tensor_dtype(t)));
-}
-
 static int devices_and_placement(void) {
     printf("== Devices ==\nAll devices: [");
     for (int i = 0; i < sn_device_count(); i++) {
@@ -158,10 +141,11 @@ static int devices_and_placement(void) {
         return fail("matmul on /cpu:0");
     }
     printf("c device:  %s\n", info.name);
-    print_tf_tensor(t);
+    sn_status ps = sn_tensor_print_tf(t, stdout);
+    putchar('\n');
     sn_tensor_free(t);
     sn_graph_free(g);
-    return 0;
+    return ps == SN_OK ? 0 : fail("printing c");
 }
 
 /* ---- 3: Keras compile/fit with steps_per_execution --------------------------------------- */

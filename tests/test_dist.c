@@ -11,7 +11,9 @@
  *   test_dist --train-hang STEP        the same, but rank 1 stops responding (sleeps)
  *   test_dist --bench PRESET B STEPS   under mpirun: ms/step of a preset model and how much
  *                                      of the gradient all-reduce waited after the backward
- *                                      pass (docs/distributed.md) */
+ *                                      pass (docs/distributed.md)
+ *   test_dist --bench-local PRESET B STEPS N   ms/step mirrored on N logical CPU devices
+ *                                      ($SN_DIST_CONCURRENT=0: replicas one after another) */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -520,12 +522,14 @@ static int die_mode(int64_t die_at, bool hang) {
 /* The measurement in docs/distributed.md: STEPS steps (after one warm-up) of a preset on
  * synthetic 28x28 images under multi_worker; rank 0 prints ms/step and how much of the
  * all-reduce the backward pass hid ($SN_DIST_OVERLAP=0 for the all-reduce after it). */
-static int bench_mode(const char *preset, int64_t batch, int64_t steps) {
+static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devices) {
     sn_strategy *s = NULL;
     sn_model *m = NULL;
     sn_cached_plan *cp = NULL;
     sn_shape in = {.ndim = 3, .dim = {28, 28, 1}}, ys = {.ndim = 1, .dim = {batch}};
-    sn_status st = sn_strategy_multi_worker(1, &s);
+    sn_status st = devices > 0 ? sn_device_configure_cpu(devices) : SN_OK;
+    if (st == SN_OK)
+        st = devices > 0 ? sn_strategy_mirrored(devices, NULL, &s) : sn_strategy_multi_worker(1, &s);
     if (st == SN_OK) st = sn_model_preset(preset, &m);
     if (st == SN_OK) st = sn_model_build(m, &in, 3);
     if (st == SN_OK) {
@@ -553,7 +557,12 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps) {
         sn_dist_shutdown(false);
         return 1;
     }
-    if (sn_strategy_is_chief(s))
+    if (devices > 0)
+        printf("bench %s batch %lld, mirrored on %d logical CPU device(s) of %d thread(s), "
+               "replicas %s: %.2f ms/step\n", preset, (long long)batch, devices,
+               sn_device_threads(0), s->concurrent && devices > 1 ? "at once" : "one after another",
+               1e3 * dt / (double)steps);
+    else if (sn_strategy_is_chief(s))
         printf("bench %s batch %lld, %d workers, overlap %s: %.2f ms/step; %lld all-reduces/step, "
                "%lld started during the backward pass; %.3f ms/step waited after it\n", preset,
                (long long)batch, sn_strategy_num_workers(s),
@@ -566,9 +575,53 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps) {
     return 0;
 }
 
+/* Replicas run at once (one host thread each, step_runner.c) give the bits of the replicas
+ * run one after another ($SN_DIST_CONCURRENT=0): every variable (weights, optimizer slots,
+ * batch normalization's moving statistics) and the loss. Four logical devices on a 2-core
+ * machine also checks more devices than cores (each a one-thread share, threads sharing
+ * cores). */
+static void test_concurrent(void) {
+    CHECK_OK(sn_device_configure_cpu(4));
+    for (int bn = 0; bn < 2; bn++) {
+        sn_strategy *seq = NULL, *par = NULL;
+        setenv("SN_DIST_CONCURRENT", "0", 1);
+        CHECK_OK(sn_strategy_mirrored(4, NULL, &seq));
+        unsetenv("SN_DIST_CONCURRENT");
+        CHECK_OK(sn_strategy_mirrored(4, NULL, &par));
+        double ls = 0, lp = 0;
+        sn_model *ms = seq ? train(seq, bn, STEPS, &ls) : NULL;
+        sn_model *mp = par ? train(par, bn, STEPS, &lp) : NULL;
+        CHECK(ms && mp, "training 4 replicas one after another and at once (bn/dropout %d)", bn);
+        if (ms && mp) {
+            sn_node vs[64], vp[64];
+            int ns = sn_graph_variables(ms->g, false, vs, 64);
+            int np = sn_graph_variables(mp->g, false, vp, 64);
+            CHECK(ns == np && ns > 0, "variable counts %d and %d", ns, np);
+            int differ = 0;
+            for (int i = 0; i < ns && i < np; i++) {
+                sn_shape sh = sn_node_shape(ms->g, vs[i]);
+                size_t bytes = (size_t)sn_shape_numel(&sh) * sn_dtype_size(sn_node_dtype(ms->g, vs[i]));
+                if (memcmp(sn_variable_data(ms->g, vs[i]), sn_variable_data(mp->g, vp[i]), bytes)) {
+                    fprintf(stderr, "variable %s differs\n", sn_node_name(ms->g, vs[i]));
+                    differ++;
+                }
+            }
+            CHECK(differ == 0, "%d of %d variables differ between replicas at once and one after "
+                  "another (bn/dropout %d)", differ, ns, bn);
+            CHECK(ls == lp, "mean loss %.9g one after another, %.9g at once", ls, lp);
+        }
+        free_model(ms);
+        free_model(mp);
+        sn_strategy_free(seq);
+        sn_strategy_free(par);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc == 5 && !strcmp(argv[1], "--bench"))
-        return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]));
+        return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), 0);
+    if (argc == 6 && !strcmp(argv[1], "--bench-local"))
+        return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
     if (argc == 4 && !strcmp(argv[1], "--train")) return train_mode(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "--train-die")) return die_mode(atoll(argv[2]), false);
     if (argc == 3 && !strcmp(argv[1], "--train-hang")) return die_mode(atoll(argv[2]), true);
@@ -576,5 +629,6 @@ int main(int argc, char **argv) {
     test_strategies();
     test_datasets();
     test_training();
+    test_concurrent();
     return sn_test_finish("test_dist");
 }

@@ -105,9 +105,6 @@ sn_tensor *sn_per_replica_get(const sn_per_replica *v, int i);
 /* TensorFlow's print: "PerReplica:{\n  0: tf.Tensor(...),\n  1: ...\n}" (one entry alone
  * prints as the bare tensor, as TensorFlow does for one replica). */
 sn_status sn_per_replica_print(const sn_per_replica *v, FILE *out);
-/* The tensor as TensorFlow prints it: "tf.Tensor(\n[[1. 2.]\n [3. 4.]], shape=(2, 2),
- * dtype=float32)". */
-sn_status sn_tensor_print_tf(const sn_tensor *t, FILE *out);
 void sn_per_replica_free(sn_per_replica *v);
 
 typedef enum sn_reduce_op { SN_REDUCE_SUM = 0, SN_REDUCE_MEAN } sn_reduce_op;

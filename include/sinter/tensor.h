@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "sinter/status.h"
 
@@ -69,6 +70,9 @@ bool sn_tensor_is_contiguous(const sn_tensor *t);
 sn_tensor *sn_tensor_base(const sn_tensor *t); /* the tensor a view looks at, or NULL */
 /* Element i (row-major logical index) as a double, whatever the dtype and strides. */
 double sn_tensor_get(const sn_tensor *t, int64_t i);
+/* The tensor as TensorFlow prints it, without a newline: "tf.Tensor(\n[[1. 2.]\n [3. 4.]],
+ * shape=(2, 2), dtype=float32)" (NumPy's formatting of the values). */
+sn_status sn_tensor_print_tf(const sn_tensor *t, FILE *out);
 
 #ifdef __cplusplus
 }

@@ -3,8 +3,8 @@
  * src/data depends on core only (tensors, status, RNG) and on zlib, jansson, libzip and
  * pthreads; nothing in the graph. Files: idx.c (IDX, MNIST folders), dataset.c (the iteration
  * API, sources, maps, take/skip/shard/repeat), dataset_buffer.c (shuffle, batch, cache,
- * prefetch), tfrecord.c (CRC-32C, records, tf.train.Example, the TFRecord image dataset),
- * vocab.c (strict UTF-8, character vocabularies and their JSON), text.c (the text dataset of
+ * prefetch), tfrecord.c (CRC-32C, record framing), tf_example.c (tf.train.Example),
+ * tfrecord_dataset.c (the TFRecord image dataset), vocab.c (strict UTF-8, character vocabularies and their JSON), text.c (the text dataset of
  * character models). */
 #ifndef SN_DATA_IMPL_H
 #define SN_DATA_IMPL_H
@@ -55,5 +55,17 @@ size_t sn_data_nbytes(const sn_tensor *t);
 void sn_data_copy_to(void *dst, const sn_tensor *src);
 /* Makes *slot a contiguous copy of src, reusing *slot when dtype and shape already match. */
 sn_status sn_data_copy_into(sn_tensor **slot, const sn_tensor *src);
+
+/* Records sn_tfrecord_read has returned from r so far (the dataset names a bad one by its
+ * index in the file). */
+int64_t sn_tfrecord_records_read(const sn_tfrecord_reader *r);
+
+/* Little-endian 32-bit loads and stores (TFRecord framing, Example's packed fixed32). */
+static inline uint32_t sn_load_le32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline void sn_store_le32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
 
 #endif

@@ -8,7 +8,7 @@
  * others sooner; the deadline covers a rank that hangs, and launchers that do not.)
  *
  * Gradients are reduced in buckets (1 MB by default, in a fixed order), many in flight at
- * once so the network streams while MPI progresses them. dist_train.c starts each bucket from
+ * once so the network streams while MPI progresses them. step_runner.c starts each bucket from
  * the executor's node hook as soon as its gradients exist (start_f32), calls progress after
  * every later kernel, and finish before the optimizer update: the all-reduce overlaps the
  * rest of the backward pass. */

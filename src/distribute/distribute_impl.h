@@ -1,8 +1,10 @@
-/* Internal to src/distribute/ (and to the hooks fit and compile call): the strategy's fields, the
- * collectives behind one interface, and the data-parallel training step.
+/* Internal to src/distribute/: the strategy's fields and the collectives behind one
+ * interface. The layers above use the public sinter/dist.h and the step runner
+ * (distribute/step_runner.h), never this header.
  *
- * Layering: dist depends on core, graph, data and (for training) the nn internals; nothing
- * below depends on dist. MPI is touched only by collective_mpi.c (compiled when SN_HAVE_MPI). */
+ * Layering: distribute depends on core, backend, graph and data; nothing below depends on
+ * it, and it knows nothing of nn (models, losses, optimizers). MPI is touched only by
+ * collective_mpi.c (compiled when SN_HAVE_MPI). */
 #ifndef SN_DIST_IMPL_H
 #define SN_DIST_IMPL_H
 
@@ -64,31 +66,8 @@ struct sn_strategy {
                           * 1.7x faster than 4 MB for 154 MB over shared memory here) */
     bool overlap;        /* start each bucket's all-reduce during the backward pass as soon as
                           * its gradients exist ($SN_DIST_OVERLAP=0 turns it off) */
+    bool concurrent;     /* local replicas run at once, one host thread each
+                          * ($SN_DIST_CONCURRENT=0: one after another; step_runner.c) */
 };
-
-/* ---- training: the hooks fit and compile call ------------------------------------------ */
-struct sn_cached_plan;
-struct sn_model;
-typedef struct sn_dist_train sn_dist_train; /* per model, in struct sn_model (dist field) */
-
-/* compile.c, sn_train_plan, for SN_PLAN_TRAIN when m->strategy is set: the "plan" fit feeds.
- * Its x and y are global-batch inputs; sn_dist_plan_run runs the replicas from them. */
-sn_status sn_dist_train_plan(struct sn_model *m, int64_t batch, const sn_shape *y_shape,
-                             sn_dtype y_dtype, struct sn_cached_plan **out);
-/* fit.c, execute, instead of sn_plan_run for a training plan under a strategy: the same
- * contract (feed before each step, a feed failure ends the execution and is returned, the
- * plan's step advances by the steps run). */
-sn_status sn_dist_plan_run(struct sn_model *m, struct sn_cached_plan *cp, int64_t steps,
-                           sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
-/* What the gradient all-reduce of model m has done so far (multi-worker; zeros otherwise):
- * all-reduces started (one per bucket_bytes piece), how many of them from the node hook
- * during the backward pass, and the
- * seconds the steps spent after the replicas' runs summing and waiting for the all-reduce
- * (the communication the backward pass did not hide). For tests and measurements. */
-void sn_dist_allreduce_stats(const struct sn_model *m, int64_t *buckets, int64_t *early,
-                             double *wait_s);
-/* model.c, sn_model_free (and compile, through m->train changing): frees the per-model
- * state; plans go before the graph. */
-void sn_dist_train_free(sn_dist_train *d);
 
 #endif

@@ -1,6 +1,7 @@
 /* Strategies (one device, mirrored, multi-worker), strategy.run, per-replica values, their
- * TensorFlow-style printing, reduce, and the distributed datasets. The training step under a
- * strategy lives in dist_train.c; the collectives in collective_*.c. */
+ * printing and reduce. The distributed datasets are dist_dataset.c; the training step under a
+ * strategy is nn/fit_distributed.c over this layer's step runner (step_runner.c); the
+ * collectives are in collective_*.c. */
 #include <math.h>
 #include <string.h>
 
@@ -39,6 +40,7 @@ static sn_status strategy_alloc(sn_strategy_kind kind, int n_local, const int *d
     s->timeout_s = env_double("SN_DIST_TIMEOUT", 25.0, 0.001, 1e9);
     s->bucket_bytes = (size_t)(env_double("SN_DIST_BUCKET_MB", 1.0, 0.001, 4096.0) * 1048576.0);
     s->overlap = env_double("SN_DIST_OVERLAP", 1.0, 0.0, 1.0) != 0.0;
+    s->concurrent = env_double("SN_DIST_CONCURRENT", 1.0, 0.0, 1.0) != 0.0;
     *out = s;
     return SN_OK;
 }
@@ -221,106 +223,7 @@ sn_status sn_strategy_run(sn_strategy *s, sn_replica_fn fn, void *ctx, sn_per_re
     return st;
 }
 
-/* ---- printing as TensorFlow / NumPy do ------------------------------------------------------- */
-
-static const char *np_dtype(sn_dtype t) {
-    switch (t) {
-    case SN_F32: return "float32";
-    case SN_BF16: return "bfloat16";
-    case SN_I32: return "int32";
-    case SN_U8: return "uint8";
-    case SN_F64: return "float64";
-    default: return "?";
-    }
-}
-
-/* Fraction digits NumPy's "maxprec" mode gives x: the fewest (up to 8) that print it back
- * to within its precision. */
-static int frac_digits(double x, bool f32) {
-    double tol = fabs(x) * (f32 ? 1e-7 : 1e-15) + 1e-300;
-    for (int d = 0; d < 8; d++) {
-        double sc = pow(10.0, d);
-        if (fabs(round(x * sc) / sc - x) <= tol) return d;
-    }
-    return 8;
-}
-
-typedef struct fmt {
-    bool is_float, f32;
-    int fd;    /* fraction digits (floats) */
-    int width; /* of the widest element */
-} fmt;
-
-static int fmt_elem(const fmt *f, double x, char *buf, size_t cap) {
-    if (!f->is_float) return snprintf(buf, cap, "%lld", (long long)x);
-    if (isnan(x)) return snprintf(buf, cap, "nan");
-    if (isinf(x)) return snprintf(buf, cap, x > 0 ? "inf" : "-inf");
-    int own = frac_digits(x, f->f32);
-    int n = own == 0 ? snprintf(buf, cap, "%.0f.", x) : snprintf(buf, cap, "%.*f", own, x);
-    /* NumPy pads the fraction with spaces to the common number of digits. */
-    for (int i = own; i < f->fd && (size_t)n + 1 < cap; i++) buf[n++] = ' ';
-    buf[n] = 0;
-    return n;
-}
-
-static void print_rec(FILE *o, const sn_tensor *t, const fmt *f, int k, int64_t *idx) {
-    const sn_shape *s = sn_tensor_shape(t);
-    fputc('[', o);
-    for (int64_t i = 0; i < s->dim[k]; i++) {
-        if (k == s->ndim - 1) {
-            char b[64];
-            fmt_elem(f, sn_tensor_get(t, (*idx)++), b, sizeof b);
-            fprintf(o, "%s%*s", i ? " " : "", f->width, b);
-        } else {
-            if (i) {
-                fputc('\n', o);
-                for (int e = 0; e < s->ndim - k - 2; e++) fputc('\n', o);
-                for (int e = 0; e <= k; e++) fputc(' ', o);
-            }
-            print_rec(o, t, f, k + 1, idx);
-        }
-    }
-    fputc(']', o);
-}
-
-sn_status sn_tensor_print_tf(const sn_tensor *t, FILE *o) {
-    if (!t || !o) return sn_errorf(SN_ERR_INVALID, "tensor_print_tf: NULL %s", t ? "file" : "tensor");
-    const sn_shape *s = sn_tensor_shape(t);
-    sn_dtype dt = sn_tensor_dtype(t);
-    fmt f = {.is_float = dt == SN_F32 || dt == SN_BF16 || dt == SN_F64, .f32 = dt != SN_F64};
-    int64_t n = sn_tensor_numel(t);
-    for (int64_t i = 0; i < n && f.is_float; i++) {
-        double x = sn_tensor_get(t, i);
-        if (isfinite(x)) {
-            int d = frac_digits(x, f.f32);
-            if (d > f.fd) f.fd = d;
-        }
-    }
-    for (int64_t i = 0; i < n; i++) {
-        char b[64];
-        int w = fmt_elem(&f, sn_tensor_get(t, i), b, sizeof b);
-        if (w > f.width) f.width = w;
-    }
-    bool multiline = false;
-    for (int i = 0; i + 1 < s->ndim; i++)
-        if (s->dim[i] > 1) multiline = true;
-    fprintf(o, "tf.Tensor(%s", multiline ? "\n" : "");
-    if (s->ndim == 0) {
-        char b[64];
-        fmt_elem(&f, sn_tensor_get(t, 0), b, sizeof b);
-        fputs(b, o);
-    } else if (n == 0) {
-        fputs("[]", o);
-    } else {
-        int64_t idx = 0;
-        print_rec(o, t, &f, 0, &idx);
-    }
-    fputs(", shape=(", o);
-    for (int i = 0; i < s->ndim; i++)
-        fprintf(o, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
-    fprintf(o, "%s), dtype=%s)", s->ndim == 1 ? "," : "", np_dtype(dt));
-    return SN_OK;
-}
+/* ---- printing as TensorFlow does (each tensor by core/tensor_print.c) ---------------------- */
 
 sn_status sn_per_replica_print(const sn_per_replica *v, FILE *o) {
     if (!v || !o) return sn_errorf(SN_ERR_INVALID, "per_replica_print: NULL %s", v ? "file" : "value");
@@ -406,137 +309,4 @@ sn_status sn_strategy_reduce(sn_strategy *s, sn_reduce_op op, const sn_per_repli
     }
     free(acc);
     return st;
-}
-
-/* ---- distributed datasets ---------------------------------------------------------------------- */
-
-struct sn_dist_dataset {
-    sn_strategy *s;
-    sn_dataset *ds;
-    bool owns_ds;      /* from a function: one batch per local replica per step */
-    int nc;
-};
-
-sn_status sn_strategy_distribute_dataset(sn_strategy *s, sn_dataset *ds, sn_dist_dataset **out) {
-    if (!s || !ds || !out)
-        return sn_errorf(SN_ERR_INVALID, "distribute_dataset: NULL %s",
-                         !s ? "strategy" : !ds ? "dataset" : "out");
-    sn_dist_dataset *d = sn_calloc(1, sizeof *d);
-    if (!d) return SN_ERR_NOMEM;
-    d->s = s;
-    d->ds = ds;
-    d->nc = sn_dataset_num_components(ds);
-    *out = d;
-    return SN_OK;
-}
-
-sn_status sn_input_context_per_replica_batch(const sn_input_context *ic, int64_t global_batch,
-                                             int64_t *out) {
-    if (!ic || !out || ic->num_replicas_in_sync < 1)
-        return sn_errorf(SN_ERR_INVALID, "get_per_replica_batch_size: bad input context");
-    if (global_batch % ic->num_replicas_in_sync != 0)
-        return sn_errorf(SN_ERR_INVALID, "the global batch size %lld is not divisible by "
-                         "num_replicas_in_sync %d", (long long)global_batch,
-                         ic->num_replicas_in_sync);
-    *out = global_batch / ic->num_replicas_in_sync;
-    return SN_OK;
-}
-
-sn_status sn_strategy_distribute_datasets_from_function(sn_strategy *s, sn_dataset_fn fn,
-                                                        void *ctx, sn_dist_dataset **out) {
-    if (!s || !fn || !out)
-        return sn_errorf(SN_ERR_INVALID, "distribute_datasets_from_function: NULL %s",
-                         !s ? "strategy" : !fn ? "fn" : "out");
-    *out = NULL;
-    sn_input_context ic = {.num_input_pipelines = s->workers, .input_pipeline_id = s->rank,
-                           .num_replicas_in_sync = sn_strategy_num_replicas(s)};
-    sn_dataset *ds = NULL;
-    SN_TRY(sn_error_context(fn(ctx, &ic, &ds), "distribute_datasets_from_function: worker %d",
-                            s->rank));
-    if (!ds) return sn_errorf(SN_ERR_INVALID, "distribute_datasets_from_function: the function "
-                              "returned no dataset");
-    sn_status st = sn_strategy_distribute_dataset(s, ds, out);
-    if (st != SN_OK) {
-        sn_dataset_free(ds);
-        return st;
-    }
-    (*out)->owns_ds = true;
-    return SN_OK;
-}
-
-/* Rows [lo, hi) of t (contiguous, as datasets give) as a new tensor. */
-static sn_status slice_rows(const sn_tensor *t, int64_t lo, int64_t hi, sn_tensor **out) {
-    sn_shape s = *sn_tensor_shape(t);
-    int64_t row = s.dim[0] > 0 ? sn_tensor_numel(t) / s.dim[0] : 0;
-    s.dim[0] = hi - lo;
-    size_t es = sn_dtype_size(sn_tensor_dtype(t));
-    return sn_tensor_from_data(out, sn_tensor_dtype(t), &s,
-                               (const char *)sn_tensor_cdata(t) + (size_t)(lo * row) * es);
-}
-
-sn_status sn_dist_dataset_next(sn_dist_dataset *d, sn_per_replica **comps, bool *end) {
-    if (!d || !comps || !end) return sn_errorf(SN_ERR_INVALID, "dist_dataset_next: NULL argument");
-    *end = false;
-    sn_strategy *s = d->s;
-    int nl = s->n_local, nc = d->nc;
-    sn_tensor **vals = sn_calloc((size_t)(nc * nl), sizeof *vals);
-    if (!vals) return SN_ERR_NOMEM;
-    sn_status st = SN_OK;
-    if (d->owns_ds) {
-        /* Consecutive batches of this worker's dataset, one per local replica; a step the
-         * data cannot fill for every replica ends the epoch (TensorFlow pads it instead). */
-        for (int r = 0; r < nl && st == SN_OK && !*end; r++) {
-            sn_tensor *b[SN_DATASET_MAX_COMPONENTS];
-            st = sn_dataset_next(d->ds, b, end);
-            for (int c = 0; c < nc && st == SN_OK && !*end; c++)
-                st = sn_tensor_from_data(&vals[c * nl + r], sn_tensor_dtype(b[c]),
-                                         sn_tensor_shape(b[c]), sn_tensor_cdata(b[c]));
-        }
-    } else {
-        sn_tensor *b[SN_DATASET_MAX_COMPONENTS];
-        st = sn_dataset_next(d->ds, b, end);
-        int R = sn_strategy_num_replicas(s);
-        for (int c = 0; c < nc && st == SN_OK && !*end; c++) {
-            const sn_shape *bs = sn_tensor_shape(b[c]);
-            if (bs->ndim < 1 || bs->dim[0] < R) {
-                st = sn_errorf(SN_ERR_SHAPE, "distribute_dataset: component %d of a global batch "
-                               "has %lld rows, fewer than the %d replicas", c,
-                               bs->ndim ? (long long)bs->dim[0] : 0LL, R);
-                break;
-            }
-            for (int r = 0; r < nl && st == SN_OK; r++) {
-                int64_t lo, hi;
-                sn_split_range(bs->dim[0], s->rank * nl + r, R, &lo, &hi);
-                st = slice_rows(b[c], lo, hi, &vals[c * nl + r]);
-            }
-        }
-    }
-    if (st == SN_OK && !*end) {
-        for (int c = 0; c < nc; c++) {
-            sn_status s2 = sn_per_replica_new(nl, vals + c * nl, &comps[c]);
-            if (s2 != SN_OK && st == SN_OK) st = s2;
-        }
-        if (st != SN_OK)
-            for (int c = 0; c < nc; c++) {
-                sn_per_replica_free(comps[c]);
-                comps[c] = NULL;
-            }
-    } else {
-        for (int i = 0; i < nc * nl; i++) sn_tensor_free(vals[i]);
-    }
-    free(vals);
-    return st;
-}
-
-sn_status sn_dist_dataset_reset(sn_dist_dataset *d) {
-    if (!d) return sn_errorf(SN_ERR_INVALID, "dist_dataset_reset: NULL");
-    return sn_dataset_reset(d->ds);
-}
-
-int sn_dist_dataset_num_components(const sn_dist_dataset *d) { return d ? d->nc : 0; }
-
-void sn_dist_dataset_free(sn_dist_dataset *d) {
-    if (!d) return;
-    if (d->owns_ds) sn_dataset_free(d->ds);
-    free(d);
 }

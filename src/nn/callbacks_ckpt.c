@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "distribute/distribute_impl.h"
+#include "sinter/dist.h"
 #include "io/checkpoint_io.h"
 #include "nn/train_impl.h"
 

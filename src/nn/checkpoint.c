@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "distribute/distribute_impl.h"
+#include "sinter/dist.h"
 #include "io/checkpoint_io.h"
 #include "nn/train_impl.h"
 

@@ -12,7 +12,6 @@
  * so fit can run steps_per_execution steps per sn_plan_run and read three scalars once. */
 #include <string.h>
 
-#include "distribute/distribute_impl.h"
 #include "nn/train_impl.h"
 
 sn_compile_opts sn_compile_defaults(void) {

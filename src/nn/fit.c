@@ -10,7 +10,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "distribute/distribute_impl.h"
 #include "nn/train_impl.h"
 
 sn_fit_opts sn_fit_defaults(void) {

@@ -92,7 +92,7 @@ struct sn_model {
     /* Variables' dtype: SN_F32; SN_F64 only for the gradient checks of tests/test_layers.c
      * (set before sn_model_build). */
     sn_dtype dtype;
-    /* Distribution (src/distribute/dist_train.c): the attached strategy (NULL: none) and its
+    /* Distribution (src/nn/fit_distributed.c): the attached strategy (NULL: none) and its
      * per-model training state, freed by sn_dist_train_free. */
     struct sn_strategy *strategy;
     struct sn_dist_train *dist;

@@ -134,4 +134,27 @@ void sn_repr_double(char *buf, size_t cap, double v);
 /* Sets the learning rate every optimizer update node of m's graph reads (lr_schedule.c). */
 void sn_train_set_lr(sn_model *m, double lr);
 
+/* ---- training under a strategy (fit_distributed.c): the hooks fit and compile call ------- */
+typedef struct sn_dist_train sn_dist_train; /* per model, in struct sn_model (dist field) */
+
+/* compile.c, sn_train_plan, for SN_PLAN_TRAIN when m->strategy is set: the "plan" fit feeds.
+ * Its x and y are global-batch inputs; sn_dist_plan_run runs the replicas from them. */
+sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape,
+                             sn_dtype y_dtype, sn_cached_plan **out);
+/* fit.c, execute, instead of sn_plan_run for a training plan under a strategy: the same
+ * contract (feed before each step, a feed failure ends the execution and is returned, the
+ * plan's step advances by the steps run). */
+sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
+                           sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
+/* What the gradient all-reduce of model m has done so far (multi-worker; zeros otherwise):
+ * all-reduces started (one per bucket_bytes piece), how many of them from the node hook
+ * during the backward pass, and the
+ * seconds the steps spent after the replicas' runs summing and waiting for the all-reduce
+ * (the communication the backward pass did not hide). For tests and measurements. */
+void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
+                             double *wait_s);
+/* model.c, sn_model_free (and compile, through m->train changing): frees the per-model
+ * state; plans go before the graph. */
+void sn_dist_train_free(sn_dist_train *d);
+
 #endif

@@ -1,6 +1,8 @@
 /* Synchronous data-parallel training under a strategy: what fit runs instead of its one
  * training plan when a strategy is attached (compile.c and fit.c call the two hooks of
- * distribute_impl.h).
+ * train_impl.h). This file knows the model (forward pass, loss, metrics, optimizer); the
+ * strategy's step runner (src/distribute/step_runner.h) runs the replicas and sums their
+ * targets, so the distribution layer below never reaches up into nn.
  *
  * The model keeps one graph and one variable buffer: replicas of a process read the same
  * variables (mirrored by construction), and each has its own plan, hence its own arena for
@@ -15,10 +17,10 @@
  *   apply plan     (one per model) grad inputs -> one apply_optimizer per variable and
  *                  iterations += 1, exactly the update fit's own plan runs.
  *
- * A step: slice the batch into the replicas' inputs, run the replicas (one after another,
- * each with the whole team: see run_replicas), sum their targets in
- * replica order into one buffer, all-reduce that buffer across workers (buckets, MPI; with
- * several workers each bucket starts during the backward pass: see overlap_hook), feed
+ * A step: slice the batch into the replicas' inputs; the strategy's step runner runs the
+ * replicas, sums their targets in replica order into one buffer and all-reduces that buffer
+ * across workers (buckets, MPI; with several workers each bucket starts during the backward
+ * pass: src/distribute/step_runner.c); then this file feeds
  * the gradients to the apply plan and run it, then add the loss/metric/count sums to fit's
  * accumulators and set the moving averages to the replicas' mean. Every worker applies the
  * same bits, so the workers' variables stay identical; the first step broadcasts rank 0's
@@ -28,42 +30,30 @@
  * same sums (g_0 + g_1 per element), so they end with identical weights. One replica on the
  * whole batch sums the examples in another order inside the kernels, so it agrees to float
  * rounding (~1e-6 relative per step), not bitwise. */
-#include <limits.h>
 #include <string.h>
 
-#include "distribute/distribute_impl.h"
+#include "distribute/step_runner.h"
 #include "nn/train_impl.h"
 
 typedef struct replica {
     int64_t lo, rows;  /* rows [lo, lo + rows) of the global batch */
     sn_node x, y;
     sn_node *tg;       /* targets: see target layout below */
-    sn_plan *plan;
 } replica;
 
-/* Target layout of every replica (and of the reduce buffer, in floats):
- * [grad 0 .. grad n_vars-1 | loss sum | metric sums | count | bn values ...] where count is
- * not a target (the host knows the rows) but a slot in the buffer. */
+/* Target layout of every replica (and of the runner's sums):
+ * [grad 0 .. grad n_vars-1 | loss sum | metric sums | bn values ...]; the example count
+ * rides along in the runner. */
 typedef struct entry {
     sn_cached_plan cp;  /* what fit sees; cp.plan is the staging plan */
     int n_rep;
     replica *rep;
-    int n_tg;           /* targets per replica (count excluded) */
-    size_t *off;        /* n_tg + 1 float offsets into the reduce buffer; off[n_tg] = total */
-    size_t count_off;   /* float offset of the example count */
+    sn_plan **plans;    /* n_rep: replica r's plan */
+    int n_tg;           /* targets per replica */
     int n_bn;
     sn_node *bn_var;    /* the variable each bn value goes to */
     int *bn_op;         /* SN_OP_ASSIGN or SN_OP_ASSIGN_ADD */
-    float *red;         /* the reduce buffer */
-    /* Overlap (multi-worker only): the targets in the order the last replica's plan
-     * produces them (rank 0's order, so every worker has the same buckets), laid out in
-     * that order in red; bucket b holds order[bk[b], bk[b + 1]) and, for the last bucket,
-     * the count slot; it can start once call bk_ready[b] of the last replica has run. */
-    bool overlap_set;
-    int *order;
-    int n_bk;
-    int *bk;            /* n_bk + 1 */
-    int *bk_ready;      /* n_bk */
+    sn_step_runner *run;
     struct entry *next;
 } entry;
 
@@ -77,25 +67,20 @@ struct sn_dist_train {
     sn_node *apply_tg;
     bool synced;        /* rank 0's variables broadcast */
     int64_t steps_run;
-    int64_t buckets, early; /* sn_dist_allreduce_stats */
-    double wait_s;
 };
 
 static void entry_free(entry *e) {
     sn_plan_free(e->cp.plan);
     free(e->cp.targets);
     for (int r = 0; r < e->n_rep; r++) {
-        sn_plan_free(e->rep[r].plan);
+        if (e->plans) sn_plan_free(e->plans[r]);
         free(e->rep[r].tg);
     }
     free(e->rep);
-    free(e->off);
+    free(e->plans);
     free(e->bn_var);
     free(e->bn_op);
-    sn_free_aligned(e->red);
-    free(e->order);
-    free(e->bk);
-    free(e->bk_ready);
+    sn_step_runner_free(e->run);
     free(e);
 }
 
@@ -127,10 +112,12 @@ int64_t sn_model_distributed_steps(const sn_model *m) {
 
 void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
                              double *wait_s) {
+    if (buckets) *buckets = 0;
+    if (early) *early = 0;
+    if (wait_s) *wait_s = 0;
     const sn_dist_train *d = m ? m->dist : NULL;
-    if (buckets) *buckets = d ? d->buckets : 0;
-    if (early) *early = d ? d->early : 0;
-    if (wait_s) *wait_s = d ? d->wait_s : 0;
+    for (const entry *e = d ? d->entries : NULL; e; e = e->next)
+        sn_step_runner_stats(e->run, buckets, early, wait_s);
 }
 
 /* ---- building ----------------------------------------------------------------------------- */
@@ -162,7 +149,8 @@ static sn_status build_apply(sn_model *m, sn_dist_train *d) {
                                   t->iterations, d->apply_tg));
     d->n_apply = n > 0 ? n + 1 : 0;
     SN_TRY(sn_graph_status(g));
-    if (d->n_apply) SN_TRY(plan_on(m, d->n_apply, d->apply_tg, d->s->device_names[0], &d->apply));
+    if (d->n_apply) SN_TRY(plan_on(m, d->n_apply, d->apply_tg, sn_strategy_replica_device(d->s, 0),
+                                 &d->apply));
     return SN_OK;
 }
 
@@ -245,41 +233,16 @@ static sn_status build_replica(sn_model *m, sn_dist_train *d, entry *e, replica 
     return SN_OK;
 }
 
-/* Floats a target takes in the reduce buffer (a multiple of 16: 64-byte aligned pieces). */
-static size_t padded(sn_graph *g, sn_node n) {
-    sn_shape s = sn_node_shape(g, n);
-    return ((size_t)sn_shape_numel(&s) + 15) & ~(size_t)15;
-}
-
-/* Float offsets of each target in the reduce buffer, in target order (overlap_setup lays
- * them out again in the order the backward pass produces them). */
-static sn_status layout(sn_graph *g, entry *e) {
-    e->off = sn_calloc((size_t)e->n_tg + 1, sizeof *e->off);
-    if (!e->off) return SN_ERR_NOMEM;
-    size_t o = 0;
-    const replica *r0 = &e->rep[0];
-    for (int k = 0; k < e->n_tg; k++) {
-        e->off[k] = o;
-        o += padded(g, r0->tg[k]);
-    }
-    e->count_off = o;
-    o += 16;
-    e->off[e->n_tg] = o;
-    e->red = sn_malloc_aligned(o * sizeof(float));
-    if (!e->red) return SN_ERR_NOMEM;
-    memset(e->red, 0, o * sizeof(float));
-    return SN_OK;
-}
-
 static sn_status replan_entry(sn_model *m, const sn_strategy *s, entry *e) {
     sn_plan_free(e->cp.plan);
     e->cp.plan = NULL;
-    SN_TRY(plan_on(m, e->cp.n_targets, e->cp.targets, s->device_names[0], &e->cp.plan));
+    SN_TRY(plan_on(m, e->cp.n_targets, e->cp.targets, sn_strategy_replica_device(s, 0),
+                   &e->cp.plan));
     for (int r = 0; r < e->n_rep; r++) {
-        sn_plan_free(e->rep[r].plan);
-        e->rep[r].plan = NULL;
-        SN_TRY(sn_error_context(plan_on(m, e->n_tg, e->rep[r].tg, s->device_names[r],
-                                        &e->rep[r].plan),
+        sn_plan_free(e->plans[r]);
+        e->plans[r] = NULL;
+        SN_TRY(sn_error_context(plan_on(m, e->n_tg, e->rep[r].tg, sn_strategy_replica_device(s, r),
+                                        &e->plans[r]),
                                 "planning replica %d", r));
     }
     return SN_OK;
@@ -339,22 +302,28 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
     e->cp.x = sn_input(g, "global_x", SN_F32, &xs);
     e->cp.y = sn_input(g, "global_y", y_dtype, y_shape);
     e->cp.targets = sn_malloc(2 * sizeof *e->cp.targets);
-    e->rep = sn_calloc((size_t)s->n_local, sizeof *e->rep);
-    if (!e->cp.targets || !e->rep) st = SN_ERR_NOMEM;
+    int n_local = sn_strategy_local_replicas(s);
+    e->rep = sn_calloc((size_t)n_local, sizeof *e->rep);
+    e->plans = sn_calloc((size_t)n_local, sizeof *e->plans);
+    if (!e->cp.targets || !e->rep || !e->plans) st = SN_ERR_NOMEM;
     if (st == SN_OK) {
         e->cp.targets[0] = e->cp.x;
         e->cp.targets[1] = e->cp.y;
         e->cp.n_targets = 2;
-        e->n_rep = s->n_local;
+        e->n_rep = n_local;
     }
     for (int r = 0; r < e->n_rep && st == SN_OK; r++) {
         int64_t lo, hi;
-        sn_split_range(batch, s->rank * s->n_local + r, R, &lo, &hi);
+        sn_split_range(batch, sn_strategy_worker_rank(s) * n_local + r, R, &lo, &hi);
         e->rep[r].lo = lo;
         e->rep[r].rows = hi - lo;
         st = build_replica(m, d, e, &e->rep[r], batch);
     }
-    if (st == SN_OK) st = layout(g, e);
+    if (st == SN_OK) {
+        sn_node *tgs[SN_MAX_LOGICAL_DEVICES];
+        for (int r = 0; r < e->n_rep; r++) tgs[r] = e->rep[r].tg;
+        st = sn_step_runner_new(s, g, e->n_tg, tgs, &e->run);
+    }
     /* Plans made earlier survive the nodes added here: sn_plan_run rebinds them. */
     if (st == SN_OK) {
         e->next = d->entries;
@@ -372,160 +341,6 @@ sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape
 
 /* ---- running -------------------------------------------------------------------------------- */
 
-/* The replicas run one after another, each plan with its device's share of the cores (the
- * executor enters it). Running them at once as nested OpenMP (one replica per thread of a
- * team) was measured to stall: oneDNN's JIT convolutions size their work split and barriers
- * to the thread count at creation and spin forever inside a one-thread nested region. The
- * way forward is one host thread per replica, each entering its share (docs/distributed.md). */
-static sn_status run_replicas(const sn_strategy *s, entry *e) {
-    for (int r = 0; r < e->n_rep; r++)
-        SN_TRY(sn_error_context(sn_plan_run(e->rep[r].plan, 1, NULL, NULL), "replica %d on %s", r,
-                                s->device_names[r]));
-    return SN_OK;
-}
-
-/* ---- overlapping the all-reduce with the backward pass (multi-worker) ----------------------
- *
- * Autodiff emits the gradients roughly in reverse layer order, and the last replica's plan
- * computes them one after another. The executor calls overlap_hook after each kernel call;
- * once the last target of a bucket has been computed (by the last replica: the others ran
- * before it), the hook sums the bucket's targets over the local replicas into red and
- * starts its all-reduce, then lets MPI progress what is in flight. After the run the
- * buckets no kernel fills are started and everything is waited for (with the deadline)
- * before the apply plan runs the optimizer: the update is a separate plan, so no variable
- * is written while a bucket is in flight. Per element the sums are unchanged (replicas in
- * order, then MPI's sum of the workers' values), so the weights are bitwise those of the
- * all-reduce after the backward pass, which $SN_DIST_OVERLAP=0 still runs. */
-
-/* The call after which target node n exists in plan p. A reshape is a view of its input
- * (no kernel runs for it), so it exists once its input does; a target no kernel computes (a
- * variable, a constant) counts as ready after the run. */
-static int ready_call(const sn_graph *g, const sn_plan *p, sn_node n) {
-    while (g->nodes[n].op == SN_OP_RESHAPE) n = g->nodes[n].in[0];
-    int c = sn_plan_call_of(p, n);
-    return c < 0 ? INT_MAX : c;
-}
-
-/* Once per entry, on every worker at the same point (its first run): the order of the
- * targets, the layout of red in that order, and the buckets. */
-static sn_status overlap_setup(sn_graph *g, const sn_strategy *s, entry *e) {
-    int n = e->n_tg;
-    const replica *last = &e->rep[e->n_rep - 1];
-    free(e->order); /* from an earlier attempt that failed */
-    free(e->bk);
-    free(e->bk_ready);
-    int *key = sn_calloc((size_t)n + 1, sizeof *key);
-    e->order = sn_calloc((size_t)n + 1, sizeof *e->order);
-    e->bk = sn_calloc((size_t)n + 2, sizeof *e->bk);
-    e->bk_ready = sn_calloc((size_t)n + 1, sizeof *e->bk_ready);
-    if (!key || !e->order || !e->bk || !e->bk_ready) {
-        free(key);
-        return SN_ERR_NOMEM;
-    }
-    /* Stable insertion sort by the call that produces each target (a few dozen targets). */
-    for (int k = 0; k < n; k++) {
-        int kk = ready_call(g, last->plan, last->tg[k]), i = k;
-        for (; i > 0 && key[i - 1] > kk; i--) {
-            key[i] = key[i - 1];
-            e->order[i] = e->order[i - 1];
-        }
-        key[i] = kk;
-        e->order[i] = k;
-    }
-    free(key);
-    /* MPI collectives must match on every worker: rank 0's order decides the buckets (the
-     * workers build the same graph, so it normally is everyone's order anyway). */
-    SN_TRY(sn_error_context(s->coll->vt->broadcast(s->coll, e->order, (size_t)n * sizeof *e->order,
-                                                   0, s->timeout_s),
-                            "distributed training: agreeing on the gradient buckets"));
-    bool *seen = sn_calloc((size_t)n + 1, sizeof *seen);
-    if (!seen) return SN_ERR_NOMEM;
-    bool perm = true;
-    for (int i = 0; i < n && perm; i++) {
-        int k = e->order[i];
-        perm = k >= 0 && k < n && !seen[k];
-        if (perm) seen[k] = true;
-    }
-    free(seen);
-    if (!perm)
-        return sn_errorf(SN_ERR_DIST, "distributed training: rank 0's gradient order does not fit "
-                         "worker %d's %d targets (the workers built different models?)", s->rank, n);
-    /* Lay red out in that order (same total), and cut it into buckets of about
-     * bucket_bytes, each whole targets (a larger target is one bucket, which start_f32
-     * reduces in bucket_bytes pieces). */
-    size_t o = 0, total = e->off[n], cur = 0;
-    int nb = 0;
-    e->bk[0] = 0;
-    for (int i = 0; i < n; i++) {
-        int k = e->order[i];
-        size_t f = padded(g, e->rep[0].tg[k]);
-        e->off[k] = o;
-        o += f;
-        if (cur > 0 && (cur + f) * sizeof(float) > s->bucket_bytes) {
-            e->bk[++nb] = i;
-            cur = 0;
-        }
-        cur += f;
-    }
-    e->bk[++nb] = n;
-    e->n_bk = nb;
-    e->count_off = o;
-    SN_ASSERT(o + 16 == total);
-    memset(e->red, 0, total * sizeof(float));
-    return SN_OK;
-}
-
-/* Per run (plans may have been remade): the call after which each bucket is complete here. */
-static void overlap_ready(const sn_graph *g, entry *e) {
-    const replica *last = &e->rep[e->n_rep - 1];
-    for (int b = 0; b < e->n_bk; b++) {
-        int r = -1;
-        for (int i = e->bk[b]; i < e->bk[b + 1]; i++) {
-            int c = ready_call(g, last->plan, last->tg[e->order[i]]);
-            if (c > r) r = c;
-        }
-        e->bk_ready[b] = r;
-    }
-}
-
-typedef struct overlap {
-    const sn_strategy *s;
-    sn_graph *g;
-    entry *e;
-    int next; /* the first bucket not started; buckets start in order on every worker */
-    int64_t pieces; /* MPI all-reduces started (a bucket over bucket_bytes is several) */
-} overlap;
-
-/* Sums bucket o->next over the local replicas into red and starts its all-reduce. */
-static sn_status launch(overlap *o) {
-    entry *e = o->e;
-    const sn_strategy *s = o->s;
-    int b = o->next++;
-    const float *srcs[SN_MAX_LOGICAL_DEVICES];
-    for (int i = e->bk[b]; i < e->bk[b + 1]; i++) {
-        int k = e->order[i];
-        for (int r = 0; r < e->n_rep; r++) {
-            srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
-            if (!srcs[r]) return SN_ERR_INVALID;
-        }
-        sn_shape ks = sn_node_shape(o->g, e->rep[0].tg[k]);
-        sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
-    }
-    size_t lo = e->bk[b] < e->n_tg ? e->off[e->order[e->bk[b]]] : e->count_off;
-    size_t hi = b + 1 == e->n_bk ? e->off[e->n_tg] : e->off[e->order[e->bk[b + 1]]];
-    size_t per = s->bucket_bytes / sizeof(float);
-    o->pieces += per ? (int64_t)((hi - lo + per - 1) / per) : 1;
-    return sn_error_context(s->coll->vt->start_f32(s->coll, e->red + lo, hi - lo,
-                                                   s->bucket_bytes, s->timeout_s),
-                            "starting gradient bucket %d of %d", b + 1, e->n_bk);
-}
-
-static sn_status overlap_hook(void *ctx, sn_plan *p, int call, sn_node n) {
-    overlap *o = ctx;
-    while (o->next < o->e->n_bk && o->e->bk_ready[o->next] <= call) SN_TRY(launch(o));
-    return o->s->coll->vt->progress(o->s->coll);
-}
-
 static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step) {
     const sn_strategy *s = d->s;
     sn_train_state *t = m->train;
@@ -540,71 +355,33 @@ static sn_status one_step(sn_model *m, sn_dist_train *d, entry *e, int64_t step)
                   sn_dtype_size(e->cp.y_dtype);
     for (int r = 0; r < e->n_rep; r++) {
         replica *rp = &e->rep[r];
-        SN_TRY(sn_plan_set_input(rp->plan, rp->x, xg + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
-        SN_TRY(sn_plan_set_input(rp->plan, rp->y, yg + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow));
+        sn_plan *p = e->plans[r];
+        SN_TRY(sn_plan_set_input(p, rp->x, xg + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
+        SN_TRY(sn_plan_set_input(p, rp->y, yg + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow));
         /* Dropout masks are keyed by the plan step: distinct per replica, reproducible. */
-        sn_plan_set_step(rp->plan, step * R + s->rank * s->n_local + r);
+        sn_plan_set_step(p, step * R + sn_strategy_worker_rank(s) * e->n_rep + r);
     }
     float count = 0;
     for (int r = 0; r < e->n_rep; r++) count += (float)e->rep[r].rows;
-    e->red[e->count_off] = count;
-
-    if (e->overlap_set) {
-        /* The buckets start inside the last replica's run (overlap_hook). The hook's context
-         * lives on this stack, so it is unset before returning. */
-        overlap o = {.s = s, .g = g, .e = e, .next = 0};
-        sn_plan *last = e->rep[e->n_rep - 1].plan;
-        sn_plan_set_node_hook(last, overlap_hook, &o);
-        sn_status rs = run_replicas(s, e);
-        sn_plan_set_node_hook(last, NULL, NULL);
-        SN_TRY(rs);
-        double t0 = sn_now();
-        d->early += o.pieces;
-        while (o.next < e->n_bk) SN_TRY(launch(&o));
-        d->buckets += o.pieces;
-        SN_TRY(sn_error_context(s->coll->vt->finish(s->coll, s->timeout_s), "step %lld",
-                                (long long)step + 1));
-        d->wait_s += sn_now() - t0;
-    } else {
-        SN_TRY(run_replicas(s, e));
-        double t0 = sn_now();
-        /* Sum the replicas' targets in replica order, then across workers. */
-        const float *srcs[SN_MAX_LOGICAL_DEVICES];
-        for (int k = 0; k < e->n_tg; k++) {
-            for (int r = 0; r < e->n_rep; r++) {
-                srcs[r] = sn_plan_buffer(e->rep[r].plan, e->rep[r].tg[k]);
-                if (!srcs[r]) return SN_ERR_INVALID;
-            }
-            sn_shape ks = sn_node_shape(g, e->rep[0].tg[k]);
-            sn_sum_replicas(e->red + e->off[k], srcs, e->n_rep, (size_t)sn_shape_numel(&ks));
-        }
-        SN_TRY(sn_error_context(s->coll->vt->allreduce_f32(s->coll, e->red, e->off[e->n_tg],
-                                                           s->bucket_bytes, s->timeout_s),
-                                "step %lld", (long long)step + 1));
-        if (s->workers > 1) {
-            size_t per = s->bucket_bytes / sizeof(float);
-            d->buckets += per ? (int64_t)((e->off[e->n_tg] + per - 1) / per) : 1;
-            d->wait_s += sn_now() - t0;
-        }
-    }
+    SN_TRY(sn_step_runner_run(e->run, e->plans, count, step));
 
     /* One update of the mirrored variables. */
     int nv = t->n_vars, nm = t->opts.n_metrics;
     for (int i = 0; i < nv; i++) {
         sn_shape vs = sn_node_shape(g, t->vars[i]);
-        SN_TRY(sn_plan_set_input(d->apply, d->gin[i], e->red + e->off[i],
+        SN_TRY(sn_plan_set_input(d->apply, d->gin[i], sn_step_runner_sum(e->run, i),
                                  (size_t)sn_shape_numel(&vs) * sizeof(float)));
     }
     if (d->apply) SN_TRY(sn_error_context(sn_plan_run(d->apply, 1, NULL, NULL), "optimizer update"));
     /* fit's accumulators: global sums (loss as a sum over examples, as fit keeps it). */
     const sn_node *acc = t->acc[0];
     for (int i = 0; i < nm + 1; i++)
-        *(float *)sn_variable_data(g, acc[i]) += e->red[e->off[nv + i]];
-    *(float *)sn_variable_data(g, acc[nm + 1]) += e->red[e->count_off];
+        *(float *)sn_variable_data(g, acc[i]) += *sn_step_runner_sum(e->run, nv + i);
+    *(float *)sn_variable_data(g, acc[nm + 1]) += sn_step_runner_count(e->run);
     /* Moving averages: the mean of the replicas' new values. */
     for (int i = 0; i < e->n_bn; i++) {
         float *v = sn_variable_data(g, e->bn_var[i]);
-        const float *sum = e->red + e->off[nv + 1 + nm + i];
+        const float *sum = sn_step_runner_sum(e->run, nv + 1 + nm + i);
         sn_shape vs = sn_node_shape(g, e->bn_var[i]);
         int64_t n = sn_shape_numel(&vs);
         for (int64_t j = 0; j < n; j++) {
@@ -624,21 +401,15 @@ sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
     if (!e) return sn_errorf(SN_ERR_INVALID, "dist_plan_run: the plan is not this model's "
                              "distributed training plan");
     const sn_strategy *s = d->s;
-    if (!d->synced && s->workers > 1) {
+    if (!d->synced) {
         /* Every worker starts from rank 0's variables (optimizer state and counters too). */
         size_t bytes = 0;
         void *buf = sn_graph_variable_buffer(m->g, &bytes);
-        SN_TRY(sn_error_context(s->coll->vt->broadcast(s->coll, buf, bytes, 0, s->timeout_s),
+        SN_TRY(sn_error_context(sn_strategy_broadcast(s, buf, bytes),
                                 "distributed training: broadcasting rank 0's variables"));
     }
     d->synced = true;
-    if (s->workers > 1 && s->overlap) {
-        if (!e->overlap_set) {
-            SN_TRY(overlap_setup(m->g, s, e));
-            e->overlap_set = true;
-        }
-        overlap_ready(m->g, e);
-    }
+    SN_TRY(sn_step_runner_prepare(e->run, e->plans));
     int64_t base = sn_plan_step(e->cp.plan);
     for (int64_t i = 0; i < steps; i++) {
         if (feed) {
