@@ -21,12 +21,13 @@
 #   mlp_fit         tiny MLP 784-128-10, batch 32, Adam, 2 epochs through fit: `sinter train` vs
 #                   Keras fit, last epoch's ms/step (input pipeline and callbacks included)
 #   mlp_step        the same MLP with SGD, bare steps: `sinter bench` vs the torch loops
-#   char_lstm       (only when named) char_lstm_small through `sinter train` (12 steps, plan
-#                   building included) vs char_lstm.py: LSTM(256), batch 64 x 100
+#   char_lstm       LSTM(256) character model, batch 64 x 100 on tinyshakespeare, Adam, 10 steps
+#                   after 2: `sinter bench --model char_lstm_small` (Embedding(65, 64) input)
+#                   vs char_lstm.py (one-hot(65) input), tokens/s in the key=value lines
 # Each round runs every runner of a workload once, starting at a different runner each round;
 # the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
-# ~6 min per round, so ~18 min for the default 3 rounds (plus the one-time installs);
+# ~6.5 min per round, so ~19 min for the default 3 rounds (plus the one-time installs);
 # --quick ~4 min; --scaling ~12 min per round.
 # Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
 set -uo pipefail
@@ -86,6 +87,8 @@ run() {
     small_cnn.sinter) cmd=($SINTER train --model small_cnn --epochs 1 --batch-size ${b:-128} --threads $th \
                           --report --quiet) ;;
     mlp_fit.sinter) cmd=($SINTER train --model mlp --epochs $mlp_ep --batch-size 32 --threads $th --report --quiet) ;;
+    char_lstm.sinter) cmd=($SINTER bench --model char_lstm_small --data "$REF/../data/tinyshakespeare.txt" \
+                          --threads $th) ;;
     mlp_step.sinter) cmd=($SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
                           --learning-rate 0.01 --threads $th) ;;
     guide_cnn.tf) cmd=($TF_PY "$REF/tf_keras.py" seed_cnn --spe 1 --steps $cnn_steps --batch ${b:-200} --threads $th) ;;
@@ -99,9 +102,6 @@ run() {
     guide_cnn_bf16.t*) cmd=($py seed_cnn.py --threads $th --batch ${b:-200} --steps $cnn_steps --warmup $cnn_warm --bf16 1) ;;
     small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
     mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
-    char_lstm.sinter) cmd=($SINTER train --data "$REF/../data/tinyshakespeare.txt" --model char_lstm_small \
-                          --epochs 1 --steps-per-epoch 12 --validation-steps 1 --learning-rate 0.002 \
-                          --threads $th --report --quiet) ;;
     char_lstm.t*) cmd=($py char_lstm.py --threads $th) ;;
     *) echo "no_runner=1"; return ;;
   esac
@@ -183,7 +183,7 @@ if [ $SCALING = 1 ]; then
 fi
 
 # ---- comparison ----------------------------------------------------------------------------
-WORKLOADS=${ONLY:-guide_cnn guide_cnn_bf16 small_cnn mlp_fit mlp_step}
+WORKLOADS=${ONLY:-guide_cnn guide_cnn_bf16 small_cnn mlp_fit mlp_step char_lstm}
 runners() {
   case $1 in
     guide_cnn) echo sinter tf t215 t113 ;;
@@ -191,7 +191,7 @@ runners() {
     small_cnn) echo sinter tf tf_spe t215 t113 ;;
     mlp_fit) echo sinter tf tf_spe ;;
     mlp_step) echo sinter t215s t215 t113s t113 ;;
-    char_lstm) echo sinter t215 t113 ;;
+    char_lstm) echo sinter t215 t113s t113 ;;
   esac
 }
 machine | tee -a "$LOG"

@@ -46,6 +46,19 @@ if bench small_cnn_profile --model small_cnn --batch-size 16 --steps 2 --warmup 
         grep -q 'GFLOP/s' "$TMP/small_cnn_profile"; then ok "profile table lists conv2d ($conv_kernel)"
     else bad "profile table lacks the conv2d row ($conv_kernel)" "$TMP/small_cnn_profile"; fi
 fi
+# The character models: windows of a text (here a small one written for the test).
+for i in $(seq 60); do printf 'ROMEO: But soft, what light through yonder window breaks?\n'; done >"$TMP/t.txt"
+if bench char_lstm_small --model char_lstm_small --data "$TMP/t.txt" --batch-size 4 --seq-length 20 \
+    --steps 2 --warmup 1 --profile; then
+    if grep -Eq 'tokens_per_s=[0-9]' "$TMP/char_lstm_small" && grep -q 'seq=20 ' "$TMP/char_lstm_small" &&
+        grep -Eq '^[0-9]+ +lstm +[a-z_]+ .* [0-9.]+ +[0-9.]+%' "$TMP/char_lstm_small"; then
+        ok "char_lstm_small: tokens_per_s, seq and the lstm profile row"
+    else bad "char_lstm_small: no tokens_per_s / seq / lstm row" "$TMP/char_lstm_small"; fi
+fi
+"$SINTER" bench --model char_lstm_small --data "$TMP/none.txt" >"$TMP/bad3" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && grep -q "none.txt" "$TMP/bad3"; then ok "bench of a missing text names it"
+else bad "bench --data none.txt: exit $rc" "$TMP/bad3"; fi
 bench bf16 --model mlp --batch-size 16 --steps 2 --warmup 1 --precision bf16 &&
     { grep -q 'precision=bf16' "$TMP/bf16" && ok "bf16 line says precision=bf16" ||
           bad "bf16 line lacks precision=bf16" "$TMP/bf16"; }

@@ -523,7 +523,9 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out);
  * (logits) at the last step, [batch, classes], valid until the next call; *classes its width. */
 sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const float **out,
                          int64_t *classes);
-/* Zeroes the carried states (Keras's reset_states). */
+/* Zeroes the carried states (Keras's reset_states). The stepper also caches, per Embedding
+ * feeding an LSTM/GRU, each vocabulary row projected through the recurrent layer's input
+ * kernel; the next run recomputes that cache, so call this after changing the weights. */
 void sn_stepper_reset(sn_stepper *s);
 void sn_stepper_free(sn_stepper *s);
 /* Draws an index from softmax(logits / temperature) with the Philox counter RNG: the same

@@ -1,14 +1,16 @@
-/* sinter bench: training-step speed of a preset model on Fashion-MNIST batches, printed as one
- * line of key=value pairs like ../shared/bench's PyTorch scripts, so the two compare side by
- * side (bench/compare.sh). The step is the compiled model's training plan driven directly:
- * batches are sliced from the normalised training set, as the PyTorch scripts do, so neither
- * side times an input pipeline. */
+/* sinter bench: training-step speed of a preset model on Fashion-MNIST batches (or, for the
+ * character models, windows of a text: bench_text.c), printed as one line of key=value pairs
+ * like ../shared/bench's PyTorch scripts, so the two compare side by side (bench/compare.sh).
+ * The step is the compiled model's training plan driven directly: batches are sliced from the
+ * normalised training set (or the encoded text), as the PyTorch scripts do, so neither side
+ * times an input pipeline. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
+#include "cli/bench_text.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "nn/train_impl.h"
@@ -116,7 +118,8 @@ int sn_cmd_bench(int argc, char **argv) {
     const char *prog = "sinter bench";
     const char *model_name = "tpu_guide_cnn", *opt_name = "adam", *precision = "fp32";
     const char *dataset = "fashion_mnist", *data_dir = NULL;
-    int64_t batch = 200, steps = 5, warmup = 2, threads = 0, spe = 1, seed = 0;
+    const char *text_path = "../shared/data/tinyshakespeare.txt";
+    int64_t batch = 200, steps = 5, warmup = 2, threads = 0, spe = 1, seed = 0, seq = 100;
     double lr = 1e-3;
     bool profile = false;
     sn_flag flags[] = {
@@ -144,66 +147,96 @@ int sn_cmd_bench(int argc, char **argv) {
          .help = "print a per-op table: time share, GFLOP/s and fraction of peak"},
         {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
          .help = "a folder with the four IDX files, instead of Fashion-MNIST"},
+        {.name = "data", .kind = SN_FLAG_STRING, .value = &text_path, .metavar = "PATH",
+         .help = "character models: the UTF-8 text whose windows are the batches"},
+        {.name = "seq-length", .kind = SN_FLAG_INT, .value = &seq, .imin = 1, .imax = 1000000,
+         .help = "character models: characters per sequence"},
     };
     sn_flag_set fs = {prog,
-                      "Times training steps of a preset model on Fashion-MNIST batches and prints "
-                      "one key=value line (ms_per_step, samples_per_s, gflops, peak_fraction "
-                      "against a 2048^3 GEMM measured in the same process, peak_rss_mb).",
+                      "Times training steps of a preset model on Fashion-MNIST batches (character "
+                      "models: windows\nof --data, batch 64 x 100, 10 steps, as "
+                      "../shared/bench/char_lstm.py) and prints one key=value line\n"
+                      "(ms_per_step, samples_per_s, tokens_per_s, gflops, peak_fraction against a "
+                      "2048^3 GEMM measured\nin the same process, peak_rss_mb).",
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
     const bool bf16 = !strcmp(precision, "bf16");
     sn_cli_set_threads(threads);
 
-    sn_tensor *xu = NULL, *yu = NULL;
-    if ((rc = sn_cli_load_split(prog, dataset, data_dir, "train", &xu, &yu)) != 0) return rc;
-    const sn_shape *xs = sn_tensor_shape(xu);
-    int64_t n = xs->dim[0], pixels = xs->dim[1] * xs->dim[2];
-    if (batch > n) {
-        fprintf(stderr, "%s: --batch-size %lld is larger than the %lld training images\n", prog,
-                (long long)batch, (long long)n);
-        sn_tensor_free(xu);
-        sn_tensor_free(yu);
-        return 2;
-    }
-    float *x = malloc(sizeof *x * (size_t)(n * pixels));
-    int32_t *y = malloc(sizeof *y * (size_t)n);
-    const uint8_t *xb = sn_tensor_cdata(xu), *yb = sn_tensor_cdata(yu);
-    for (int64_t i = 0; x && i < n * pixels; i++) x[i] = (float)xb[i] / 255.0f;
-    for (int64_t i = 0; y && i < n; i++) y[i] = yb[i];
+    bool text = false;
+    for (int i = 0; sn_cli_text_models[i]; i++) text = text || !strcmp(model_name, sn_cli_text_models[i]);
+    if (text && !sn_flags_find(&fs, "batch-size")->set) batch = 64;
+    if (text && !sn_flags_find(&fs, "steps")->set) steps = 10;
 
+    sn_tensor *xu = NULL, *yu = NULL;
+    int64_t n = 0, pixels = 0;
+    float *x = NULL;
+    int32_t *y = NULL;
+    sn_bench_text bt = {0};
     sn_model *m = NULL;
+    sn_status s = SN_OK;
+    if (text) {
+        s = sn_bench_text_load(text_path, batch, seq, (uint64_t)seed, &bt);
+        if (s == SN_OK) s = sn_model_preset_text(model_name, bt.vocab, &m);
+        if (s == SN_OK) s = sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {seq}}, (uint64_t)seed);
+    } else {
+        if ((rc = sn_cli_load_split(prog, dataset, data_dir, "train", &xu, &yu)) != 0) return rc;
+        const sn_shape *xs = sn_tensor_shape(xu);
+        n = xs->dim[0];
+        pixels = xs->dim[1] * xs->dim[2];
+        if (batch > n) {
+            fprintf(stderr, "%s: --batch-size %lld is larger than the %lld training images\n", prog,
+                    (long long)batch, (long long)n);
+            sn_tensor_free(xu);
+            sn_tensor_free(yu);
+            return 2;
+        }
+        x = malloc(sizeof *x * (size_t)(n * pixels));
+        y = malloc(sizeof *y * (size_t)n);
+        const uint8_t *xb = sn_tensor_cdata(xu), *yb = sn_tensor_cdata(yu);
+        for (int64_t i = 0; x && i < n * pixels; i++) x[i] = (float)xb[i] / 255.0f;
+        for (int64_t i = 0; y && i < n; i++) y[i] = yb[i];
+        s = x && y ? SN_OK : sn_errorf(SN_ERR_NOMEM, "out of memory for the data set");
+        if (s == SN_OK) s = sn_cli_build_model(model_name, xu, (uint64_t)seed, &m);
+    }
+
     sn_cached_plan *cp = NULL;
     sn_compile_opts co = sn_compile_defaults();
     co.steps_per_execution = (int)spe;
     co.mixed_bfloat16 = bf16;
-    sn_status s = x && y ? SN_OK : sn_errorf(SN_ERR_NOMEM, "out of memory for the data set");
-    if (s == SN_OK) s = sn_cli_build_model(model_name, xu, (uint64_t)seed, &m);
     if (s == SN_OK) s = sn_optimizer_from_name(opt_name, &co.optimizer);
     co.optimizer.learning_rate = lr;
     if (s == SN_OK) s = sn_model_compile(m, &co);
-    sn_shape ys = {.ndim = 1, .dim = {batch}};
+    sn_shape ys = text ? (sn_shape){.ndim = 2, .dim = {batch, seq}}
+                       : (sn_shape){.ndim = 1, .dim = {batch}};
     if (s == SN_OK) s = sn_train_plan(m, SN_PLAN_TRAIN, batch, &ys, SN_I32, &cp);
     sn_tensor_free(xu);
     sn_tensor_free(yu);
     if (s != SN_OK) {
         free(x);
         free(y);
+        sn_bench_text_free(&bt);
         sn_model_free(m);
         return sn_cli_fail(prog);
     }
     bench_feed f = {x, y, n, batch, pixels, 0, cp->x, cp->y};
+    bt.xin = cp->x;
+    bt.yin = cp->y;
+    sn_status (*feed_fn)(void *, sn_plan *, int64_t) = text ? sn_bench_text_feed : feed;
+    void *feed_ctx = text ? (void *)&bt : (void *)&f;
     /* Warm-up, then the timed steps in executions of steps_per_execution. */
     for (int64_t done = 0; s == SN_OK && done < warmup; done += spe)
-        s = sn_plan_run(cp->plan, warmup - done < spe ? warmup - done : spe, feed, &f);
+        s = sn_plan_run(cp->plan, warmup - done < spe ? warmup - done : spe, feed_fn, feed_ctx);
     if (s == SN_OK && profile) s = sn_plan_profile(cp->plan, true);
     double t0 = sn_now();
     for (int64_t done = 0; s == SN_OK && done < steps; done += spe)
-        s = sn_plan_run(cp->plan, steps - done < spe ? steps - done : spe, feed, &f);
+        s = sn_plan_run(cp->plan, steps - done < spe ? steps - done : spe, feed_fn, feed_ctx);
     double secs = sn_now() - t0;
     if (s != SN_OK) {
         free(x);
         free(y);
+        sn_bench_text_free(&bt);
         sn_model_free(m);
         return sn_cli_fail(prog);
     }
@@ -212,20 +245,26 @@ int sn_cmd_bench(int argc, char **argv) {
     const float *cnt = sn_variable_data(m->g, ts->acc[0][co.n_metrics + 1]);
     double loss = *cnt > 0 ? *acc0 / *cnt : NAN;
     double peak = measure_peak_gflops(bf16);
-    double flops = train_flops_per_sample(m) * (double)batch * (double)steps;
+    double flops = text ? sn_bench_text_flops_per_token(m) * (double)(batch * seq * steps)
+                        : train_flops_per_sample(m) * (double)batch * (double)steps;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("framework=sinter workload=%s precision=%s threads=%d batch=%lld steps=%lld "
            "steps_per_execution=%lld optimizer=%s ms_per_step=%.4g samples_per_s=%.4g "
            "gflops=%.4g peak_gflops=%.4g peak_fraction=%.3f peak_rss_mb=%.1f "
-           "plan_arena_mb=%.1f loss=%.4g\n",
+           "plan_arena_mb=%.1f loss=%.4g",
            model_name, precision, sn_num_threads(), (long long)batch, (long long)steps,
            (long long)spe, opt_name, 1e3 * secs / (double)steps, (double)(batch * steps) / secs,
            flops / secs / 1e9, peak, peak > 0 ? flops / secs / 1e9 / peak : 0,
            (double)ru.ru_maxrss / 1024.0, (double)sn_plan_peak_bytes(cp->plan) / 1048576.0, loss);
+    if (text) /* char_lstm.py's fields, on the same line */
+        printf(" seq=%lld vocab=%d tokens_per_s=%.4g", (long long)seq, bt.vocab,
+               (double)(batch * seq * steps) / secs);
+    printf("\n");
     if (profile) print_profile(cp->plan, m->g, peak, steps);
     free(x);
     free(y);
+    sn_bench_text_free(&bt);
     sn_model_free(m);
     return 0;
 }

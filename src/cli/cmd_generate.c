@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "nn/nn_impl.h"
 #include "sinter/device.h"
 
 const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
@@ -83,7 +84,7 @@ int sn_cmd_generate(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    if (sn_model_preset_text(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
+    if (sn_model_preset_text_for_loading(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
         sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {1}}, 0) != SN_OK ||
         sn_model_load_weights(m, weights) != SN_OK || sn_stepper_new(m, 1, &st) != SN_OK)
         goto fail;

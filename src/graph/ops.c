@@ -157,6 +157,15 @@ double sn_node_flops(const sn_graph *g, sn_node n) {
         (void)x;
         return 2.0 * (double)sn_shape_numel(&dy->shape) * (double)(w->dim[0] * w->dim[1] * w->dim[2]);
     }
+    case SN_OP_LSTM:
+    case SN_OP_LSTM_GRAD:
+    case SN_OP_GRU:
+    case SN_OP_GRU_GRAD: {
+        /* the recurrent products h_{t-1} @ R (backward: dgates @ R^T), B * T * U * G
+         * multiply-adds; the gates' elementwise work is not counted (as conv's bias isn't) */
+        const sn_shape *r = &g->nodes[nd->in[nd->op == SN_OP_LSTM || nd->op == SN_OP_GRU ? 1 : 0]].shape;
+        return 2.0 * (double)(nd->shape.dim[0] * nd->shape.dim[1]) * (double)(r->dim[0] * r->dim[1]);
+    }
     case SN_OP_INPUT:
     case SN_OP_VARIABLE:
     case SN_OP_CONST:

@@ -47,6 +47,8 @@ static sn_node embedding_forward(sn_layer *l, sn_graph *g, sn_node x, bool train
 static const sn_layer_vtable embedding_vt = {"Embedding", "embedding", embedding_build,
                                              embedding_forward, NULL};
 
+bool sn_layer_is_embedding(const sn_layer *l) { return l && l->vt == &embedding_vt; }
+
 sn_embedding_layer_opts sn_embedding_layer_defaults(int64_t input_dim, int64_t output_dim) {
     return (sn_embedding_layer_opts){.input_dim = input_dim, .output_dim = output_dim};
 }
@@ -115,7 +117,7 @@ int sn_layer_state_count(const sn_layer *l) {
 }
 
 /* x [B, T, D] -> x @ kernel (+ input bias) [B, T, G*U] as one GEMM over B * T rows. */
-static sn_node input_projection(sn_layer *l, sn_graph *g, sn_node x) {
+sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x) {
     sn_shape xs = sn_node_shape(g, x);
     int64_t B = xs.dim[0], T = xs.dim[1], D = xs.dim[2];
     sn_shape ks = sn_node_shape(g, l->vars[0]);
@@ -133,8 +135,13 @@ static sn_node input_projection(sn_layer *l, sn_graph *g, sn_node x) {
 
 sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
                               sn_node *state_out) {
+    return sn_rnn_forward_projected(l, g, sn_rnn_input_projection(l, g, x), state_in, state_out);
+}
+
+sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
+                                 sn_node *state_out) {
     int64_t U = l->rnn.units;
-    sn_node xw = input_projection(l, g, x), ws, out;
+    sn_node ws, out;
     if (is_gru(l)) {
         sn_node rb;
         if (l->rnn.use_bias)

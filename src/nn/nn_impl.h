@@ -73,6 +73,18 @@ void sn_updates_free(sn_updates *u);
 int sn_layer_state_count(const sn_layer *l);
 sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
                               sn_node *state_out);
+/* The same in two halves: the input projection x [B, T, D] -> x @ kernel + input bias
+ * [B, T, G*U], and the recurrence from such a projection. The stepper uses them to project
+ * every row of an Embedding table once ([1, V, D] -> [1, V, G*U]) and gather from that. */
+sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x);
+sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
+                                 sn_node *state_out);
+/* sn_model_preset_text for a model whose weights are loaded from a file next (sinter
+ * generate): the same layers, but the recurrent kernel starts at zeros instead of an
+ * orthogonal matrix (presets_text.c). */
+sn_status sn_model_preset_text_for_loading(const char *name, int64_t vocab_size, sn_model **out);
+/* Whether l is an Embedding (its table is l->vars[0], [input_dim, output_dim]). */
+bool sn_layer_is_embedding(const sn_layer *l);
 
 /* Adds `act` on x (identity for SN_ACT_NONE). (activations.c) */
 sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act);

@@ -3,7 +3,16 @@
  * The stepper builds, in the model's graph, the inference forward pass of every layer with the
  * LSTM/GRU initial states as inputs and their final states as extra plan targets; after each
  * run the final states are copied (batch * units floats per state) into host arrays that feed
- * the next run. One plan per `steps` value: typically the prompt length once, then 1. */
+ * the next run. One plan per `steps` value: typically the prompt length once, then 1; plans
+ * are built once and reused, so a step allocates nothing.
+ *
+ * An Embedding that feeds an LSTM/GRU directly is folded into it: embedding row v times the
+ * recurrent layer's input kernel plus its input bias is the same for every step that reads
+ * id v, so a separate plan computes that projection for all V ids once ([V, G*U], the
+ * "table"), and the step plans gather row id from it instead of running the input GEMM
+ * (for char_lstm at batch 1 that GEMM read the whole 256 x 4096 kernel, 4 MB, per
+ * character). The table is recomputed on the first run after sn_stepper_new or
+ * sn_stepper_reset, which is therefore what to call after changing the weights. */
 #include <math.h>
 #include <string.h>
 
@@ -11,13 +20,23 @@
 
 #define STEPPER_MAX_PLANS 4
 #define STEPPER_MAX_STATES 16
+#define STEPPER_MAX_TABLES 8
 
 typedef struct stepper_plan {
     int64_t steps;
     sn_plan *plan;
     sn_node x, out;
     sn_node sin[STEPPER_MAX_STATES], sout[STEPPER_MAX_STATES];
+    sn_node tin[STEPPER_MAX_TABLES]; /* the tables, [V, G*U] inputs */
+    uint64_t table_version;          /* of the tables copied into tin (0: none yet) */
 } stepper_plan;
+
+/* One Embedding (layer emb) feeding a recurrent layer (emb + 1). */
+typedef struct stepper_table {
+    int emb;
+    int64_t rows, cols;
+    sn_node expr; /* every row's projection, [V, G*U]: a target of the table plan */
+} stepper_table;
 
 struct sn_stepper {
     sn_model *m;
@@ -27,18 +46,62 @@ struct sn_stepper {
     float *state[STEPPER_MAX_STATES]; /* [batch, units] each, owned */
     stepper_plan plans[STEPPER_MAX_PLANS];
     int n_plans;
+    stepper_table tables[STEPPER_MAX_TABLES];
+    int n_tables;
+    sn_plan *table_plan;
+    uint64_t table_version; /* bumped each time the tables are computed */
+    bool tables_stale;
 };
 
 void sn_stepper_free(sn_stepper *s) {
     if (!s) return;
     for (int i = 0; i < s->n_plans; i++) sn_plan_free(s->plans[i].plan);
     for (int i = 0; i < s->n_states; i++) free(s->state[i]);
+    sn_plan_free(s->table_plan);
     free(s);
 }
 
 void sn_stepper_reset(sn_stepper *s) {
     for (int i = 0; s && i < s->n_states; i++)
         memset(s->state[i], 0, sizeof(float) * (size_t)(s->batch * s->state_units[i]));
+    if (s) s->tables_stale = true;
+}
+
+/* Finds the Embedding -> LSTM/GRU pairs and builds the plan of their tables. */
+static sn_status add_tables(sn_stepper *s) {
+    sn_model *m = s->m;
+    sn_graph *g = m->g;
+    sn_node targets[STEPPER_MAX_TABLES];
+    for (int i = 0; i + 1 < m->n_layers && s->n_tables < STEPPER_MAX_TABLES; i++) {
+        sn_layer *e = m->layers[i], *r = m->layers[i + 1];
+        if (!sn_layer_is_embedding(e) || sn_layer_state_count(r) == 0) continue;
+        sn_shape es = sn_node_shape(g, e->vars[0]);
+        sn_node rows = sn_reshape(g, e->vars[0], &(sn_shape){.ndim = 3, .dim = {1, es.dim[0], es.dim[1]}});
+        sn_node xw = sn_rnn_input_projection(r, g, rows);
+        sn_shape xs = sn_node_shape(g, xw);
+        stepper_table *t = &s->tables[s->n_tables];
+        t->emb = i;
+        t->rows = es.dim[0];
+        t->cols = xs.dim[2];
+        t->expr = sn_reshape(g, xw, &(sn_shape){.ndim = 2, .dim = {t->rows, t->cols}});
+        targets[s->n_tables++] = t->expr;
+        i++; /* the recurrent layer is taken */
+    }
+    if (s->n_tables == 0) return SN_OK;
+    SN_TRY(sn_error_context(sn_graph_status(g), "stepper: model '%s'", m->name));
+    sn_plan_opts po = sn_plan_opts_defaults();
+    SN_TRY(sn_plan_new(&s->table_plan, g, s->n_tables, targets, &po));
+    s->tables_stale = true;
+    return SN_OK;
+}
+
+static const stepper_table *table_at(const sn_stepper *s, int layer, int *k) {
+    for (int j = 0; j < s->n_tables; j++)
+        if (s->tables[j].emb == layer) {
+            *k = j;
+            return &s->tables[j];
+        }
+    return NULL;
 }
 
 sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
@@ -71,6 +134,11 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
     }
     sn_shape os = m->layers[m->n_layers - 1]->out_shape;
     s->classes = os.dim[os.ndim - 1];
+    sn_status st = add_tables(s);
+    if (st != SN_OK) {
+        sn_stepper_free(s);
+        return st;
+    }
     *out = s;
     return SN_OK;
 }
@@ -84,6 +152,22 @@ static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
     int k = 0;
     for (int i = 0; i < m->n_layers && sn_graph_status(g) == SN_OK; i++) {
         sn_layer *l = m->layers[i];
+        int tk = 0;
+        const stepper_table *t = table_at(s, i, &tk);
+        if (t) { /* Embedding + recurrent layer: gather the projected rows */
+            sn_layer *r = m->layers[++i];
+            int ns = sn_layer_state_count(r);
+            for (int j = 0; j < ns; j++)
+                sp->sin[k + j] = sn_input(g, "stepper_state", SN_F32,
+                                          &(sn_shape){.ndim = 2, .dim = {s->batch, r->rnn.units}});
+            sp->tin[tk] = sn_input(g, "stepper_table", SN_F32,
+                                   &(sn_shape){.ndim = 2, .dim = {t->rows, t->cols}});
+            sn_node ids = sn_node_dtype(g, y) == SN_I32 ? y : sn_cast(g, y, SN_I32);
+            y = sn_rnn_forward_projected(r, g, sn_gather(g, sp->tin[tk], ids), sp->sin + k,
+                                         sp->sout + k);
+            k += ns;
+            continue;
+        }
         int ns = sn_layer_state_count(l);
         if (ns == 0) {
             y = l->vt->forward(l, g, y, false, NULL);
@@ -130,6 +214,21 @@ sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const flo
             return st;
         }
         s->n_plans++;
+    }
+    if (s->n_tables && s->tables_stale) {
+        SN_TRY(sn_error_context(sn_plan_run(s->table_plan, 1, NULL, NULL), "stepper: tables"));
+        s->table_version++;
+        s->tables_stale = false;
+    }
+    if (sp->table_version != s->table_version) {
+        for (int j = 0; j < s->n_tables; j++) {
+            const stepper_table *t = &s->tables[j];
+            const float *f = sn_plan_buffer(s->table_plan, t->expr);
+            if (!f) return sn_errorf(SN_ERR_STATE, "stepper: table %d has no buffer", j);
+            SN_TRY(sn_plan_set_input(sp->plan, sp->tin[j], f,
+                                     sizeof(float) * (size_t)(t->rows * t->cols)));
+        }
+        sp->table_version = s->table_version;
     }
     SN_TRY(sn_plan_set_input(sp->plan, sp->x, x, sizeof(float) * (size_t)(s->batch * steps)));
     for (int j = 0; j < s->n_states; j++)

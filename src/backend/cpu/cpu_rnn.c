@@ -79,6 +79,28 @@ INL void lstm_cell_bwd_body(const float *restrict w, const float *restrict dw,
     }
 }
 
+/* acc[j] += sum_k a[k] * Bm[k * ldb + j] for j < n, k < K: the recurrent product of one state
+ * row with a column block of R, reading R row by row (four rows per pass over acc, which
+ * stays in L1). Used when a step has too few rows for a GEMM to pay (generation: batch 1),
+ * where the step is bound by reading R (16 MB for 1024 units) and a library sgemm's
+ * packing and calls cost more than the product. The sum over k runs in the same order
+ * for every column split, so the result does not depend on the thread count. */
+INL void gemv_rows_body(const float *restrict a, int64_t K, const float *restrict Bm, int64_t ldb,
+                        float *restrict acc, int64_t n) {
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4) {
+        const float a0 = a[k], a1 = a[k + 1], a2 = a[k + 2], a3 = a[k + 3];
+        const float *restrict b0 = Bm + k * ldb, *restrict b1 = b0 + ldb, *restrict b2 = b1 + ldb,
+                              *restrict b3 = b2 + ldb;
+        for (int64_t j = 0; j < n; j++) acc[j] += a0 * b0[j] + a1 * b1[j] + a2 * b2[j] + a3 * b3[j];
+    }
+    for (; k < K; k++) {
+        const float a0 = a[k];
+        const float *restrict b0 = Bm + k * ldb;
+        for (int64_t j = 0; j < n; j++) acc[j] += a0 * b0[j];
+    }
+}
+
 /* One GRU row: x = xw row (z, r, h), rec = h_prev @ R + rb, hp = h_prev, w = ws row
  * [h | z | r | hh | rh]. */
 INL void gru_cell_body(const float *restrict x, const float *restrict rec,
@@ -127,6 +149,7 @@ typedef struct rnn_cells {
     void (*gru)(const float *x, const float *rec, const float *hp, float *w, int64_t U);
     void (*gru_bwd)(const float *w, const float *dw, const float *hp, float *dhc, float *o,
                     int64_t U);
+    void (*gemv)(const float *a, int64_t K, const float *Bm, int64_t ldb, float *acc, int64_t n);
 } rnn_cells;
 
 #define CELL_VARIANT(TGT, sfx)                                                                 \
@@ -145,7 +168,12 @@ typedef struct rnn_cells {
                                   float *dhc, float *o, int64_t U) {                           \
         gru_cell_bwd_body(w, dw, hp, dhc, o, U);                                               \
     }                                                                                          \
-    static const rnn_cells cells_##sfx = {lstm_##sfx, lstm_bwd_##sfx, gru_##sfx, gru_bwd_##sfx};
+    TGT static void gemv_##sfx(const float *a, int64_t K, const float *Bm, int64_t ldb,        \
+                               float *acc, int64_t n) {                                        \
+        gemv_rows_body(a, K, Bm, ldb, acc, n);                                                 \
+    }                                                                                          \
+    static const rnn_cells cells_##sfx = {lstm_##sfx, lstm_bwd_##sfx, gru_##sfx, gru_bwd_##sfx, \
+                                          gemv_##sfx};
 
 CELL_VARIANT(, generic)
 #ifdef SN_CPU_X86
@@ -154,6 +182,10 @@ CELL_VARIANT(TGT_AVX512, avx512)
 #endif
 
 static const rnn_cells *cells = &cells_generic;
+
+/* Up to this many rows a step's recurrent product is our GEMV (gemv_rows_body), above it an
+ * sgemm. */
+#define GEMV_ROWS 2
 
 /* ---- the recurrences ---------------------------------------------------------------------- */
 
@@ -199,8 +231,13 @@ static void lstm_rows_task(void *ctx, int ith, int nth) {
             memcpy(ws + (b * T + t) * W + 2 * U, xw + (b * T + t) * G, sizeof(float) * (size_t)G);
         const float *A = t == 0 ? h0 + b0 * U : ws + (b0 * T + t - 1) * W;
         int lda = t == 0 ? (int)U : (int)(T * W);
-        if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, ws + (b0 * T + t) * W + 2 * U, T * W))
+        if (nb <= GEMV_ROWS) {
+            for (int64_t b = 0; b < nb; b++)
+                cells->gemv(A + b * lda, U, R, G, ws + ((b0 + b) * T + t) * W + 2 * U, G);
+        } else if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, ws + (b0 * T + t) * W + 2 * U,
+                         T * W)) {
             __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        }
         for (int64_t b = b0; b < b1; b++) {
             const float *cp = t == 0 ? c0 + b * U : ws + (b * T + t - 1) * W + U;
             cells->lstm(ws + (b * T + t) * W, cp, U, 0, U);
@@ -224,9 +261,14 @@ static void lstm_units_task(void *ctx, int ith, int nth) {
         for (int64_t b = 0; b < B; b++)
             memcpy(ws + (b * T + t) * W + (2 + k) * U + u0, xw + (b * T + t) * G + k * U + u0,
                    sizeof(float) * (size_t)nu);
-        if (!gemm(false, B, nu, U, A, lda, R + k * U + u0, G, 1.0f, ws + t * W + (2 + k) * U + u0,
-                  T * W))
+        if (B <= GEMV_ROWS) {
+            for (int64_t b = 0; b < B; b++)
+                cells->gemv(A + b * lda, U, R + k * U + u0, G,
+                            ws + (b * T + t) * W + (2 + k) * U + u0, nu);
+        } else if (!gemm(false, B, nu, U, A, lda, R + k * U + u0, G, 1.0f,
+                         ws + t * W + (2 + k) * U + u0, T * W)) {
             __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        }
     }
     for (int64_t b = 0; b < B; b++) {
         const float *cp = t == 0 ? c0 + b * U : ws + (b * T + t - 1) * W + U;
@@ -299,8 +341,11 @@ static void gru_rows_task(void *ctx, int ith, int nth) {
         for (int64_t b = 0; b < nb; b++) memcpy(rec + b * G, rb, sizeof(float) * (size_t)G);
         const float *A = t == 0 ? h0 + b0 * U : ws + (b0 * T + t - 1) * W;
         int lda = t == 0 ? (int)U : (int)(T * W);
-        if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, rec, G))
+        if (nb <= GEMV_ROWS) {
+            for (int64_t b = 0; b < nb; b++) cells->gemv(A + b * lda, U, R, G, rec + b * G, G);
+        } else if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, rec, G)) {
             __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        }
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
