@@ -27,7 +27,7 @@
 # Each round runs every runner of a workload once, starting at a different runner each round;
 # the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
-# ~6 min per round, so ~18 min for the default 3 rounds (plus the one-time installs);
+# ~6.5 min per round, so ~19 min for the default 3 rounds (plus the one-time installs);
 # --quick ~4 min; --scaling ~12 min per round.
 # Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
 set -uo pipefail
@@ -39,8 +39,9 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift ;;
     --scaling) SCALING=1 ;;
     --only) ONLY=${2//,/ }; shift ;;
-    [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS
-    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+    [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS [WORKLOAD...]
+    -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
+    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm) ONLY+="$1 " ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift

@@ -133,12 +133,26 @@ static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t
     } ops[3] = {{"fwd", SN_OP_CONV2D, {xs, ws}, ys},
                 {"bwd_data", SN_OP_CONV2D_BWD_DATA, {ys, ws}, xs},
                 {"bwd_filter", SN_OP_CONV2D_BWD_FILTER, {xs, ys}, ws}};
-    const char *impls[] = {"dnnl", "dnnl_blocked", "dnnl_plain", "openblas"};
+    const char *impls[] = {"dnnl", "dnnl_blocked", "dnnl_plain", "openblas", "c1"};
     for (int o = 0; o < 3; o++) {
         char name[96];
         snprintf(name, sizeof name, "conv %s %s", tag, ops[o].what);
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             const sn_kernel *k = sn_cpu_conv_impl(ops[o].op, impls[i]);
+            if (k && i == 4) {
+                /* c1 takes one-channel inputs with 16 or 32 filters only: it must decline the
+                 * others (they stay on oneDNN), and is checked where it accepts */
+                sn_kcall probe = {.op = ops[o].op, .attr = &attr, .n_in = 2,
+                                  .y = {SN_F32, ops[o].out},
+                                  .x = {{SN_F32, ops[o].in[0]}, {SN_F32, ops[o].in[1]}}};
+                bool want = c == 1 && (f == 16 || f == 32);
+                if (k->supports(&probe) != want) {
+                    printf("FAIL %-34s %-10s supports() says %d, expected %d\n", name, k->impl,
+                           (int)k->supports(&probe), (int)want);
+                    n_fail++;
+                }
+                if (!want) continue;
+            }
             if (k) check(name, ops[o].op, &attr, 2, ops[o].in, ops[o].out, k, false);
         }
     }
@@ -155,6 +169,14 @@ static void conv_cases(void) {
     check_conv("same 6x5x3 2x2 (pb>pt)", 2, 6, 5, 3, 2, 2, 4, 1, 1, true);
     check_conv("same 7x9x5 3x1 s(1,2)", 2, 7, 9, 5, 3, 1, 4, 1, 2, true);
     check_conv("1x1 5x5x17->33", 2, 5, 5, 17, 1, 1, 33, 1, 1, false);
+    /* one input channel (cpu_conv_c1.c's filter gradient): small_cnn's first layer scaled
+     * down, padding, strides, a 5x5 window, a batch of one; 48 filters stay on oneDNN */
+    check_conv("c1 small_cnn 28x28x1->32 3x3", 5, 28, 28, 1, 3, 3, 32, 1, 1, false);
+    check_conv("c1 same 9x7x1->16 3x3", 3, 9, 7, 1, 3, 3, 16, 1, 1, true);
+    check_conv("c1 same s2 8x10x1->32 3x3", 2, 8, 10, 1, 3, 3, 32, 2, 2, true);
+    check_conv("c1 declines 8x8x1->48 3x3", 2, 8, 8, 1, 3, 3, 48, 1, 1, false);
+    check_conv("c1 same 11x11x1->16 5x5", 1, 11, 11, 1, 5, 5, 16, 1, 1, true);
+    check_conv("c1 valid 6x6x1->16 2x3 s(2,1)", 4, 6, 6, 1, 2, 3, 16, 2, 1, false);
 }
 
 /* ---- pooling ----------------------------------------------------------------------------- */
@@ -194,6 +216,8 @@ static void check_pool(const char *tag, int64_t n, int64_t h, int64_t w, int64_t
 static void pool_cases(void) {
     check_pool("2x2 s2 8x8x70", 3, 8, 8, 70, 2, 2, 2, 2, false, false);
     check_pool("2x2 s2 valid 9x9x5", 2, 9, 9, 5, 2, 2, 2, 2, false, false);
+    /* stride > pool: rows and columns no window covers (the gradient stores, then zeroes them) */
+    check_pool("2x2 s3 valid 10x11x7 (gaps)", 2, 10, 11, 7, 2, 2, 3, 3, false, false);
     check_pool("3x3 s2 same 9x9x6", 2, 9, 9, 6, 3, 3, 2, 2, true, false);
     check_pool("3x3 s1 same 7x6x5 (overlap)", 2, 7, 6, 5, 3, 3, 1, 1, true, false);
     check_pool("2x2 s2 same 7x7x3 (pb>pt)", 2, 7, 7, 3, 2, 2, 2, 2, true, false);

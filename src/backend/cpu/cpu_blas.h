@@ -19,6 +19,9 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
 /* The im2col + sgemm convolution (cpu_conv_gemm.c): one kernel for the three conv ops. */
 const sn_kernel *sn_cpu_conv_gemm_kernel(void);
 
+/* CONV2D_BWD_FILTER with one input channel (cpu_conv_c1.c); supports() says where. */
+const sn_kernel *sn_cpu_conv_c1_kernel(void);
+
 /* Pooling (MAX/AVG_POOL2D and their gradients): hand-written vectorised loops ("avx512" with
  * an AVX2/SSE fallback chosen at load time). */
 const sn_kernel *sn_cpu_pool_impl(sn_op op);

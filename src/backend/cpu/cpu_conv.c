@@ -179,12 +179,63 @@ static bool conv_supports(const sn_kcall *c) {
 CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare);
 CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain);
+
+/* The filter gradient of a one-channel input with few filters goes to cpu_conv_c1.c (oneDNN
+ * runs it far below peak, docs/kernels.md); every other one to oneDNN. The choice is made in
+ * prepare and kept with the chosen kernel's own state: at release the call's shapes and
+ * attributes may no longer be readable (the graph can go first). */
+typedef struct bwdf_state {
+    const sn_kernel *k;
+    void *inner; /* k's state */
+} bwdf_state;
+
+static bool bwdf_supports(const sn_kcall *c) {
+    return sn_cpu_conv_c1_kernel()->supports(c) || conv_supports(c);
+}
+static sn_status bwdf_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    const sn_kernel *k =
+        sn_cpu_conv_c1_kernel()->supports(c) ? sn_cpu_conv_c1_kernel() : &k_conv_dnnl;
+    bwdf_state *w = sn_calloc(1, sizeof *w);
+    if (!w) return SN_ERR_NOMEM;
+    c->state = NULL;
+    sn_status s = k->prepare(c, scratch_bytes);
+    if (s != SN_OK) {
+        free(w);
+        return s;
+    }
+    w->k = k;
+    w->inner = c->state;
+    c->state = w;
+    return SN_OK;
+}
+static sn_status bwdf_run(sn_kcall *c) {
+    bwdf_state *w = c->state;
+    c->state = w->inner;
+    sn_status s = w->k->run(c);
+    c->state = w;
+    return s;
+}
+static void bwdf_release(sn_kcall *c) {
+    bwdf_state *w = c->state;
+    if (!w) return;
+    c->state = w->inner;
+    if (w->k->release) w->k->release(c);
+    free(w);
+    c->state = NULL;
+}
+static const sn_kernel k_conv_bwd_filter = {.impl = "dnnl|c1",
+                                            .supports = bwdf_supports,
+                                            .prepare = bwdf_prepare,
+                                            .run = bwdf_run,
+                                            .release = bwdf_release};
 #endif /* SN_HAVE_DNNL */
 
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (op != SN_OP_CONV2D && op != SN_OP_CONV2D_BWD_DATA && op != SN_OP_CONV2D_BWD_FILTER)
         return NULL;
     if (strcmp(impl, "openblas") == 0) return sn_cpu_conv_gemm_kernel();
+    if (strcmp(impl, "c1") == 0)
+        return op == SN_OP_CONV2D_BWD_FILTER ? sn_cpu_conv_c1_kernel() : NULL;
 #ifdef SN_HAVE_DNNL
     if (strcmp(impl, "dnnl") == 0) return &k_conv_dnnl;
     if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
@@ -198,7 +249,7 @@ void sn_cpu_register_conv(sn_kernel_table *t) {
 #ifdef SN_HAVE_DNNL
     t->k[SN_OP_CONV2D] = &k_conv_dnnl;
     t->k[SN_OP_CONV2D_BWD_DATA] = &k_conv_dnnl;
-    t->k[SN_OP_CONV2D_BWD_FILTER] = &k_conv_dnnl;
+    t->k[SN_OP_CONV2D_BWD_FILTER] = &k_conv_bwd_filter;
 #else
     t->k[SN_OP_CONV2D] = sn_cpu_conv_gemm_kernel();
     t->k[SN_OP_CONV2D_BWD_DATA] = sn_cpu_conv_gemm_kernel();

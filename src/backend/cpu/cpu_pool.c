@@ -84,6 +84,25 @@ static inline void zero_slice(const pool_geom *g, float *dx, int64_t n, int64_t 
     for (int64_t i = 0; i < g->h * g->w; i++) memset(p + i * g->c, 0, (size_t)cn * sizeof(float));
 }
 
+/* Whether input row (or column) i lies in a window, for windows that do not overlap: the
+ * window o = (i + pad) / stride is the only one that can hold it. */
+static inline bool covered(int64_t i, int64_t pad, int64_t stride, int64_t pool, int64_t n_out) {
+    int64_t o = (i + pad) / stride;
+    return o < n_out && i + pad - o * stride < pool;
+}
+
+/* Zeroes channels [c0, c0+cn) of the cells of image n of dx that no window covers (the rows
+ * and columns a pool with stride > pool skips, or the last ones an odd size leaves out). */
+static void zero_uncovered(const pool_geom *g, float *dx, int64_t n, int64_t c0, int64_t cn) {
+    float *p = dx + n * g->h * g->w * g->c + c0;
+    for (int64_t ih = 0; ih < g->h; ih++) {
+        bool row = covered(ih, g->pt, g->sh, g->ph, g->oh);
+        for (int64_t iw = 0; iw < g->w; iw++)
+            if (!row || !covered(iw, g->pl, g->sw, g->pw, g->ow))
+                memset(p + (ih * g->w + iw) * g->c, 0, (size_t)cn * sizeof(float));
+    }
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 pool_task(void *vctx, int ith, int nth) {
     const pool_ctx *t = vctx;
@@ -95,11 +114,18 @@ pool_task(void *vctx, int ith, int nth) {
     sn_split_range(g->n * t->ncb, ith, nth, &lo, &hi);
     float best[POOL_CB];
     int32_t arg[POOL_CB];
+    /* Windows that do not overlap (pool <= stride, as in every 2x2/2 pool): each dx cell gets
+     * at most one window's value, so max-pool's gradient stores it (dy + 0, which turns -0
+     * into +0 as the sum from zero did) instead of zeroing dx and adding into it: dx is
+     * written once, never read. */
+    const bool tiles = g->ph <= g->sh && g->pw <= g->sw;
     for (int64_t item = lo; item < hi; item++) {
         const int64_t n = item / t->ncb, c0 = (item % t->ncb) * POOL_CB;
         const int64_t cn = C - c0 < POOL_CB ? C - c0 : POOL_CB;
-        if (op == SN_OP_MAX_POOL2D_GRAD || op == SN_OP_AVG_POOL2D_GRAD)
+        if (op == SN_OP_AVG_POOL2D_GRAD || (op == SN_OP_MAX_POOL2D_GRAD && !tiles))
             zero_slice(g, c->out, n, c0, cn);
+        else if (op == SN_OP_MAX_POOL2D_GRAD)
+            zero_uncovered(g, c->out, n, c0, cn);
         for (int64_t oh = 0; oh < g->oh; oh++) {
             for (int64_t ow = 0; ow < g->ow; ow++) {
                 int64_t h0, h1, w0, w1;
@@ -140,8 +166,12 @@ pool_task(void *vctx, int ith, int nth) {
                             for (int64_t iw = w0; iw < w1; iw++) {
                                 const int32_t cell = (int32_t)(ih * g->w + iw);
                                 float *q = dx + cell * C;
-                                for (int64_t k = 0; k < cn; k++)
-                                    q[k] += arg[k] == cell ? dy[k] : 0.0f;
+                                if (tiles)
+                                    for (int64_t k = 0; k < cn; k++)
+                                        q[k] = arg[k] == cell ? dy[k] + 0.0f : 0.0f;
+                                else
+                                    for (int64_t k = 0; k < cn; k++)
+                                        q[k] += arg[k] == cell ? dy[k] : 0.0f;
                             }
                     }
                 } else if (op == SN_OP_AVG_POOL2D) {
