@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "backend/cuda/cuda_kernels.h"
+#include "core/philox.h"
 
 extern "C" sn_status sn_cuda_fail(const char *lib, const char *call, const char *msg, int code,
                                   const char *file, int line);
@@ -163,36 +164,13 @@ __global__ void k_from_bf16(int64_t n, const uint16_t *x, float *o) {
 
 // ---- dropout: Philox-4x32-10 exactly as core/rng.c's sn_philox --------------------------------
 
-__device__ inline void philox(uint64_t key, uint64_t hi, uint64_t lo, uint32_t out[4]) {
-    uint32_t c0 = (uint32_t)lo, c1 = (uint32_t)(lo >> 32);
-    uint32_t c2 = (uint32_t)hi, c3 = (uint32_t)(hi >> 32);
-    uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-#pragma unroll
-    for (int round = 0; round < 10; round++) {
-        uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-        uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-    }
-    out[0] = c0;
-    out[1] = c1;
-    out[2] = c2;
-    out[3] = c3;
-}
-
 // Element i's keep decision = sn_dropout_keep (backend/kernel.h): the counter is (mask node,
 // step) high and i / 4 low, word i % 4, compared as a 24-bit unit float with (float)rate.
 __global__ void k_dropout(int64_t n, const float *x, uint64_t seed, uint64_t hi, float rate,
                           float scale, float *o) {
     GRID_STRIDE(i, n) {
         uint32_t r[4];
-        philox(seed, hi, (uint64_t)i >> 2, r);
+        sn_philox4x32_10(seed, hi, (uint64_t)i >> 2, r);
         float u = (float)(r[i & 3] >> 8) * (1.0f / 16777216.0f);
         o[i] = u >= rate ? x[i] * scale : 0.0f;
     }
