@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "sinter/dist.h"
 #include "sinter/nn.h"
 #include "sn_test.h"
 
@@ -205,6 +206,23 @@ static void test_refusals(void) {
     CHECK_ERR(sn_model_build(m, &(sn_shape){.ndim = 2, .dim = {3, 2}}, 1), SN_ERR_INVALID,
               "stateful=True needs a fixed batch size, got batch_size 0");
     sn_model_free(m);
+
+    /* under a strategy: refused before any replica is built */
+    m = make(K_LSTM, CH, true);
+    sn_strategy *s = NULL;
+    CHECK_OK(sn_strategy_one_device(NULL, &s));
+    float x[NB * CH] = {0};
+    int32_t y[NB * CH] = {0};
+    sn_dataset *ds = dataset(x, y, NB, CH, NB);
+    if (m && s && ds) {
+        CHECK_OK(sn_model_set_strategy(m, s));
+        sn_fit_opts fo = sn_fit_defaults();
+        CHECK_ERR(sn_model_fit(m, ds, &fo, NULL), SN_ERR_UNSUPPORTED, "is stateful");
+        sn_model_set_strategy(m, NULL);
+    }
+    sn_dataset_free(ds);
+    sn_model_free(m);
+    sn_strategy_free(s);
 }
 
 int main(void) {
