@@ -1,0 +1,188 @@
+/* SN_FUSED_POOL_RELU_GRAD (kernel.h): max_pool2d_grad -> relu_grad [-> the bias gradient,
+ * reduce_sum over N, H, W], f32 NHWC, in one pass; and the registration of the CPU's fused
+ * kernels (the forward one is in cpu_conv_fused.c).
+ *
+ * Why: unfused, small_cnn's first layer reads and writes its 11 MB activation gradient three
+ * times after the pool gradient (pool gradient writes dx, relu_grad reads x and dx and writes
+ * dx again, reduce_sum reads it), at 32 channels per window, loop-overhead bound (issue 15:
+ * these three were ~17 % of the step). Here each window finds its maximum once, and the
+ * gradient lands on that cell only if the maximum (the relu output there) is positive: the
+ * relu_grad's mask y > 0 at the one cell the pool gradient writes. The bias gradient is the
+ * sum of those same values, taken per window instead of per cell.
+ *
+ * Exactness: the activation gradient is bit for bit the unfused one (the same first-maximum
+ * rule as cpu_pool.c, the same dy + 0.0f store). The bias gradient sums in another order
+ * (per thread in double, threads added in thread order: depends on the thread count only),
+ * so it differs from reduce_sum's float sum by rounding; tests/test_fused.c bounds it.
+ *
+ * Only windows that do not overlap (pool <= stride, every 2x2/2 pool): each dx cell then has
+ * at most one window, so dx is written once and never read. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_blas.h"
+
+#define PF_CB 256 /* channels per work item, as cpu_pool.c */
+
+typedef struct pf_geom {
+    int64_t n, h, w, c, oh, ow;
+    int64_t ph, pw, sh, sw, pt, pl;
+} pf_geom;
+
+static bool pf_geom_of(const sn_kcall *c, pf_geom *g) {
+    if (c->op != SN_OP_MAX_POOL2D_GRAD || c->fused != SN_FUSED_POOL_RELU_GRAD || c->n_in != 2)
+        return false;
+    if (c->y.dtype != SN_F32 || c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32) return false;
+    const sn_shape *xs = &c->x[0].shape, *ys = &c->x[1].shape;
+    if (xs->ndim != 4 || ys->ndim != 4 || !sn_shape_equal(xs, &c->y.shape) ||
+        xs->dim[0] != ys->dim[0] || xs->dim[3] != ys->dim[3])
+        return false;
+    g->n = xs->dim[0], g->h = xs->dim[1], g->w = xs->dim[2], g->c = xs->dim[3];
+    g->oh = ys->dim[1], g->ow = ys->dim[2];
+    g->ph = c->attr->pool.pool_h, g->pw = c->attr->pool.pool_w;
+    g->sh = c->attr->pool.stride_h, g->sw = c->attr->pool.stride_w;
+    g->pt = c->attr->pool.pad_top, g->pl = c->attr->pool.pad_left;
+    if (g->ph < 1 || g->pw < 1 || g->ph > g->sh || g->pw > g->sw || g->pt < 0 || g->pl < 0)
+        return false;
+    if (c->n_out2 > 1) return false;
+    if (c->n_out2 == 1 && (c->y2[0].dtype != SN_F32 || sn_shape_numel(&c->y2[0].shape) != g->c))
+        return false;
+    return true;
+}
+
+static bool pf_supports(const sn_kcall *c) {
+    pf_geom g;
+    return pf_geom_of(c, &g);
+}
+
+typedef struct pf_state {
+    int nth; /* threads the scratch was sized for */
+} pf_state;
+
+static sn_status pf_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    pf_geom g;
+    SN_ASSERT(pf_geom_of(c, &g));
+    pf_state *st = sn_calloc(1, sizeof *st);
+    if (!st) return SN_ERR_NOMEM;
+    st->nth = sn_num_threads();
+    c->state = st;
+    /* per thread: its partial bias gradient, in double */
+    *scratch_bytes = c->n_out2 ? (size_t)st->nth * (size_t)g.c * sizeof(double) : 0;
+    return SN_OK;
+}
+
+static void pf_release(sn_kcall *c) {
+    free(c->state);
+    c->state = NULL;
+}
+
+typedef struct pf_ctx {
+    const sn_kcall *c;
+    pf_geom g;
+    int64_t ncb;
+    int used;
+} pf_ctx;
+
+/* Whether input row (or column) i lies in a window (windows do not overlap). */
+static inline bool covered(int64_t i, int64_t pad, int64_t stride, int64_t pool, int64_t n_out) {
+    int64_t o = (i + pad) / stride;
+    return o < n_out && i + pad - o * stride < pool;
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+pf_task(void *vctx, int ith, int nth) {
+    pf_ctx *t = vctx;
+    if (ith == 0) t->used = nth;
+    const pf_geom *g = &t->g;
+    const sn_kcall *c = t->c;
+    const int64_t C = g->c, xsz = g->h * g->w * C;
+    double *part = c->n_out2 ? (double *)c->scratch + (size_t)ith * (size_t)C : NULL;
+    if (part) memset(part, 0, (size_t)C * sizeof(double));
+    int64_t lo, hi;
+    sn_split_range(g->n * t->ncb, ith, nth, &lo, &hi);
+    float best[PF_CB], pos[PF_CB];
+    int32_t arg[PF_CB];
+    for (int64_t item = lo; item < hi; item++) {
+        const int64_t n = item / t->ncb, c0 = (item % t->ncb) * PF_CB;
+        const int64_t cn = C - c0 < PF_CB ? C - c0 : PF_CB;
+        const float *x = (const float *)c->in[0] + n * xsz + c0;
+        float *dx = (float *)c->out + n * xsz + c0;
+        /* the cells no window covers (stride > pool, or the rows an odd size leaves) */
+        for (int64_t ih = 0; ih < g->h; ih++) {
+            bool row = covered(ih, g->pt, g->sh, g->ph, g->oh);
+            for (int64_t iw = 0; iw < g->w; iw++)
+                if (!row || !covered(iw, g->pl, g->sw, g->pw, g->ow))
+                    memset(dx + (ih * g->w + iw) * C, 0, (size_t)cn * sizeof(float));
+        }
+        for (int64_t oh = 0; oh < g->oh; oh++) {
+            const int64_t ih = oh * g->sh - g->pt;
+            const int64_t h0 = ih < 0 ? 0 : ih, h1 = ih + g->ph < g->h ? ih + g->ph : g->h;
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                const int64_t iw = ow * g->sw - g->pl;
+                const int64_t w0 = iw < 0 ? 0 : iw, w1 = iw + g->pw < g->w ? iw + g->pw : g->w;
+                if (h1 <= h0 || w1 <= w0) continue; /* wholly in the padding: no cell */
+                const float *dy = (const float *)c->in[1] +
+                                  ((n * g->oh + oh) * g->ow + ow) * C + c0;
+                /* first maximum in row-major window order (later cells win only when
+                 * strictly greater), as cpu_pool.c */
+                const float *p = x + (h0 * g->w + w0) * C;
+                for (int64_t k = 0; k < cn; k++) best[k] = p[k], arg[k] = (int32_t)(h0 * g->w + w0);
+                for (int64_t r = h0; r < h1; r++)
+                    for (int64_t q = (r == h0 ? w0 + 1 : w0); q < w1; q++) {
+                        const int32_t cell = (int32_t)(r * g->w + q);
+                        p = x + cell * C;
+                        for (int64_t k = 0; k < cn; k++) {
+                            bool win = p[k] > best[k];
+                            best[k] = win ? p[k] : best[k];
+                            arg[k] = win ? cell : arg[k];
+                        }
+                    }
+                /* relu_grad's mask at the one cell the gradient reaches: y there is best */
+                for (int64_t k = 0; k < cn; k++) pos[k] = best[k] > 0.0f ? dy[k] + 0.0f : 0.0f;
+                if (part)
+                    for (int64_t k = 0; k < cn; k++) part[c0 + k] += (double)pos[k];
+                for (int64_t r = h0; r < h1; r++)
+                    for (int64_t q = w0; q < w1; q++) {
+                        const int32_t cell = (int32_t)(r * g->w + q);
+                        float *o = dx + cell * C;
+                        for (int64_t k = 0; k < cn; k++) o[k] = arg[k] == cell ? pos[k] : 0.0f;
+                    }
+            }
+        }
+    }
+}
+
+/* x [N, H, W, C] (the relu's output), dy [N, OH, OW, C] -> dx [N, H, W, C]; out2: db [C] */
+static sn_status pf_run(sn_kcall *c) {
+    pf_ctx t = {.c = c};
+    SN_ASSERT(pf_geom_of(c, &t.g));
+    t.ncb = (t.g.c + PF_CB - 1) / PF_CB;
+    int64_t items = t.g.n * t.ncb;
+    int nth = ((const pf_state *)c->state)->nth;
+    if (nth > sn_num_threads()) nth = sn_num_threads();
+    if (items < nth) nth = (int)(items > 0 ? items : 1);
+    sn_parallel(pf_task, &t, nth);
+    if (c->n_out2) {
+        const double *part = c->scratch;
+        float *db = c->out2[0];
+        for (int64_t k = 0; k < t.g.c; k++) {
+            double s = 0;
+            for (int p = 0; p < t.used; p++) s += part[(size_t)p * (size_t)t.g.c + (size_t)k];
+            db[k] = (float)s;
+        }
+    }
+    return SN_OK;
+}
+
+static const sn_kernel k_pool_relu_grad = {
+    .impl = "fused:pool+relu+bias",
+    .supports = pf_supports,
+    .prepare = pf_prepare,
+    .run = pf_run,
+    .release = pf_release,
+};
+
+void sn_cpu_register_fused(sn_kernel_table *t) {
+    t->fused[SN_FUSED_POOL_RELU_GRAD] = &k_pool_relu_grad;
+    t->fused[SN_FUSED_CONV_BIAS_RELU] = sn_cpu_conv_fused_kernel();
+}
