@@ -126,6 +126,11 @@ int main(void) {
      * last row and column of the conv output lie in no window. */
     check_case("c1 conv+pool", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
                32, SN_PAD_VALID, p2, 4, false);
+    /* the same on the loops the other ISAs run (the AVX-512 path is the 2x2 one above) */
+    setenv("SN_CPU_ISA", "avx2", 1);
+    check_case("c1 conv+pool, avx2", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
+               32, SN_PAD_VALID, p2, 4, false);
+    unsetenv("SN_CPU_ISA");
     /* 16 filters, SAME convolution (padded taps), SAME pool of an odd size */
     sn_pool2d_opts psame = p2;
     psame.padding = SN_PAD_SAME;

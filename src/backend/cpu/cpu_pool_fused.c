@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_vec.h"
 
 #define PF_CB 256 /* channels per work item, as cpu_pool.c */
 
@@ -80,8 +81,60 @@ typedef struct pf_ctx {
     const sn_kcall *c;
     pf_geom g;
     int64_t ncb;
+    bool fast; /* pf_item_2x2 does the items */
     int used;
 } pf_ctx;
+
+#ifdef SN_CPU_X86
+/* The 2x2/2 pool whose windows all lie in the image (no padding, small_cnn's), 16 channels a
+ * vector: the four cells' compares give the first maximum and its one-hot winner masks
+ * directly, so a window costs four loads, three compares and four masked stores. Each row's
+ * bias sums go to the thread's double partials at the row's end. Same values as pf_task's
+ * loop: the same strictly-greater rule (a NaN never wins, as `>` in C), dy + 0.0f stored. */
+TGT_AVX512 static void pf_item_2x2(const pf_geom *g, const float *x, const float *dy, float *dx,
+                                   double *part, int64_t cn) {
+    const int64_t C = g->c, W = g->w;
+    const __m512 zero = _mm512_setzero_ps();
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t k = 0; k < cn; k += 16) {
+            __m512 rowsum = zero;
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                const int64_t c00 = (2 * oh * W + 2 * ow) * C + k;
+                const __m512 a = _mm512_loadu_ps(x + c00), b = _mm512_loadu_ps(x + c00 + C);
+                const __m512 c = _mm512_loadu_ps(x + c00 + W * C);
+                const __m512 d = _mm512_loadu_ps(x + c00 + W * C + C);
+                __m512 best = a;
+                const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m1, b);
+                const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m2, c);
+                const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m3, d);
+                const __m512 dyv =
+                    _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + k), zero);
+                const __m512 pos =
+                    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), dyv);
+                rowsum = _mm512_add_ps(rowsum, pos);
+                const __mmask16 wd = m3, wc = (__mmask16)(m2 & ~m3),
+                                wb = (__mmask16)(m1 & ~(m2 | m3)),
+                                wa = (__mmask16)~(m1 | m2 | m3);
+                _mm512_storeu_ps(dx + c00, _mm512_maskz_mov_ps(wa, pos));
+                _mm512_storeu_ps(dx + c00 + C, _mm512_maskz_mov_ps(wb, pos));
+                _mm512_storeu_ps(dx + c00 + W * C, _mm512_maskz_mov_ps(wc, pos));
+                _mm512_storeu_ps(dx + c00 + W * C + C, _mm512_maskz_mov_ps(wd, pos));
+            }
+            if (part) {
+                double *pp = part + k;
+                _mm512_storeu_pd(pp, _mm512_add_pd(_mm512_loadu_pd(pp),
+                                                   _mm512_cvtps_pd(_mm512_castps512_ps256(rowsum))));
+                _mm512_storeu_pd(pp + 8, _mm512_add_pd(_mm512_loadu_pd(pp + 8),
+                                                       _mm512_cvtps_pd(_mm256_castpd_ps(
+                                                           _mm512_extractf64x4_pd(_mm512_castps_pd(rowsum), 1)))));
+            }
+        }
+    }
+}
+#endif
 
 /* Whether input row (or column) i lies in a window (windows do not overlap). */
 static inline bool covered(int64_t i, int64_t pad, int64_t stride, int64_t pool, int64_t n_out) {
@@ -107,6 +160,18 @@ pf_task(void *vctx, int ith, int nth) {
         const int64_t cn = C - c0 < PF_CB ? C - c0 : PF_CB;
         const float *x = (const float *)c->in[0] + n * xsz + c0;
         float *dx = (float *)c->out + n * xsz + c0;
+#ifdef SN_CPU_X86
+        if (t->fast) {
+            /* rows and columns past the last window (an odd size) get no gradient */
+            for (int64_t ih = 0; ih < g->h; ih++)
+                for (int64_t iw = 0; iw < g->w; iw++)
+                    if (ih >= 2 * g->oh || iw >= 2 * g->ow)
+                        memset(dx + (ih * g->w + iw) * C, 0, (size_t)cn * sizeof(float));
+            pf_item_2x2(g, x, (const float *)c->in[1] + n * g->oh * g->ow * C + c0, dx,
+                        part ? part + c0 : NULL, cn);
+            continue;
+        }
+#endif
         /* the cells no window covers (stride > pool, or the rows an odd size leaves) */
         for (int64_t ih = 0; ih < g->h; ih++) {
             bool row = covered(ih, g->pt, g->sh, g->ph, g->oh);
@@ -157,6 +222,12 @@ static sn_status pf_run(sn_kcall *c) {
     pf_ctx t = {.c = c};
     SN_ASSERT(pf_geom_of(c, &t.g));
     t.ncb = (t.g.c + PF_CB - 1) / PF_CB;
+#ifdef SN_CPU_X86
+    static const bool no = false, yes = true;
+    t.fast = *(const bool *)pick_variant(&no, &no, &yes) && t.g.c % 16 == 0 && t.g.ph == 2 &&
+             t.g.pw == 2 && t.g.sh == 2 && t.g.sw == 2 && t.g.pt == 0 && t.g.pl == 0 &&
+             2 * t.g.oh <= t.g.h && 2 * t.g.ow <= t.g.w;
+#endif
     int64_t items = t.g.n * t.ncb;
     int nth = ((const pf_state *)c->state)->nth;
     if (nth > sn_num_threads()) nth = sn_num_threads();
