@@ -26,9 +26,14 @@ typedef enum sn_fused_kind {
      * dy) where x is the relu's output, out the relu_grad's output; with the reduction,
      * out2[0] is the bias gradient ([C] elements). */
     SN_FUSED_POOL_RELU_GRAD,
+    /* the same with the bias gradient, and the conv2d_bwd_filter that reads the relu_grad's
+     * output, of a first layer (nothing else reads that gradient): in (x, dy, conv input),
+     * out unused (the activation gradient is never stored), out2 (bias gradient, filter
+     * gradient), attr2[1] the convolution's attributes. */
+    SN_FUSED_POOL_RELU_GRAD_FILTER,
     SN_FUSED_COUNT
 } sn_fused_kind;
-#define SN_FUSED_MAX_OUT2 1
+#define SN_FUSED_MAX_OUT2 2
 
 typedef struct sn_kcall {
     sn_op op;

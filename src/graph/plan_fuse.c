@@ -17,7 +17,9 @@
  *   max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: the pool-gradient call masks
  *     by the relu output it already reads (relu_grad's y must be the pool's x) and writes the
  *     relu_grad's value (relu_grad becomes a view of it); the bias gradient is its second
- *     output. One pass over the activation instead of three.
+ *     output. One pass over the activation instead of three. Where that gradient's only
+ *     other reader is the conv2d_bwd_filter of a first layer (no gradient to the image), the
+ *     filter gradient is a third output and the activation gradient is never stored.
  *
  * SN_FUSE=0 turns all fusion off, SN_FUSE=relu keeps only the bias_add + relu one (tests
  * compare the paths; benchmarks measure them). */
@@ -121,7 +123,24 @@ static void fuse_pool_grad(sn_plan *p, const int *readers, sn_node pg, unsigned 
     }
     p->loc[rg] = (sn_loc){.kind = LOC_ALIAS, .alias = pg};
     drop[rg] = 1;
-    if (f->n_out2) drop[rs] = 1;
+    if (!f->n_out2) return;
+    drop[rs] = 1;
+    /* A first layer: the relu_grad's value read only by the bias gradient and the filter
+     * gradient (no gradient flows to the image). Then the filter gradient joins the call and
+     * the activation gradient is never stored. */
+    sn_node bf = reader_of(p, rg, SN_OP_CONV2D_BWD_FILTER, 1);
+    if (bf == SN_NONE || readers[rg] != 2 || p->is_target[rg] || g->nodes[bf].dtype != SN_F32)
+        return;
+    sn_fusion ff = {.kind = SN_FUSED_POOL_RELU_GRAD_FILTER, .n_extra_in = 1,
+                    .extra_in = {g->nodes[bf].in[0]}, .n_out2 = 2, .out2 = {rs, bf}};
+    sn_fusion keep = *f;
+    *f = ff;
+    if (!backend_takes(p, pg)) {
+        *f = keep;
+        return;
+    }
+    p->loc[pg] = (sn_loc){.kind = LOC_NONE};
+    drop[bf] = 1;
 }
 
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {

@@ -253,7 +253,226 @@ static const sn_kernel k_pool_relu_grad = {
     .release = pf_release,
 };
 
+/* ---- SN_FUSED_POOL_RELU_GRAD_FILTER: with a first layer's filter gradient ---------------- */
+/*
+ * The relu_grad's value of small_cnn's first layer feeds only the bias gradient and the
+ * filter gradient (one input channel: the image gets no gradient). So instead of storing it
+ * (11 MB) for cpu_conv_c1.c to read back, each window's gradient, already one-hot over the
+ * window's four cells, is multiplied into the filter gradient at once: for each cell, its KH*KW
+ * input taps broadcast against its 16-channel gradient vector (zero where another cell won),
+ * into accumulators that stay in registers for a whole image, as cpu_conv_c1.c does per
+ * pixel. AVX-512 and the full-window 2x2/2 pool only; elsewhere the pattern without the
+ * filter runs. Sums: per image in f32 (windows in row-major order), then image after image
+ * into the thread's partial, threads added in thread order: differs from cpu_conv_c1.c's
+ * pixel order by rounding (tests/test_fused.c bounds it); the same run to run. */
+
+#define PF_MAX_TAPS 25
+#define PF_MAX_F 32
+
+typedef struct pff_geom {
+    pf_geom p;
+    sn_conv_geom cv;
+} pff_geom;
+
+static bool pff_geom_of(const sn_kcall *c, pff_geom *g) {
+    if (c->fused != SN_FUSED_POOL_RELU_GRAD_FILTER || c->n_in != 3 || c->n_out2 != 2)
+        return false;
+    sn_kcall pc = *c; /* the pool part, as pf_geom_of reads it */
+    pc.fused = SN_FUSED_POOL_RELU_GRAD, pc.n_in = 2, pc.n_out2 = 1;
+    if (!pf_geom_of(&pc, &g->p)) return false;
+    sn_kcall fc = {.op = SN_OP_CONV2D_BWD_FILTER, .attr = c->attr2[1], .y = c->y2[1], .n_in = 2,
+                   .x = {c->x[2], c->x[0]}};
+    if (!sn_conv_geom_of(&fc, &g->cv)) return false;
+    const pf_geom *p = &g->p;
+#ifdef SN_CPU_X86
+    static const bool no = false, yes = true;
+    bool avx512 = *(const bool *)pick_variant(&no, &no, &yes);
+#else
+    bool avx512 = false;
+#endif
+    return avx512 && g->cv.c == 1 && g->cv.f == p->c && p->c % 16 == 0 && p->c <= PF_MAX_F &&
+           g->cv.kh * g->cv.kw <= PF_MAX_TAPS && p->ph == 2 && p->pw == 2 && p->sh == 2 &&
+           p->sw == 2 && p->pt == 0 && p->pl == 0 && 2 * p->oh <= p->h && 2 * p->ow <= p->w;
+}
+
+static bool pff_supports(const sn_kcall *c) {
+    pff_geom g;
+    return pff_geom_of(c, &g);
+}
+
+typedef struct pff_state {
+    int nth;
+} pff_state;
+
+static sn_status pff_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    pff_geom g;
+    SN_ASSERT(pff_geom_of(c, &g));
+    pff_state *st = sn_calloc(1, sizeof *st);
+    if (!st) return SN_ERR_NOMEM;
+    st->nth = sn_num_threads() > g.p.n ? (int)g.p.n : sn_num_threads();
+    c->state = st;
+    /* per thread: the bias partial (double) and the filter partial (float) */
+    const size_t kf = (size_t)(g.cv.kh * g.cv.kw * g.cv.f);
+    *scratch_bytes = (size_t)st->nth * ((size_t)g.p.c * sizeof(double) + kf * sizeof(float));
+    return SN_OK;
+}
+
+typedef struct pff_ctx {
+    const sn_kcall *c;
+    pff_geom g;
+    int used;
+} pff_ctx;
+
+#ifdef SN_CPU_X86
+/* The taps of conv output pixel (oh, ow): x under the window, 0 in the padding. */
+static inline void pff_taps(const sn_conv_geom *g, const float *x, int64_t oh, int64_t ow,
+                            float *t) {
+    const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t ih = ih0 + kh, iw = iw0 + kw;
+            t[kh * g->kw + kw] =
+                ih >= 0 && ih < g->h && iw >= 0 && iw < g->w ? x[ih * g->w + iw] : 0.0f;
+        }
+}
+
+/* One image: dw[k][f] += sum over cells of tap_k * grad[cell][f], db[f] += sum of grad. */
+TGT_AVX512 static inline void pff_image_kk(const pff_geom *G, const float *y, const float *dy,
+                                           const float *x, float *dw, double *db, const int KK,
+                                           const int FB) {
+    const pf_geom *g = &G->p;
+    const sn_conv_geom *cv = &G->cv;
+    const int64_t C = g->c, W = g->w;
+    const __m512 zero = _mm512_setzero_ps();
+    __m512 acc[PF_MAX_TAPS][PF_MAX_F / 16], bsum[PF_MAX_F / 16];
+    for (int j = 0; j < FB; j++) {
+        bsum[j] = zero;
+        for (int k = 0; k < KK; k++) acc[k][j] = zero;
+    }
+    float t[PF_MAX_TAPS];
+    for (int64_t oh = 0; oh < g->oh; oh++)
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            __m512 gq[4][PF_MAX_F / 16];
+            for (int j = 0; j < FB; j++) {
+                const int64_t c00 = (2 * oh * W + 2 * ow) * C + 16 * j;
+                const __m512 a = _mm512_loadu_ps(y + c00), b = _mm512_loadu_ps(y + c00 + C);
+                const __m512 c = _mm512_loadu_ps(y + c00 + W * C);
+                const __m512 d = _mm512_loadu_ps(y + c00 + W * C + C);
+                __m512 best = a;
+                const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m1, b);
+                const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m2, c);
+                const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
+                best = _mm512_mask_mov_ps(best, m3, d);
+                const __m512 dyv =
+                    _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + 16 * j), zero);
+                const __m512 pos =
+                    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), dyv);
+                bsum[j] = _mm512_add_ps(bsum[j], pos);
+                gq[0][j] = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), pos);
+                gq[1][j] = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), pos);
+                gq[2][j] = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), pos);
+                gq[3][j] = _mm512_maskz_mov_ps(m3, pos);
+            }
+            for (int q = 0; q < 4; q++) {
+                const int64_t ch = 2 * oh + (q >> 1), cw = 2 * ow + (q & 1);
+                const int64_t ih0 = ch * cv->sh - cv->pt, iw0 = cw * cv->sw - cv->pl;
+                if (ih0 >= 0 && iw0 >= 0 && ih0 + cv->kh <= cv->h && iw0 + cv->kw <= cv->w) {
+                    const float *p = x + ih0 * cv->w + iw0;
+                    for (int64_t kh = 0; kh < cv->kh; kh++)
+                        for (int64_t kw = 0; kw < cv->kw; kw++)
+                            t[kh * cv->kw + kw] = p[kh * cv->w + kw];
+                } else {
+                    pff_taps(cv, x, ch, cw, t);
+                }
+                for (int k = 0; k < KK; k++) {
+                    const __m512 tk = _mm512_set1_ps(t[k]);
+                    for (int j = 0; j < FB; j++) acc[k][j] = _mm512_fmadd_ps(tk, gq[q][j], acc[k][j]);
+                }
+            }
+        }
+    for (int j = 0; j < FB; j++) {
+        for (int k = 0; k < KK; k++) {
+            float *o = dw + k * C + 16 * j;
+            _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[k][j]));
+        }
+        double *pb = db + 16 * j;
+        _mm512_storeu_pd(pb, _mm512_add_pd(_mm512_loadu_pd(pb),
+                                           _mm512_cvtps_pd(_mm512_castps512_ps256(bsum[j]))));
+        _mm512_storeu_pd(pb + 8, _mm512_add_pd(_mm512_loadu_pd(pb + 8),
+                                               _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                                   _mm512_castps_pd(bsum[j]), 1)))));
+    }
+}
+
+TGT_AVX512 static void pff_image(const pff_geom *G, const float *y, const float *dy,
+                                 const float *x, float *dw, double *db) {
+    const int KK = (int)(G->cv.kh * G->cv.kw), FB = (int)(G->p.c / 16);
+    if (KK == 9 && FB == 2) pff_image_kk(G, y, dy, x, dw, db, 9, 2);
+    else if (KK == 9 && FB == 1) pff_image_kk(G, y, dy, x, dw, db, 9, 1);
+    else pff_image_kk(G, y, dy, x, dw, db, KK, FB);
+}
+#endif
+
+static void pff_task(void *vctx, int ith, int nth) {
+    pff_ctx *t = vctx;
+    if (ith == 0) t->used = nth;
+    const pff_geom *G = &t->g;
+    const sn_kcall *c = t->c;
+    const int64_t C = G->p.c, KF = G->cv.kh * G->cv.kw * C;
+    double *db = (double *)c->scratch + (size_t)ith * (size_t)C;
+    /* scratch: nth bias partials (double), then nth filter partials (float) */
+    float *dw = (float *)((double *)c->scratch + (size_t)nth * (size_t)C) + (size_t)ith * (size_t)KF;
+    memset(db, 0, (size_t)C * sizeof(double));
+    memset(dw, 0, (size_t)KF * sizeof(float));
+    int64_t lo, hi;
+    sn_split_range(G->p.n, ith, nth, &lo, &hi);
+#ifdef SN_CPU_X86
+    const int64_t ysz = G->p.h * G->p.w * C, dysz = G->p.oh * G->p.ow * C, xsz = G->cv.h * G->cv.w;
+    for (int64_t n = lo; n < hi; n++)
+        pff_image(G, (const float *)c->in[0] + n * ysz, (const float *)c->in[1] + n * dysz,
+                  (const float *)c->in[2] + n * xsz, dw, db);
+#else
+    (void)lo, (void)hi; /* supports() is false off x86 */
+#endif
+}
+
+/* y [N, H, W, F] (the relu's output), dy [N, OH, OW, F], x [N, XH, XW, 1] -> out2: db [F],
+ * dw [KH, KW, 1, F] */
+static sn_status pff_run(sn_kcall *c) {
+    pff_ctx t = {.c = c};
+    SN_ASSERT(pff_geom_of(c, &t.g));
+    int nth = ((const pff_state *)c->state)->nth;
+    if (nth > sn_num_threads()) nth = sn_num_threads();
+    sn_parallel(pff_task, &t, nth);
+    const int64_t C = t.g.p.c, KF = t.g.cv.kh * t.g.cv.kw * C;
+    const double *db = c->scratch;
+    const float *dw = (const float *)(db + (size_t)t.used * (size_t)C);
+    float *odb = c->out2[0], *odw = c->out2[1];
+    for (int64_t k = 0; k < C; k++) {
+        double s = 0;
+        for (int p = 0; p < t.used; p++) s += db[(size_t)p * (size_t)C + (size_t)k];
+        odb[k] = (float)s;
+    }
+    for (int64_t i = 0; i < KF; i++) {
+        float s = 0;
+        for (int p = 0; p < t.used; p++) s += dw[(size_t)p * (size_t)KF + (size_t)i];
+        odw[i] = s;
+    }
+    return SN_OK;
+}
+
+static const sn_kernel k_pool_relu_grad_filter = {
+    .impl = "fused:pool+relu+bias+filter",
+    .supports = pff_supports,
+    .prepare = pff_prepare,
+    .run = pff_run,
+    .release = pf_release,
+};
+
 void sn_cpu_register_fused(sn_kernel_table *t) {
     t->fused[SN_FUSED_POOL_RELU_GRAD] = &k_pool_relu_grad;
+    t->fused[SN_FUSED_POOL_RELU_GRAD_FILTER] = &k_pool_relu_grad_filter;
     t->fused[SN_FUSED_CONV_BIAS_RELU] = sn_cpu_conv_fused_kernel();
 }
