@@ -7,10 +7,12 @@
  *   max_pool2d_grad + relu_grad + bias gradient (cpu_pool_fused.c): the activation gradient is
  *     bit for bit the unfused one, so with an unfused convolution the filter gradients must be
  *     identical bits; the bias gradient sums in another order (1e-5 relative);
- *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative. */
+ *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative;
+ *     there the relu output is recomputed, not stored (checked on the plan's calls). */
 #include <stdlib.h>
 
 #include "core/core.h"
+#include "graph/plan_impl.h"
 #include "sn_test.h"
 
 typedef struct net {
@@ -56,6 +58,7 @@ static net build(sn_shape xs, int F, sn_padding conv_pad, sn_pool2d_opts po) {
 
 typedef struct result {
     int calls;
+    bool remat; /* a call recomputes the relu output instead of reading it */
     float *v[4]; /* pool, d w, d b, loss */
     int64_t n[4];
 } result;
@@ -69,6 +72,9 @@ static result run(net *m, const char *fuse, const float *xdata) {
     unsetenv("SN_FUSE");
     if (!p) return r;
     r.calls = sn_plan_node_count(p);
+    for (int c = 0; c < p->n_calls; c++)
+        if (p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD_FILTER && p->calls[c].n_in == 5)
+            r.remat = true;
     CHECK_OK(sn_plan_set_input(p, m->x, xdata, sizeof(float) * (size_t)sn_shape_numel(&m->xs)));
     CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
     for (int i = 0; i < 4; i++) {
@@ -94,13 +100,15 @@ static double rel_diff(const float *a, const float *b, int64_t n) {
 /* Builds the net, runs it unfused and fused, compares. fewer: calls the fusion must save;
  * exact_dw: the filter gradient must be the same bits (the convolution itself not fused). */
 static void check_case(const char *name, sn_shape xs, int F, sn_padding conv_pad,
-                       sn_pool2d_opts po, int fewer, bool exact_dw) {
+                       sn_pool2d_opts po, int fewer, bool exact_dw, bool remat) {
     net m = build(xs, F, conv_pad, po);
     float *x = malloc(sizeof(float) * (size_t)sn_shape_numel(&xs));
     fill(x, sn_shape_numel(&xs), 1.0f);
     result a = run(&m, "relu", x), b = run(&m, "1", x);
     CHECK(a.calls - b.calls == fewer, "%s: %d calls unfused, %d fused, expected %d fewer", name,
           a.calls, b.calls, fewer);
+    CHECK(!a.remat && b.remat == remat, "%s: the relu output is %srecomputed, expected %s", name,
+          b.remat ? "" : "not ", remat ? "recomputed" : "stored");
     static const char *what[4] = {"pool output", "filter gradient", "bias gradient", "loss"};
     for (int i = 0; i < 4 && a.v[i] && b.v[i]; i++) {
         double d = rel_diff(b.v[i], a.v[i], a.n[i]);
@@ -130,27 +138,27 @@ int main(void) {
     const sn_cpu_features *cpu = sn_cpu();
     int filt = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
     check_case("c1 conv+pool", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
-               32, SN_PAD_VALID, p2, 4 + filt, false);
+               32, SN_PAD_VALID, p2, 4 + filt, false, filt);
     /* the same on the loops the other ISAs run (the AVX-512 path is the 2x2 one above) */
     setenv("SN_CPU_ISA", "avx2", 1);
     check_case("c1 conv+pool, avx2", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
-               32, SN_PAD_VALID, p2, 4, false);
+               32, SN_PAD_VALID, p2, 4, false, false);
     unsetenv("SN_CPU_ISA");
     /* 16 filters, SAME convolution (padded taps), SAME pool of an odd size */
     sn_pool2d_opts psame = p2;
     psame.padding = SN_PAD_SAME;
     check_case("c1 same", sn_shape_make(4, (int64_t)2, (int64_t)7, (int64_t)9, (int64_t)1), 16,
-               SN_PAD_SAME, psame, 4, false);
+               SN_PAD_SAME, psame, 4, false, false);
     /* Three input channels: the convolution stays oneDNN's, only the backward pattern fuses,
      * so the filter gradient (computed from the fused activation gradient) is exact. A pool
      * 2x2 at stride 3 leaves every third row and column out of every window. */
     sn_pool2d_opts pgap = {.pool_h = 2, .pool_w = 2, .stride_h = 3, .stride_w = 3};
     check_case("c3 gaps", sn_shape_make(4, (int64_t)2, (int64_t)11, (int64_t)10, (int64_t)3), 16,
-               SN_PAD_SAME, pgap, 2, true);
+               SN_PAD_SAME, pgap, 2, true, false);
     /* Overlapping windows (3x3 at stride 2): the pool gradient does not fuse (a cell can get
      * two windows' gradients), the forward does (the pool reads the conv output from cache). */
     sn_pool2d_opts pover = {.pool_h = 3, .pool_w = 3, .stride_h = 2, .stride_w = 2};
     check_case("c1 overlap", sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)1),
-               32, SN_PAD_VALID, pover, 2, false);
+               32, SN_PAD_VALID, pover, 2, false, false);
     return sn_test_finish("test_fused");
 }

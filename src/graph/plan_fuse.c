@@ -19,7 +19,10 @@
  *     relu_grad's value (relu_grad becomes a view of it); the bias gradient is its second
  *     output. One pass over the activation instead of three. Where that gradient's only
  *     other reader is the conv2d_bwd_filter of a first layer (no gradient to the image), the
- *     filter gradient is a third output and the activation gradient is never stored.
+ *     filter gradient is a third output and the activation gradient is never stored; and
+ *     when that layer's conv is fused with its pool and the relu output has no other reader,
+ *     the backward call recomputes the relu output from the layer's input and weights, so
+ *     the forward stores only the pool.
  *
  * SN_FUSE=0 turns all fusion off, SN_FUSE=relu keeps only the bias_add + relu one (tests
  * compare the paths; benchmarks measure them). */
@@ -141,6 +144,22 @@ static void fuse_pool_grad(sn_plan *p, const int *readers, sn_node pg, unsigned 
     }
     p->loc[pg] = (sn_loc){.kind = LOC_NONE};
     drop[bf] = 1;
+    /* And where the relu output comes from a fused first-layer conv (with its pool) and is
+     * read by nothing but that pool, this call and the relu_grad: recompute it here from the
+     * layer's input, weights and bias, so that it is never stored. */
+    sn_node y = pn->in[0], cv = sn_plan_root(p, y);
+    const sn_fusion *fc = &p->fusion[cv];
+    if (fc->kind != SN_FUSED_CONV_BIAS_RELU || fc->n_out2 != 1 || readers[y] != 3 ||
+        p->is_target[y] || g->nodes[cv].in[0] != g->nodes[bf].in[0])
+        return;
+    keep = *f;
+    f->n_extra_in = 3;
+    f->extra_in[1] = g->nodes[cv].in[1], f->extra_in[2] = fc->extra_in[0];
+    if (!backend_takes(p, pg)) {
+        *f = keep;
+        return;
+    }
+    p->loc[cv] = (sn_loc){.kind = LOC_NONE};
 }
 
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {

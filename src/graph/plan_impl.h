@@ -26,7 +26,7 @@ typedef struct sn_loc {
 typedef struct sn_fusion {
     int kind;                        /* sn_fused_kind; 0: the node's call is its op alone */
     int n_extra_in;
-    sn_node extra_in[2];
+    sn_node extra_in[3];
     int n_out2;
     sn_node out2[SN_FUSED_MAX_OUT2];
 } sn_fusion;

@@ -13,11 +13,16 @@
  * Exactness: the convolution sums the taps in row-major window order with FMAs, so it
  * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan);
  * bias, relu and the pool are those of the unfused kernels exactly: (sum + b), then
- * max(v, 0) with NaN -> 0, then the first maximum of each window (strictly greater wins). */
+ * max(v, 0) with NaN -> 0, then the first maximum of each window (strictly greater wins).
+ *
+ * Where the backward pattern recomputes the relu output (cpu_pool_fused.c), the planner does
+ * not store it (out is NULL): each image's output then goes to the thread's scratch, is
+ * pooled from there, and only the pool's output reaches memory. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_fused.h"
 #include "backend/cpu/cpu_vec.h"
 
 #define CF_FB 16       /* filters per block: one AVX-512 vector */
@@ -175,6 +180,37 @@ typedef struct cf_ctx {
     cf_image_fn image;
 } cf_ctx;
 
+typedef struct cf_state {
+    int nth; /* threads the scratch was sized for */
+} cf_state;
+
+static sn_status cf_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_conv_geom g;
+    cf_pool pl;
+    SN_ASSERT(cf_geom(c, &g, &pl));
+    cf_state *st = sn_calloc(1, sizeof *st);
+    if (!st) return SN_ERR_NOMEM;
+    st->nth = sn_num_threads();
+    c->state = st;
+    /* one image's output per thread, for a run whose out is NULL */
+    *scratch_bytes = (size_t)st->nth * (size_t)(g.oh * g.ow * g.f) * sizeof(float);
+    return SN_OK;
+}
+
+static void cf_release(sn_kcall *c) {
+    free(c->state);
+    c->state = NULL;
+}
+
+sn_conv1_image_fn sn_cpu_conv1_image(void) {
+#ifdef SN_CPU_X86
+    static const cf_image_fn generic = image_generic, avx512 = image_avx512;
+    return *(const cf_image_fn *)pick_variant(&generic, &generic, &avx512);
+#else
+    return image_generic;
+#endif
+}
+
 static void cf_task(void *vctx, int ith, int nth) {
     const cf_ctx *t = vctx;
     const sn_conv_geom *g = &t->g;
@@ -184,7 +220,7 @@ static void cf_task(void *vctx, int ith, int nth) {
     int64_t lo, hi;
     sn_split_range(g->n, ith, nth, &lo, &hi);
     for (int64_t n = lo; n < hi; n++) {
-        float *y = (float *)c->out + n * ysz;
+        float *y = c->out ? (float *)c->out + n * ysz : (float *)c->scratch + ith * ysz;
         t->image(g, (const float *)c->in[0] + n * xsz, c->in[1], c->in[2], y);
         if (c->n_out2) pool_image(g, &t->pl, y, (float *)c->out2[0] + n * psz);
     }
@@ -192,13 +228,10 @@ static void cf_task(void *vctx, int ith, int nth) {
 
 /* x [N, H, W, 1], w [KH, KW, 1, F], b [F] -> y [N, OH, OW, F] (relu'd); out2: the pool of y */
 static sn_status cf_run(sn_kcall *c) {
-    cf_ctx t = {.c = c, .image = image_generic};
-#ifdef SN_CPU_X86
-    static const cf_image_fn generic = image_generic, avx512 = image_avx512;
-    t.image = *(const cf_image_fn *)pick_variant(&generic, &generic, &avx512);
-#endif
+    cf_ctx t = {.c = c, .image = sn_cpu_conv1_image()};
     SN_ASSERT(cf_geom(c, &t.g, &t.pl));
-    int nth = sn_num_threads();
+    int nth = ((const cf_state *)c->state)->nth;
+    if (nth > sn_num_threads()) nth = sn_num_threads();
     if (t.g.n < nth) nth = (int)t.g.n;
     sn_parallel(cf_task, &t, nth);
     return SN_OK;
@@ -207,7 +240,9 @@ static sn_status cf_run(sn_kcall *c) {
 static const sn_kernel k_conv_fused = {
     .impl = "fused:conv1+bias+relu+pool",
     .supports = cf_supports,
+    .prepare = cf_prepare,
     .run = cf_run,
+    .release = cf_release,
 };
 
 const sn_kernel *sn_cpu_conv_fused_kernel(void) { return &k_conv_fused; }

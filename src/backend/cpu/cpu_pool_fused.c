@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_fused.h"
 #include "backend/cpu/cpu_vec.h"
 
 #define PF_CB 256 /* channels per work item, as cpu_pool.c */
@@ -264,7 +265,12 @@ static const sn_kernel k_pool_relu_grad = {
  * pixel. AVX-512 and the full-window 2x2/2 pool only; elsewhere the pattern without the
  * filter runs. Sums: per image in f32 (windows in row-major order), then image after image
  * into the thread's partial, threads added in thread order: differs from cpu_conv_c1.c's
- * pixel order by rounding (tests/test_fused.c bounds it); the same run to run. */
+ * pixel order by rounding (tests/test_fused.c bounds it); the same run to run.
+ *
+ * With the layer's weights and bias as inputs too (n_in 5), the relu output is not read but
+ * recomputed, one image at a time into the thread's scratch (cache), by the forward's own
+ * function (cpu_fused.h): the same bits, so the same maxima. Its 11 MB (small_cnn) are then
+ * neither written by the forward nor read here; the recomputation is 18 FMAs a pixel. */
 
 #define PF_MAX_TAPS 25
 #define PF_MAX_F 32
@@ -275,7 +281,8 @@ typedef struct pff_geom {
 } pff_geom;
 
 static bool pff_geom_of(const sn_kcall *c, pff_geom *g) {
-    if (c->fused != SN_FUSED_POOL_RELU_GRAD_FILTER || c->n_in != 3 || c->n_out2 != 2)
+    if (c->fused != SN_FUSED_POOL_RELU_GRAD_FILTER || (c->n_in != 3 && c->n_in != 5) ||
+        c->n_out2 != 2)
         return false;
     sn_kcall pc = *c; /* the pool part, as pf_geom_of reads it */
     pc.fused = SN_FUSED_POOL_RELU_GRAD, pc.n_in = 2, pc.n_out2 = 1;
@@ -284,6 +291,13 @@ static bool pff_geom_of(const sn_kcall *c, pff_geom *g) {
                    .x = {c->x[2], c->x[0]}};
     if (!sn_conv_geom_of(&fc, &g->cv)) return false;
     const pf_geom *p = &g->p;
+    if (c->n_in == 5) { /* w [KH, KW, 1, F] and b [F], as the forward call reads them */
+        const sn_shape *ws = &c->x[3].shape;
+        if (c->x[3].dtype != SN_F32 || c->x[4].dtype != SN_F32 || ws->ndim != 4 ||
+            ws->dim[0] != g->cv.kh || ws->dim[1] != g->cv.kw || ws->dim[2] != 1 ||
+            ws->dim[3] != g->cv.f || sn_shape_numel(&c->x[4].shape) != g->cv.f)
+            return false;
+    }
 #ifdef SN_CPU_X86
     static const bool no = false, yes = true;
     bool avx512 = *(const bool *)pick_variant(&no, &no, &yes);
@@ -313,7 +327,9 @@ static sn_status pff_prepare(sn_kcall *c, size_t *scratch_bytes) {
     c->state = st;
     /* per thread: the bias partial (double) and the filter partial (float) */
     const size_t kf = (size_t)(g.cv.kh * g.cv.kw * g.cv.f);
-    *scratch_bytes = (size_t)st->nth * ((size_t)g.p.c * sizeof(double) + kf * sizeof(float));
+    const size_t remat = c->n_in == 5 ? (size_t)(g.p.h * g.p.w * g.p.c) : 0; /* one image */
+    *scratch_bytes =
+        (size_t)st->nth * ((size_t)g.p.c * sizeof(double) + (kf + remat) * sizeof(float));
     return SN_OK;
 }
 
@@ -430,9 +446,20 @@ static void pff_task(void *vctx, int ith, int nth) {
     sn_split_range(G->p.n, ith, nth, &lo, &hi);
 #ifdef SN_CPU_X86
     const int64_t ysz = G->p.h * G->p.w * C, dysz = G->p.oh * G->p.ow * C, xsz = G->cv.h * G->cv.w;
-    for (int64_t n = lo; n < hi; n++)
-        pff_image(G, (const float *)c->in[0] + n * ysz, (const float *)c->in[1] + n * dysz,
-                  (const float *)c->in[2] + n * xsz, dw, db);
+    /* after every thread's filter partial: this thread's recomputed image */
+    float *ybuf = (float *)((double *)c->scratch + (size_t)nth * (size_t)C) +
+                  (size_t)nth * (size_t)KF + (size_t)ith * (size_t)ysz;
+    sn_conv1_image_fn conv = c->n_in == 5 ? sn_cpu_conv1_image() : NULL;
+    for (int64_t n = lo; n < hi; n++) {
+        const float *x = (const float *)c->in[2] + n * xsz, *y;
+        if (conv) {
+            conv(&G->cv, x, c->in[3], c->in[4], ybuf);
+            y = ybuf;
+        } else {
+            y = (const float *)c->in[0] + n * ysz;
+        }
+        pff_image(G, y, (const float *)c->in[1] + n * dysz, x, dw, db);
+    }
 #else
     (void)lo, (void)hi; /* supports() is false off x86 */
 #endif
