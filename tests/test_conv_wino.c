@@ -4,7 +4,8 @@
  * max|wino - ref| / max|ref| <= 1e-4 (measured ~5e-6: the Winograd transforms round
  * differently from a direct sum, nothing more). Also: which calls it takes (3x3, stride 1,
  * >= 128 channels, multiples of 16), that the default oneDNN kernel runs it (bit for bit the
- * Winograd kernel's output) and that SN_CONV_ALGO=direct turns it off (bit for bit direct).
+ * Winograd kernel's output, also under mixed bf16 on CPUs without AMX) and that
+ * SN_CONV_ALGO=direct turns it off (bit for bit direct).
  * Skips (77) without oneDNN or AVX-512. */
 #include <stdlib.h>
 
@@ -79,6 +80,9 @@ static void check_case(const char *tag, const conv_case *cc) {
         CHECK_OK(run_kernel(&t, wino, false, &yw));
         CHECK_OK(run_kernel(&t, direct, false, &yd));
         CHECK_OK(run_kernel(&t, deflt, false, &ydef));
+        /* mixed bf16: f32 Winograd too where the CPU has no AMX (sn_cpu_conv_wino_over_bf16) */
+        float *ybf = NULL;
+        CHECK_OK(run_kernel(&t, deflt, true, &ybf));
         setenv("SN_CONV_ALGO", "direct", 1);
         CHECK_OK(run_kernel(&t, deflt, false, &yoff));
         unsetenv("SN_CONV_ALGO");
@@ -91,6 +95,10 @@ static void check_case(const char *tag, const conv_case *cc) {
               "%s %s: the default kernel did not run Winograd", tag, names[o]);
         CHECK(memcmp(yoff, yd, (size_t)n * sizeof(float)) == 0,
               "%s %s: SN_CONV_ALGO=direct did not run direct convolution", tag, names[o]);
+        if (sn_cpu_conv_wino_over_bf16())
+            CHECK(memcmp(ybf, yw, (size_t)n * sizeof(float)) == 0,
+                  "%s %s: under bf16 the default kernel did not run f32 Winograd", tag, names[o]);
+        sn_free_aligned(ybf);
         sn_free_aligned(yr);
         sn_free_aligned(yw);
         sn_free_aligned(yd);

@@ -8,7 +8,10 @@
  * prepare; a run only sets data handles and executes (sn_dnnl_op, dnnl_util.h).
  *
  * Mixed bfloat16 (c->bf16, on CPUs with AVX512-BF16): x, w and dy are converted to bf16 in
- * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32. */
+ * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32.
+ *
+ * Wide 3x3 stride-1 layers (the guide CNN's) run oneDNN's Winograd convolution instead, in
+ * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B). */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
@@ -136,8 +139,8 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     c->state = s;
     *scratch_bytes = 0;
     sn_status st = SN_ERR_UNSUPPORTED;
-    if (wino && !plain && !conv_use_bf16(c, &g) && sn_cpu_conv_wino_enabled() &&
-        sn_cpu_conv_wino_applies(c))
+    if (wino && !plain && (!conv_use_bf16(c, &g) || sn_cpu_conv_wino_over_bf16()) &&
+        sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
         st = sn_cpu_conv_wino_build(s, c, scratch_bytes);
     if (st == SN_OK) return SN_OK;
     st = SN_ERR_UNSUPPORTED; /* no Winograd here: direct, as below */

@@ -11,7 +11,11 @@
  *
  * The Winograd transforms round differently from a direct sum: relative differences of a few
  * 1e-6 on that layer (tests/test_conv_wino.c bounds them), and the one-epoch test accuracy
- * is recorded in docs/benchmarks.md. SN_CONV_ALGO=direct turns it off for A/B runs. */
+ * is recorded in docs/benchmarks.md. SN_CONV_ALGO=direct turns it off for A/B runs.
+ *
+ * Under mixed bf16 (sn_plan_opts.bf16_compute) these layers also take f32 Winograd on CPUs
+ * without AMX (sn_cpu_conv_wino_over_bf16): there bf16 direct convolution is slower than
+ * f32 direct, let alone Winograd. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +40,8 @@ bool sn_cpu_conv_wino_enabled(void) {
     const char *e = getenv("SN_CONV_ALGO");
     return !(e && strcmp(e, "direct") == 0);
 }
+
+bool sn_cpu_conv_wino_over_bf16(void) { return !sn_cpu()->amx_bf16; }
 
 #ifdef SN_HAVE_DNNL
 

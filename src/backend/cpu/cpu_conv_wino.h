@@ -13,6 +13,13 @@ bool sn_cpu_conv_wino_applies(const sn_kcall *c);
 /* False when the environment says SN_CONV_ALGO=direct (for A/B runs); true otherwise. */
 bool sn_cpu_conv_wino_enabled(void);
 
+/* Under mixed bf16: whether f32 Winograd is taken over a bf16 direct convolution. True on
+ * CPUs without AMX: there oneDNN 2.6's bf16 convolution ran at ~0.6x its f32 direct one
+ * (docs/kernels.md, Intel without AMX), so f32 Winograd is ~3x faster and more exact. With
+ * AMX, bf16 direct stays. Not measured on AMD Zen 4 (bf16 at twice f32's rate, which would
+ * make the two about even). */
+bool sn_cpu_conv_wino_over_bf16(void);
+
 #ifdef SN_HAVE_DNNL
 #include "backend/cpu/dnnl_util.h"
 /* Builds s as a Winograd convolution for c (which must satisfy sn_cpu_conv_wino_applies),
