@@ -5,7 +5,7 @@
  * differently from a direct sum, nothing more). Also: which calls it takes (3x3, stride 1,
  * >= 128 channels, multiples of 16), that the default oneDNN kernel runs it (bit for bit the
  * Winograd kernel's output, also under mixed bf16 on CPUs without AMX) and that
- * SN_CONV_ALGO=direct turns it off (bit for bit direct).
+ * SN_CONV_ALGO=direct turns it off (bit for bit direct); a batch of several slices.
  * Skips (77) without oneDNN or AVX-512. */
 #include <stdlib.h>
 
@@ -148,6 +148,10 @@ int main(void) {
     check_case("guide-like 12x12x128->128", &a);
     conv_case b = make_case(1, 9, 7, 128, 3, 144, 1, true);
     check_case("same 9x7x128->144", &b);
+    /* more images than one slice (48): 100 = 34 + 34 + 32, two primitives, and a filter
+     * gradient summed over the slices */
+    conv_case d = make_case(100, 6, 6, 128, 3, 128, 1, false);
+    check_case("100 images 6x6x128->128", &d);
     return sn_test_finish("test_conv_wino");
 #endif
 }

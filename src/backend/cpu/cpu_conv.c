@@ -20,10 +20,17 @@
 
 #ifdef SN_HAVE_DNNL
 
+/* A call's state: the direct primitive, or the Winograd convolution in batch slices. */
+typedef struct conv_state {
+    sn_dnnl_op direct;
+    sn_cpu_wino *wino; /* non-NULL: this runs instead of direct */
+} conv_state;
+
 static void conv_release(sn_kcall *c) {
-    sn_dnnl_op *s = c->state;
+    conv_state *s = c->state;
     if (!s) return;
-    sn_dnnl_op_destroy(s);
+    sn_dnnl_op_destroy(&s->direct);
+    sn_cpu_conv_wino_destroy(s->wino);
     free(s);
     c->state = NULL;
 }
@@ -134,21 +141,21 @@ static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
 static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain, bool wino) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
-    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
+    conv_state *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
     *scratch_bytes = 0;
     sn_status st = SN_ERR_UNSUPPORTED;
     if (wino && !plain && (!conv_use_bf16(c, &g) || sn_cpu_conv_wino_over_bf16()) &&
         sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
-        st = sn_cpu_conv_wino_build(s, c, scratch_bytes);
+        st = sn_cpu_conv_wino_build(&s->wino, c, scratch_bytes);
     if (st == SN_OK) return SN_OK;
     st = SN_ERR_UNSUPPORTED; /* no Winograd here: direct, as below */
     if (conv_use_bf16(c, &g)) {
-        st = conv_build(s, c, plain, true, scratch_bytes);
+        st = conv_build(&s->direct, c, plain, true, scratch_bytes);
         /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
     }
-    if (st == SN_ERR_UNSUPPORTED) st = conv_build(s, c, plain, false, scratch_bytes);
+    if (st == SN_ERR_UNSUPPORTED) st = conv_build(&s->direct, c, plain, false, scratch_bytes);
     if (st != SN_OK) {
         conv_release(c);
         return sn_error_context(st, "preparing oneDNN %s for node %d", conv_op_name(c->op),
@@ -170,10 +177,10 @@ static sn_status conv_prepare_plain(sn_kcall *c, size_t *scratch_bytes) {
 }
 /* Winograd only (tests, measurements): fails where it does not apply or is not built. */
 static sn_status conv_prepare_wino(sn_kcall *c, size_t *scratch_bytes) {
-    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
+    conv_state *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
-    sn_status st = sn_cpu_conv_wino_build(s, c, scratch_bytes);
+    sn_status st = sn_cpu_conv_wino_build(&s->wino, c, scratch_bytes);
     if (st != SN_OK) {
         conv_release(c);
         return sn_error_context(st, "preparing oneDNN Winograd %s for node %d",
@@ -186,7 +193,9 @@ static sn_status conv_prepare_wino(sn_kcall *c, size_t *scratch_bytes) {
  * CONV2D_BWD_DATA:   dy [N, OH, OW, F], w [KH, KW, C, F] -> dx [N, H, W, C]
  * CONV2D_BWD_FILTER: x [N, H, W, C], dy [N, OH, OW, F] -> dw [KH, KW, C, F] */
 static sn_status conv_run(sn_kcall *c) {
-    return sn_dnnl_op_run(c->state, c->in[0], c->in[1], c->out, c->scratch);
+    conv_state *s = c->state;
+    if (s->wino) return sn_cpu_conv_wino_run(s->wino, c->in[0], c->in[1], c->out, c->scratch);
+    return sn_dnnl_op_run(&s->direct, c->in[0], c->in[1], c->out, c->scratch);
 }
 
 static bool conv_supports(const sn_kcall *c) {

@@ -22,11 +22,20 @@ bool sn_cpu_conv_wino_over_bf16(void);
 
 #ifdef SN_HAVE_DNNL
 #include "backend/cpu/dnnl_util.h"
-/* Builds s as a Winograd convolution for c (which must satisfy sn_cpu_conv_wino_applies),
+/* A Winograd convolution for one call, run over slices of the batch (owned by the caller:
+ * sn_cpu_conv_wino_destroy). */
+typedef struct sn_cpu_wino sn_cpu_wino;
+
+/* Builds *w as a Winograd convolution for c (which must satisfy sn_cpu_conv_wino_applies),
  * with our NHWC/HWIO buffers reordered to and from the blocked layouts at each run.
- * SN_ERR_UNSUPPORTED when this oneDNN has no Winograd kernel for it on this CPU (s is then
- * zeroed and the caller builds a direct one); *scratch_bytes as sn_dnnl_op_init. */
-sn_status sn_cpu_conv_wino_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_bytes);
+ * SN_ERR_UNSUPPORTED when this oneDNN has no Winograd kernel for it on this CPU (*w is then
+ * NULL and the caller builds a direct one); *scratch_bytes: what a run needs. */
+sn_status sn_cpu_conv_wino_build(sn_cpu_wino **w, const sn_kcall *c, size_t *scratch_bytes);
+/* One execution: in0, in1 -> out as sn_dnnl_op_run, with scratch of the size build reported. */
+sn_status sn_cpu_conv_wino_run(sn_cpu_wino *w, const void *in0, const void *in1, void *out,
+                               void *scratch);
+/* Safe on NULL. */
+void sn_cpu_conv_wino_destroy(sn_cpu_wino *w);
 #endif
 
 #endif
