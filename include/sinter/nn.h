@@ -191,6 +191,10 @@ sn_status sn_model_add(sn_model *m, sn_layer *layer);
  * initialises them as Keras does (glorot_uniform kernels, zero biases, BN gamma 1 and
  * moving variance 1) from `seed`. */
 sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed);
+/* sn_model_build for a model whose weights are loaded next (sn_model_load_weights, which
+ * fails unless the file has every variable): the variables start at zero and no initialiser
+ * runs - for a large LSTM the orthogonal recurrent kernel alone is a QR of [U, 4U]. */
+sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
 /* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);

@@ -97,8 +97,8 @@ int sn_cmd_generate(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    if (sn_model_preset_text_for_loading(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
-        sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {1}}, 0) != SN_OK ||
+    if (sn_model_preset_text(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
+        sn_model_build_for_loading(m, &(sn_shape){.ndim = 1, .dim = {1}}) != SN_OK ||
         sn_model_load_weights(m, weights) != SN_OK || sn_stepper_new(m, 1, &st) != SN_OK)
         goto fail;
     if (strcmp(precision, "f32") != 0 && sn_stepper_set_precision(st, SN_BF16) != SN_OK) {
