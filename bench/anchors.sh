@@ -39,10 +39,12 @@ if [ -n "$torch_py" ]; then
   torch_ld=$(ls -d "$venv"/lib/python3*/site-packages/nvidia/*/lib 2>/dev/null | paste -sd: -)
 fi
 
-# Debian's PyTorch 1.13 and jemalloc (for ../shared/bench/tuned.sh).
+# Debian's PyTorch 1.13 and jemalloc (for ../shared/bench/tuned.sh), and matplotlib for
+# compare.sh --scaling's plot (bench/scaling_plot.py runs under Debian's python3).
 deb_py=
 need=()
 /usr/bin/python3 -c 'import torch' 2>/dev/null || need+=(python3-torch)
+/usr/bin/python3 -c 'import matplotlib' 2>/dev/null || need+=(python3-matplotlib)
 [ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || need+=(libjemalloc2)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then

@@ -14,7 +14,8 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
-The text models (Embedding+LSTM with return_sequences, Embedding+GRU) take integer ids:
+The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
+False) take integer ids:
 Keras predicts int32 ids, sinter reads the same ids as float32.
 Exit status 0 when everything matched, 1 on a mismatch, 77 (SKIPPED) when a part could not
 be checked yet.
@@ -118,8 +119,22 @@ def text_gru():
     return m, False, 4
 
 
+def text_gru_rb():
+    """Keras's other GRU, reset_after=False (bias (3*units,), reset gate before the recurrent
+    product), returning the whole sequence, then logits."""
+    m = keras.Sequential([
+        keras.Input((10,), dtype="int32"),
+        layers.Embedding(20, 8),
+        layers.GRU(12, reset_after=False, return_sequences=True),
+        layers.Dense(20),
+    ], name="text_gru_rb")
+    m.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m, True, 4
+
+
 MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu, "text_lstm": text_lstm,
-          "text_gru": text_gru}
+          "text_gru": text_gru, "text_gru_rb": text_gru_rb}
 
 
 def randomize(m, rng):

@@ -176,8 +176,8 @@ static void test_round_trip(void) {
 
 /* Text models: Embedding -> LSTM or GRU (-> Dense on every step). The .keras round trip gives
  * the same config and bit-identical predictions; every option sinter stores is written. */
-static sn_model *text_model(bool gru) {
-    sn_model *m = sn_sequential_new(gru ? "text_gru" : "text_lstm");
+static sn_model *text_model_ex(bool gru, bool reset_after) {
+    sn_model *m = sn_sequential_new(gru ? (reset_after ? "text_gru" : "text_gru_rb") : "text_lstm");
     sn_embedding_layer_opts e = sn_embedding_layer_defaults(12, 5);
     e.embeddings_regularizer.l2 = 1e-4;
     e.embeddings_initializer = sn_initializer_defaults(SN_INIT_RANDOM_NORMAL);
@@ -185,6 +185,7 @@ static sn_model *text_model(bool gru) {
     sn_model_add(m, sn_layer_embedding_ex(&e));
     sn_rnn_layer_opts r = gru ? sn_gru_layer_defaults(6) : sn_lstm_layer_defaults(6);
     r.return_sequences = !gru;
+    r.reset_after = reset_after;
     r.kernel_regularizer.l1 = 1e-5;
     r.recurrent_regularizer.l2 = 2e-5;
     r.bias_initializer = sn_initializer_defaults(SN_INIT_RANDOM_UNIFORM);
@@ -203,8 +204,11 @@ static sn_model *text_model(bool gru) {
     return m;
 }
 
-static void test_text_round_trip(bool gru) {
-    sn_model *m = text_model(gru);
+static sn_model *text_model(bool gru) { return text_model_ex(gru, true); }
+
+/* reset_after matters to a GRU only: false gives a [3U] bias instead of [2, 3U]. */
+static void test_text_round_trip(bool gru, bool reset_after) {
+    sn_model *m = text_model_ex(gru, reset_after);
     CHECK(m != NULL, "text model");
     if (!m) return;
     sn_tensor *x = NULL, *y0 = NULL, *y1 = NULL;
@@ -212,7 +216,7 @@ static void test_text_round_trip(bool gru) {
     float *ids = sn_tensor_data(x);
     for (int i = 0; i < 21; i++) ids[i] = (float)(i * 5 % 12);
     CHECK_OK(sn_model_predict(m, x, &y0));
-    const char *kp = path_in(gru ? "gru.keras" : "lstm.keras");
+    const char *kp = path_in(gru ? (reset_after ? "gru.keras" : "gru_rb.keras") : "lstm.keras");
     CHECK_OK(sn_model_save(m, kp));
     sn_model *r = NULL;
     sn_model_file_info info;
@@ -220,8 +224,9 @@ static void test_text_round_trip(bool gru) {
     if (r) {
         char *a = config_of(m), *b = config_of(r);
         CHECK(a && b && !strcmp(a, b), "%s configs differ:\n%s\n%s", kp, a, b);
-        CHECK(a && strstr(a, "\"dtype\": \"int32\"") && strstr(a, gru ? "\"reset_after\": true"
-                                                                 : "\"unit_forget_bias\": true"),
+        CHECK(a && strstr(a, "\"dtype\": \"int32\"") &&
+                  strstr(a, !gru ? "\"unit_forget_bias\": true"
+                            : reset_after ? "\"reset_after\": true" : "\"reset_after\": false"),
               "%s: config lacks the int32 input or the cell's option:\n%s", kp, a);
         free(a);
         free(b);
@@ -229,6 +234,10 @@ static void test_text_round_trip(bool gru) {
         CHECK(y1 && max_diff(y0, y1) == 0, "%s: predictions differ by %g", kp,
               y1 ? max_diff(y0, y1) : -1);
         CHECK(sn_model_param_count(r, false) == sn_model_param_count(m, false), "params");
+        /* Embedding 12 x 5, GRU(6) 3 * 6 * (5 + 6) + bias, Dense 6 -> 12 */
+        int64_t want = 60 + 198 + (reset_after ? 36 : 18) + 84;
+        CHECK(!gru || sn_model_param_count(r, false) == want, "%s: %lld parameters, expected %lld",
+              kp, (long long)sn_model_param_count(r, false), (long long)want);
     }
     sn_tensor_free(x);
     sn_tensor_free(y0);
@@ -477,9 +486,6 @@ static void test_malformed_text(void) {
     json_object_set_new(layer_cfg(j, 2), "recurrent_dropout", json_real(0.2));
     expect_json(j, "lstm_dropout.json", SN_ERR_UNSUPPORTED, "field 'recurrent_dropout' is 0.2");
     j = text_config(true);
-    json_object_set_new(layer_cfg(j, 2), "reset_after", json_false());
-    expect_json(j, "gru_reset_before.json", SN_ERR_INVALID, "reset_after=False");
-    j = text_config(true);
     json_object_set_new(layer_cfg(j, 2), "unit_forget_bias", json_true()); /* an LSTM field */
     expect_json(j, "gru_lstm_field.json", SN_ERR_UNSUPPORTED, "unit_forget_bias");
     j = text_config(false);
@@ -590,8 +596,9 @@ int main(void) {
         return 1;
     }
     test_round_trip();
-    test_text_round_trip(false);
-    test_text_round_trip(true);
+    test_text_round_trip(false, true);
+    test_text_round_trip(true, true);
+    test_text_round_trip(true, false);
     test_functional_chain();
     printf("malformed or unsupported files (each must be a clear error):\n");
     test_malformed();

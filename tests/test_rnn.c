@@ -1,5 +1,5 @@
-/* Sequence ops and layers: finite-difference gradient checks in double for the LSTM, GRU and
- * embedding (gather) ops; the fast f32 CPU kernels against the reference kernels (forward and
+/* Sequence ops and layers: finite-difference gradient checks in double for the LSTM, GRU (both
+ * reset_after variants) and embedding (gather) ops; the fast f32 CPU kernels against the reference kernels (forward and
  * gradients, both thread splits); an out-of-range id failing with its value named; and an
  * Embedding -> LSTM -> Dense model learning a tiny corpus (loss well below log(vocab)). */
 #include <stdlib.h>
@@ -116,6 +116,13 @@ static sn_node b_gru(sn_graph *g, const sn_node *x) {
     return sn_concat(g, 2, (sn_node[]){hs, sn_rnn_slot_last(g, ws, U, SN_GRU_H)}, 1);
 }
 
+static sn_node b_gru_rb(sn_graph *g, const sn_node *x) {
+    sn_node ws = sn_gru_rb_seq(g, x[0], x[1], x[2]);
+    sn_node hs = sn_reshape(g, sn_rnn_slot_seq(g, ws, U, SN_GRU_H),
+                            &(sn_shape){.ndim = 2, .dim = {B, T * U}});
+    return sn_concat(g, 2, (sn_node[]){hs, sn_rnn_slot_last(g, ws, U, SN_GRU_H)}, 1);
+}
+
 static sn_node b_gather(sn_graph *g, const sn_node *x) { return sn_gather(g, x[0], x[1]); }
 
 static void test_gradchecks(void) {
@@ -131,6 +138,10 @@ static void test_gradchecks(void) {
                     {.shape = {.ndim = 1, .dim = {3 * U}}, .wrt = true},
                     {.shape = {.ndim = 2, .dim = {B, U}}}};
     gradcheck("gru", 4, gru, b_gru, 1e-7);
+    gc_in gru_rb[3] = {{.shape = {.ndim = 3, .dim = {B, T, 3 * U}}, .wrt = true},
+                       {.shape = {.ndim = 2, .dim = {U, 3 * U}}, .wrt = true},
+                       {.shape = {.ndim = 2, .dim = {B, U}}}};
+    gradcheck("gru reset_after=False", 3, gru_rb, b_gru_rb, 1e-7);
     /* ids repeat (12 draws from 5 rows), so the scatter-add accumulates */
     gc_in emb[2] = {{.shape = {.ndim = 2, .dim = {5, 3}}, .wrt = true},
                     {.shape = {.ndim = 2, .dim = {3, 4}}, .indices = true, .range = 5}};
@@ -141,7 +152,10 @@ static void test_gradchecks(void) {
 
 /* Runs the op and the gradients of sum(out * r) w.r.t. its float inputs on `kernels` ("ref" or
  * the CPU table); writes every result, concatenated, into *res. */
-static int64_t run_f32(bool gru, int64_t b, int64_t t, int64_t u, int64_t d, bool ref, float **res) {
+enum { K_LSTM, K_GRU, K_GRU_RB }; /* the op run_f32 checks (K_GRU_RB: reset_after=False) */
+
+static int64_t run_f32(int kind, int64_t b, int64_t t, int64_t u, int64_t d, bool ref, float **res) {
+    bool gru = kind != K_LSTM;
     if (ref) setenv("SN_KERNELS", "ref", 1);
     else unsetenv("SN_KERNELS");
     sn_rng r;
@@ -163,7 +177,9 @@ static int64_t run_f32(bool gru, int64_t b, int64_t t, int64_t u, int64_t d, boo
     }
     sn_node xw = sn_reshape(g, sn_matmul(g, sn_reshape(g, in[0], &(sn_shape){.ndim = 2, .dim = {b * t, d}}), in[1], false, false),
                             &(sn_shape){.ndim = 3, .dim = {b, t, G}});
-    sn_node ws = gru ? sn_gru_seq(g, xw, in[2], in[4], in[3]) : sn_lstm_seq(g, xw, in[2], in[3], in[4]);
+    sn_node ws = kind == K_GRU_RB ? sn_gru_rb_seq(g, xw, in[2], in[3])
+                 : gru            ? sn_gru_seq(g, xw, in[2], in[4], in[3])
+                                  : sn_lstm_seq(g, xw, in[2], in[3], in[4]);
     sn_shape wss = sn_node_shape(g, ws);
     int64_t nw = sn_shape_numel(&wss);
     float *pr = malloc(sizeof *pr * (size_t)nw);
@@ -178,7 +194,7 @@ static int64_t run_f32(bool gru, int64_t b, int64_t t, int64_t u, int64_t d, boo
     }
     free(pr);
     sn_node wrt[3] = {in[1], in[2], in[4]}, grads[3];
-    int nwrt = gru ? 3 : 2;
+    int nwrt = kind == K_GRU ? 3 : 2;
     CHECK_OK(sn_gradients(g, loss, nwrt, wrt, grads));
     sn_node targets[4] = {ws, grads[0], grads[1], grads[2]};
     sn_plan *p = NULL;
@@ -206,7 +222,7 @@ static int64_t run_f32(bool gru, int64_t b, int64_t t, int64_t u, int64_t d, boo
     return total;
 }
 
-static void compare_fast(const char *name, bool gru, int64_t b, int64_t t, int64_t u, int64_t d) {
+static void compare_fast(const char *name, int gru, int64_t b, int64_t t, int64_t u, int64_t d) {
     float *fast = NULL, *ref = NULL;
     int64_t n1 = run_f32(gru, b, t, u, d, false, &fast);
     int64_t n2 = run_f32(gru, b, t, u, d, true, &ref);
@@ -225,11 +241,14 @@ static void compare_fast(const char *name, bool gru, int64_t b, int64_t t, int64
 }
 
 static void test_fast_vs_ref(void) {
-    compare_fast("lstm rows split", false, 5, 7, 6, 4);
-    compare_fast("lstm units split (B=1)", false, 1, 3, 200, 5);
-    compare_fast("lstm rows, GEMV (B=2)", false, 2, 4, 37, 5);
-    compare_fast("gru", true, 5, 7, 6, 4);
-    compare_fast("gru B=1", true, 1, 5, 9, 3);
+    compare_fast("lstm rows split", K_LSTM, 5, 7, 6, 4);
+    compare_fast("lstm units split (B=1)", K_LSTM, 1, 3, 200, 5);
+    compare_fast("lstm rows, GEMV (B=2)", K_LSTM, 2, 4, 37, 5);
+    compare_fast("gru", K_GRU, 5, 7, 6, 4);
+    compare_fast("gru B=1", K_GRU, 1, 5, 9, 3);
+    compare_fast("gru reset_before", K_GRU_RB, 5, 7, 6, 4);
+    compare_fast("gru reset_before B=1 (GEMV)", K_GRU_RB, 1, 5, 9, 3);
+    compare_fast("gru reset_before B=3", K_GRU_RB, 3, 6, 40, 7);
 }
 
 /* ---- errors ------------------------------------------------------------------------------- */

@@ -157,7 +157,9 @@ sn_layer *sn_layer_embedding_ex(const sn_embedding_layer_opts *o);
 
 /* LSTM and GRU over [B, T, D] -> [B, units] (or [B, T, units] with return_sequences).
  * Variables as Keras writes them: kernel [D, G*units], recurrent_kernel [units, G*units],
- * bias [G*units] (GRU with reset_after: [2, 3*units]); LSTM gate order i, f, c, o; GRU z, r, h. */
+ * bias [G*units] (GRU with reset_after: [2, 3*units]); LSTM gate order i, f, c, o; GRU z, r, h.
+ * GRU reset_after=true (Keras's default) applies the reset gate after the recurrent product,
+ * r * (h @ R_h + b_rh); reset_after=false before it, (r * h) @ R_h (Keras's older variant). */
 typedef struct sn_rnn_layer_opts {
     int64_t units;
     sn_activation activation;           /* tanh */

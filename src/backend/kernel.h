@@ -71,6 +71,7 @@ void sn_cpu_register_matmul(sn_kernel_table *t);
 void sn_cpu_register_conv(sn_kernel_table *t);
 void sn_cpu_register_state(sn_kernel_table *t);
 void sn_cpu_register_rnn(sn_kernel_table *t);
+void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 

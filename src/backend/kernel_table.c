@@ -33,6 +33,7 @@ static void build_cpu(void) {
     sn_cpu_register_conv(&cpu_table);
     sn_cpu_register_state(&cpu_table);
     sn_cpu_register_rnn(&cpu_table);
+    sn_cpu_register_gru_rb(&cpu_table);
     sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
 }

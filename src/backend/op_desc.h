@@ -91,6 +91,8 @@ typedef enum sn_op {
     SN_OP_LSTM_GRAD,        /* (r, c0, ws, dws) -> d xw [B, T, 4U] */
     SN_OP_GRU,              /* (xw, r, rb, h0) -> workspace [B, T, 5U] */
     SN_OP_GRU_GRAD,         /* (r, h0, ws, dws) -> d xw | d rec [B, T, 6U] */
+    SN_OP_GRU_RB,           /* Keras reset_after=False: (xw, r, h0) -> workspace [B, T, 5U] */
+    SN_OP_GRU_RB_GRAD,      /* (r, h0, ws, dws) -> d xw [B, T, 3U] */
     SN_OP_COUNT
 } sn_op;
 
@@ -132,7 +134,8 @@ typedef struct sn_tdesc {
 } sn_tdesc;
 
 /* Workspace slots of the recurrent ops (layout: graph/op_rnn.h): columns [k*U, (k+1)*U) of the
- * last axis of SN_OP_LSTM / SN_OP_GRU's output. */
+ * last axis of SN_OP_LSTM / SN_OP_GRU / SN_OP_GRU_RB's output (GRU_RB's rh slot holds
+ * r * h_prev, GRU's the h part of h_prev @ r + rb). */
 enum { SN_LSTM_H = 0, SN_LSTM_C = 1, SN_LSTM_GATES = 2, SN_LSTM_WS = 6 };
 enum { SN_GRU_H = 0, SN_GRU_Z = 1, SN_GRU_R = 2, SN_GRU_HH = 3, SN_GRU_RH = 4, SN_GRU_WS = 5 };
 

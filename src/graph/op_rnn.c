@@ -8,7 +8,11 @@
  *   lstm_grad: (r, c0, ws, dws [B,T,6U]) -> dxw [B,T,4U] (pre-activation gate gradients)
  *   gru:       (xw [B,T,3U], r [U,3U], rb [3U], h0 [B,U]) -> ws [B,T,5U]
  *   gru_grad:  (r, h0, ws, dws [B,T,5U]) -> [B,T,6U]: dxw (3U) | drec (3U), the gradients of
- *              x @ W + b_in and of h_prev @ r + rb (they differ in the h part: r * ...) */
+ *              x @ W + b_in and of h_prev @ r + rb (they differ in the h part: r * ...)
+ *   gru_reset_before:      (xw [B,T,3U], r [U,3U], h0 [B,U]) -> ws [B,T,5U]
+ *   gru_reset_before_grad: (r, h0, ws, dws [B,T,5U]) -> dxw [B,T,3U]; the recurrent products
+ *              take the same pre-activation gradients, so d r is h_prev^T dxw for z and r and
+ *              (r * h_prev)^T dxw for h (the rh slot), two GEMMs over all B * T rows */
 #include "graph/op_rnn.h"
 
 #define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
@@ -52,6 +56,15 @@ static sn_status infer_lstm(const sn_graph *g, sn_node_t *node) {
     return SN_OK;
 }
 
+static sn_status infer_gru_rb(const sn_graph *g, sn_node_t *node) {
+    int64_t B = 0, T = 0, U = 0;
+    SN_TRY(check_rnn_inputs("gru_reset_before", 3, IN(g, node, 0), IN(g, node, 1),
+                            IN(g, node, 2), NULL, &B, &T, &U));
+    node->shape = (sn_shape){.ndim = 3, .dim = {B, T, SN_GRU_WS * U}};
+    node->dtype = IN(g, node, 0)->dtype;
+    return SN_OK;
+}
+
 static sn_status infer_gru(const sn_graph *g, sn_node_t *node) {
     int64_t B = 0, T = 0, U = 0;
     SN_TRY(check_rnn_inputs("gru", 3, IN(g, node, 0), IN(g, node, 1), IN(g, node, 3), NULL,
@@ -81,6 +94,9 @@ static sn_status infer_lstm_grad(const sn_graph *g, sn_node_t *node) {
 static sn_status infer_gru_grad(const sn_graph *g, sn_node_t *node) {
     return infer_rnn_grad(g, node, 6);
 }
+static sn_status infer_gru_rb_grad(const sn_graph *g, sn_node_t *node) {
+    return infer_rnn_grad(g, node, 3);
+}
 
 sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0) {
     return sn_graph_add(g, SN_OP_LSTM, 4, (sn_node[]){xw, r, h0, c0}, NULL);
@@ -88,6 +104,10 @@ sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0) 
 
 sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0) {
     return sn_graph_add(g, SN_OP_GRU, 4, (sn_node[]){xw, r, rb, h0}, NULL);
+}
+
+sn_node sn_gru_rb_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0) {
+    return sn_graph_add(g, SN_OP_GRU_RB, 3, (sn_node[]){xw, r, h0}, NULL);
 }
 
 sn_node sn_rnn_slot_seq(sn_graph *g, sn_node ws, int64_t units, int slot) {
@@ -148,7 +168,30 @@ static void grad_gru(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     dx[2] = sn_reduce_sum(g, drec, 2, (int[]){0, 1}, false);
 }
 
+/* d r = [h_prev^T dxw[z, r] | (r * h_prev)^T dxw[h]]. */
+static void grad_gru_rb(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node r = node.in[1], h0 = node.in[2];
+    int64_t U = g->nodes[r].shape.dim[0];
+    sn_node dg = sn_graph_add(g, SN_OP_GRU_RB_GRAD, 4, (sn_node[]){r, h0, n, dy}, NULL);
+    if (dg == SN_NONE) return;
+    sn_shape s = g->nodes[dg].shape;
+    int64_t B = s.dim[0], T = s.dim[1];
+    sn_node dzr = sn_slice(g, dg, (int64_t[]){0, 0, 0}, (int64_t[]){B, T, 2 * U});
+    sn_node dh = sn_reshape(g, sn_slice(g, dg, (int64_t[]){0, 0, 2 * U}, (int64_t[]){B, T, U}),
+                            &(sn_shape){.ndim = 2, .dim = {B * T, U}});
+    sn_node rh = sn_reshape(g, sn_rnn_slot_seq(g, n, U, SN_GRU_RH),
+                            &(sn_shape){.ndim = 2, .dim = {B * T, U}});
+    dx[0] = dg;
+    dx[1] = sn_concat(g, 2, (sn_node[]){recurrent_kernel_grad(g, n, h0, dzr, U),
+                                        sn_matmul(g, rh, dh, true, false)}, 1);
+}
+
 const sn_op_def sn_def_lstm = {.name = "lstm", .n_in = 4, .infer = infer_lstm, .grad = grad_lstm};
 const sn_op_def sn_def_lstm_grad = {.name = "lstm_grad", .n_in = 4, .infer = infer_lstm_grad};
 const sn_op_def sn_def_gru = {.name = "gru", .n_in = 4, .infer = infer_gru, .grad = grad_gru};
 const sn_op_def sn_def_gru_grad = {.name = "gru_grad", .n_in = 4, .infer = infer_gru_grad};
+const sn_op_def sn_def_gru_rb = {.name = "gru_reset_before", .n_in = 3, .infer = infer_gru_rb,
+                                  .grad = grad_gru_rb};
+const sn_op_def sn_def_gru_rb_grad = {.name = "gru_reset_before_grad", .n_in = 4,
+                                       .infer = infer_gru_rb_grad};

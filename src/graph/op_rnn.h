@@ -9,6 +9,9 @@
  *   GRU (Keras reset_after=True): xw [B, T, 3U] (z, r, h, input bias included),
  *         r [U, 3U], rb [3U] (recurrent bias), h0 [B, U]
  *         -> ws [B, T, 5U], per (b, t): h | z | r | hh | rh   (rh = (h_prev @ r + rb)[h part])
+ *   GRU (Keras reset_after=False): xw [B, T, 3U] (z, r, h, the whole bias included),
+ *         r [U, 3U], h0 [B, U]; hh = tanh(xw_h + (r * h_prev) @ r_h)
+ *         -> ws [B, T, 5U], per (b, t): h | z | r | hh | rh   (rh = r * h_prev)
  *
  * Gradients flow into xw, r (and rb); the initial states get none: Keras does not train them
  * either (they are zeros, or a stateful layer's carried state, which is a constant of the
@@ -21,6 +24,7 @@
 
 sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0);
 sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0);
+sn_node sn_gru_rb_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0);
 
 /* Slots of a workspace (SN_LSTM_H, ..., SN_GRU_WS) are in backend/op_desc.h: the kernels
  * read them too. */

@@ -66,6 +66,8 @@ extern const sn_op_def sn_def_lstm;
 extern const sn_op_def sn_def_lstm_grad;
 extern const sn_op_def sn_def_gru;
 extern const sn_op_def sn_def_gru_grad;
+extern const sn_op_def sn_def_gru_rb;
+extern const sn_op_def sn_def_gru_rb_grad;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -134,6 +136,8 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_LSTM_GRAD] = &sn_def_lstm_grad,
     [SN_OP_GRU] = &sn_def_gru,
     [SN_OP_GRU_GRAD] = &sn_def_gru_grad,
+    [SN_OP_GRU_RB] = &sn_def_gru_rb,
+    [SN_OP_GRU_RB_GRAD] = &sn_def_gru_rb_grad,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {
@@ -160,10 +164,13 @@ double sn_node_flops(const sn_graph *g, sn_node n) {
     case SN_OP_LSTM:
     case SN_OP_LSTM_GRAD:
     case SN_OP_GRU:
-    case SN_OP_GRU_GRAD: {
+    case SN_OP_GRU_GRAD:
+    case SN_OP_GRU_RB:
+    case SN_OP_GRU_RB_GRAD: {
         /* the recurrent products h_{t-1} @ R (backward: dgates @ R^T), B * T * U * G
          * multiply-adds; the gates' elementwise work is not counted (as conv's bias isn't) */
-        const sn_shape *r = &g->nodes[nd->in[nd->op == SN_OP_LSTM || nd->op == SN_OP_GRU ? 1 : 0]].shape;
+        const sn_shape *r = &g->nodes[nd->in[nd->op == SN_OP_LSTM || nd->op == SN_OP_GRU ||
+                                                    nd->op == SN_OP_GRU_RB ? 1 : 0]].shape;
         return 2.0 * (double)(nd->shape.dim[0] * nd->shape.dim[1]) * (double)(r->dim[0] * r->dim[1]);
     }
     case SN_OP_INPUT:

@@ -1,5 +1,6 @@
-/* Keras's sequence layers: Embedding, LSTM and GRU (reset_after=True), with Keras's variable
- * names, shapes and gate order so that weights files interchange with Keras.
+/* Keras's sequence layers: Embedding, LSTM and GRU (reset_after=True, Keras's default, and
+ * reset_after=False), with Keras's variable names, shapes and gate order so that weights files
+ * interchange with Keras.
  *
  * The recurrent layers compute the input projection of every step as one GEMM over B * T rows
  * (x @ kernel + bias), then run the recurrence as one op (graph/op_rnn.h) and slice the
@@ -82,6 +83,10 @@ sn_layer *sn_layer_embedding(int64_t input_dim, int64_t output_dim) {
 /* ---- LSTM, GRU ---------------------------------------------------------------------------- */
 static bool is_gru(const sn_layer *l);
 
+/* GRU with reset_after=True: bias [2, 3U] (input | recurrent), the recurrent bias inside the
+ * reset gate's product; reset_after=False: bias [3U], all of it on the input projection. */
+static bool two_biases(const sn_layer *l) { return is_gru(l) && l->rnn.reset_after; }
+
 static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
     if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
     const sn_rnn_layer_opts *o = &l->rnn;
@@ -95,7 +100,7 @@ static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng 
                             SN_INIT_ORTHOGONAL, rng, &r));
     SN_TRY(sn_layer_add_regularizer(l, r, &o->recurrent_regularizer, "recurrent_regularizer"));
     if (o->use_bias) {
-        sn_shape bs = is_gru(l) ? (sn_shape){.ndim = 2, .dim = {2, G}}
+        sn_shape bs = two_biases(l) ? (sn_shape){.ndim = 2, .dim = {2, G}}
                                 : (sn_shape){.ndim = 1, .dim = {G}};
         SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
                                 rng, &b));
@@ -125,7 +130,7 @@ sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x) {
     sn_node y = sn_matmul(g, x2, l->vars[0], false, false);
     if (l->rnn.use_bias) {
         sn_node b = l->vars[2];
-        if (is_gru(l)) /* bias [2, 3U]: row 0 is the input bias */
+        if (two_biases(l)) /* bias [2, 3U]: row 0 is the input bias */
             b = sn_reshape(g, sn_slice(g, b, (int64_t[]){0, 0}, (int64_t[]){1, ks.dim[1]}),
                            &(sn_shape){.ndim = 1, .dim = {ks.dim[1]}});
         y = sn_bias_add(g, y, b);
@@ -142,7 +147,12 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
                                  sn_node *state_out) {
     int64_t U = l->rnn.units;
     sn_node ws, out;
-    if (is_gru(l)) {
+    if (is_gru(l) && !l->rnn.reset_after) {
+        ws = sn_gru_rb_seq(g, xw, l->vars[1], state_in[0]);
+        if (state_out) state_out[0] = sn_rnn_slot_last(g, ws, U, SN_GRU_H);
+        out = l->rnn.return_sequences ? sn_rnn_slot_seq(g, ws, U, SN_GRU_H)
+                                      : sn_rnn_slot_last(g, ws, U, SN_GRU_H);
+    } else if (is_gru(l)) {
         sn_node rb;
         if (l->rnn.use_bias)
             rb = sn_reshape(g, sn_slice(g, l->vars[2], (int64_t[]){1, 0}, (int64_t[]){1, 3 * U}),
@@ -203,11 +213,6 @@ static sn_layer *rnn_new(const sn_layer_vtable *vt, const sn_rnn_layer_opts *o) 
         sn_errorf(SN_ERR_UNSUPPORTED, "%s: activation '%s' and recurrent_activation '%s': only "
                   "Keras's defaults 'tanh' and 'sigmoid' are implemented", cls,
                   sn_activation_name(o->activation), sn_activation_name(o->recurrent_activation));
-        return NULL;
-    }
-    if (vt == &gru_vt && !o->reset_after) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "GRU: reset_after=False is not implemented (Keras's "
-                  "default reset_after=True is)");
         return NULL;
     }
     if (o->return_state) {

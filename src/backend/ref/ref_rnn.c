@@ -1,6 +1,6 @@
 /* Reference kernels of the recurrent ops (graph/op_rnn.h): plain loops in double over any
  * float dtype, one (batch row, step) at a time, written to be read next to the equations in
- * Keras's LSTMCell / GRUCell (reset_after=True). The fast f32 kernels (backend/cpu/cpu_rnn.c)
+ * Keras's LSTMCell / GRUCell (reset_after=True and False). The fast f32 kernels (backend/cpu/cpu_rnn.c)
  * are tested against these. */
 #include <stdlib.h>
 
@@ -33,6 +33,25 @@ static void add_dr(const sn_kcall *c, int r_in, const double *d, int64_t U, int6
     for (int64_t m = 0; m < U; m++) {
         double s = 0;
         for (int64_t k = 0; k < n; k++) s += d[k] * sn_load(tr, c->in[r_in], m * n + k);
+        y[m] += s;
+    }
+}
+
+/* y[k] += sum_m h[m] * r[m, k0 + k] for k < n (r is [U, ld]): a column block of r. */
+static void add_hr_cols(const sn_kcall *c, int r_in, const double *h, int64_t U, int64_t ld,
+                        int64_t k0, int64_t n, double *y) {
+    sn_dtype tr = c->x[r_in].dtype;
+    for (int64_t m = 0; m < U; m++)
+        for (int64_t k = 0; k < n; k++) y[k] += h[m] * sn_load(tr, c->in[r_in], m * ld + k0 + k);
+}
+
+/* y[m] += sum_k d[k] * r[m, k0 + k] for m < U, k < n: the gradient through a column block. */
+static void add_dr_cols(const sn_kcall *c, int r_in, const double *d, int64_t U, int64_t ld,
+                        int64_t k0, int64_t n, double *y) {
+    sn_dtype tr = c->x[r_in].dtype;
+    for (int64_t m = 0; m < U; m++) {
+        double s = 0;
+        for (int64_t k = 0; k < n; k++) s += d[k] * sn_load(tr, c->in[r_in], m * ld + k0 + k);
         y[m] += s;
     }
 }
@@ -184,12 +203,90 @@ static sn_status gru_grad_run(sn_kcall *c) {
     return SN_OK;
 }
 
+/* Keras reset_after=False: xw [B,T,3U] (whole bias in), r [U,3U], h0 [B,U]
+ * -> ws [B,T,5U] = h | z | r | hh | rh, rh = r * h_prev; hh = tanh(xw_h + rh @ r_h). */
+static sn_status gru_rb_run(sn_kcall *c) {
+    rnn_dims d = dims_of(c, 0, 1);
+    int64_t U = d.U, G = 3 * U, W = SN_GRU_WS * U;
+    sn_dtype tx = c->x[0].dtype, to = c->y.dtype;
+    double *buf = sn_malloc(sizeof *buf * (size_t)(5 * U));
+    if (!buf) return SN_ERR_NOMEM;
+    double *rec = buf, *hp = buf + 2 * U, *rh = hp + U, *rech = rh + U;
+    for (int64_t b = 0; b < d.B; b++) {
+        for (int64_t t = 0; t < d.T; t++) {
+            load_prev_h(c, c->out, W, 2, d, b, t, hp);
+            for (int64_t k = 0; k < 2 * U; k++) rec[k] = 0;
+            add_hr_cols(c, 1, hp, U, G, 0, 2 * U, rec);
+            int64_t x = (b * d.T + t) * G, row = (b * d.T + t) * W;
+            for (int64_t j = 0; j < U; j++) {
+                double z = sigm(sn_load(tx, c->in[0], x + j) + rec[j]);
+                double r = sigm(sn_load(tx, c->in[0], x + U + j) + rec[U + j]);
+                rh[j] = r * hp[j];
+                rech[j] = 0;
+                sn_store(to, c->out, row + U + j, z);
+                sn_store(to, c->out, row + 2 * U + j, r);
+                sn_store(to, c->out, row + 4 * U + j, rh[j]);
+            }
+            add_hr_cols(c, 1, rh, U, G, 2 * U, U, rech);
+            for (int64_t j = 0; j < U; j++) {
+                double z = sn_load(to, c->out, row + U + j);
+                double hh = tanh(sn_load(tx, c->in[0], x + 2 * U + j) + rech[j]);
+                sn_store(to, c->out, row + j, z * hp[j] + (1 - z) * hh);
+                sn_store(to, c->out, row + 3 * U + j, hh);
+            }
+        }
+    }
+    free(buf);
+    return SN_OK;
+}
+
+/* r [U,3U], h0 [B,U], ws [B,T,5U], dws [B,T,5U] -> dxw [B,T,3U] (pre-activation z, r, h) */
+static sn_status gru_rb_grad_run(sn_kcall *c) {
+    rnn_dims d = dims_of(c, 2, 0);
+    int64_t U = d.U, G = 3 * U, W = SN_GRU_WS * U;
+    sn_dtype tw = c->x[2].dtype, tdy = c->x[3].dtype, to = c->y.dtype;
+    const void *ws = c->in[2], *dws = c->in[3];
+    double *buf = sn_malloc(sizeof *buf * (size_t)(G + 3 * U));
+    if (!buf) return SN_ERR_NOMEM;
+    double *dg = buf, *dh_next = buf + G, *hp = dh_next + U, *a = hp + U;
+    for (int64_t b = 0; b < d.B; b++) {
+        for (int64_t j = 0; j < U; j++) dh_next[j] = 0;
+        for (int64_t t = d.T - 1; t >= 0; t--) {
+            int64_t row = (b * d.T + t) * W;
+            load_prev_h(c, ws, W, 1, d, b, t, hp);
+            for (int64_t j = 0; j < U; j++) {
+                double z = sn_load(tw, ws, row + U + j), hh = sn_load(tw, ws, row + 3 * U + j);
+                double dh = sn_load(tdy, dws, row + j) + dh_next[j];
+                dg[j] = dh * (hp[j] - hh) * z * (1 - z);
+                dg[2 * U + j] = dh * (1 - z) * (1 - hh * hh);
+                dh_next[j] = dh * z;
+                a[j] = 0;
+            }
+            /* a = dhh @ r_h^T: the gradient reaching r * h_prev */
+            add_dr_cols(c, 0, dg + 2 * U, U, G, 2 * U, U, a);
+            for (int64_t j = 0; j < U; j++) {
+                double r = sn_load(tw, ws, row + 2 * U + j);
+                dg[U + j] = a[j] * hp[j] * r * (1 - r);
+                dh_next[j] += a[j] * r;
+            }
+            add_dr_cols(c, 0, dg, U, G, 0, 2 * U, dh_next);
+            for (int64_t k = 0; k < G; k++) sn_store(to, c->out, (b * d.T + t) * G + k, dg[k]);
+        }
+    }
+    free(buf);
+    return SN_OK;
+}
+
 static const sn_kernel k_lstm = REF_KERNEL(lstm_run), k_lstm_grad = REF_KERNEL(lstm_grad_run),
-                       k_gru = REF_KERNEL(gru_run), k_gru_grad = REF_KERNEL(gru_grad_run);
+                       k_gru = REF_KERNEL(gru_run), k_gru_grad = REF_KERNEL(gru_grad_run),
+                       k_gru_rb = REF_KERNEL(gru_rb_run),
+                       k_gru_rb_grad = REF_KERNEL(gru_rb_grad_run);
 
 void sn_ref_register_rnn(sn_kernel_table *t) {
     t->k[SN_OP_LSTM] = &k_lstm;
     t->k[SN_OP_LSTM_GRAD] = &k_lstm_grad;
     t->k[SN_OP_GRU] = &k_gru;
     t->k[SN_OP_GRU_GRAD] = &k_gru_grad;
+    t->k[SN_OP_GRU_RB] = &k_gru_rb;
+    t->k[SN_OP_GRU_RB_GRAD] = &k_gru_rb_grad;
 }
