@@ -133,8 +133,23 @@ def text_gru_rb():
     return m, True, 4
 
 
+def text_lstm_stateful():
+    """A stateful LSTM: the batch size (4) lives in the Input's batch_shape. Predictions from
+    fresh (zero) states on both sides."""
+    m = keras.Sequential([
+        keras.Input((10,), batch_size=4, dtype="int32"),
+        layers.Embedding(20, 8),
+        layers.LSTM(16, return_sequences=True, stateful=True),
+        layers.Dense(20),
+    ], name="text_lstm_stateful")
+    m.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return m, True, 4
+
+
 MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu, "text_lstm": text_lstm,
-          "text_gru": text_gru, "text_gru_rb": text_gru_rb}
+          "text_gru": text_gru, "text_gru_rb": text_gru_rb,
+          "text_lstm_stateful": text_lstm_stateful}
 
 
 def randomize(m, rng):

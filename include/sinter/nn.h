@@ -167,7 +167,8 @@ typedef struct sn_rnn_layer_opts {
     bool use_bias;                      /* true */
     bool return_sequences;              /* false */
     bool return_state;                  /* false */
-    bool stateful;                      /* false */
+    bool stateful;                      /* false; true needs batch_size */
+    int64_t batch_size;                 /* stateful: the fixed batch (Keras's Input(batch_size)) */
     bool unit_forget_bias;              /* LSTM: true */
     bool reset_after;                   /* GRU: true */
     sn_initializer kernel_initializer, recurrent_initializer, bias_initializer;
@@ -179,6 +180,11 @@ sn_layer *sn_layer_lstm(int64_t units, bool return_sequences);
 sn_layer *sn_layer_lstm_ex(const sn_rnn_layer_opts *o);
 sn_layer *sn_layer_gru(int64_t units, bool return_sequences);
 sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o);
+/* Stateful LSTM/GRU layers (stateful = true) keep their final states [batch_size, units] in
+ * the model and start the next batch from them, in fit, evaluate and predict alike, as Keras 3
+ * does: across batches and epochs (fit does not reset them; shuffling is allowed and makes the
+ * carried state meaningless, as in Keras), until sn_model_reset_states zeroes them (Keras's
+ * reset_state). A batch of another size fails with both sizes named. Not under a strategy. */
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 
@@ -200,6 +206,8 @@ sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
 /* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
+/* Zeroes the carried states of every stateful LSTM/GRU layer (Keras's model.reset_states()). */
+void sn_model_reset_states(sn_model *m);
 sn_graph *sn_model_graph(sn_model *m);
 int sn_model_layer_count(const sn_model *m);
 /* Layer i's name, Keras class name, output shape (without the batch) and variables. */

@@ -147,7 +147,9 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     bool training = cp->kind == SN_PLAN_TRAIN;
     sn_updates upd = {0};
     sn_node out = SN_NONE;
-    sn_status s = sn_model_forward(m, cp->x, training, training ? &upd : NULL, &out);
+    /* updates in every kind of plan: a stateful LSTM/GRU carries its states through evaluate
+     * and predict too (Keras 3); BatchNormalization pushes its only when training */
+    sn_status s = sn_model_forward(m, cp->x, training, &upd, &out);
     if (s != SN_OK) {
         sn_updates_free(&upd);
         return s;
@@ -162,9 +164,14 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
             else if (o->loss == SN_LOSS_BINARY_CROSSENTROPY) out = sn_sigmoid(g, out);
         }
         cp->out = out;
-        targets = sn_malloc(sizeof *targets);
-        if (!targets) return SN_ERR_NOMEM;
+        targets = sn_malloc((size_t)(1 + upd.n) * sizeof *targets);
+        if (!targets) {
+            sn_updates_free(&upd);
+            return SN_ERR_NOMEM;
+        }
         targets[nt++] = out;
+        for (int i = 0; i < upd.n; i++) targets[nt++] = upd.nodes[i];
+        sn_updates_free(&upd);
     } else {
         cp->y = sn_input(g, "y", cp->y_dtype, &cp->y_shape);
         sn_node y = cp->y;
@@ -194,8 +201,8 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
             sn_updates_free(&upd);
             return SN_ERR_NOMEM;
         }
+        for (int i = 0; i < upd.n; i++) targets[nt++] = upd.nodes[i];
         if (training) {
-            for (int i = 0; i < upd.n; i++) targets[nt++] = upd.nodes[i];
             if (t->n_vars > 0) {
                 s = sn_gradients(g, loss, t->n_vars, t->vars, grads);
                 if (s == SN_OK)

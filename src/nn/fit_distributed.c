@@ -276,6 +276,11 @@ static sn_status get_state(sn_model *m, sn_dist_train **out) {
 
 sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape, sn_dtype y_dtype,
                              sn_cached_plan **out) {
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->n_carried > 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: layer '%s' is stateful, "
+                             "and its carried state would be shared by every replica (train it "
+                             "without a strategy)", m->layers[i]->name);
     sn_dist_train *d;
     SN_TRY(get_state(m, &d));
     const sn_strategy *s = d->s;

@@ -9,9 +9,12 @@
  *
  * Decisions (docs/design.md): return_state is refused in a Sequential model (the next layer
  * takes one tensor; Keras's Sequential fails on it too) - the stepper hands out the states
- * instead; stateful=True is refused for training through fit (Keras needs a fixed batch for
- * it, and sinter's models are built without one) - sn_stepper is the stateful runner, with
- * sn_stepper_reset as reset_states. */
+ * instead. stateful=True takes the fixed batch as an option (Keras reads it from the Input):
+ * the states are variables [batch, units] made at build, read as the initial states and
+ * assigned the final ones through `updates` (the planner runs assignments after the step's
+ * computation), in every plan - fit, evaluate and predict carry them as Keras 3 does. The
+ * stepper (generation) keeps its own states and ignores these. */
+#include <stdio.h>
 #include <string.h>
 
 #include "graph/op_rnn.h"
@@ -90,6 +93,12 @@ static bool two_biases(const sn_layer *l) { return is_gru(l) && l->rnn.reset_aft
 static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
     if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
     const sn_rnn_layer_opts *o = &l->rnn;
+    /* checked here, not in the constructor: a .keras reader learns it from the Input later */
+    if (o->stateful && o->batch_size < 1)
+        return sn_errorf(SN_ERR_INVALID, "layer '%s' (%s): stateful=True needs a fixed batch "
+                         "size, got batch_size %lld (Keras: Input(batch_size=...); sn_stepper "
+                         "runs any model statefully for generation)", l->name, l->vt->class_name,
+                         (long long)o->batch_size);
     int64_t D = in->dim[1], U = o->units, G = (is_gru(l) ? 3 : 4) * U;
     sn_node k, r, b;
     sn_shape ks = {.ndim = 2, .dim = {D, G}}, rs = {.ndim = 2, .dim = {U, G}};
@@ -113,7 +122,30 @@ static sn_status rnn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng 
     }
     l->out_shape = o->return_sequences ? (sn_shape){.ndim = 2, .dim = {in->dim[0], U}}
                                        : (sn_shape){.ndim = 1, .dim = {U}};
+    l->n_carried = 0;
+    if (o->stateful) {
+        static const char *const names[2] = {"state_h", "state_c"};
+        sn_shape ss = {.ndim = 2, .dim = {o->batch_size, U}};
+        for (int i = 0; i < sn_layer_state_count(l); i++) {
+            char nm[256];
+            snprintf(nm, sizeof nm, "%s/%s", l->name, names[i]);
+            l->carried[i] = sn_variable(g, nm, l->dtype, &ss, false);
+            if (l->carried[i] == SN_NONE) return sn_graph_status(g);
+            l->n_carried++;
+        }
+    }
     return SN_OK;
+}
+
+void sn_model_reset_states(sn_model *m) {
+    for (int i = 0; m && i < m->n_layers; i++) {
+        sn_layer *l = m->layers[i];
+        for (int k = 0; k < l->n_carried; k++) {
+            sn_shape s = sn_node_shape(m->g, l->carried[k]);
+            memset(sn_variable_data(m->g, l->carried[k]), 0,
+                   (size_t)sn_shape_numel(&s) * sn_dtype_size(l->dtype));
+        }
+    }
 }
 
 int sn_layer_state_count(const sn_layer *l) {
@@ -176,8 +208,29 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
     return out;
 }
 
-/* From zero states, as Keras's get_initial_state. */
+/* From the carried states, which get the final ones once the step has run. Without `updates`
+ * (a caller that runs the forward pass once, outside fit/evaluate/predict) they are read only. */
+static sn_node stateful_forward(sn_layer *l, sn_graph *g, sn_node x, sn_updates *u) {
+    sn_shape xs = sn_node_shape(g, x);
+    if (xs.dim[0] != l->rnn.batch_size)
+        return sn_graph_fail(g, SN_ERR_SHAPE, "layer '%s' (%s) is stateful with batch size %lld, "
+                             "got a batch of %lld (a stateful layer needs every batch of that "
+                             "size: drop the remainder)", l->name, l->vt->class_name,
+                             (long long)l->rnn.batch_size, (long long)xs.dim[0]);
+    sn_node fin[2] = {SN_NONE, SN_NONE};
+    sn_node y = sn_rnn_forward_states(l, g, x, l->carried, fin);
+    for (int k = 0; u && y != SN_NONE && k < l->n_carried; k++) {
+        sn_node a = sn_assign(g, l->carried[k], fin[k]);
+        if (a == SN_NONE) return SN_NONE;
+        if (sn_updates_push(u, a) != SN_OK)
+            return sn_graph_fail(g, SN_ERR_NOMEM, "layer '%s': %s", l->name, sn_last_error());
+    }
+    return y;
+}
+
+/* From zero states, as Keras's get_initial_state (or the carried ones: stateful). */
 static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    if (l->n_carried > 0) return stateful_forward(l, g, x, u);
     sn_shape xs = sn_node_shape(g, x);
     sn_shape hs = {.ndim = 2, .dim = {xs.dim[0], l->rnn.units}};
     sn_node zero = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
@@ -220,10 +273,9 @@ static sn_layer *rnn_new(const sn_layer_vtable *vt, const sn_rnn_layer_opts *o) 
                   "Sequential model cannot pass on; use sn_stepper for the states", cls);
         return NULL;
     }
-    if (o->stateful) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "%s: stateful=True needs a fixed batch size, which "
-                  "sinter models do not have; sn_stepper runs a model statefully (state "
-                  "carried between calls, sn_stepper_reset)", cls);
+    if (o->batch_size < 0) {
+        sn_errorf(SN_ERR_INVALID, "%s: batch_size is %lld, expected >= 0", cls,
+                  (long long)o->batch_size);
         return NULL;
     }
     if (sn_check_initializer(cls, "kernel_initializer", &o->kernel_initializer) != SN_OK ||

@@ -61,6 +61,7 @@ typedef struct reader {
     sn_cfg_state cs;
     bool have_input;
     sn_shape input;
+    int64_t batch; /* the InputLayer's fixed batch size (stateful layers need one), 0: null */
 } reader;
 
 /* One entry of config.layers: {"module", "class_name", "config", ...}. */
@@ -84,6 +85,8 @@ static sn_status read_entry(reader *r, const json_t *e, int index, bool function
         else
             st = read_input_layer(cfg, &r->input);
         r->have_input = st == SN_OK;
+        const json_t *b0 = cfg ? json_array_get(json_object_get(cfg, "batch_shape"), 0) : NULL;
+        r->batch = json_is_integer(b0) && json_integer_value(b0) > 0 ? json_integer_value(b0) : 0;
     } else if (st == SN_OK) {
         sn_layer *l = NULL;
         st = sn_cfg_read_layer(cls, cfg, &r->cs, &l);
@@ -458,6 +461,10 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
                        "build_input_shape): build it in Keras with keras.Input(shape=...) first");
     if (st == SN_OK && sn_model_layer_count(r.m) == 0)
         st = sn_errorf(SN_ERR_FORMAT, "the model has no layers besides its input");
+    /* Keras's stateful RNN takes its batch size from the Input (its build fails without) */
+    for (int i = 0; st == SN_OK && i < r.m->n_layers; i++)
+        if (r.m->layers[i]->rnn.stateful && r.m->layers[i]->rnn.batch_size == 0)
+            r.m->layers[i]->rnn.batch_size = r.batch;
     if (st == SN_OK)
         st = for_loading ? sn_model_build_for_loading(r.m, &r.input) : sn_model_build(r.m, &r.input, seed);
     sn_compile_opts co = sn_compile_defaults();

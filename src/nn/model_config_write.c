@@ -7,9 +7,10 @@
 #include "nn/model_config.h"
 #include "nn/train_impl.h"
 
-static json_t *shape_json(const sn_shape *s) {
+/* [batch, d1, ...]: batch null, or the fixed batch a stateful RNN needs (> 0). */
+static json_t *shape_json(const sn_shape *s, int64_t batch) {
     json_t *a = json_array();
-    json_array_append_new(a, json_null());
+    json_array_append_new(a, batch > 0 ? json_integer(batch) : json_null());
     for (int i = 0; i < s->ndim; i++) json_array_append_new(a, json_integer(s->dim[i]));
     return a;
 }
@@ -97,8 +98,11 @@ json_t *sn_model_to_config(sn_model *m) {
     json_t *layers = json_array();
     /* Integer ids feed an Embedding: Keras's Input then has dtype int32. */
     bool ids = m->n_layers > 0 && !strcmp(m->layers[0]->vt->class_name, "Embedding");
+    int64_t batch = 0; /* a stateful layer's: Keras reads it from the shapes */
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rnn.stateful) batch = m->layers[i]->rnn.batch_size;
     json_t *in = json_pack("{s:o, s:s, s:b, s:b, s:s, s:b}", "batch_shape",
-                           shape_json(&m->input_shape), "dtype", ids ? "int32" : "float32",
+                           shape_json(&m->input_shape, batch), "dtype", ids ? "int32" : "float32",
                            "sparse", 0, "ragged", 0, "name", "input_layer", "optional", 0);
     json_array_append_new(layers, sn_cfg_keras_object("keras.layers", "InputLayer", in));
     for (int i = 0; i < m->n_layers; i++) {
@@ -110,7 +114,7 @@ json_t *sn_model_to_config(sn_model *m) {
         }
         json_t *e = sn_cfg_keras_object("keras.layers", l->vt->class_name, c);
         json_object_set_new(e, "build_config",
-                            json_pack("{s:o}", "input_shape", shape_json(&l->in_shape)));
+                            json_pack("{s:o}", "input_shape", shape_json(&l->in_shape, batch)));
         json_array_append_new(layers, e);
     }
     json_t *cfg = json_object();
@@ -118,11 +122,11 @@ json_t *sn_model_to_config(sn_model *m) {
     json_object_set_new(cfg, "trainable", json_true());
     json_object_set_new(cfg, "dtype", sn_cfg_dtype_policy(bf16));
     json_object_set_new(cfg, "layers", layers);
-    json_object_set_new(cfg, "build_input_shape", shape_json(&m->input_shape));
+    json_object_set_new(cfg, "build_input_shape", shape_json(&m->input_shape, batch));
     json_t *root = sn_cfg_keras_object("keras", "Sequential", cfg);
     if (!root) return NULL;
     json_object_set_new(root, "build_config",
-                        json_pack("{s:o}", "input_shape", shape_json(&m->input_shape)));
+                        json_pack("{s:o}", "input_shape", shape_json(&m->input_shape, batch)));
     if (compiled) json_object_set_new(root, "compile_config", compile_json(&m->train->opts));
     return root;
 }

@@ -48,6 +48,10 @@ struct sn_layer {
     uint64_t seed; /* dropout */
     sn_embedding_layer_opts embedding; /* Embedding (layers_seq.c) */
     sn_rnn_layer_opts rnn;             /* LSTM, GRU (layers_seq.c) */
+    /* A stateful LSTM/GRU's carried states h (, c), [batch_size, units] non-trainable
+     * variables outside vars[] (Keras saves no state in weights files either). */
+    int n_carried;
+    sn_node carried[2];
     sn_dtype dtype; /* of the variables: SN_F32 (set from the model at build) */
     /* Weight penalties this layer adds to the training loss (set at build, see
      * sn_layer_add_regularizer). */
