@@ -485,6 +485,10 @@ static void test_malformed_text(void) {
     j = text_config(false);
     json_object_set_new(layer_cfg(j, 2), "recurrent_dropout", json_real(0.2));
     expect_json(j, "lstm_dropout.json", SN_ERR_UNSUPPORTED, "field 'recurrent_dropout' is 0.2");
+    j = text_config(false); /* stateful with the InputLayer's batch null */
+    json_object_set_new(layer_cfg(j, 2), "stateful", json_true());
+    expect_json(j, "lstm_stateful_no_batch.json", SN_ERR_INVALID,
+                "stateful=True needs a fixed batch size, got batch_size 0");
     j = text_config(true);
     json_object_set_new(layer_cfg(j, 2), "unit_forget_bias", json_true()); /* an LSTM field */
     expect_json(j, "gru_lstm_field.json", SN_ERR_UNSUPPORTED, "unit_forget_bias");

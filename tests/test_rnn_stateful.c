@@ -45,7 +45,8 @@ static sn_model *make(int kind, int64_t steps, bool stateful) {
 static void copy_weights(sn_model *dst, sn_model *src) {
     for (int i = 0; i < 3; i++) {
         sn_node a[8], b[8];
-        int na = sn_model_layer_variables(dst, i, a, 8), nb = sn_model_layer_variables(src, i, b, 8);
+        int na = sn_model_layer_variables(dst, i, a, 8);
+        int nb = sn_model_layer_variables(src, i, b, 8);
         CHECK(na == nb, "layer %d: %d vs %d variables", i, na, nb);
         for (int k = 0; k < na && k < nb; k++) {
             sn_shape s = sn_node_shape(sn_model_graph(src), b[k]);

@@ -7,28 +7,10 @@
  * reset gate's gradient. Each product is one sgemm over the thread's rows (a row-by-row GEMV
  * for one or two rows: generation), followed by a gate pass compiled for AVX-512 / AVX2 /
  * baseline and picked at registration (cpu_vec.h). */
-#include <cblas.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_rnn_impl.h"
 #include "backend/cpu/cpu_vec.h"
-#ifdef SN_HAVE_DNNL
-#include <dnnl.h>
-#endif
-
-/* C = A @ B (B^T when tb) + beta * C, row-major, single-threaded inside a team's thread; the
- * same choice of sgemm as cpu_rnn.c (oneDNN's where built: Debian's OpenBLAS runs its SSE3
- * kernels on this CPU, docs/kernels.md). Returns false when the call failed. */
-static bool gemm(bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-#ifdef SN_HAVE_DNNL
-    return dnnl_sgemm('N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) ==
-           dnnl_success;
-#else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-    return true;
-#endif
-}
 
 /* ---- gate passes (one ws row [h | z | r | hh | rh], hp = h_prev) ---------------------------- */
 
@@ -123,29 +105,21 @@ static const gru_rb_cells *cells = &cells_generic;
 /* Up to this many rows a step's products are GEMVs, above it sgemm calls (as cpu_rnn.c). */
 #define GEMV_ROWS 2
 
-typedef struct rb_ctx {
-    const sn_kcall *c;
-    int64_t B, T, U;
-    int failed; /* a GEMM call failed (set by any thread) */
-} rb_ctx;
-
-static void mark_failed(rb_ctx *x) { __atomic_store_n(&x->failed, 1, __ATOMIC_RELAXED); }
-
 /* C[nb, n] += A[nb, U] @ R[:, k0 : k0 + n] (R is [U, 3U]). */
-static void product(rb_ctx *x, int64_t nb, const float *A, int64_t lda, int64_t k0, int64_t n,
-                    float *C, int64_t ldc) {
+static void product(sn_rnn_ctx *x, int64_t nb, const float *A, int64_t lda, int64_t k0,
+                    int64_t n, float *C, int64_t ldc) {
     const float *R = x->c->in[1];
     int64_t U = x->U;
     if (nb <= GEMV_ROWS) {
         for (int64_t b = 0; b < nb; b++) cells->gemv(A + b * lda, U, R + k0, 3 * U, C + b * ldc, n);
-    } else if (!gemm(false, nb, n, U, A, lda, R + k0, 3 * U, 1.0f, C, ldc)) {
-        mark_failed(x);
+    } else if (!sn_rnn_gemm(false, nb, n, U, A, lda, R + k0, 3 * U, 1.0f, C, ldc)) {
+        sn_rnn_fail(x);
     }
 }
 
 /* xw [B,T,3U], r [U,3U], h0 [B,U] -> ws [B,T,5U]; rows [b0, b1) of the batch, all steps. */
 static void fwd_task(void *ctx, int ith, int nth) {
-    rb_ctx *x = ctx;
+    sn_rnn_ctx *x = ctx;
     const sn_kcall *c = x->c;
     int64_t b0, b1, T = x->T, U = x->U, W = SN_GRU_WS * U, G = 3 * U;
     sn_split_range(x->B, ith, nth, &b0, &b1);
@@ -174,7 +148,7 @@ static void fwd_task(void *ctx, int ith, int nth) {
 /* r [U,3U], h0 [B,U], ws, dws [B,T,5U] -> dxw [B,T,3U]; scratch: the carried dh and
  * a = dhh @ R_h^T, [B, U] each. */
 static void bwd_task(void *ctx, int ith, int nth) {
-    rb_ctx *x = ctx;
+    sn_rnn_ctx *x = ctx;
     const sn_kcall *c = x->c;
     int64_t b0, b1, B = x->B, T = x->T, U = x->U, W = SN_GRU_WS * U, G = 3 * U;
     sn_split_range(B, ith, nth, &b0, &b1);
@@ -187,16 +161,17 @@ static void bwd_task(void *ctx, int ith, int nth) {
     for (int64_t t = T - 1; t >= 0; t--) {
         /* the carry from step t + 1 gains [dz, dr]_{t+1} @ R[:, z r]^T */
         if (t < T - 1 &&
-            !gemm(true, nb, U, 2 * U, out + (b0 * T + t + 1) * G, T * G, R, G, 1.0f, carry, U))
-            mark_failed(x);
+            !sn_rnn_gemm(true, nb, U, 2 * U, out + (b0 * T + t + 1) * G, T * G, R, G, 1.0f,
+                         carry, U))
+            sn_rnn_fail(x);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
             cells->bwd_zh(ws + row * W, dws + row * W, hp, carry + (b - b0) * U, out + row * G, U);
         }
-        if (!gemm(true, nb, U, U, out + (b0 * T + t) * G + 2 * U, T * G, R + 2 * U, G, 0.0f, a,
-                  U))
-            mark_failed(x);
+        if (!sn_rnn_gemm(true, nb, U, U, out + (b0 * T + t) * G + 2 * U, T * G, R + 2 * U, G,
+                         0.0f, a, U))
+            sn_rnn_fail(x);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
@@ -216,16 +191,8 @@ static bool supports(const sn_kcall *c) {
     return U > 0 && B > 0 && T > 0 && T * 5 * U < INT32_MAX && B * T < INT32_MAX;
 }
 
-static sn_status run_rows(sn_kcall *c, int64_t U, sn_task_fn fn, const char *op) {
-    rb_ctx x = {.c = c, .B = c->y.shape.dim[0], .T = c->y.shape.dim[1], .U = U};
-    int nth = sn_num_threads();
-    sn_parallel(fn, &x, (int)(x.B < nth ? x.B : nth));
-    return x.failed ? sn_errorf(SN_ERR_BACKEND, "%s: a GEMM call of the recurrence failed", op)
-                    : SN_OK;
-}
-
 static sn_status fwd_run(sn_kcall *c) {
-    return run_rows(c, c->x[1].shape.dim[0], fwd_task, "gru_reset_before");
+    return sn_rnn_run_rows(c, 1, fwd_task, "gru_reset_before");
 }
 
 static sn_status bwd_prepare(sn_kcall *c, size_t *scratch) {
@@ -234,17 +201,11 @@ static sn_status bwd_prepare(sn_kcall *c, size_t *scratch) {
 }
 
 static sn_status bwd_run(sn_kcall *c) {
-    return run_rows(c, c->x[0].shape.dim[0], bwd_task, "gru_reset_before_grad");
+    return sn_rnn_run_rows(c, 0, bwd_task, "gru_reset_before_grad");
 }
 
-#ifdef SN_HAVE_DNNL
-#define RB_IMPL "dnnl_sgemm"
-#else
-#define RB_IMPL "openblas"
-#endif
-
-static const sn_kernel k_fwd = {.impl = RB_IMPL, .supports = supports, .run = fwd_run},
-                       k_bwd = {.impl = RB_IMPL, .supports = supports, .prepare = bwd_prepare,
+static const sn_kernel k_fwd = {.impl = SN_RNN_IMPL, .supports = supports, .run = fwd_run},
+                       k_bwd = {.impl = SN_RNN_IMPL, .supports = supports, .prepare = bwd_prepare,
                                 .run = bwd_run};
 
 void sn_cpu_register_gru_rb(sn_kernel_table *t) {

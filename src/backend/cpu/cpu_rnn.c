@@ -10,28 +10,10 @@
  * OpenMP build runs one thread inside a parallel region). With fewer rows than threads
  * (generation: batch 1) the LSTM forward splits each step's units over the threads instead.
  * docs/kernels.md records the measurements (and oneDNN's RNN primitive, not used). */
-#include <cblas.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_rnn_impl.h"
 #include "backend/cpu/cpu_vec.h"
-#ifdef SN_HAVE_DNNL
-#include <dnnl.h>
-#endif
-
-/* C = A @ B (B^T when tb) + beta * C, row-major, single-threaded inside a team's thread.
- * oneDNN's sgemm where it is built: Debian's OpenBLAS does not know this CPU and runs its SSE3
- * "Prescott" kernels (docs/kernels.md), 3x slower here. Returns false when the call failed. */
-static bool gemm(bool tb, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-#ifdef SN_HAVE_DNNL
-    return dnnl_sgemm('N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) ==
-           dnnl_success;
-#else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
-    return true;
-#endif
-}
 
 /* ---- fused gate passes ------------------------------------------------------------------- */
 
@@ -189,17 +171,7 @@ static const rnn_cells *cells = &cells_generic;
 
 /* ---- the recurrences ---------------------------------------------------------------------- */
 
-typedef struct rnn_ctx {
-    const sn_kcall *c;
-    int64_t B, T, U;
-    int64_t t; /* the step, for per-step unit splits */
-    int failed; /* a GEMM call failed (set by any thread) */
-} rnn_ctx;
-
-static sn_status ctx_status(const rnn_ctx *x, const char *op) {
-    return x->failed ? sn_errorf(SN_ERR_BACKEND, "%s: a GEMM call of the recurrence failed", op)
-                     : SN_OK;
-}
+typedef sn_rnn_ctx rnn_ctx; /* cpu_rnn_impl.h */
 
 static bool all_f32(const sn_kcall *c) {
     if (c->y.dtype != SN_F32) return false;
@@ -234,9 +206,9 @@ static void lstm_rows_task(void *ctx, int ith, int nth) {
         if (nb <= GEMV_ROWS) {
             for (int64_t b = 0; b < nb; b++)
                 cells->gemv(A + b * lda, U, R, G, ws + ((b0 + b) * T + t) * W + 2 * U, G);
-        } else if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, ws + (b0 * T + t) * W + 2 * U,
-                         T * W)) {
-            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        } else if (!sn_rnn_gemm(false, nb, G, U, A, lda, R, G, 1.0f,
+                                ws + (b0 * T + t) * W + 2 * U, T * W)) {
+            sn_rnn_fail(ctx);
         }
         for (int64_t b = b0; b < b1; b++) {
             const float *cp = t == 0 ? c0 + b * U : ws + (b * T + t - 1) * W + U;
@@ -265,9 +237,9 @@ static void lstm_units_task(void *ctx, int ith, int nth) {
             for (int64_t b = 0; b < B; b++)
                 cells->gemv(A + b * lda, U, R + k * U + u0, G,
                             ws + (b * T + t) * W + (2 + k) * U + u0, nu);
-        } else if (!gemm(false, B, nu, U, A, lda, R + k * U + u0, G, 1.0f,
-                         ws + t * W + (2 + k) * U + u0, T * W)) {
-            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        } else if (!sn_rnn_gemm(false, B, nu, U, A, lda, R + k * U + u0, G, 1.0f,
+                                ws + t * W + (2 + k) * U + u0, T * W)) {
+            sn_rnn_fail(ctx);
         }
     }
     for (int64_t b = 0; b < B; b++) {
@@ -285,7 +257,7 @@ static sn_status lstm_run(sn_kcall *c) {
     } else {
         for (x.t = 0; x.t < x.T; x.t++) sn_parallel(lstm_units_task, &x, nth);
     }
-    return ctx_status(&x, "lstm");
+    return sn_rnn_status(&x, "lstm");
 }
 
 /* LSTM backward over rows [b0, b1): scratch holds dh and dc, [B, U] each. */
@@ -297,13 +269,15 @@ static void lstm_grad_task(void *ctx, int ith, int nth) {
     int nb = (int)(b1 - b0);
     if (nb <= 0) return;
     const float *R = c->in[0], *c0 = c->in[1], *ws = c->in[2], *dws = c->in[3];
-    float *dg = c->out, *dh = (float *)c->scratch + b0 * U, *dc = (float *)c->scratch + (B + b0) * U;
+    float *dg = c->out, *dh = (float *)c->scratch + b0 * U,
+          *dc = (float *)c->scratch + (B + b0) * U;
     memset(dh, 0, sizeof(float) * (size_t)(nb * U));
     memset(dc, 0, sizeof(float) * (size_t)(nb * U));
     for (int64_t t = T - 1; t >= 0; t--) {
         if (t < T - 1)
-            if (!gemm(true, nb, U, G, dg + (b0 * T + t + 1) * G, T * G, R, G, 0.0f, dh, U))
-                __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+            if (!sn_rnn_gemm(true, nb, U, G, dg + (b0 * T + t + 1) * G, T * G, R, G, 0.0f, dh,
+                             U))
+                sn_rnn_fail(ctx);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *cp = t == 0 ? c0 + b * U : ws + (row - 1) * W + U;
@@ -320,11 +294,7 @@ static sn_status rnn_grad_prepare(sn_kcall *c, size_t *scratch) {
 }
 
 static sn_status lstm_grad_run(sn_kcall *c) {
-    const sn_shape *s = &c->y.shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[0].shape.dim[0]};
-    int nth = sn_num_threads();
-    sn_parallel(lstm_grad_task, &x, (int)(x.B < nth ? x.B : nth));
-    return ctx_status(&x, "lstm_grad");
+    return sn_rnn_run_rows(c, 0, lstm_grad_task, "lstm_grad");
 }
 
 /* GRU forward over rows [b0, b1): scratch holds h_prev @ R + rb, [B, 3U]. */
@@ -343,8 +313,8 @@ static void gru_rows_task(void *ctx, int ith, int nth) {
         int lda = t == 0 ? (int)U : (int)(T * W);
         if (nb <= GEMV_ROWS) {
             for (int64_t b = 0; b < nb; b++) cells->gemv(A + b * lda, U, R, G, rec + b * G, G);
-        } else if (!gemm(false, nb, G, U, A, lda, R, G, 1.0f, rec, G)) {
-            __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+        } else if (!sn_rnn_gemm(false, nb, G, U, A, lda, R, G, 1.0f, rec, G)) {
+            sn_rnn_fail(ctx);
         }
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
@@ -359,13 +329,7 @@ static sn_status gru_prepare(sn_kcall *c, size_t *scratch) {
     return SN_OK;
 }
 
-static sn_status gru_run(sn_kcall *c) {
-    const sn_shape *s = &c->y.shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[1].shape.dim[0]};
-    int nth = sn_num_threads();
-    sn_parallel(gru_rows_task, &x, (int)(x.B < nth ? x.B : nth));
-    return ctx_status(&x, "gru");
-}
+static sn_status gru_run(sn_kcall *c) { return sn_rnn_run_rows(c, 1, gru_rows_task, "gru"); }
 
 /* GRU backward over rows [b0, b1): scratch holds the carried dh, [B, U]. */
 static void gru_grad_task(void *ctx, int ith, int nth) {
@@ -380,9 +344,9 @@ static void gru_grad_task(void *ctx, int ith, int nth) {
     memset(dh, 0, sizeof(float) * (size_t)(nb * U));
     for (int64_t t = T - 1; t >= 0; t--) {
         if (t < T - 1)
-            if (!gemm(true, nb, U, G, out + (b0 * T + t + 1) * 2 * G + G, T * 2 * G, R, G, 1.0f,
-                      dh, U))
-                __atomic_store_n(&((rnn_ctx *)ctx)->failed, 1, __ATOMIC_RELAXED);
+            if (!sn_rnn_gemm(true, nb, U, G, out + (b0 * T + t + 1) * 2 * G + G, T * 2 * G, R, G,
+                             1.0f, dh, U))
+                sn_rnn_fail(ctx);
         for (int64_t b = b0; b < b1; b++) {
             int64_t row = b * T + t;
             const float *hp = t == 0 ? h0 + b * U : ws + (row - 1) * W;
@@ -393,18 +357,10 @@ static void gru_grad_task(void *ctx, int ith, int nth) {
 }
 
 static sn_status gru_grad_run(sn_kcall *c) {
-    const sn_shape *s = &c->y.shape;
-    rnn_ctx x = {.c = c, .B = s->dim[0], .T = s->dim[1], .U = c->x[0].shape.dim[0]};
-    int nth = sn_num_threads();
-    sn_parallel(gru_grad_task, &x, (int)(x.B < nth ? x.B : nth));
-    return ctx_status(&x, "gru_grad");
+    return sn_rnn_run_rows(c, 0, gru_grad_task, "gru_grad");
 }
 
-#ifdef SN_HAVE_DNNL
-#define RNN_IMPL "dnnl_sgemm"
-#else
-#define RNN_IMPL "openblas"
-#endif
+#define RNN_IMPL SN_RNN_IMPL
 
 static const sn_kernel k_lstm = {.impl = RNN_IMPL, .supports = all_f32, .run = lstm_run},
                        k_lstm_grad = {.impl = RNN_IMPL, .supports = all_f32,

@@ -1,7 +1,7 @@
 /* Reference kernels of the recurrent ops (graph/op_rnn.h): plain loops in double over any
  * float dtype, one (batch row, step) at a time, written to be read next to the equations in
- * Keras's LSTMCell / GRUCell (reset_after=True and False). The fast f32 kernels (backend/cpu/cpu_rnn.c)
- * are tested against these. */
+ * Keras's LSTMCell / GRUCell (reset_after=True and False). The fast f32 kernels
+ * (backend/cpu/cpu_rnn.c, cpu_gru_rb.c) are tested against these. */
 #include <stdlib.h>
 
 #include "backend/ref/ref_common.h"
@@ -16,25 +16,6 @@ typedef struct rnn_dims {
 static rnn_dims dims_of(const sn_kcall *c, int seq_input, int r_input) {
     const sn_shape *s = &c->x[seq_input].shape;
     return (rnn_dims){s->dim[0], s->dim[1], c->x[r_input].shape.dim[0]};
-}
-
-/* y[k] += sum_m h[m] * r[m, k] for k < n (r is [U, n]). */
-static void add_hr(const sn_kcall *c, int r_in, const double *h, int64_t U, int64_t n,
-                   double *y) {
-    sn_dtype tr = c->x[r_in].dtype;
-    for (int64_t m = 0; m < U; m++)
-        for (int64_t k = 0; k < n; k++) y[k] += h[m] * sn_load(tr, c->in[r_in], m * n + k);
-}
-
-/* y[m] += sum_k d[k] * r[m, k] for m < U: the gradient through h @ r. */
-static void add_dr(const sn_kcall *c, int r_in, const double *d, int64_t U, int64_t n,
-                   double *y) {
-    sn_dtype tr = c->x[r_in].dtype;
-    for (int64_t m = 0; m < U; m++) {
-        double s = 0;
-        for (int64_t k = 0; k < n; k++) s += d[k] * sn_load(tr, c->in[r_in], m * n + k);
-        y[m] += s;
-    }
 }
 
 /* y[k] += sum_m h[m] * r[m, k0 + k] for k < n (r is [U, ld]): a column block of r. */
@@ -77,7 +58,7 @@ static sn_status lstm_run(sn_kcall *c) {
         for (int64_t t = 0; t < d.T; t++) {
             load_prev_h(c, c->out, W, 2, d, b, t, hp);
             for (int64_t k = 0; k < G; k++) pre[k] = sn_load(tx, c->in[0], (b * d.T + t) * G + k);
-            add_hr(c, 1, hp, U, G, pre);
+            add_hr_cols(c, 1, hp, U, G, 0, G, pre);
             int64_t row = (b * d.T + t) * W;
             for (int64_t j = 0; j < U; j++) {
                 double cp = t == 0 ? sn_load(c->x[3].dtype, c->in[3], b * U + j)
@@ -126,7 +107,7 @@ static sn_status lstm_grad_run(sn_kcall *c) {
                 dc_next[j] = dc * f;
                 dh_next[j] = 0;
             }
-            add_dr(c, 0, dg, U, G, dh_next);
+            add_dr_cols(c, 0, dg, U, G, 0, G, dh_next);
             for (int64_t k = 0; k < G; k++) sn_store(to, c->out, (b * d.T + t) * G + k, dg[k]);
         }
     }
@@ -146,7 +127,7 @@ static sn_status gru_run(sn_kcall *c) {
         for (int64_t t = 0; t < d.T; t++) {
             load_prev_h(c, c->out, W, 3, d, b, t, hp);
             for (int64_t k = 0; k < G; k++) rec[k] = sn_load(tb, c->in[2], k);
-            add_hr(c, 1, hp, U, G, rec);
+            add_hr_cols(c, 1, hp, U, G, 0, G, rec);
             int64_t x = (b * d.T + t) * G, row = (b * d.T + t) * W;
             for (int64_t j = 0; j < U; j++) {
                 double z = sigm(sn_load(tx, c->in[0], x + j) + rec[j]);
@@ -191,7 +172,7 @@ static sn_status gru_grad_run(sn_kcall *c) {
                 drec[2 * U + j] = dhh * r;
                 dh_next[j] = dh * z;
             }
-            add_dr(c, 0, drec, U, G, dh_next);
+            add_dr_cols(c, 0, drec, U, G, 0, G, dh_next);
             int64_t o = (b * d.T + t) * 2 * G;
             for (int64_t k = 0; k < G; k++) {
                 sn_store(to, c->out, o + k, dx[k]);
