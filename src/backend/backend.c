@@ -93,7 +93,7 @@ const sn_kernel *sn_backend_select(sn_backend *b, const sn_kcall *c) {
     if (!b || !c || (unsigned)c->op >= SN_OP_COUNT) return NULL;
     /* The reference kernels dereference their buffers on the host: they are a fallback only
      * where device memory is host memory. */
-    if (b->iface->caps(b).host_visible) return sn_kernel_select(sn_backend_kernels(b), c);
+    if (b->iface->caps(b).host_visible || c->fused) return sn_kernel_select(sn_backend_kernels(b), c);
     const sn_kernel *k = sn_backend_kernels(b)->k[c->op];
     return k && (k->supports == NULL || k->supports(c)) ? k : NULL;
 }

@@ -14,6 +14,27 @@
  * output and of each input) and where (buffers). Filled once at plan time; the buffers are
  * rebound when the graph's variable buffer moves. Nothing here refers to the graph: a kernel
  * can be called on buffers a test or a benchmark made by hand (tests/kernel_test_util.h). */
+/* Fused patterns (graph/plan_fuse.c says which nodes each one covers). A backend runs one only
+ * where its table has a kernel for it (sn_kernel_table.fused) that supports the call; the
+ * planner fuses nothing else, so a pattern needs no reference kernel. */
+typedef enum sn_fused_kind {
+    SN_FUSED_NONE = 0,
+    /* conv2d -> bias_add -> relu [-> max_pool2d]: op CONV2D, in (x, w, bias), out the relu
+     * output; with a pool, out2[0] is the pool's output (attr2[0] its attributes). */
+    SN_FUSED_CONV_BIAS_RELU,
+    /* max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: op MAX_POOL2D_GRAD, in (x,
+     * dy) where x is the relu's output, out the relu_grad's output; with the reduction,
+     * out2[0] is the bias gradient ([C] elements). */
+    SN_FUSED_POOL_RELU_GRAD,
+    /* the same with the bias gradient, and the conv2d_bwd_filter that reads the relu_grad's
+     * output, of a first layer (nothing else reads that gradient): in (x, dy, conv input),
+     * out unused (the activation gradient is never stored), out2 (bias gradient, filter
+     * gradient), attr2[1] the convolution's attributes. */
+    SN_FUSED_POOL_RELU_GRAD_FILTER,
+    SN_FUSED_COUNT
+} sn_fused_kind;
+#define SN_FUSED_MAX_OUT2 2
+
 typedef struct sn_kcall {
     sn_op op;
     /* Read at every run, not copied: a learning-rate schedule changes optim.lr between runs
@@ -34,6 +55,14 @@ typedef struct sn_kcall {
     /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes
      * max(x + b, 0) in one pass (see plan.c, fuse_bias_relu). Only bias_add sees it set. */
     bool relu;
+    /* A call that computes several graph nodes at once (graph/plan_fuse.c): fused names the
+     * pattern (SN_FUSED_*, 0 = the op alone). Its extra inputs follow the op's own in x/in;
+     * its extra outputs (with the attributes of the nodes they are) are y2/out2/attr2. */
+    int fused;
+    int n_out2;
+    sn_tdesc y2[SN_FUSED_MAX_OUT2];
+    void *out2[SN_FUSED_MAX_OUT2];
+    const sn_attrs *attr2[SN_FUSED_MAX_OUT2];
 } sn_kcall;
 
 typedef struct sn_kernel {
@@ -50,6 +79,7 @@ typedef struct sn_kernel {
 
 typedef struct sn_kernel_table {
     const sn_kernel *k[SN_OP_COUNT];
+    const sn_kernel *fused[SN_FUSED_COUNT]; /* by sn_fused_kind; NULL: never fused */
 } sn_kernel_table;
 
 /* Reference kernels (backend/ref/): one registration function per op family. */
@@ -74,13 +104,14 @@ void sn_cpu_register_rnn(sn_kernel_table *t);
 void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
+void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */
 const sn_kernel_table *sn_ref_kernels(void);
 const sn_kernel_table *sn_cpu_kernels(void);
 
 /* Picks the kernel for a call: the table's row when it supports the call, else the reference
- * row, else NULL. */
+ * row, else NULL. A fused call (c->fused) gets the table's fused kernel or NULL. */
 const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c);
 
 /* The dropout mask, shared by every implementation so that they agree bit for bit: element i

@@ -36,6 +36,7 @@ static void build_cpu(void) {
     sn_cpu_register_gru_rb(&cpu_table);
     sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
+    sn_cpu_register_fused(&cpu_table);
 }
 
 const sn_kernel_table *sn_ref_kernels(void) {
@@ -54,6 +55,10 @@ const sn_kernel_table *sn_cpu_kernels(void) {
 const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c) {
     sn_op op = c->op;
     if ((unsigned)op >= SN_OP_COUNT) return NULL;
+    if (c->fused) {
+        const sn_kernel *f = t && (unsigned)c->fused < SN_FUSED_COUNT ? t->fused[c->fused] : NULL;
+        return f && (f->supports == NULL || f->supports(c)) ? f : NULL;
+    }
     const sn_kernel *k = t ? t->k[op] : NULL;
     if (k && (k->supports == NULL || k->supports(c))) return k;
     k = sn_ref_kernels()->k[op];

@@ -47,9 +47,15 @@ sn_status sn_plan_bind(sn_plan *p) {
     for (int c = 0; c < p->n_calls; c++) {
         sn_kcall *k = &p->calls[c];
         const sn_node_t *nd = &g->nodes[k->id];
+        const sn_fusion *f = &p->fusion[k->id];
         /* The attributes pointer too: adding nodes to the graph after planning moves the array. */
         k->attr = &nd->attr;
-        for (int j = 0; j < k->n_in; j++) k->in[j] = p->ptr[nd->in[j]];
+        for (int j = 0; j < nd->n_in; j++) k->in[j] = p->ptr[nd->in[j]];
+        for (int j = 0; j < f->n_extra_in; j++) k->in[nd->n_in + j] = p->ptr[f->extra_in[j]];
+        for (int j = 0; j < f->n_out2; j++) {
+            k->out2[j] = p->ptr[f->out2[j]];
+            k->attr2[j] = &g->nodes[f->out2[j]].attr;
+        }
         k->out = p->ptr[k->id];
         k->scratch = p->scratch;
     }
@@ -126,8 +132,9 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
      * whole step (targets are read back after the run, inputs are filled before it). */
     for (int c = 0; c < total; c++) {
         const sn_node_t *nd = &g->nodes[p->order[c]];
-        for (int j = 0; j < nd->n_in; j++) {
-            sn_node r = sn_plan_root(p, nd->in[j]);
+        const sn_fusion *f = &p->fusion[p->order[c]];
+        for (int j = 0; j < nd->n_in + f->n_extra_in; j++) {
+            sn_node r = sn_plan_root(p, j < nd->n_in ? nd->in[j] : f->extra_in[j - nd->n_in]);
             if (last[r] < c) last[r] = c;
         }
     }
@@ -152,14 +159,18 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
         for (int i = 0; i < nlive; i++)
             if (live[i].last_use >= c) live[w++] = live[i];
         nlive = w;
-        sn_node id = p->order[c];
-        if (p->loc[id].kind != LOC_ARENA) continue;
-        size_t sz = (sn_plan_node_bytes(&g->nodes[id]) + 63) & ~(size_t)63;
-        int lu = last[id] < c ? c : last[id]; /* an unread value still needs its output slot */
-        block b = {place(live, nlive, sz), sz, lu};
-        insert_sorted(live, &nlive, b);
-        p->loc[id].offset = b.offset;
-        if (b.offset + sz > peak) peak = b.offset + sz;
+        /* The call's node, then the extra outputs of a fused call: all written at c. */
+        const sn_fusion *f = &p->fusion[p->order[c]];
+        for (int o = 0; o <= f->n_out2; o++) {
+            sn_node id = o == 0 ? p->order[c] : f->out2[o - 1];
+            if (p->loc[id].kind != LOC_ARENA) continue;
+            size_t sz = (sn_plan_node_bytes(&g->nodes[id]) + 63) & ~(size_t)63;
+            int lu = last[id] < c ? c : last[id]; /* an unread value still needs its output slot */
+            block b = {place(live, nlive, sz), sz, lu};
+            insert_sorted(live, &nlive, b);
+            p->loc[id].offset = b.offset;
+            if (b.offset + sz > peak) peak = b.offset + sz;
+        }
     }
     free(last);
     free(live);
@@ -179,6 +190,7 @@ void sn_plan_free(sn_plan *p) {
     free(p->needed);
     free(p->is_target);
     free(p->fuse_relu);
+    free(p->fusion);
     free(p->ptr);
     free(p->prof);
     sn_backend_free(p->backend, p->arena);
@@ -307,6 +319,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             const sn_node_t *x = &g->nodes[nd->in[j]];
             k->x[j] = (sn_tdesc){.dtype = x->dtype, .shape = x->shape};
         }
+        sn_plan_fused_call(p, k);
         const sn_kernel *kern = sn_backend_select(be, k);
         char b[128];
         if (!kern)
@@ -349,8 +362,12 @@ void sn_plan_set_step(sn_plan *p, int64_t step) {
 const char *sn_plan_device(const sn_plan *p) { return p ? sn_backend_name(p->backend) : ""; }
 
 int sn_plan_call_of(const sn_plan *p, sn_node n) {
-    for (int c = 0; p && c < p->n_calls; c++)
+    for (int c = 0; p && c < p->n_calls; c++) {
         if (p->calls[c].id == n) return c;
+        const sn_fusion *f = &p->fusion[p->calls[c].id]; /* a fused call's extra outputs */
+        for (int j = 0; j < f->n_out2; j++)
+            if (f->out2[j] == n) return c;
+    }
     return -1;
 }
 

@@ -3,25 +3,184 @@
  * A relu whose input is a bias_add read by nothing else runs inside that bias_add (one pass
  * over the activation instead of two; relu's gradient reads relu's output, so the
  * pre-activation has no other reader). The relu becomes a view of the bias_add's buffer and
- * the bias_add's call carries sn_kcall.relu. SN_FUSE=0 turns this off (debugging, tests). */
+ * the bias_add's call carries sn_kcall.relu.
+ *
+ * Then the larger patterns of kernel.h (sn_fused_kind), each only where the backend has a
+ * kernel that supports the fused call (so a backend without one, or SN_KERNELS=ref, plans
+ * exactly as before). Autodiff never sees any of this: the graph keeps every node; the plan
+ * computes several of them in one call and stores fewer buffers.
+ *
+ *   conv2d -> bias_add(+relu) [-> max_pool2d]: the conv call reads the bias too and writes
+ *     the relu's output into its own buffer (the bias_add, and through it the relu, become
+ *     views of it; the conv's own pre-bias value is never stored, so it must have no other
+ *     reader); the pool's output is the call's second output, the pool's call is dropped.
+ *   max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: the pool-gradient call masks
+ *     by the relu output it already reads (relu_grad's y must be the pool's x) and writes the
+ *     relu_grad's value (relu_grad becomes a view of it); the bias gradient is its second
+ *     output. One pass over the activation instead of three. Where that gradient's only
+ *     other reader is the conv2d_bwd_filter of a first layer (no gradient to the image), the
+ *     filter gradient is a third output and the activation gradient is never stored; and
+ *     when that layer's conv is fused with its pool and the relu output has no other reader,
+ *     the backward call recomputes the relu output from the layer's input and weights, so
+ *     the forward stores only the pool.
+ *
+ * SN_FUSE=0 turns all fusion off, SN_FUSE=relu keeps only the bias_add + relu one (tests
+ * compare the paths; benchmarks measure them). */
 #include <string.h>
 
 #include "graph/plan_impl.h"
+
+static sn_tdesc desc_of(const sn_graph *g, sn_node n) {
+    return (sn_tdesc){.dtype = g->nodes[n].dtype, .shape = g->nodes[n].shape};
+}
+
+void sn_plan_fused_call(const sn_plan *p, sn_kcall *k) {
+    const sn_graph *g = p->g;
+    const sn_fusion *f = &p->fusion[k->id];
+    k->fused = f->kind;
+    for (int j = 0; j < f->n_extra_in; j++) k->x[k->n_in++] = desc_of(g, f->extra_in[j]);
+    k->n_out2 = f->n_out2;
+    for (int j = 0; j < f->n_out2; j++) {
+        k->y2[j] = desc_of(g, f->out2[j]);
+        k->attr2[j] = &g->nodes[f->out2[j]].attr;
+    }
+}
+
+/* Whether the backend has a kernel for node id's call with the fusion p->fusion[id]. */
+static bool backend_takes(const sn_plan *p, sn_node id) {
+    const sn_node_t *nd = &p->g->nodes[id];
+    sn_kcall k = {.op = nd->op, .attr = &nd->attr, .id = id, .y = desc_of(p->g, id),
+                  .n_in = nd->n_in};
+    for (int j = 0; j < nd->n_in; j++) k.x[j] = desc_of(p->g, nd->in[j]);
+    sn_plan_fused_call(p, &k);
+    return sn_backend_select(p->backend, &k) != NULL;
+}
+
+/* The only needed reader of node n (its op must be `op`), or SN_NONE. */
+static sn_node sole_reader(const sn_plan *p, const int *readers, sn_node n, sn_op op) {
+    if (readers[n] != 1 || p->is_target[n]) return SN_NONE;
+    const sn_graph *g = p->g;
+    for (int i = n + 1; i < p->n_nodes; i++)
+        if (p->needed[i] && g->nodes[i].op == op)
+            for (int j = 0; j < g->nodes[i].n_in; j++)
+                if (g->nodes[i].in[j] == n) return i;
+    return SN_NONE;
+}
+
+/* The first needed node of op `op` whose input `slot` is n, or SN_NONE. */
+static sn_node reader_of(const sn_plan *p, sn_node n, sn_op op, int slot) {
+    const sn_graph *g = p->g;
+    for (int i = n + 1; i < p->n_nodes; i++)
+        if (p->needed[i] && g->nodes[i].op == op && g->nodes[i].n_in > slot &&
+            g->nodes[i].in[slot] == n)
+            return i;
+    return SN_NONE;
+}
+
+/* conv2d -> bias_add(+relu) [-> max_pool2d] at conv node cv; marks dropped calls in drop. */
+static void fuse_conv(sn_plan *p, const int *readers, sn_node cv, unsigned char *drop) {
+    const sn_graph *g = p->g;
+    if (g->nodes[cv].dtype != SN_F32) return;
+    sn_node ba = sole_reader(p, readers, cv, SN_OP_BIAS_ADD);
+    if (ba == SN_NONE || g->nodes[ba].in[0] != cv || !p->fuse_relu[ba]) return;
+    sn_node relu = reader_of(p, ba, SN_OP_RELU, 0); /* the view fuse_relu made */
+    sn_node mp = relu == SN_NONE ? SN_NONE : reader_of(p, relu, SN_OP_MAX_POOL2D, 0);
+    sn_fusion *f = &p->fusion[cv];
+    *f = (sn_fusion){.kind = SN_FUSED_CONV_BIAS_RELU, .n_extra_in = 1,
+                     .extra_in = {g->nodes[ba].in[1]}};
+    if (mp != SN_NONE) {
+        f->n_out2 = 1, f->out2[0] = mp;
+        if (!backend_takes(p, cv)) f->n_out2 = 0; /* the kernel may still take conv alone */
+    }
+    if (!backend_takes(p, cv)) {
+        *f = (sn_fusion){0};
+        return;
+    }
+    p->loc[ba] = (sn_loc){.kind = LOC_ALIAS, .alias = cv};
+    drop[ba] = 1;
+    if (f->n_out2) drop[mp] = 1;
+}
+
+/* max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W] at pool-gradient node pg. */
+static void fuse_pool_grad(sn_plan *p, const int *readers, sn_node pg, unsigned char *drop) {
+    const sn_graph *g = p->g;
+    const sn_node_t *pn = &g->nodes[pg];
+    if (pn->dtype != SN_F32 || pn->n_in != 2) return;
+    sn_node rg = sole_reader(p, readers, pg, SN_OP_RELU_GRAD);
+    /* relu_grad (y, dy): dy must be this gradient and y the activation the pool read. */
+    if (rg == SN_NONE || g->nodes[rg].in[1] != pg ||
+        sn_plan_root(p, g->nodes[rg].in[0]) != sn_plan_root(p, pn->in[0]))
+        return;
+    sn_node rs = reader_of(p, rg, SN_OP_REDUCE_SUM, 0);
+    if (rs != SN_NONE && (pn->shape.ndim != 4 || g->nodes[rs].attr.reduce.mask != 7u))
+        rs = SN_NONE;
+    sn_fusion *f = &p->fusion[pg];
+    *f = (sn_fusion){.kind = SN_FUSED_POOL_RELU_GRAD};
+    if (rs != SN_NONE) {
+        f->n_out2 = 1, f->out2[0] = rs;
+        if (!backend_takes(p, pg)) f->n_out2 = 0;
+    }
+    if (!backend_takes(p, pg)) {
+        *f = (sn_fusion){0};
+        return;
+    }
+    p->loc[rg] = (sn_loc){.kind = LOC_ALIAS, .alias = pg};
+    drop[rg] = 1;
+    if (!f->n_out2) return;
+    drop[rs] = 1;
+    /* A first layer: the relu_grad's value read only by the bias gradient and the filter
+     * gradient (no gradient flows to the image). Then the filter gradient joins the call and
+     * the activation gradient is never stored. */
+    sn_node bf = reader_of(p, rg, SN_OP_CONV2D_BWD_FILTER, 1);
+    if (bf == SN_NONE || readers[rg] != 2 || p->is_target[rg] || g->nodes[bf].dtype != SN_F32)
+        return;
+    sn_fusion ff = {.kind = SN_FUSED_POOL_RELU_GRAD_FILTER, .n_extra_in = 1,
+                    .extra_in = {g->nodes[bf].in[0]}, .n_out2 = 2, .out2 = {rs, bf}};
+    sn_fusion keep = *f;
+    *f = ff;
+    if (!backend_takes(p, pg)) {
+        *f = keep;
+        return;
+    }
+    p->loc[pg] = (sn_loc){.kind = LOC_NONE};
+    drop[bf] = 1;
+    /* And where the relu output comes from a fused first-layer conv (with its pool) and is
+     * read by nothing but that pool, this call and the relu_grad: recompute it here from the
+     * layer's input, weights and bias, so that it is never stored. */
+    sn_node y = pn->in[0], cv = sn_plan_root(p, y);
+    const sn_fusion *fc = &p->fusion[cv];
+    if (fc->kind != SN_FUSED_CONV_BIAS_RELU || fc->n_out2 != 1 || readers[y] != 3 ||
+        p->is_target[y] || g->nodes[cv].in[0] != g->nodes[bf].in[0])
+        return;
+    keep = *f;
+    f->n_extra_in = 3;
+    f->extra_in[1] = g->nodes[cv].in[1], f->extra_in[2] = fc->extra_in[0];
+    if (!backend_takes(p, pg)) {
+        *f = keep;
+        return;
+    }
+    p->loc[cv] = (sn_loc){.kind = LOC_NONE};
+}
 
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {
     const sn_graph *g = p->g;
     int nn = p->n_nodes;
     *n_out = n;
     unsigned char *fuse_relu = p->fuse_relu = sn_calloc((size_t)nn, 1);
-    if (!fuse_relu) return SN_ERR_NOMEM;
+    p->fusion = sn_calloc((size_t)nn, sizeof *p->fusion);
+    if (!fuse_relu || !p->fusion) return SN_ERR_NOMEM;
     const char *fuse_env = getenv("SN_FUSE");
     if (fuse_env && !strcmp(fuse_env, "0")) return SN_OK;
     int *readers = sn_calloc((size_t)nn, sizeof *readers);
-    if (!readers) return SN_ERR_NOMEM;
+    unsigned char *drop = sn_calloc((size_t)nn, 1);
+    if (!readers || !drop) {
+        free(readers);
+        free(drop);
+        return SN_ERR_NOMEM;
+    }
     for (int i = 0; i < nn; i++)
         if (p->needed[i])
             for (int j = 0; j < g->nodes[i].n_in; j++) readers[g->nodes[i].in[j]]++;
-    int w = 0;
     for (int c = 0; c < n; c++) {
         sn_node r = p->order[c];
         const sn_node_t *nd = &g->nodes[r];
@@ -30,11 +189,21 @@ sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {
             !p->is_target[b] && g->nodes[b].dtype == nd->dtype) {
             fuse_relu[b] = 1;
             p->loc[r] = (sn_loc){.kind = LOC_ALIAS, .alias = b};
-            continue; /* no call of its own */
+            drop[r] = 1; /* no call of its own */
         }
-        p->order[w++] = r;
     }
+    if (!(fuse_env && !strcmp(fuse_env, "relu")))
+        for (int c = 0; c < n; c++) {
+            sn_node id = p->order[c];
+            if (drop[id]) continue;
+            if (g->nodes[id].op == SN_OP_CONV2D) fuse_conv(p, readers, id, drop);
+            else if (g->nodes[id].op == SN_OP_MAX_POOL2D_GRAD) fuse_pool_grad(p, readers, id, drop);
+        }
+    int w = 0;
+    for (int c = 0; c < n; c++)
+        if (!drop[p->order[c]]) p->order[w++] = p->order[c];
     free(readers);
+    free(drop);
     *n_out = w;
     return SN_OK;
 }

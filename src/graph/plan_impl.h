@@ -21,6 +21,16 @@ typedef struct sn_loc {
     sn_node alias;     /* LOC_ALIAS: the node whose buffer this one shares */
 } sn_loc;
 
+/* A call that covers several graph nodes (plan_fuse.c): which pattern, the inputs it reads
+ * beyond its node's own, and the nodes it writes besides its own. */
+typedef struct sn_fusion {
+    int kind;                        /* sn_fused_kind; 0: the node's call is its op alone */
+    int n_extra_in;
+    sn_node extra_in[3];
+    int n_out2;
+    sn_node out2[SN_FUSED_MAX_OUT2];
+} sn_fusion;
+
 struct sn_plan {
     sn_graph *g;
     int n_calls;
@@ -31,6 +41,7 @@ struct sn_plan {
     unsigned char *needed; /* per graph node */
     unsigned char *is_target;
     unsigned char *fuse_relu; /* per graph node: a relu was fused into this bias_add */
+    sn_fusion *fusion;        /* per graph node: the pattern its call computes (plan_fuse.c) */
     void **ptr;           /* per graph node: resolved buffer */
     unsigned char *arena;
     size_t arena_bytes;
@@ -80,7 +91,13 @@ static inline bool sn_plan_stale(const sn_plan *p) {
 
 /* The fusion pass (plan_fuse.c): over the first n calls of p->order, marks in p->fuse_relu
  * each bias_add that absorbs the relu reading it, turns that relu into a view (LOC_ALIAS)
- * and removes it from the order. Returns the new call count. SN_FUSE=0: no fusion. */
+ * and removes it from the order; then, where the backend has a kernel for it, records in
+ * p->fusion the larger patterns (kernel.h, sn_fused_kind), making the nodes they absorb views
+ * or LOC_NONE and their extra outputs written by the pattern's call. Returns the new call
+ * count. SN_FUSE=0: no fusion; SN_FUSE=relu: only the bias_add + relu one. */
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out);
+/* Completes call k (its node's own fields already set) with p->fusion[k->id]: the pattern,
+ * the extra inputs' and outputs' descriptions (plan_fuse.c). */
+void sn_plan_fused_call(const sn_plan *p, sn_kcall *k);
 
 #endif

@@ -21,6 +21,8 @@ const sn_kernel *sn_cpu_conv_gemm_kernel(void);
 
 /* CONV2D_BWD_FILTER with one input channel (cpu_conv_c1.c); supports() says where. */
 const sn_kernel *sn_cpu_conv_c1_kernel(void);
+/* The fused first-layer conv2d + bias + relu (+ max-pool) (cpu_conv_fused.c). */
+const sn_kernel *sn_cpu_conv_fused_kernel(void);
 
 /* Pooling (MAX/AVG_POOL2D and their gradients): hand-written vectorised loops ("avx512" with
  * an AVX2/SSE fallback chosen at load time). */

@@ -1,0 +1,248 @@
+/* SN_FUSED_CONV_BIAS_RELU (kernel.h) for a first layer: conv2d with one input channel (grey
+ * images), 16 or 32 filters, then + bias, relu, and optionally the max-pool that reads the
+ * relu, f32 NHWC, in one pass over the output.
+ *
+ * Why: unfused, small_cnn's first layer runs oneDNN's convolution at ~19 % of peak (with
+ * C = 1 it is a GEMM with a 9-long inner dimension: memory-bound on its 11 MB output), then
+ * bias_add+relu reads and writes those 11 MB again and the pool reads them a third time
+ * (issue 15: the three were ~15 % of the step). Here each output pixel's KH*KW taps are
+ * broadcast against the weights, a block of 16 filters at a time, with the weights in
+ * registers; the bias is added and the relu applied before the one store; then the pool
+ * reads the image's output back from cache (86 KB for 26x26x32), not from memory.
+ *
+ * Exactness: the convolution sums the taps in row-major window order with FMAs, so it
+ * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan);
+ * bias, relu and the pool are those of the unfused kernels exactly: (sum + b), then
+ * max(v, 0) with NaN -> 0, then the first maximum of each window (strictly greater wins).
+ *
+ * Where the backward pattern recomputes the relu output (cpu_pool_fused.c), the planner does
+ * not store it (out is NULL): each image's output then goes to the thread's scratch, is
+ * pooled from there, and only the pool's output reaches memory. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_fused.h"
+#include "backend/cpu/cpu_vec.h"
+
+#define CF_FB 16       /* filters per block: one AVX-512 vector */
+#define CF_MAX_TAPS 25 /* 5x5 windows at most: the weights stay in registers */
+#define CF_MAX_F 32    /* as cpu_conv_c1.c: with many filters oneDNN's kernels are better */
+
+typedef struct cf_pool {
+    int64_t oh, ow, ph, pw, sh, sw, pt, pl;
+} cf_pool;
+
+/* The convolution's geometry (the call without its extra bias input, as cpu_conv_geom.c
+ * reads it) and, when the call writes a pool too, the pool's. */
+static bool cf_geom(const sn_kcall *c, sn_conv_geom *g, cf_pool *pl) {
+    if (c->op != SN_OP_CONV2D || c->fused != SN_FUSED_CONV_BIAS_RELU || c->n_in != 3 ||
+        c->n_out2 > 1)
+        return false;
+    sn_kcall base = *c;
+    base.n_in = 2;
+    if (!sn_conv_geom_of(&base, g) || g->c != 1 || g->f % CF_FB || g->f > CF_MAX_F ||
+        g->kh * g->kw > CF_MAX_TAPS)
+        return false;
+    if (c->x[2].dtype != SN_F32 || sn_shape_numel(&c->x[2].shape) != g->f) return false;
+    *pl = (cf_pool){0};
+    if (c->n_out2 == 1) {
+        const sn_shape *ps = &c->y2[0].shape;
+        const sn_attrs *a = c->attr2[0];
+        if (c->y2[0].dtype != SN_F32 || ps->ndim != 4 || ps->dim[0] != g->n || ps->dim[3] != g->f)
+            return false;
+        *pl = (cf_pool){.oh = ps->dim[1], .ow = ps->dim[2], .ph = a->pool.pool_h,
+                        .pw = a->pool.pool_w, .sh = a->pool.stride_h, .sw = a->pool.stride_w,
+                        .pt = a->pool.pad_top, .pl = a->pool.pad_left};
+        if (pl->ph < 1 || pl->pw < 1 || pl->sh < 1 || pl->sw < 1 || pl->pt < 0 || pl->pl < 0)
+            return false;
+    }
+    return true;
+}
+
+static bool cf_supports(const sn_kcall *c) {
+    sn_conv_geom g;
+    cf_pool p;
+    return cf_geom(c, &g, &p);
+}
+
+/* The taps of output pixel (oh, ow) of one image: x under the window, 0 in the padding. */
+static inline void taps_of(const sn_conv_geom *g, const float *x, int64_t oh, int64_t ow,
+                           float *t) {
+    const int64_t ih0 = oh * g->sh - g->pt, iw0 = ow * g->sw - g->pl;
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+            int64_t ih = ih0 + kh, iw = iw0 + kw;
+            t[kh * g->kw + kw] =
+                ih >= 0 && ih < g->h && iw >= 0 && iw < g->w ? x[ih * g->w + iw] : 0.0f;
+        }
+}
+
+typedef void (*cf_image_fn)(const sn_conv_geom *g, const float *x, const float *w,
+                            const float *b, float *y);
+
+/* One image: y[pixel][f] = relu(sum_k tap_k * w[k][f] + b[f]). */
+static void image_generic(const sn_conv_geom *g, const float *x, const float *w, const float *b,
+                          float *y) {
+    const int KK = (int)(g->kh * g->kw);
+    float t[CF_MAX_TAPS];
+    for (int64_t oh = 0; oh < g->oh; oh++)
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            taps_of(g, x, oh, ow, t);
+            float *o = y + (oh * g->ow + ow) * g->f;
+            for (int64_t f = 0; f < g->f; f++) {
+                float s = 0.0f;
+                for (int k = 0; k < KK; k++) s = fmaf(t[k], w[k * g->f + f], s);
+                float v = s + b[f];
+                o[f] = v > 0.0f ? v : 0.0f; /* NaN -> 0, as relu */
+            }
+        }
+}
+
+#ifdef SN_CPU_X86
+/* FB filter blocks of 16 (1 or 2), KK taps: constants where the common cases inline it, so
+ * the KK*FB weight vectors stay in registers. Interior pixels read their taps straight from
+ * x; the border ones (with padding) go through taps_of. */
+TGT_AVX512 static inline void image_avx512_kk(const sn_conv_geom *g, const float *x,
+                                              const float *w, const float *b, float *y,
+                                              const int KK, const int FB) {
+    __m512 wv[CF_MAX_TAPS][CF_MAX_F / CF_FB], bv[CF_MAX_F / CF_FB];
+    for (int j = 0; j < FB; j++) {
+        bv[j] = _mm512_loadu_ps(b + j * CF_FB);
+        for (int k = 0; k < KK; k++) wv[k][j] = _mm512_loadu_ps(w + k * g->f + j * CF_FB);
+    }
+    const __m512 zero = _mm512_setzero_ps();
+    float t[CF_MAX_TAPS];
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        const int64_t ih0 = oh * g->sh - g->pt;
+        const bool rows_in = ih0 >= 0 && ih0 + g->kh <= g->h;
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const int64_t iw0 = ow * g->sw - g->pl;
+            if (rows_in && iw0 >= 0 && iw0 + g->kw <= g->w) {
+                const float *p = x + ih0 * g->w + iw0;
+                for (int64_t kh = 0; kh < g->kh; kh++)
+                    for (int64_t kw = 0; kw < g->kw; kw++) t[kh * g->kw + kw] = p[kh * g->w + kw];
+            } else {
+                taps_of(g, x, oh, ow, t);
+            }
+            float *o = y + (oh * g->ow + ow) * g->f;
+            for (int j = 0; j < FB; j++) {
+                __m512 s = _mm512_setzero_ps();
+                for (int k = 0; k < KK; k++) s = _mm512_fmadd_ps(_mm512_set1_ps(t[k]), wv[k][j], s);
+                s = _mm512_add_ps(s, bv[j]);
+                /* max_ps returns its second operand when either is NaN, and +0 for -0:
+                 * relu's v > 0 ? v : 0 exactly */
+                _mm512_storeu_ps(o + j * CF_FB, _mm512_max_ps(s, zero));
+            }
+        }
+    }
+}
+
+TGT_AVX512 static void image_avx512(const sn_conv_geom *g, const float *x, const float *w,
+                                    const float *b, float *y) {
+    const int KK = (int)(g->kh * g->kw), FB = (int)(g->f / CF_FB);
+    if (KK == 9 && FB == 2) image_avx512_kk(g, x, w, b, y, 9, 2);
+    else if (KK == 9 && FB == 1) image_avx512_kk(g, x, w, b, y, 9, 1);
+    else image_avx512_kk(g, x, w, b, y, KK, FB);
+}
+#endif
+
+/* The max-pool of one image's output y [OH, OW, F] into p [POH, POW, F], as cpu_pool.c:
+ * windows clipped to the image, the first maximum in row-major order, -inf for a window
+ * wholly in the padding. */
+static void pool_image(const sn_conv_geom *g, const cf_pool *pl, const float *y, float *p) {
+    const int64_t F = g->f;
+    for (int64_t oh = 0; oh < pl->oh; oh++) {
+        const int64_t ih = oh * pl->sh - pl->pt;
+        const int64_t h0 = ih < 0 ? 0 : ih, h1 = ih + pl->ph < g->oh ? ih + pl->ph : g->oh;
+        for (int64_t ow = 0; ow < pl->ow; ow++) {
+            const int64_t iw = ow * pl->sw - pl->pl;
+            const int64_t w0 = iw < 0 ? 0 : iw, w1 = iw + pl->pw < g->ow ? iw + pl->pw : g->ow;
+            float *o = p + (oh * pl->ow + ow) * F;
+            if (h1 <= h0 || w1 <= w0) {
+                for (int64_t f = 0; f < F; f++) o[f] = -INFINITY;
+                continue;
+            }
+            memcpy(o, y + (h0 * g->ow + w0) * F, (size_t)F * sizeof(float));
+            for (int64_t r = h0; r < h1; r++)
+                for (int64_t q = (r == h0 ? w0 + 1 : w0); q < w1; q++) {
+                    const float *v = y + (r * g->ow + q) * F;
+                    for (int64_t f = 0; f < F; f++) o[f] = v[f] > o[f] ? v[f] : o[f];
+                }
+        }
+    }
+}
+
+typedef struct cf_ctx {
+    const sn_kcall *c;
+    sn_conv_geom g;
+    cf_pool pl;
+    cf_image_fn image;
+} cf_ctx;
+
+typedef struct cf_state {
+    int nth; /* threads the scratch was sized for */
+} cf_state;
+
+static sn_status cf_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_conv_geom g;
+    cf_pool pl;
+    SN_ASSERT(cf_geom(c, &g, &pl));
+    cf_state *st = sn_calloc(1, sizeof *st);
+    if (!st) return SN_ERR_NOMEM;
+    st->nth = sn_num_threads();
+    c->state = st;
+    /* one image's output per thread, for a run whose out is NULL */
+    *scratch_bytes = (size_t)st->nth * (size_t)(g.oh * g.ow * g.f) * sizeof(float);
+    return SN_OK;
+}
+
+static void cf_release(sn_kcall *c) {
+    free(c->state);
+    c->state = NULL;
+}
+
+sn_conv1_image_fn sn_cpu_conv1_image(void) {
+#ifdef SN_CPU_X86
+    static const cf_image_fn generic = image_generic, avx512 = image_avx512;
+    return *(const cf_image_fn *)pick_variant(&generic, &generic, &avx512);
+#else
+    return image_generic;
+#endif
+}
+
+static void cf_task(void *vctx, int ith, int nth) {
+    const cf_ctx *t = vctx;
+    const sn_conv_geom *g = &t->g;
+    const sn_kcall *c = t->c;
+    const int64_t xsz = g->h * g->w, ysz = g->oh * g->ow * g->f;
+    const int64_t psz = t->pl.oh * t->pl.ow * g->f;
+    int64_t lo, hi;
+    sn_split_range(g->n, ith, nth, &lo, &hi);
+    for (int64_t n = lo; n < hi; n++) {
+        float *y = c->out ? (float *)c->out + n * ysz : (float *)c->scratch + ith * ysz;
+        t->image(g, (const float *)c->in[0] + n * xsz, c->in[1], c->in[2], y);
+        if (c->n_out2) pool_image(g, &t->pl, y, (float *)c->out2[0] + n * psz);
+    }
+}
+
+/* x [N, H, W, 1], w [KH, KW, 1, F], b [F] -> y [N, OH, OW, F] (relu'd); out2: the pool of y */
+static sn_status cf_run(sn_kcall *c) {
+    cf_ctx t = {.c = c, .image = sn_cpu_conv1_image()};
+    SN_ASSERT(cf_geom(c, &t.g, &t.pl));
+    int nth = ((const cf_state *)c->state)->nth;
+    if (nth > sn_num_threads()) nth = sn_num_threads();
+    if (t.g.n < nth) nth = (int)t.g.n;
+    sn_parallel(cf_task, &t, nth);
+    return SN_OK;
+}
+
+static const sn_kernel k_conv_fused = {
+    .impl = "fused:conv1+bias+relu+pool",
+    .supports = cf_supports,
+    .prepare = cf_prepare,
+    .run = cf_run,
+    .release = cf_release,
+};
+
+const sn_kernel *sn_cpu_conv_fused_kernel(void) { return &k_conv_fused; }

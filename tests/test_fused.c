@@ -1,0 +1,164 @@
+/* The planner's fused patterns (graph/plan_fuse.c) against the unfused plan of the same graph
+ * (SN_FUSE=relu keeps only the old bias_add + relu fusion): forward values and every
+ * gradient, and that the patterns fused exactly where they should (the call count).
+ *
+ *   conv2d + bias + relu + max-pool with one input channel (cpu_conv_fused.c): the convolution
+ *     sums in another order than oneDNN, so values agree to a relative 1e-5;
+ *   max_pool2d_grad + relu_grad + bias gradient (cpu_pool_fused.c): the activation gradient is
+ *     bit for bit the unfused one, so with an unfused convolution the filter gradients must be
+ *     identical bits; the bias gradient sums in another order (1e-5 relative);
+ *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative;
+ *     there the relu output is recomputed, not stored (checked on the plan's calls). */
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "graph/plan_impl.h"
+#include "sn_test.h"
+
+typedef struct net {
+    sn_graph *g;
+    sn_node x, w, b, pool, loss;
+    sn_node grads[2]; /* d loss / d w, d loss / d b */
+    sn_shape xs;
+} net;
+
+static uint64_t rng_state = 12345;
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng_state >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+static void fill(float *p, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) p[i] = frand() * scale;
+}
+
+/* x [N, H, W, C] -> conv2d (3x3, F filters) + bias -> relu -> max-pool -> loss = sum(pool * R) */
+static net build(sn_shape xs, int F, sn_padding conv_pad, sn_pool2d_opts po) {
+    net m = {.g = sn_graph_new(), .xs = xs};
+    sn_graph *g = m.g;
+    sn_shape ws = sn_shape_make(4, (int64_t)3, (int64_t)3, xs.dim[3], (int64_t)F);
+    sn_shape bs = sn_shape_make(1, (int64_t)F);
+    m.x = sn_input(g, "x", SN_F32, &xs);
+    m.w = sn_variable(g, "w", SN_F32, &ws, true);
+    m.b = sn_variable(g, "b", SN_F32, &bs, true);
+    fill(sn_variable_data(g, m.w), sn_shape_numel(&ws), 0.5f);
+    fill(sn_variable_data(g, m.b), F, 0.2f);
+    sn_conv2d_opts co = sn_conv2d_opts_defaults();
+    co.padding = conv_pad;
+    sn_node r = sn_relu(g, sn_bias_add(g, sn_conv2d(g, m.x, m.w, &co), m.b));
+    m.pool = sn_max_pool2d(g, r, &po);
+    sn_shape ps = sn_node_shape(g, m.pool);
+    float *R = malloc(sizeof(float) * (size_t)sn_shape_numel(&ps));
+    fill(R, sn_shape_numel(&ps), 1.0f);
+    m.loss = sn_reduce_sum(g, sn_mul(g, m.pool, sn_const(g, SN_F32, &ps, R)), 0, NULL, false);
+    free(R);
+    sn_node wrt[2] = {m.w, m.b};
+    CHECK_OK(sn_gradients(g, m.loss, 2, wrt, m.grads));
+    return m;
+}
+
+typedef struct result {
+    int calls;
+    bool remat; /* a call recomputes the relu output instead of reading it */
+    float *v[4]; /* pool, d w, d b, loss */
+    int64_t n[4];
+} result;
+
+static result run(net *m, const char *fuse, const float *xdata) {
+    result r = {0};
+    setenv("SN_FUSE", fuse, 1);
+    sn_node t[4] = {m->pool, m->grads[0], m->grads[1], m->loss};
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, m->g, 4, t, NULL));
+    unsetenv("SN_FUSE");
+    if (!p) return r;
+    r.calls = sn_plan_node_count(p);
+    for (int c = 0; c < p->n_calls; c++)
+        if (p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD_FILTER && p->calls[c].n_in == 5)
+            r.remat = true;
+    CHECK_OK(sn_plan_set_input(p, m->x, xdata, sizeof(float) * (size_t)sn_shape_numel(&m->xs)));
+    CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+    for (int i = 0; i < 4; i++) {
+        sn_shape s = sn_node_shape(m->g, t[i]);
+        r.n[i] = sn_shape_numel(&s);
+        r.v[i] = malloc(sizeof(float) * (size_t)(r.n[i] ? r.n[i] : 1));
+        memcpy(r.v[i], sn_plan_buffer(p, t[i]), sizeof(float) * (size_t)r.n[i]);
+    }
+    sn_plan_free(p);
+    return r;
+}
+
+static double rel_diff(const float *a, const float *b, int64_t n) {
+    double d = 0, m = 1e-30;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > d || e != e) d = e;
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return d / m;
+}
+
+/* Builds the net, runs it unfused and fused, compares. fewer: calls the fusion must save;
+ * exact_dw: the filter gradient must be the same bits (the convolution itself not fused). */
+static void check_case(const char *name, sn_shape xs, int F, sn_padding conv_pad,
+                       sn_pool2d_opts po, int fewer, bool exact_dw, bool remat) {
+    net m = build(xs, F, conv_pad, po);
+    float *x = malloc(sizeof(float) * (size_t)sn_shape_numel(&xs));
+    fill(x, sn_shape_numel(&xs), 1.0f);
+    result a = run(&m, "relu", x), b = run(&m, "1", x);
+    CHECK(a.calls - b.calls == fewer, "%s: %d calls unfused, %d fused, expected %d fewer", name,
+          a.calls, b.calls, fewer);
+    CHECK(!a.remat && b.remat == remat, "%s: the relu output is %srecomputed, expected %s", name,
+          b.remat ? "" : "not ", remat ? "recomputed" : "stored");
+    static const char *what[4] = {"pool output", "filter gradient", "bias gradient", "loss"};
+    for (int i = 0; i < 4 && a.v[i] && b.v[i]; i++) {
+        double d = rel_diff(b.v[i], a.v[i], a.n[i]);
+        CHECK(d <= 1e-5, "%s: %s differs by %.3g relative (at most 1e-5)", name, what[i], d);
+    }
+    if (exact_dw && a.v[1] && b.v[1])
+        CHECK(memcmp(a.v[1], b.v[1], sizeof(float) * (size_t)a.n[1]) == 0,
+              "%s: the filter gradient is not bit for bit the unfused one", name);
+    /* every bias gradient entry is a real sum: the fused one must not have dropped a window */
+    double bsum = 0;
+    for (int64_t i = 0; a.v[2] && i < a.n[2]; i++) bsum += fabs(a.v[2][i]);
+    CHECK(bsum > 0, "%s: the bias gradient is all zero: the case tests nothing", name);
+    for (int i = 0; i < 4; i++) {
+        free(a.v[i]);
+        free(b.v[i]);
+    }
+    free(x);
+    sn_graph_free(m.g);
+}
+
+int main(void) {
+    sn_pool2d_opts p2 = sn_pool2d_opts_defaults(); /* 2x2, stride 2, valid */
+    /* First layer, small_cnn's pattern: conv fused with bias, relu and pool (2 calls fewer),
+     * pool gradient with relu gradient and bias gradient (2 fewer). 11x11 -> 9x9 -> 4x4: the
+     * last row and column of the conv output lie in no window. */
+    /* With AVX-512 the filter gradient joins the backward call too (one more call fewer). */
+    const sn_cpu_features *cpu = sn_cpu();
+    int filt = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
+    check_case("c1 conv+pool", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
+               32, SN_PAD_VALID, p2, 4 + filt, false, filt);
+    /* the same on the loops the other ISAs run (the AVX-512 path is the 2x2 one above) */
+    setenv("SN_CPU_ISA", "avx2", 1);
+    check_case("c1 conv+pool, avx2", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
+               32, SN_PAD_VALID, p2, 4, false, false);
+    unsetenv("SN_CPU_ISA");
+    /* 16 filters, SAME convolution (padded taps), SAME pool of an odd size */
+    sn_pool2d_opts psame = p2;
+    psame.padding = SN_PAD_SAME;
+    check_case("c1 same", sn_shape_make(4, (int64_t)2, (int64_t)7, (int64_t)9, (int64_t)1), 16,
+               SN_PAD_SAME, psame, 4, false, false);
+    /* Three input channels: the convolution stays oneDNN's, only the backward pattern fuses,
+     * so the filter gradient (computed from the fused activation gradient) is exact. A pool
+     * 2x2 at stride 3 leaves every third row and column out of every window. */
+    sn_pool2d_opts pgap = {.pool_h = 2, .pool_w = 2, .stride_h = 3, .stride_w = 3};
+    check_case("c3 gaps", sn_shape_make(4, (int64_t)2, (int64_t)11, (int64_t)10, (int64_t)3), 16,
+               SN_PAD_SAME, pgap, 2, true, false);
+    /* Overlapping windows (3x3 at stride 2): the pool gradient does not fuse (a cell can get
+     * two windows' gradients), the forward does (the pool reads the conv output from cache). */
+    sn_pool2d_opts pover = {.pool_h = 3, .pool_w = 3, .stride_h = 2, .stride_w = 2};
+    check_case("c1 overlap", sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)1),
+               32, SN_PAD_VALID, pover, 2, false, false);
+    return sn_test_finish("test_fused");
+}
