@@ -199,6 +199,10 @@ sn_status sn_model_add(sn_model *m, sn_layer *layer);
  * initialises them as Keras does (glorot_uniform kernels, zero biases, BN gamma 1 and
  * moving variance 1) from `seed`. */
 sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed);
+/* sn_model_build for a model whose weights are loaded next (sn_model_load_weights, which
+ * fails unless the file has every variable): the variables start at zero and no initialiser
+ * runs - for a large LSTM the orthogonal recurrent kernel alone is a QR of [U, 4U]. */
+sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
 /* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
@@ -538,6 +542,14 @@ sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const flo
  * kernel; the next run recomputes that cache, so call this after changing the weights. */
 void sn_stepper_reset(sn_stepper *s);
 void sn_stepper_free(sn_stepper *s);
+/* The precision of the weights the steps read: SN_F32 (the default, the model's own) or
+ * SN_BF16, for Embedding -> LSTM -> Dense(linear) models at batch 1 on CPUs with AVX512-BF16:
+ * a bf16 copy of the recurrent kernel, made at the next run (again after sn_stepper_reset),
+ * halves the bytes a step reads; the next-character probabilities stay within 1e-2 of f32
+ * (tests/test_stepper_bf16.c, docs/kernels.md). Results do not depend on the thread count.
+ * SN_ERR_UNSUPPORTED says why when the CPU or the model does not allow bf16. */
+sn_status sn_stepper_set_precision(sn_stepper *s, sn_dtype dtype);
+sn_dtype sn_stepper_precision(const sn_stepper *s);
 /* Draws an index from softmax(logits / temperature) with the Philox counter RNG: the same
  * (seed, index) always gives the same draw. temperature must be > 0 (SN_ERR_INVALID). */
 sn_status sn_sample_logits(const float *logits, int64_t n, double temperature, uint64_t seed,

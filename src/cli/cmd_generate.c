@@ -1,7 +1,14 @@
 /* sinter generate: text from a trained character model. The model runs statefully (sn_stepper):
  * the --start text is fed once to build the LSTM state, then one character per step, each
  * drawn from softmax(logits / temperature) with the Philox RNG keyed by --seed (the same seed
- * gives the same text), and printed as soon as it is drawn. */
+ * gives the same text on the same CPU and precision, whatever the thread count), and printed
+ * as soon as it is drawn.
+ *
+ * --precision auto (the default) steps with a bf16 copy of the recurrent kernel where the CPU
+ * has AVX512-BF16 and the model is Embedding -> LSTM -> Dense, else in f32: a step of a large
+ * LSTM is bound by reading that kernel, so bf16 is nearly twice as fast, and the probabilities
+ * it samples from differ from f32's by less than 1e-2 - far less than what the temperature
+ * changes. --precision f32 gives the model's exact f32 arithmetic (what predict computes). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +21,7 @@
 #include "sinter/device.h"
 
 const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
+static const char *const precisions[] = {"auto", "f32", "bf16", NULL};
 
 static double now_s(void) {
     struct timespec ts;
@@ -24,7 +32,7 @@ static double now_s(void) {
 int sn_cmd_generate(int argc, char **argv) {
     const char *prog = "sinter generate";
     const char *model_name = "char_lstm_small", *weights = NULL, *vocab_path = NULL;
-    const char *start = "ROMEO:";
+    const char *start = "ROMEO:", *precision = "auto";
     int64_t length = 1000, seed = 0, threads = 0;
     double temperature = 1.0;
     bool report = false;
@@ -45,10 +53,14 @@ int sn_cmd_generate(int argc, char **argv) {
          .help = "softmax temperature: below 1 more predictable, above 1 more random"},
         {.name = "seed", .kind = SN_FLAG_INT, .value = &seed, .imin = 0, .imax = INT64_MAX,
          .help = "seed of the sampling"},
+        {.name = "precision", .kind = SN_FLAG_ENUM, .value = &precision, .choices = precisions,
+         .help = "weights of the steps: bf16 copy of the LSTM's recurrent kernel (AVX512-BF16, "
+                 "about 2x faster) or the model's f32; auto = bf16 where the CPU and model allow"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
         {.name = "report", .kind = SN_FLAG_BOOL, .value = &report,
-         .help = "end with one key=value line on stderr (chars_per_s of the sampling loop)"},
+         .help = "end with one key=value line on stderr: load_s (model, weights), start_s "
+                 "(the --start text), chars_per_s of the sampling loop"},
     };
     sn_flag_set fs = {prog,
                       "Generates text from a character model trained with sinter train "
@@ -57,6 +69,7 @@ int sn_cmd_generate(int argc, char **argv) {
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
     sn_cli_set_threads(threads);
+    double tl = now_s();
     if (!*start) {
         fprintf(stderr, "%s: --start is empty; give at least one character to start from\n", prog);
         return 2;
@@ -84,10 +97,18 @@ int sn_cmd_generate(int argc, char **argv) {
         rc = 2;
         goto done;
     }
-    if (sn_model_preset_text_for_loading(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
-        sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {1}}, 0) != SN_OK ||
+    if (sn_model_preset_text(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
+        sn_model_build_for_loading(m, &(sn_shape){.ndim = 1, .dim = {1}}) != SN_OK ||
         sn_model_load_weights(m, weights) != SN_OK || sn_stepper_new(m, 1, &st) != SN_OK)
         goto fail;
+    if (strcmp(precision, "f32") != 0 && sn_stepper_set_precision(st, SN_BF16) != SN_OK) {
+        if (strcmp(precision, "bf16") == 0) {
+            fprintf(stderr, "%s: --precision bf16: %s\n", prog, sn_last_error());
+            rc = 2;
+            goto done;
+        }
+        /* auto: f32 it is */
+    }
     if (!(x = malloc(sizeof *x * (size_t)n))) goto fail;
     for (int64_t i = 0; i < n; i++) x[i] = (float)ids[i];
     fputs(start, stdout);
@@ -113,8 +134,9 @@ int sn_cmd_generate(int argc, char **argv) {
     fputc('\n', stdout);
     if (report)
         fprintf(stderr, "framework=sinter workload=generate model=%s threads=%d start_chars=%lld "
-                "start_s=%.4f chars=%lld seconds=%.4f chars_per_s=%.1f\n", model_name,
-                sn_num_threads(), (long long)n, t1 - t0, (long long)length, t2 - t1,
+                "precision=%s load_s=%.4f start_s=%.4f chars=%lld seconds=%.4f chars_per_s=%.1f\n",
+                model_name, sn_num_threads(), (long long)n,
+                sn_stepper_precision(st) == SN_BF16 ? "bf16" : "f32", t0 - tl, t1 - t0, (long long)length, t2 - t1,
                 t2 > t1 ? (double)length / (t2 - t1) : 0);
     rc = 0;
     goto done;

@@ -440,8 +440,9 @@ bool sn_cli_model_is_preset(const char *name) {
     return !suffix && access(name, F_OK) != 0;
 }
 
-sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
-                            sn_model **out, sn_model_file_info *info) {
+/* for_loading: a preset is built without initialisers (its weights are loaded next). */
+static sn_status open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            bool for_loading, sn_model **out, sn_model_file_info *info) {
     sn_shape in = {.ndim = 3, .dim = {28, 28, 1}};
     if (images) in = model_input(images);
     sn_model *m = NULL;
@@ -452,7 +453,8 @@ sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t 
         if (s == SN_ERR_NOT_FOUND)
             sn_error_context(s, "--model '%s' is neither a model file (.keras, .json) nor a preset",
                              name);
-        if (s == SN_OK && (s = sn_model_build(m, &in, seed)) != SN_OK) {
+        if (s == SN_OK && (s = for_loading ? sn_model_build_for_loading(m, &in)
+                                           : sn_model_build(m, &in, seed)) != SN_OK) {
             char b[128];
             sn_error_context(s, "model %s cannot take examples of shape %s", name,
                              sn_shape_str(&in, b, sizeof b));
@@ -479,6 +481,11 @@ sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t 
     return SN_OK;
 }
 
+sn_status sn_cli_open_model(const char *name, const sn_tensor *images, uint64_t seed,
+                            sn_model **out, sn_model_file_info *info) {
+    return open_model(name, images, seed, false, out, info);
+}
+
 sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64_t seed,
                              sn_model **out) {
     return sn_cli_open_model(preset, images, seed, out, NULL);
@@ -496,7 +503,7 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
                             sn_model **out) {
     sn_model *m = NULL;
     sn_model_file_info info;
-    sn_status s = sn_cli_open_model(preset, images, 0, &m, &info);
+    sn_status s = open_model(preset, images, 0, weights != NULL, &m, &info);
     if (s != SN_OK) return s;
     if (!weights && !info.has_weights) {
         sn_model_free(m);

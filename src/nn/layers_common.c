@@ -88,8 +88,11 @@ sn_status sn_layer_add_var(sn_layer *l, sn_graph *g, const char *var, const sn_s
                                 l->vt->class_name, name);
     char what[300];
     snprintf(what, sizeof what, "layer '%s' (%s) %s", l->name, l->vt->class_name, var);
-    SN_TRY(sn_init_fill(init, default_type, sn_variable_data(g, v), l->dtype, shape, 0, 0, rng,
-                        what));
+    /* rng NULL: the model is built for loading (sn_model_build_for_loading), every variable
+     * is overwritten next; it stays zero (sn_variable zeroes it). */
+    if (rng)
+        SN_TRY(sn_init_fill(init, default_type, sn_variable_data(g, v), l->dtype, shape, 0, 0,
+                            rng, what));
     l->vars[l->n_vars] = v;
     l->var_names[l->n_vars] = var;
     l->n_vars++;

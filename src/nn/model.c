@@ -101,7 +101,9 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed) {
+/* init false: no initialiser runs (sn_model_build_for_loading); the RNG streams of a model
+ * that is initialised are the same either way, as nothing else draws from them. */
+static sn_status build(sn_model *m, const sn_shape *input_shape, uint64_t seed, bool init) {
     if (!m || !input_shape)
         return sn_errorf(SN_ERR_INVALID, "sn_model_build: %s is NULL", !m ? "model" : "input_shape");
     if (m->built)
@@ -132,7 +134,7 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
         l->n_vars = 0;
         l->n_regs = 0;
         l->in_shape = cur;
-        st = l->vt->build(l, g, &cur, &rng);
+        st = l->vt->build(l, g, &cur, init ? &rng : NULL);
         if (st == SN_OK && sn_graph_status(g) != SN_OK)
             st = sn_error_context(sn_graph_status(g), "layer '%s' (%s)", l->name, l->vt->class_name);
         if (st == SN_OK && sn_shape_numel(&l->out_shape) <= 0)
@@ -151,6 +153,14 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
     m->seed = seed;
     m->built = true;
     return SN_OK;
+}
+
+sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed) {
+    return build(m, input_shape, seed, true);
+}
+
+sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape) {
+    return build(m, input_shape, 0, false);
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */

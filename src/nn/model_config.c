@@ -390,7 +390,7 @@ static bool ends_in_probabilities(const sn_model *m) {
 
 /* ---- whole model ------------------------------------------------------------------------- */
 
-static sn_status read_model(const json_t *root, uint64_t seed, sn_model **out,
+static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading, sn_model **out,
                             sn_model_file_info *info) {
     const char *cls = NULL;
     const json_t *cfg = NULL;
@@ -465,7 +465,8 @@ static sn_status read_model(const json_t *root, uint64_t seed, sn_model **out,
     for (int i = 0; st == SN_OK && i < r.m->n_layers; i++)
         if (r.m->layers[i]->rnn.stateful && r.m->layers[i]->rnn.batch_size == 0)
             r.m->layers[i]->rnn.batch_size = r.batch;
-    if (st == SN_OK) st = sn_model_build(r.m, &r.input, seed);
+    if (st == SN_OK)
+        st = for_loading ? sn_model_build_for_loading(r.m, &r.input) : sn_model_build(r.m, &r.input, seed);
     sn_compile_opts co = sn_compile_defaults();
     bool has_compile = false;
     const json_t *cc = json_object_get(root, "compile_config");
@@ -495,9 +496,9 @@ static sn_status read_model(const json_t *root, uint64_t seed, sn_model **out,
     return SN_OK;
 }
 
-sn_status sn_model_from_config(const json_t *root, uint64_t seed, sn_model **out,
-                               sn_model_file_info *info) {
+sn_status sn_model_from_config(const json_t *root, uint64_t seed, bool for_loading,
+                               sn_model **out, sn_model_file_info *info) {
     if (!root || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_from_config: NULL argument");
     *out = NULL;
-    return read_model(root, seed, out, info);
+    return read_model(root, seed, for_loading, out, info);
 }

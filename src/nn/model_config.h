@@ -72,9 +72,10 @@ json_t *sn_cfg_keras_object(const char *module, const char *cls, json_t *cfg);
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* A new built Sequential model from a Keras model config (Sequential, or Functional whose
  * graph is a chain), initialised from `seed`; info receives the compile settings when the
- * config has them. */
-sn_status sn_model_from_config(const json_t *root, uint64_t seed, sn_model **out,
-                               sn_model_file_info *info);
+ * config has them. for_loading: no initialiser runs (sn_model_build_for_loading), for a model
+ * whose weights are loaded next (a .keras archive's). */
+sn_status sn_model_from_config(const json_t *root, uint64_t seed, bool for_loading,
+                               sn_model **out, sn_model_file_info *info);
 /* The config Keras writes for m (with compile_config when m is compiled). NULL with the
  * error set. */
 json_t *sn_model_to_config(sn_model *m);

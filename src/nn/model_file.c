@@ -22,8 +22,8 @@ static sn_status check_version(const char *v, const char *where) {
     return SN_OK;
 }
 
-static sn_status from_root(json_t *root, const char *shown, uint64_t seed, sn_model **out,
-                           sn_model_file_info *info) {
+static sn_status from_root(json_t *root, const char *shown, uint64_t seed, bool for_loading,
+                           sn_model **out, sn_model_file_info *info) {
     if (!json_is_object(root))
         return sn_errorf(SN_ERR_FORMAT, "%s: the JSON is %s, expected a model config object",
                          shown, sn_cfg_type(root));
@@ -37,7 +37,7 @@ static sn_status from_root(json_t *root, const char *shown, uint64_t seed, sn_mo
         json_object_del(root, "keras_version");
         json_object_del(root, "backend");
     }
-    sn_status st = sn_model_from_config(root, seed, out, info);
+    sn_status st = sn_model_from_config(root, seed, for_loading, out, info);
     return st == SN_OK ? SN_OK : sn_error_context(st, "%s", shown);
 }
 
@@ -63,7 +63,8 @@ static sn_status load_archive(const char *path, uint64_t seed, sn_model **out,
     }
     snprintf(shown, sizeof shown, "config.json in '%s'", path);
     if (st == SN_OK) st = sn_json_parse(a.config, a.config_len, shown, &root);
-    if (st == SN_OK) st = from_root(root, shown, seed, &m, info);
+    /* The archive's weights overwrite every variable: no initialiser runs. */
+    if (st == SN_OK) st = from_root(root, shown, seed, true, &m, info);
     if (st == SN_OK && !a.weights)
         st = sn_errorf(SN_ERR_FORMAT, "'%s' has no model.weights.h5 (a .keras archive holds "
                        "config.json, metadata.json and model.weights.h5)", path);
@@ -92,7 +93,7 @@ sn_status sn_model_load(const char *path, uint64_t seed, sn_model **out, sn_mode
     SN_TRY(sn_json_read_file(path, &root));
     char shown[600];
     snprintf(shown, sizeof shown, "'%s'", path);
-    sn_status st = from_root(root, shown, seed, out, info);
+    sn_status st = from_root(root, shown, seed, false, out, info);
     json_decref(root);
     return st;
 }
@@ -106,7 +107,7 @@ sn_status sn_model_from_json(const char *json, size_t len, uint64_t seed, sn_mod
     *info = (sn_model_file_info){.compile = sn_compile_defaults()};
     json_t *root = NULL;
     SN_TRY(sn_json_parse(json, len, "the model JSON", &root));
-    sn_status st = from_root(root, "the model JSON", seed, out, info);
+    sn_status st = from_root(root, "the model JSON", seed, false, out, info);
     json_decref(root);
     return st;
 }

@@ -20,7 +20,8 @@ typedef struct sn_layer_vtable {
     const char *class_name; /* Keras class name: "Dense", "Conv2D", ... */
     const char *base_name;  /* automatic names: "dense", "conv2d", ... */
     /* Creates the layer's variables for an input of in_shape (without batch), initialised from
-     * rng, and sets l->out_shape. */
+     * rng (NULL: left zero, the weights are loaded next; only sn_layer_add_var uses rng), and
+     * sets l->out_shape. */
     sn_status (*build)(sn_layer *l, sn_graph *g, const sn_shape *in_shape, sn_rng *rng);
     /* Adds the layer's nodes for a batch x [B, in_shape...]; training selects dropout and
      * batch statistics; updates collects side effects (may be NULL when !training). */
@@ -83,10 +84,6 @@ sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node
 sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x);
 sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
                                  sn_node *state_out);
-/* sn_model_preset_text for a model whose weights are loaded from a file next (sinter
- * generate): the same layers, but the recurrent kernel starts at zeros instead of an
- * orthogonal matrix (presets_text.c). */
-sn_status sn_model_preset_text_for_loading(const char *name, int64_t vocab_size, sn_model **out);
 /* Whether l is an Embedding (its table is l->vars[0], [input_dim, output_dim]). */
 bool sn_layer_is_embedding(const sn_layer *l);
 

@@ -4,8 +4,7 @@
 
 #include "nn/nn_impl.h"
 
-static sn_status preset_text(const char *name, int64_t vocab_size, bool for_loading,
-                             sn_model **out) {
+sn_status sn_model_preset_text(const char *name, int64_t vocab_size, sn_model **out) {
     if (!out) return sn_errorf(SN_ERR_INVALID, "sn_model_preset_text: out is NULL");
     *out = NULL;
     static const char *accepted = "'char_lstm', 'char_lstm_small'";
@@ -27,10 +26,6 @@ static sn_status preset_text(const char *name, int64_t vocab_size, bool for_load
     if (!m) return SN_ERR_NOMEM;
     sn_rnn_layer_opts lo = sn_lstm_layer_defaults(units);
     lo.return_sequences = true;
-    /* Weights that a file will overwrite need no orthogonal start: its QR of the [U, 4U]
-     * recurrent kernel took seconds for char_lstm (U = 1024), before sinter generate could
-     * print anything. */
-    if (for_loading) lo.recurrent_initializer = sn_initializer_defaults(SN_INIT_ZEROS);
     sn_layer *layers[3] = {sn_layer_embedding(vocab_size, emb), sn_layer_lstm_ex(&lo),
                            sn_layer_dense(vocab_size, SN_ACT_NONE)};
     sn_status st = SN_OK;
@@ -44,12 +39,4 @@ static sn_status preset_text(const char *name, int64_t vocab_size, bool for_load
     }
     *out = m;
     return SN_OK;
-}
-
-sn_status sn_model_preset_text(const char *name, int64_t vocab_size, sn_model **out) {
-    return preset_text(name, vocab_size, false, out);
-}
-
-sn_status sn_model_preset_text_for_loading(const char *name, int64_t vocab_size, sn_model **out) {
-    return preset_text(name, vocab_size, true, out);
 }

@@ -12,10 +12,17 @@
  * "table"), and the step plans gather row id from it instead of running the input GEMM
  * (for char_lstm at batch 1 that GEMM read the whole 256 x 4096 kernel, 4 MB, per
  * character). The table is recomputed on the first run after sn_stepper_new or
- * sn_stepper_reset, which is therefore what to call after changing the weights. */
+ * sn_stepper_reset, which is therefore what to call after changing the weights.
+ *
+ * Precision bf16 (sn_stepper_set_precision): for Embedding -> LSTM -> Dense(linear) at batch 1
+ * the steps bypass the step plans and run backend/cpu/cpu_lstm_step.c, which reads a bf16
+ * copy of the recurrent kernel packed once (again after a reset): the step is bound by
+ * reading that kernel, so half the bytes is nearly half the time. The table (f32) and the
+ * carried states (f32) are the same as in the f32 path. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_lstm_step.h"
 #include "nn/nn_impl.h"
 
 #define STEPPER_MAX_PLANS 4
@@ -51,6 +58,9 @@ struct sn_stepper {
     sn_plan *table_plan;
     uint64_t table_version; /* bumped each time the tables are computed */
     bool tables_stale;
+    sn_dtype precision;    /* SN_F32 (the step plans) or SN_BF16 (cpu_lstm_step) */
+    sn_lstm_step *packed;  /* bf16: the packed weights, NULL until the next run packs them */
+    float *logits;         /* bf16: [classes], the last step's output */
 };
 
 void sn_stepper_free(sn_stepper *s) {
@@ -58,13 +68,18 @@ void sn_stepper_free(sn_stepper *s) {
     for (int i = 0; i < s->n_plans; i++) sn_plan_free(s->plans[i].plan);
     for (int i = 0; i < s->n_states; i++) free(s->state[i]);
     sn_plan_free(s->table_plan);
+    sn_lstm_step_free(s->packed);
+    free(s->logits);
     free(s);
 }
 
 void sn_stepper_reset(sn_stepper *s) {
     for (int i = 0; s && i < s->n_states; i++)
         memset(s->state[i], 0, sizeof(float) * (size_t)(s->batch * s->state_units[i]));
-    if (s) s->tables_stale = true;
+    if (!s) return;
+    s->tables_stale = true;
+    sn_lstm_step_free(s->packed); /* the weights may have changed: packed again at the next run */
+    s->packed = NULL;
 }
 
 /* Finds the Embedding -> LSTM/GRU pairs and builds the plan of their tables. */
@@ -116,6 +131,7 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
     if (!s) return SN_ERR_NOMEM;
     s->m = m;
     s->batch = batch;
+    s->precision = SN_F32;
     for (int i = 0; i < m->n_layers; i++) {
         const sn_layer *l = m->layers[i];
         for (int k = 0; k < sn_layer_state_count(l); k++) {
@@ -193,10 +209,91 @@ static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
     return sn_plan_new(&sp->plan, g, 1 + s->n_states, targets, &po);
 }
 
+/* Why the bf16 step cannot run model m at this batch (a message), or NULL when it can. */
+static const char *bf16_refusal(const sn_stepper *s, char *buf, size_t n) {
+    const sn_model *m = s->m;
+    if (!sn_lstm_step_bf16_supported())
+        return "this CPU has no AVX512-BF16 (or SN_CPU_ISA asks for less than avx512)";
+    if (s->batch != 1) {
+        snprintf(buf, n, "batch %lld, the bf16 step runs batch 1", (long long)s->batch);
+        return buf;
+    }
+    const sn_layer *d = m->n_layers == 3 ? m->layers[2] : NULL;
+    if (!d || s->n_tables != 1 || s->tables[0].emb != 0 ||
+        strcmp(m->layers[1]->vt->class_name, "LSTM") != 0 ||
+        strcmp(d->vt->class_name, "Dense") != 0 || d->dense.activation != SN_ACT_NONE ||
+        d->in_shape.ndim < 1) {
+        snprintf(buf, n, "model '%s' is not Embedding -> LSTM -> Dense(linear), the only model "
+                 "the bf16 step runs", m->name);
+        return buf;
+    }
+    return NULL;
+}
+
+sn_status sn_stepper_set_precision(sn_stepper *s, sn_dtype dtype) {
+    if (!s) return sn_errorf(SN_ERR_INVALID, "sn_stepper_set_precision: stepper is NULL");
+    if (dtype != SN_F32 && dtype != SN_BF16)
+        return sn_errorf(SN_ERR_INVALID, "stepper precision %s, expected f32 or bf16",
+                         sn_dtype_name(dtype));
+    if (dtype == SN_BF16) {
+        char b[200];
+        const char *why = bf16_refusal(s, b, sizeof b);
+        if (why) return sn_errorf(SN_ERR_UNSUPPORTED, "stepper precision bf16: %s", why);
+        if (!s->logits && !(s->logits = sn_calloc((size_t)s->classes, sizeof(float))))
+            return SN_ERR_NOMEM;
+    }
+    s->precision = dtype;
+    return SN_OK;
+}
+
+sn_dtype sn_stepper_precision(const sn_stepper *s) { return s ? s->precision : SN_F32; }
+
+static sn_status run_tables(sn_stepper *s) {
+    if (s->n_tables && s->tables_stale) {
+        SN_TRY(sn_error_context(sn_plan_run(s->table_plan, 1, NULL, NULL), "stepper: tables"));
+        s->table_version++;
+        s->tables_stale = false;
+    }
+    return SN_OK;
+}
+
+/* The bf16 steps: Embedding (folded into the table) -> LSTM -> Dense, batch 1. */
+static sn_status run_bf16(sn_stepper *s, const float *x, int64_t steps, const float **out) {
+    sn_model *m = s->m;
+    SN_TRY(run_tables(s));
+    const stepper_table *t = &s->tables[0];
+    const float *table = sn_plan_buffer(s->table_plan, t->expr);
+    if (!table) return sn_errorf(SN_ERR_STATE, "stepper: table 0 has no buffer");
+    if (!s->packed) {
+        const sn_layer *r = m->layers[1], *d = m->layers[2];
+        sn_graph *g = m->g;
+        SN_TRY(sn_error_context(
+            sn_lstm_step_new(sn_variable_data(g, r->vars[1]), r->rnn.units,
+                             sn_variable_data(g, d->vars[0]),
+                             d->dense.use_bias ? sn_variable_data(g, d->vars[1]) : NULL,
+                             s->classes, &s->packed),
+            "stepper: model '%s'", m->name));
+    }
+    for (int64_t i = 0; i < steps; i++) {
+        float v = x[i];
+        if (!(v >= 0 && v < (float)t->rows) || v != floorf(v))
+            return sn_errorf(SN_ERR_INVALID, "stepper: input id %g at step %lld is not an "
+                             "integer in [0, %lld)", (double)v, (long long)i, (long long)t->rows);
+        sn_lstm_step_run(s->packed, table + (int64_t)v * t->cols, s->state[0], s->state[1],
+                         s->logits);
+    }
+    *out = s->logits;
+    return SN_OK;
+}
+
 sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const float **out,
                          int64_t *classes) {
     if (!s || !x || !out) return sn_errorf(SN_ERR_INVALID, "sn_stepper_run: NULL argument");
     if (steps < 1) return sn_errorf(SN_ERR_INVALID, "stepper: steps %lld, expected >= 1", (long long)steps);
+    if (s->precision == SN_BF16) {
+        if (classes) *classes = s->classes;
+        return run_bf16(s, x, steps, out);
+    }
     stepper_plan *sp = NULL;
     for (int i = 0; i < s->n_plans; i++)
         if (s->plans[i].steps == steps) sp = &s->plans[i];
@@ -215,11 +312,7 @@ sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const flo
         }
         s->n_plans++;
     }
-    if (s->n_tables && s->tables_stale) {
-        SN_TRY(sn_error_context(sn_plan_run(s->table_plan, 1, NULL, NULL), "stepper: tables"));
-        s->table_version++;
-        s->tables_stale = false;
-    }
+    SN_TRY(run_tables(s));
     if (sp->table_version != s->table_version) {
         for (int j = 0; j < s->n_tables; j++) {
             const stepper_table *t = &s->tables[j];

@@ -1,0 +1,212 @@
+/* The stepper's bf16 precision (sn_stepper_set_precision, backend/cpu/cpu_lstm_step.c) on
+ * Embedding -> LSTM -> Dense models of a few sizes (units a multiple of 16, odd, and large):
+ *   - the f32 path is unchanged: at precision f32 the stepper's next-character probabilities
+ *     equal predict's over the whole sequence (1e-5, as tests/test_rnn.c);
+ *   - bf16 follows f32: the probabilities at every one of 160 steps differ by at most
+ *     BF16_TOL (absolute, per character; the measured worst is printed);
+ *   - bf16 gives the same bits on 1, 2 and 3 threads, and again after a reset;
+ *   - after the weights change and a reset, bf16 follows the new weights;
+ *   - refusals: batch 2, a GRU model, an id outside the vocabulary.
+ * Skipped (77) on CPUs without AVX512-BF16. */
+#include <stdlib.h>
+
+#include "backend/cpu/cpu_lstm_step.h"
+#include "sinter/nn.h"
+#include "sn_test.h"
+
+/* bf16 keeps 8 significant bits: R and h each rounded by up to 2^-9 relative. Over U-term
+ * sums and 160 carried steps that moves a probability by about 1e-3 here (printed); 5e-3
+ * leaves room and still fails if a gate or a block were misplaced (those give errors of the
+ * size of the probabilities themselves, 0.1-0.9). */
+#define BF16_TOL 5e-3
+#define STEPS 160
+
+static sn_rng rng;
+
+static void fill(sn_model *m, int layer, int var, double lo, double hi) {
+    sn_node v[4];
+    int n = sn_model_layer_variables(m, layer, v, 4);
+    if (var >= n) return;
+    sn_graph *g = sn_model_graph(m);
+    sn_shape s = sn_node_shape(g, v[var]);
+    float *d = sn_variable_data(g, v[var]);
+    for (int64_t i = 0; i < sn_shape_numel(&s); i++)
+        d[i] = (float)(lo + (hi - lo) * sn_rng_uniform(&rng));
+}
+
+/* Embedding(vocab, 16) -> LSTM(units) -> Dense(vocab), built for sequences of L, with weights
+ * large enough that the probabilities are far from uniform (the check would be weak there). */
+static sn_model *char_model(int64_t vocab, int64_t units, int64_t L) {
+    sn_model *m = sn_sequential_new("char_bf16");
+    sn_rnn_layer_opts lo = sn_lstm_layer_defaults(units);
+    lo.return_sequences = true;
+    lo.recurrent_initializer = (sn_initializer){.type = SN_INIT_ZEROS};
+    sn_model_add(m, sn_layer_embedding(vocab, 16));
+    sn_model_add(m, sn_layer_lstm_ex(&lo));
+    sn_model_add(m, sn_layer_dense(vocab, SN_ACT_NONE));
+    if (sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {L}}, 5) != SN_OK) {
+        sn_model_free(m);
+        return NULL;
+    }
+    double r = 1.5 / sqrt((double)units);
+    fill(m, 0, 0, -1.0, 1.0);  /* embeddings */
+    fill(m, 1, 1, -r, r);      /* recurrent kernel */
+    fill(m, 1, 2, -0.5, 0.5);  /* bias */
+    fill(m, 2, 0, -16 * r, 16 * r); /* Dense kernel */
+    fill(m, 2, 1, -1.0, 1.0);  /* Dense bias */
+    return m;
+}
+
+static void softmax(const float *lg, int64_t n, double *p) {
+    double mx = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < n; k++) mx = fmax(mx, lg[k]);
+    for (int64_t k = 0; k < n; k++) sum += (p[k] = exp(lg[k] - mx));
+    for (int64_t k = 0; k < n; k++) p[k] /= sum;
+}
+
+/* Runs the ids one per call from a reset; logits of every step into out [STEPS, vocab]. */
+static bool run_steps(sn_stepper *st, const float *ids, int64_t vocab, float *out) {
+    sn_stepper_reset(st);
+    for (int64_t t = 0; t < STEPS; t++) {
+        const float *lg = NULL;
+        int64_t nc = 0;
+        sn_status s = sn_stepper_run(st, ids + t, 1, &lg, &nc);
+        CHECK(s == SN_OK && nc == vocab, "step %lld: %s", (long long)t, sn_last_error());
+        if (s != SN_OK || nc != vocab) return false;
+        memcpy(out + t * vocab, lg, sizeof(float) * (size_t)vocab);
+    }
+    return true;
+}
+
+static double worst_prob_diff(const float *a, const float *b, int64_t vocab, double *entropy) {
+    double worst = 0, pa[512], pb[512], h = 0;
+    for (int64_t t = 0; t < STEPS; t++) {
+        softmax(a + t * vocab, vocab, pa);
+        softmax(b + t * vocab, vocab, pb);
+        for (int64_t k = 0; k < vocab; k++) {
+            worst = fmax(worst, fabs(pa[k] - pb[k]));
+            if (pa[k] > 0) h -= pa[k] * log(pa[k]);
+        }
+    }
+    *entropy = h / STEPS;
+    return worst;
+}
+
+/* f32 stepper vs predict at the last of the first L ids, fed at once and one per call. */
+static void check_f32_vs_predict(sn_model *m, sn_stepper *st, const float *ids, int64_t L,
+                                 int64_t vocab) {
+    sn_tensor *x = NULL, *p = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &(sn_shape){.ndim = 2, .dim = {1, L}}));
+    if (!x) return;
+    memcpy(sn_tensor_data(x), ids, sizeof(float) * (size_t)L);
+    CHECK_OK(sn_model_predict(m, x, &p));
+    double worst = 0, q[512], pp[512];
+    for (int pass = 0; p && pass < 2; pass++) {
+        const float *lg = NULL;
+        sn_stepper_reset(st);
+        if (pass == 0) CHECK_OK(sn_stepper_run(st, ids, L, &lg, NULL));
+        for (int64_t j = 0; pass == 1 && j < L; j++) CHECK_OK(sn_stepper_run(st, ids + j, 1, &lg, NULL));
+        if (!lg) break;
+        softmax(lg, vocab, q);
+        softmax((const float *)sn_tensor_data(p) + (L - 1) * vocab, vocab, pp);
+        for (int64_t k = 0; k < vocab; k++) worst = fmax(worst, fabs(q[k] - pp[k]));
+    }
+    CHECK(worst < 1e-5, "f32 stepper vs predict: %.3g", worst);
+    sn_tensor_free(x);
+    sn_tensor_free(p);
+}
+
+static void check_size(int64_t units) {
+    const int64_t vocab = 65, L = 40;
+    sn_model *m = char_model(vocab, units, L);
+    CHECK(m != NULL, "building units %lld: %s", (long long)units, sn_last_error());
+    if (!m) return;
+    float ids[STEPS];
+    for (int t = 0; t < STEPS; t++) ids[t] = (float)sn_rng_below(&rng, (uint64_t)vocab);
+    size_t bytes = sizeof(float) * (size_t)(STEPS * vocab);
+    float *f = malloc(bytes), *b1 = malloc(bytes), *b2 = malloc(bytes), *b3 = malloc(bytes);
+    sn_stepper *st = NULL;
+    CHECK_OK(sn_stepper_new(m, 1, &st));
+    if (!st || !f || !b1 || !b2 || !b3) goto done;
+    CHECK(sn_stepper_precision(st) == SN_F32, "default precision %s",
+          sn_dtype_name(sn_stepper_precision(st)));
+    CHECK_OK(sn_stepper_set_precision(st, SN_F32));
+    check_f32_vs_predict(m, st, ids, L, vocab);
+    int threads = sn_num_threads();
+    if (!run_steps(st, ids, vocab, f)) goto done;
+    CHECK_OK(sn_stepper_set_precision(st, SN_BF16));
+    CHECK(sn_stepper_precision(st) == SN_BF16, "precision not bf16");
+    sn_set_num_threads(2);
+    if (!run_steps(st, ids, vocab, b2)) goto done;
+    CHECK(memcmp(f, b2, bytes) != 0, "units %lld: bf16 gave f32's exact logits: not used?",
+          (long long)units);
+    double ent = 0, worst = worst_prob_diff(f, b2, vocab, &ent);
+    CHECK(worst < BF16_TOL, "units %lld: bf16 vs f32 probabilities differ by %.3g", (long long)units, worst);
+    printf("ok  units %lld: bf16 vs f32, worst probability difference over %d steps %.2e "
+           "(bound %.0e; mean entropy %.2f nats, uniform %.2f)\n", (long long)units, STEPS,
+           worst, BF16_TOL, ent, log((double)vocab));
+    sn_set_num_threads(1);
+    run_steps(st, ids, vocab, b1);
+    sn_set_num_threads(3);
+    run_steps(st, ids, vocab, b3);
+    sn_set_num_threads(threads);
+    CHECK(memcmp(b1, b2, bytes) == 0 && memcmp(b3, b2, bytes) == 0,
+          "units %lld: bf16 logits differ between 1, 2 and 3 threads", (long long)units);
+    run_steps(st, ids, vocab, b1); /* after a reset (which repacks): the same bits */
+    CHECK(memcmp(b1, b2, bytes) == 0, "units %lld: bf16 not deterministic", (long long)units);
+    /* New weights: after the reset that run_steps does, bf16 follows them. */
+    fill(m, 1, 1, -1.5 / sqrt((double)units), 1.5 / sqrt((double)units));
+    fill(m, 2, 0, -20 / sqrt((double)units), 20 / sqrt((double)units));
+    run_steps(st, ids, vocab, b1);
+    CHECK_OK(sn_stepper_set_precision(st, SN_F32));
+    run_steps(st, ids, vocab, f);
+    worst = worst_prob_diff(f, b1, vocab, &ent);
+    CHECK(worst < BF16_TOL, "units %lld, new weights: bf16 vs f32 differ by %.3g", (long long)units, worst);
+    CHECK(memcmp(b1, b2, bytes) != 0, "units %lld: bf16 ignored the new weights", (long long)units);
+    float bad = (float)vocab;
+    const float *lg = NULL;
+    CHECK_OK(sn_stepper_set_precision(st, SN_BF16));
+    CHECK_ERR(sn_stepper_run(st, &bad, 1, &lg, NULL), SN_ERR_INVALID, "input id 65");
+done:
+    sn_stepper_free(st);
+    sn_model_free(m);
+    free(f);
+    free(b1);
+    free(b2);
+    free(b3);
+}
+
+static void check_refusals(void) {
+    sn_model *m = char_model(10, 32, 8);
+    sn_stepper *st = NULL;
+    if (m) CHECK_OK(sn_stepper_new(m, 2, &st));
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED, "batch 2");
+    if (st) CHECK(sn_stepper_precision(st) == SN_F32, "a refused bf16 changed the precision");
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_I32), SN_ERR_INVALID, "expected f32 or bf16");
+    sn_stepper_free(st);
+    sn_model_free(m);
+    m = sn_sequential_new("char_gru");
+    sn_model_add(m, sn_layer_embedding(10, 4));
+    sn_model_add(m, sn_layer_gru(32, true));
+    sn_model_add(m, sn_layer_dense(10, SN_ACT_NONE));
+    st = NULL;
+    CHECK_OK(sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {8}}, 1));
+    CHECK_OK(sn_stepper_new(m, 1, &st));
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED,
+                      "not Embedding -> LSTM -> Dense");
+    sn_stepper_free(st);
+    sn_model_free(m);
+}
+
+int main(void) {
+    sn_rng_init(&rng, 7, 0);
+    if (!sn_lstm_step_bf16_supported()) {
+        sn_test_skip("this CPU has no AVX512-BF16: the bf16 step is not used here");
+        return sn_test_finish("test_stepper_bf16");
+    }
+    check_size(48);   /* a multiple of 16 */
+    check_size(37);   /* odd, and a padded last block */
+    check_size(512);  /* large: long sums */
+    check_refusals();
+    return sn_test_finish("test_stepper_bf16");
+}
