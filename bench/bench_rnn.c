@@ -1,18 +1,20 @@
 /* The LSTM layer's training step (forward + backward) two ways, in alternating rounds:
  *   ours:   the graph sinter trains with (graph/op_rnn.h): x @ W + b as one matmul, the lstm op
  *           (per-step sgemm + fused gates), lstm_grad, and the weight gradients as matmuls;
- *   onednn: oneDNN's RNN primitives (dnnl_lstm_forward training + dnnl_lstm_backward), with
- *           what sinter would have to add around them: weights reordered from Keras's layout
- *           (= oneDNN's ldigo) into the layouts each primitive picks, the weight gradients
- *           reordered back and zeroed first (oneDNN accumulates into them).
- * Both read x and dy and write y and dx as [B, T, C], as the layers hold them; oneDNN runs
- * on [T, B, C] (tnc: with ntc its 2.6 release takes its reference kernel), so the four
- * transposes are timed with it. Both start from zero states.
+ *   onednn: oneDNN's RNN primitives (dnnl_lstm_forward training + dnnl_lstm_backward) through
+ *           backend/cpu/cpu_rnn_dnnl.c, with what sinter would have to add around them: the
+ *           weights reordered every step from Keras's layout (= oneDNN's ldigo) into the
+ *           layouts each primitive picks, the weight gradients zeroed (oneDNN accumulates into
+ *           them) and reordered back, x, y, dy, dx transposed between our [B, T, C] and
+ *           oneDNN's [T, B, C] (tnc; with ntc its 2.6 release takes its reference kernel), and
+ *           in bf16 the conversions. Both start from zero states.
+ * Rounds alternate which of the two runs first; the best of each is reported per order.
  *
- *   build/bench/bench_rnn [B T D U ROUNDS]      (default: char_lstm_small's 64 100 64 256 5)
+ *   build/bench/bench_rnn [B T D U [ROUNDS [f32|bf16]]]
+ *       (default: char_lstm_small's 64 100 64 256, 6 rounds, f32; bf16 is oneDNN's precision,
+ *       ours is always f32)
  *
- * Prints ms per training step of each, per round, then the best of each. docs/kernels.md
- * records the figures. */
+ * Exits 77 in builds without oneDNN. docs/kernels.md records the figures. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +22,8 @@
 
 #include "core/core.h"
 #include "graph/op_rnn.h"
+#include "backend/cpu/cpu_rnn_dnnl.h"
 #include "sinter/graph.h"
-#ifdef SN_HAVE_DNNL
-#include <dnnl.h>
-#endif
 
 static float *randn(int64_t n, double scale, uint64_t seed) {
     float *v = malloc(sizeof *v * (size_t)n);
@@ -78,167 +78,61 @@ static void ours_free(ours *o) {
     sn_graph_free(o->g);
 }
 
-/* ---- oneDNN ------------------------------------------------------------------------------- */
-#ifdef SN_HAVE_DNNL
-#define DN(call)                                                                                \
-    do {                                                                                        \
-        dnnl_status_t st_ = (call);                                                             \
-        if (st_ != dnnl_success) {                                                              \
-            fprintf(stderr, "%s:%d: %s failed (%d)\n", __FILE__, __LINE__, #call, (int)st_);    \
-            return 1;                                                                           \
-        }                                                                                       \
-    } while (0)
-
+/* ---- oneDNN (backend/cpu/cpu_rnn_dnnl.c, tested in tests/test_rnn_dnnl.c) ------------------ */
 typedef struct onednn {
-    dnnl_engine_t eng;
-    dnnl_stream_t st;
-    dnnl_primitive_t fwd, bwd;
-    /* user memories (our buffers) and the primitives' own layouts */
-    dnnl_memory_t x, w, r, b, y, dy, dx, dw, dr, db, ws;
-    dnnl_memory_t fw, fr, bw, br, bdw, bdr; /* fwd / bwd weights, bwd weight gradients */
-    dnnl_primitive_t rfw, rfr, rbw, rbr, rdw, rdr; /* reorders between them */
-    /* oneDNN 2.6 has optimised RNN kernels only for tnc activations ([T, B, C]; with ntc it
-     * falls back to its reference kernel, 10x slower): x, y, dy, dx in tnc, reordered */
-    dnnl_memory_t px, py, pdy, pdx;
-    dnnl_primitive_t rx, ry, rdy, rdx;
-    float *ybuf, *dxbuf, *dwbuf, *drbuf, *dbbuf;
+    sn_dnnl_lstm *l;
+    sn_dnnl_lstm_fwd f;
+    sn_dnnl_lstm_bwd g;
+    float *buf;
 } onednn;
 
-static int mem(dnnl_memory_t *m, const dnnl_memory_desc_t *md, dnnl_engine_t e, void *handle) {
-    DN(dnnl_memory_create(m, md, e, handle ? handle : DNNL_MEMORY_ALLOCATE));
-    return 0;
-}
-
-static int reorder(dnnl_primitive_t *p, dnnl_memory_t from, dnnl_memory_t to, dnnl_engine_t e) {
-    const dnnl_memory_desc_t *a, *b;
-    DN(dnnl_memory_get_memory_desc(from, &a));
-    DN(dnnl_memory_get_memory_desc(to, &b));
-    dnnl_primitive_desc_t pd;
-    DN(dnnl_reorder_primitive_desc_create(&pd, a, e, b, e, NULL));
-    DN(dnnl_primitive_create(p, pd));
-    DN(dnnl_primitive_desc_destroy(pd));
-    return 0;
-}
-
-static int run_reorder(onednn *o, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to) {
-    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    DN(dnnl_primitive_execute(p, o->st, 2, a));
-    return 0;
-}
-
-static int onednn_init(onednn *o, const problem *pb) {
-    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U;
-    DN(dnnl_engine_create(&o->eng, dnnl_cpu, 0));
-    DN(dnnl_stream_create(&o->st, o->eng, dnnl_stream_default_flags));
-    dnnl_memory_desc_t x_md, y_md, xu_md, yu_md, wl_user, wi_user, b_md, any_wl, any_wi;
-    DN(dnnl_memory_desc_init_by_tag(&x_md, 3, (dnnl_dims_t){T, B, D}, dnnl_f32, dnnl_tnc));
-    DN(dnnl_memory_desc_init_by_tag(&y_md, 3, (dnnl_dims_t){T, B, U}, dnnl_f32, dnnl_tnc));
-    DN(dnnl_memory_desc_init_by_tag(&xu_md, 3, (dnnl_dims_t){T, B, D}, dnnl_f32, dnnl_ntc));
-    DN(dnnl_memory_desc_init_by_tag(&yu_md, 3, (dnnl_dims_t){T, B, U}, dnnl_f32, dnnl_ntc));
-    DN(dnnl_memory_desc_init_by_tag(&wl_user, 5, (dnnl_dims_t){1, 1, D, 4, U}, dnnl_f32, dnnl_ldigo));
-    DN(dnnl_memory_desc_init_by_tag(&wi_user, 5, (dnnl_dims_t){1, 1, U, 4, U}, dnnl_f32, dnnl_ldigo));
-    DN(dnnl_memory_desc_init_by_tag(&b_md, 4, (dnnl_dims_t){1, 1, 4, U}, dnnl_f32, dnnl_ldgo));
-    DN(dnnl_memory_desc_init_by_tag(&any_wl, 5, (dnnl_dims_t){1, 1, D, 4, U}, dnnl_f32, dnnl_format_tag_any));
-    DN(dnnl_memory_desc_init_by_tag(&any_wi, 5, (dnnl_dims_t){1, 1, U, 4, U}, dnnl_f32, dnnl_format_tag_any));
-
-    dnnl_rnn_desc_t fd, bd;
-    DN(dnnl_lstm_forward_desc_init(&fd, dnnl_forward_training, dnnl_unidirectional_left2right,
-                                   &x_md, NULL, NULL, &any_wl, &any_wi, &b_md, &y_md, NULL, NULL, 0));
-    dnnl_primitive_desc_t fpd, bpd;
-    DN(dnnl_primitive_desc_create(&fpd, &fd, NULL, o->eng, NULL));
-    DN(dnnl_lstm_backward_desc_init(&bd, dnnl_backward, dnnl_unidirectional_left2right, &x_md,
-                                    NULL, NULL, &any_wl, &any_wi, &b_md, &y_md, NULL, NULL, &x_md,
-                                    NULL, NULL, &any_wl, &any_wi, &b_md, &y_md, NULL, NULL, 0));
-    DN(dnnl_primitive_desc_create(&bpd, &bd, NULL, o->eng, fpd));
-    const char *impl = NULL;
-    DN(dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl));
-    printf("oneDNN lstm forward: %s", impl);
-    DN(dnnl_primitive_desc_query(bpd, dnnl_query_impl_info_str, 0, &impl));
-    printf(", backward: %s\n", impl);
-
-    const dnnl_memory_desc_t *fwl = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 0),
-                             *fwi = dnnl_primitive_desc_query_md(fpd, dnnl_query_weights_md, 1),
-                             *bwl = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 0),
-                             *bwi = dnnl_primitive_desc_query_md(bpd, dnnl_query_weights_md, 1),
-                             *dwl = dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_weights_md, 0),
-                             *dwi = dnnl_primitive_desc_query_md(bpd, dnnl_query_diff_weights_md, 1),
-                             *wsm = dnnl_primitive_desc_query_md(fpd, dnnl_query_workspace_md, 0);
-    o->ybuf = malloc(sizeof(float) * (size_t)(B * T * U));
-    o->dxbuf = malloc(sizeof(float) * (size_t)(B * T * D));
-    o->dwbuf = malloc(sizeof(float) * (size_t)(D * 4 * U));
-    o->drbuf = malloc(sizeof(float) * (size_t)(U * 4 * U));
-    o->dbbuf = malloc(sizeof(float) * (size_t)(4 * U));
-    if (!o->ybuf || !o->dxbuf || !o->dwbuf || !o->drbuf || !o->dbbuf) return 1;
-    if (mem(&o->x, &xu_md, o->eng, pb->x) || mem(&o->w, &wl_user, o->eng, pb->w) ||
-        mem(&o->r, &wi_user, o->eng, pb->r) || mem(&o->b, &b_md, o->eng, pb->b) ||
-        mem(&o->y, &yu_md, o->eng, o->ybuf) || mem(&o->dy, &yu_md, o->eng, pb->dy) ||
-        mem(&o->dx, &xu_md, o->eng, o->dxbuf) || mem(&o->px, &x_md, o->eng, NULL) ||
-        mem(&o->py, &y_md, o->eng, NULL) || mem(&o->pdy, &y_md, o->eng, NULL) ||
-        mem(&o->pdx, &x_md, o->eng, NULL) || mem(&o->dw, &wl_user, o->eng, o->dwbuf) ||
-        mem(&o->dr, &wi_user, o->eng, o->drbuf) || mem(&o->db, &b_md, o->eng, o->dbbuf) ||
-        mem(&o->ws, wsm, o->eng, NULL) || mem(&o->fw, fwl, o->eng, NULL) ||
-        mem(&o->fr, fwi, o->eng, NULL) || mem(&o->bw, bwl, o->eng, NULL) ||
-        mem(&o->br, bwi, o->eng, NULL) || mem(&o->bdw, dwl, o->eng, NULL) ||
-        mem(&o->bdr, dwi, o->eng, NULL))
-        return 1;
-    if (reorder(&o->rfw, o->w, o->fw, o->eng) || reorder(&o->rfr, o->r, o->fr, o->eng) ||
-        reorder(&o->rbw, o->w, o->bw, o->eng) || reorder(&o->rbr, o->r, o->br, o->eng) ||
-        reorder(&o->rdw, o->bdw, o->dw, o->eng) || reorder(&o->rdr, o->bdr, o->dr, o->eng) ||
-        reorder(&o->rx, o->x, o->px, o->eng) || reorder(&o->ry, o->py, o->y, o->eng) ||
-        reorder(&o->rdy, o->dy, o->pdy, o->eng) || reorder(&o->rdx, o->pdx, o->dx, o->eng))
-        return 1;
-    DN(dnnl_primitive_create(&o->fwd, fpd));
-    DN(dnnl_primitive_create(&o->bwd, bpd));
-    DN(dnnl_primitive_desc_destroy(fpd));
-    DN(dnnl_primitive_desc_destroy(bpd));
-    return 0;
-}
-
-static int zero(dnnl_memory_t m) {
-    void *h = NULL;
-    const dnnl_memory_desc_t *md;
-    DN(dnnl_memory_get_data_handle(m, &h));
-    DN(dnnl_memory_get_memory_desc(m, &md));
-    memset(h, 0, dnnl_memory_desc_get_size(md));
+static int onednn_init(onednn *o, const problem *pb, bool bf16) {
+    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U, G = 4 * U;
+    if (sn_dnnl_lstm_new(&o->l, B, T, D, U, bf16) != SN_OK) return 1;
+    o->buf = malloc(sizeof(float) * (size_t)(B * T * U + B * T * D + D * G + U * G + G));
+    if (!o->buf) return 1;
+    float *y = o->buf, *dx = y + B * T * U, *dw = dx + B * T * D, *dr = dw + D * G,
+          *db = dr + U * G;
+    o->f = (sn_dnnl_lstm_fwd){.x = pb->x, .w = pb->w, .r = pb->r, .b = pb->b, .y = y};
+    o->g = (sn_dnnl_lstm_bwd){.dy = pb->dy, .dx = dx, .dw = dw, .dr = dr, .db = db};
+    printf("oneDNN %s lstm (forward / backward): %s\n", bf16 ? "bf16" : "f32",
+           sn_dnnl_lstm_impl(o->l));
     return 0;
 }
 
 static int onednn_step(onednn *o) {
-    /* the weights change every step in training: reorder them every step */
-    if (run_reorder(o, o->rfw, o->w, o->fw) || run_reorder(o, o->rfr, o->r, o->fr) ||
-        run_reorder(o, o->rx, o->x, o->px))
-        return 1;
-    dnnl_exec_arg_t fa[] = {{DNNL_ARG_SRC_LAYER, o->px}, {DNNL_ARG_WEIGHTS_LAYER, o->fw},
-                            {DNNL_ARG_WEIGHTS_ITER, o->fr}, {DNNL_ARG_BIAS, o->b},
-                            {DNNL_ARG_DST_LAYER, o->py}, {DNNL_ARG_WORKSPACE, o->ws}};
-    DN(dnnl_primitive_execute(o->fwd, o->st, 6, fa));
-    if (run_reorder(o, o->ry, o->py, o->y) || run_reorder(o, o->rdy, o->dy, o->pdy)) return 1;
-    if (run_reorder(o, o->rbw, o->w, o->bw) || run_reorder(o, o->rbr, o->r, o->br)) return 1;
-    if (zero(o->bdw) || zero(o->bdr) || zero(o->db)) return 1;
-    dnnl_exec_arg_t ba[] = {{DNNL_ARG_SRC_LAYER, o->px}, {DNNL_ARG_WEIGHTS_LAYER, o->bw},
-                            {DNNL_ARG_WEIGHTS_ITER, o->br}, {DNNL_ARG_BIAS, o->b},
-                            {DNNL_ARG_DST_LAYER, o->py}, {DNNL_ARG_WORKSPACE, o->ws},
-                            {DNNL_ARG_DIFF_DST_LAYER, o->pdy}, {DNNL_ARG_DIFF_SRC_LAYER, o->pdx},
-                            {DNNL_ARG_DIFF_WEIGHTS_LAYER, o->bdw},
-                            {DNNL_ARG_DIFF_WEIGHTS_ITER, o->bdr}, {DNNL_ARG_DIFF_BIAS, o->db}};
-    DN(dnnl_primitive_execute(o->bwd, o->st, 11, ba));
-    if (run_reorder(o, o->rdw, o->bdw, o->dw) || run_reorder(o, o->rdr, o->bdr, o->dr) ||
-        run_reorder(o, o->rdx, o->pdx, o->dx))
-        return 1;
-    DN(dnnl_stream_wait(o->st));
-    return 0;
+    return sn_dnnl_lstm_forward(o->l, &o->f) != SN_OK ||
+           sn_dnnl_lstm_backward(o->l, &o->f, &o->g) != SN_OK;
 }
-#endif
 
-static double best_of(double *v, int n) {
-    double b = INFINITY;
-    for (int i = 0; i < n; i++) b = fmin(b, v[i]);
-    return b;
+static void onednn_free(onednn *o) {
+    sn_dnnl_lstm_free(o->l);
+    free(o->buf);
+}
+
+static double timed(int (*step)(void *), void *arg, int reps) {
+    double t0 = sn_now();
+    for (int k = 0; k < reps; k++)
+        if (step(arg)) return NAN;
+    return (sn_now() - t0) / reps;
+}
+static int ours_step_v(void *o) { return ours_step(o); }
+static int onednn_step_v(void *o) { return onednn_step(o); }
+
+/* max |a - b| over n, and max |b| */
+static double maxdiff(const float *a, const float *b, int64_t n, double *mb) {
+    double e = 0;
+    for (int64_t i = 0; i < n; i++) {
+        e = fmax(e, fabs((double)a[i] - b[i]));
+        *mb = fmax(*mb, fabs((double)b[i]));
+    }
+    return e;
 }
 
 int main(int argc, char **argv) {
     problem pb = {64, 100, 64, 256, NULL, NULL, NULL, NULL, NULL};
-    int rounds = 5;
+    int rounds = 6;
+    const char *prec = "f32";
     if (argc >= 5) {
         pb.B = atoll(argv[1]);
         pb.T = atoll(argv[2]);
@@ -246,8 +140,11 @@ int main(int argc, char **argv) {
         pb.U = atoll(argv[4]);
     }
     if (argc >= 6) rounds = atoi(argv[5]);
-    if (pb.B < 1 || pb.T < 1 || pb.D < 1 || pb.U < 1 || rounds < 1 || rounds > 100) {
-        fprintf(stderr, "usage: bench_rnn [B T D U [ROUNDS]]\n");
+    if (argc >= 7) prec = argv[6];
+    bool bf16 = strcmp(prec, "bf16") == 0;
+    if (pb.B < 1 || pb.T < 1 || pb.D < 1 || pb.U < 1 || rounds < 1 || rounds > 100 ||
+        (!bf16 && strcmp(prec, "f32") != 0)) {
+        fprintf(stderr, "usage: bench_rnn [B T D U [ROUNDS [f32|bf16]]]\n");
         return 2;
     }
     int64_t B = pb.B, T = pb.T, D = pb.D, U = pb.U;
@@ -259,71 +156,60 @@ int main(int argc, char **argv) {
     if (!pb.x || !pb.w || !pb.r || !pb.b || !pb.dy) return 1;
     /* 3 x forward multiply-adds x2, as char_lstm.py counts: x @ W and h @ R */
     double flops = 3.0 * 2.0 * (double)(B * T) * (double)(4 * U) * (double)(D + U);
-    printf("LSTM layer training step: B=%lld T=%lld D=%lld U=%lld threads=%d, %.3f GFLOP\n",
-           (long long)B, (long long)T, (long long)D, (long long)U, sn_num_threads(), flops / 1e9);
+    printf("LSTM layer training step: B=%lld T=%lld D=%lld U=%lld threads=%d, %.3f GFLOP; "
+           "ours f32, oneDNN %s\n", (long long)B, (long long)T, (long long)D, (long long)U,
+           sn_num_threads(), flops / 1e9, prec);
     ours o = {0};
     if (ours_init(&o, &pb)) {
         fprintf(stderr, "ours: %s\n", sn_last_error());
         return 1;
     }
-#ifdef SN_HAVE_DNNL
     onednn d = {0};
-    if (onednn_init(&d, &pb)) return 1;
-#endif
+    if (onednn_init(&d, &pb, bf16)) {
+        fprintf(stderr, "oneDNN: %s\n", sn_last_error());
+        ours_free(&o);
+        return sn_last_error()[0] && strstr(sn_last_error(), "no oneDNN") ? 77 : 1;
+    }
     const int reps = 3;
-    double t_ours[100];
-#ifdef SN_HAVE_DNNL
-    double t_dnnl[100];
-#endif
+    /* best time of each, separately for the rounds where ours ran first and second, so that a
+     * neighbour's load that comes and goes favours neither order */
+    double best[2][2] = {{INFINITY, INFINITY}, {INFINITY, INFINITY}}; /* [order][ours, onednn] */
     /* one untimed step each first (JIT, first touch) */
-    if (ours_step(&o)) return 1;
-#ifdef SN_HAVE_DNNL
-    if (onednn_step(&d)) return 1;
-#endif
+    if (ours_step(&o) || onednn_step(&d)) {
+        fprintf(stderr, "step failed: %s\n", sn_last_error());
+        return 1;
+    }
     for (int r = 0; r < rounds; r++) {
-        double t0 = sn_now();
-        for (int k = 0; k < reps; k++)
-            if (ours_step(&o)) return 1;
-        t_ours[r] = (sn_now() - t0) / reps;
-        printf("round %d: ours %.2f ms", r + 1, 1e3 * t_ours[r]);
-#ifdef SN_HAVE_DNNL
-        t0 = sn_now();
-        for (int k = 0; k < reps; k++)
-            if (onednn_step(&d)) return 1;
-        t_dnnl[r] = (sn_now() - t0) / reps;
-        printf(", onednn %.2f ms", 1e3 * t_dnnl[r]);
-#endif
-        printf("\n");
+        int first = r % 2; /* 0: ours first */
+        double t[2];
+        for (int k = 0; k < 2; k++) {
+            int which = k ^ first;
+            t[which] = which ? timed(onednn_step_v, &d, reps) : timed(ours_step_v, &o, reps);
+        }
+        if (isnan(t[0]) || isnan(t[1])) {
+            fprintf(stderr, "step failed: %s\n", sn_last_error());
+            return 1;
+        }
+        printf("round %d (%s first): ours %.2f ms, onednn %.2f ms\n", r + 1,
+               first ? "onednn" : "ours", 1e3 * t[0], 1e3 * t[1]);
+        for (int k = 0; k < 2; k++) best[first][k] = fmin(best[first][k], t[k]);
     }
-    double bo = best_of(t_ours, rounds);
-    printf("best: ours %.2f ms (%.1f GFLOP/s)", 1e3 * bo, flops / bo / 1e9);
-#ifdef SN_HAVE_DNNL
-    double bd = best_of(t_dnnl, rounds);
-    printf(", onednn %.2f ms (%.1f GFLOP/s); onednn / ours time %.2f", 1e3 * bd, flops / bd / 1e9,
-           bd / bo);
-    /* the two compute the same thing: compare the gradients of r and x */
-    const float *gr = sn_plan_buffer(o.p, o.dr), *gx = sn_plan_buffer(o.p, o.dx);
-    double er = 0, ex = 0, mx = 0;
-    for (int64_t i = 0; gr && i < U * 4 * U; i++) {
-        er = fmax(er, fabs((double)gr[i] - d.drbuf[i]));
-        mx = fmax(mx, fabs((double)gr[i]));
+    double bo = fmin(best[0][0], best[1][0]), bd = fmin(best[0][1], best[1][1]);
+    printf("best: ours %.2f ms (%.1f GFLOP/s), onednn %s %.2f ms (%.1f GFLOP/s)\n", 1e3 * bo,
+           flops / bo / 1e9, prec, 1e3 * bd, flops / bd / 1e9);
+    printf("onednn time / ours: %.2f (ours first), %.2f (onednn first)\n",
+           best[0][1] / best[0][0], rounds > 1 ? best[1][1] / best[1][0] : NAN);
+    /* the two compute the same thing from zero states: compare the gradients */
+    const float *gr = sn_plan_buffer(o.p, o.dr), *gw = sn_plan_buffer(o.p, o.dw),
+                *gx = sn_plan_buffer(o.p, o.dx);
+    if (gr && gw && gx) {
+        double mr = 0, mw = 0, mx = 0;
+        double er = maxdiff(d.g.dr, gr, U * 4 * U, &mr), ew = maxdiff(d.g.dw, gw, D * 4 * U, &mw),
+               ex = maxdiff(d.g.dx, gx, B * T * D, &mx);
+        printf("max |onednn - ours| (max |ours|): dR %.3g (%.3g), dW %.3g (%.3g), dx %.3g (%.3g)\n",
+               er, mr, ew, mw, ex, mx);
     }
-    for (int64_t i = 0; gx && i < B * T * D; i++) {
-        ex = fmax(ex, fabs((double)gx[i] - d.dxbuf[i]));
-        mx = fmax(mx, fabs((double)gx[i]));
-    }
-    const float *gw = sn_plan_buffer(o.p, o.dw);
-    double ew = 0;
-    for (int64_t i = 0; gw && i < D * 4 * U; i++) ew = fmax(ew, fabs((double)gw[i] - d.dwbuf[i]));
-    double ro = 0, rd = 0;
-    for (int64_t i = 0; gr && i < U * 4 * U; i++) {
-        ro = fmax(ro, fabs((double)gr[i]));
-        rd = fmax(rd, fabs((double)d.drbuf[i]));
-    }
-    printf("\nmax |dR|: ours %.3g, onednn %.3g", ro, rd);
-    printf("\nmax |ours - onednn|: dR %.3g, dW %.3g, dx %.3g (max |value| %.3g)", er, ew, ex, mx);
-#endif
-    printf("\n");
+    onednn_free(&d);
     ours_free(&o);
     return 0;
 }

@@ -1,0 +1,63 @@
+/* oneDNN's LSTM primitives (dnnl_lstm_forward training + dnnl_lstm_backward) over a whole
+ * sequence, on our buffers in Keras's layouts: x [B, T, D], kernel w [D, 4U], recurrent
+ * kernel r [U, 4U], bias [4U] (gate order i, f, c, o, which is oneDNN's i, f, c~, o), states
+ * [B, U]. Internal to the CPU backend, the benchmark (bench/bench_rnn.c) and the tests
+ * (tests/test_rnn_dnnl.c): sinter trains with its own loop (backend/cpu/cpu_rnn.c);
+ * docs/kernels.md says why and records the measurements.
+ *
+ * What a caller of the primitives has to get right (each was checked against the reference):
+ *   - the initial states are always passed (zeros when the caller has none): oneDNN 2.6.3
+ *     with `tnc` activations and no src_iter computes the recurrent-kernel gradient from the
+ *     wrong step, sum_t h_t^T dgates_t instead of sum_t h_{t-1}^T dgates_t (dx, dW, db and the
+ *     forward are right; with `ntc` it is right but runs the reference kernel, 10x slower);
+ *   - the weight gradients are zeroed first (the backward primitive adds into them) in the
+ *     primitive's own layout, then reordered back to ours;
+ *   - the backward primitive gets the forward training primitive's workspace, source and
+ *     destination memories, and the weights in the layout *it* chose (ldgoi for the backward
+ *     pass, ldigo for the forward);
+ *   - activations run in oneDNN's [T, B, C] (`tnc`) layout, transposed from and to ours.
+ *
+ * A handle holds one forward's saved state until the next forward: forward, then backward.
+ * Not thread-safe; one handle per concurrent caller. Every entry point returns SN_OK or a
+ * status with a message; builds without oneDNN return SN_ERR_UNSUPPORTED from _new. */
+#ifndef SN_BACKEND_CPU_CPU_RNN_DNNL_H
+#define SN_BACKEND_CPU_CPU_RNN_DNNL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sinter/status.h"
+
+typedef struct sn_dnnl_lstm sn_dnnl_lstm;
+
+/* bf16: the primitives compute in bfloat16 (activations and weights converted from our f32
+ * buffers by reorders; bias, cell state and weight gradients stay f32). SN_ERR_UNSUPPORTED
+ * when oneDNN has no bf16 RNN for this CPU (it needs AVX512-BF16 or AVX512-core emulation). */
+sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
+                           bool bf16);
+void sn_dnnl_lstm_free(sn_dnnl_lstm *l);
+/* oneDNN's implementation names, "forward / backward" (for the benchmark's report). */
+const char *sn_dnnl_lstm_impl(const sn_dnnl_lstm *l);
+
+typedef struct sn_dnnl_lstm_fwd {
+    const float *x, *w, *r, *b; /* [B,T,D], [D,4U], [U,4U], [4U] */
+    const float *h0, *c0;       /* [B, U]; NULL: zeros */
+    float *y;                   /* [B, T, U] */
+    float *hT, *cT;             /* [B, U]; NULL: not wanted */
+} sn_dnnl_lstm_fwd;
+
+typedef struct sn_dnnl_lstm_bwd {
+    const float *dy;          /* [B, T, U]: gradient of y */
+    const float *dhT, *dcT;   /* [B, U]: gradients of the final states; NULL: zeros */
+    float *dx, *dw, *dr, *db; /* gradients of x, w, r, b (overwritten, not accumulated) */
+    float *dh0, *dc0;         /* [B, U]: gradients of the initial states; NULL: not wanted */
+} sn_dnnl_lstm_bwd;
+
+/* The forward pass, keeping what the backward pass needs. The pointers of a are read during
+ * the call only. */
+sn_status sn_dnnl_lstm_forward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *a);
+/* The backward pass of the last forward (whose w and r it reads again: same values). */
+sn_status sn_dnnl_lstm_backward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *f,
+                                const sn_dnnl_lstm_bwd *a);
+
+#endif
