@@ -11,8 +11,9 @@
 const sn_kernel *sn_cpu_matmul_impl(const char *impl);
 
 /* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution, weights layout
- * chosen by channel count), "dnnl_blocked" / "dnnl_plain" (oneDNN with its own blocked
- * weights layout / with plain HWIO weights, for measurements) or "openblas" (im2col + sgemm);
+ * chosen by channel count, Winograd where cpu_conv_wino.h says), "dnnl_blocked" /
+ * "dnnl_plain" (direct oneDNN with its own blocked weights layout / with plain HWIO weights,
+ * for measurements), "dnnl_wino" (Winograd only) or "openblas" (im2col + sgemm);
  * NULL when not built or for another op. */
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
 

@@ -8,10 +8,14 @@
  * prepare; a run only sets data handles and executes (sn_dnnl_op, dnnl_util.h).
  *
  * Mixed bfloat16 (c->bf16, on CPUs with AVX512-BF16): x, w and dy are converted to bf16 in
- * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32. */
+ * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32.
+ *
+ * Wide 3x3 stride-1 layers (the guide CNN's) run oneDNN's Winograd convolution instead, in
+ * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B). */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_conv_wino.h"
 #include "backend/cpu/dnnl_util.h"
 
 #ifdef SN_HAVE_DNNL
@@ -125,7 +129,9 @@ static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
     return c->bf16 && sn_cpu()->avx512_bf16 && g->c >= CONV_PLAIN_BELOW_C;
 }
 
-static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain) {
+/* wino: take the Winograd convolution (cpu_conv_wino.c) where it applies, is enabled and
+ * this oneDNN has it; otherwise direct. */
+static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain, bool wino) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
     sn_dnnl_op *s = sn_calloc(1, sizeof *s);
@@ -133,6 +139,11 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     c->state = s;
     *scratch_bytes = 0;
     sn_status st = SN_ERR_UNSUPPORTED;
+    if (wino && !plain && (!conv_use_bf16(c, &g) || sn_cpu_conv_wino_over_bf16()) &&
+        sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
+        st = sn_cpu_conv_wino_build(s, c, scratch_bytes);
+    if (st == SN_OK) return SN_OK;
+    st = SN_ERR_UNSUPPORTED; /* no Winograd here: direct, as below */
     if (conv_use_bf16(c, &g)) {
         st = conv_build(s, c, plain, true, scratch_bytes);
         /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
@@ -149,13 +160,26 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
 static sn_status conv_prepare(sn_kcall *c, size_t *scratch_bytes) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
-    return conv_prepare_impl(c, scratch_bytes, g.c < CONV_PLAIN_BELOW_C);
+    return conv_prepare_impl(c, scratch_bytes, g.c < CONV_PLAIN_BELOW_C, true);
 }
 static sn_status conv_prepare_blocked(sn_kcall *c, size_t *scratch_bytes) {
-    return conv_prepare_impl(c, scratch_bytes, false);
+    return conv_prepare_impl(c, scratch_bytes, false, false);
 }
 static sn_status conv_prepare_plain(sn_kcall *c, size_t *scratch_bytes) {
-    return conv_prepare_impl(c, scratch_bytes, true);
+    return conv_prepare_impl(c, scratch_bytes, true, false);
+}
+/* Winograd only (tests, measurements): fails where it does not apply or is not built. */
+static sn_status conv_prepare_wino(sn_kcall *c, size_t *scratch_bytes) {
+    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
+    if (!s) return SN_ERR_NOMEM;
+    c->state = s;
+    sn_status st = sn_cpu_conv_wino_build(s, c, scratch_bytes);
+    if (st != SN_OK) {
+        conv_release(c);
+        return sn_error_context(st, "preparing oneDNN Winograd %s for node %d",
+                                conv_op_name(c->op), (int)c->id);
+    }
+    return SN_OK;
 }
 
 /* CONV2D:            x [N, H, W, C], w [KH, KW, C, F] -> y [N, OH, OW, F]
@@ -169,16 +193,18 @@ static bool conv_supports(const sn_kcall *c) {
     sn_conv_geom g;
     return sn_conv_geom_of(c, &g);
 }
+static bool conv_supports_wino(const sn_kcall *c) { return sn_cpu_conv_wino_applies(c); }
 
-#define CONV_DNNL_KERNEL(name, impl_name, prep)                                                \
+#define CONV_DNNL_KERNEL(name, impl_name, prep, sup)                                           \
     static const sn_kernel name = {.impl = impl_name,                                          \
-                                   .supports = conv_supports,                                  \
+                                   .supports = sup,                                            \
                                    .prepare = prep,                                            \
                                    .run = conv_run,                                            \
                                    .release = conv_release}
-CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare);
-CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked);
-CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain);
+CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare, conv_supports);
+CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked, conv_supports);
+CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain, conv_supports);
+CONV_DNNL_KERNEL(k_conv_dnnl_wino, "dnnl_wino", conv_prepare_wino, conv_supports_wino);
 
 /* The filter gradient of a one-channel input with few filters goes to cpu_conv_c1.c (oneDNN
  * runs it far below peak, docs/kernels.md); every other one to oneDNN. The choice is made in
@@ -240,6 +266,7 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (strcmp(impl, "dnnl") == 0) return &k_conv_dnnl;
     if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
     if (strcmp(impl, "dnnl_plain") == 0) return &k_conv_dnnl_plain;
+    if (strcmp(impl, "dnnl_wino") == 0) return &k_conv_dnnl_wino;
 #endif
     return NULL;
 }

@@ -1,0 +1,32 @@
+/* Internal to backend/cpu/: the Winograd convolution (cpu_conv_wino.c), which cpu_conv.c's
+ * oneDNN convolution kernel takes where it applies and is enabled. */
+#ifndef SN_BACKEND_CPU_CONV_WINO_H
+#define SN_BACKEND_CPU_CONV_WINO_H
+
+#include "backend/kernel.h"
+
+/* True for an f32 NHWC 3x3 stride-1 convolution (any of the three conv ops) with at least 128
+ * input and output channels, multiples of 16, on a CPU with AVX-512: where Winograd was
+ * measured to win (docs/benchmarks.md). */
+bool sn_cpu_conv_wino_applies(const sn_kcall *c);
+
+/* False when the environment says SN_CONV_ALGO=direct (for A/B runs); true otherwise. */
+bool sn_cpu_conv_wino_enabled(void);
+
+/* Under mixed bf16: whether f32 Winograd is taken over a bf16 direct convolution. True on
+ * CPUs without AMX: there oneDNN 2.6's bf16 convolution ran at ~0.6x its f32 direct one
+ * (docs/kernels.md, Intel without AMX), so f32 Winograd is ~3x faster and more exact. With
+ * AMX, bf16 direct stays. Not measured on AMD Zen 4 (bf16 at twice f32's rate, which would
+ * make the two about even). */
+bool sn_cpu_conv_wino_over_bf16(void);
+
+#ifdef SN_HAVE_DNNL
+#include "backend/cpu/dnnl_util.h"
+/* Builds s as a Winograd convolution for c (which must satisfy sn_cpu_conv_wino_applies),
+ * with our NHWC/HWIO buffers reordered to and from the blocked layouts at each run.
+ * SN_ERR_UNSUPPORTED when this oneDNN has no Winograd kernel for it on this CPU (s is then
+ * zeroed and the caller builds a direct one); *scratch_bytes as sn_dnnl_op_init. */
+sn_status sn_cpu_conv_wino_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_bytes);
+#endif
+
+#endif
