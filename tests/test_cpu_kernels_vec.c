@@ -4,7 +4,8 @@
  * comparison (f32: |fast - ref| <= tol * (1 + |ref|); bit-exact for casts to bf16 and the
  * dropout mask). Cases cover the broadcast patterns, vector-loop tails (1, 15, 17, 1000003
  * elements), special values, thread-count independence of reductions (1 vs 2 threads, same
- * bits), fallback to the reference for unsupported patterns, and the bad-label message.
+ * bits), fallback to the reference for unsupported patterns, the bad-label message, and
+ * subnormal optimizer slots flushed to zero.
  * Prints every mismatch and exits non-zero if any. */
 #include <math.h>
 #include <stdio.h>
@@ -620,6 +621,84 @@ static void register_fast(void) {
     sn_cpu_register_state(&fast);
 }
 
+/* ---- subnormal optimizer slots ---------------------------------------------------------- */
+
+/* A slot whose gradient stays 0 decays geometrically into the subnormals, where every x86
+ * operation on it costs a microcode assist (the tiny MLP's Adam update ran 10x slower after
+ * ~700 steps). The update flushes them: a slot just above FLT_MIN that decays must come out
+ * as 0 or stay normal, never subnormal, in every kernel (each ISA, on one thread and on the
+ * team, and the reference), with the variable unchanged; and the caller's own FP mode must be
+ * left as it was. (Adam's m += (g - m) * 0.1 in f32 stays at 1.2e-38: the decrement is what
+ * flushes, as under TensorFlow; the reference, in double, stores 0.) */
+static void test_subnormal_slots(void) {
+    struct { sn_optimizer_kind kind; double mom; int slots; const char *name; } oc[] = {
+        {SN_OPTIM_SGD, 0.9, 1, "sgd momentum"},
+        {SN_OPTIM_ADAM, 0, 2, "adam"},
+        {SN_OPTIM_RMSPROP, 0, 1, "rmsprop"},
+    };
+    const char *isas[] = {"avx512", "avx2", "generic", "ref"};
+    const float small = 1.2e-38f; /* normal (FLT_MIN is 1.1755e-38); 0.9x of it is not */
+    int64_t sizes[] = {17, 100000}; /* one thread; split over the team */
+    for (size_t o = 0; o < sizeof oc / sizeof oc[0]; o++)
+        for (size_t s = 0; s < 2; s++)
+            for (int v = 0; v < 4; v++) {
+                cases++;
+                if (v < 3) setenv("SN_CPU_ISA", isas[v], 1);
+                register_fast();
+                sn_shape vs = S1(sizes[s]);
+                tcall t;
+                tc_init(&t, SN_OP_APPLY_OPTIMIZER, SN_F32, vs);
+                sn_attrs *a = &t.attr;
+                a->optim.kind = oc[o].kind;
+                a->optim.lr = 0.001;
+                a->optim.beta1 = 0.9;
+                a->optim.beta2 = 0.999;
+                a->optim.epsilon = 1e-7;
+                a->optim.momentum = oc[o].mom;
+                a->optim.rho = 0.9;
+                float *w = tc_in(&t, SN_F32, vs, FILL_ZERO, 0, 0);
+                tc_in(&t, SN_F32, vs, FILL_ZERO, 0, 0); /* the gradient: 0 */
+                int32_t *it = tc_in(&t, SN_I32, S0(), FILL_ZERO, 0, 0);
+                *it = 700;
+                float *slot[2] = {0};
+                for (int k = 0; k < oc[o].slots; k++) slot[k] = tc_in(&t, SN_F32, vs, FILL_ZERO, 0, 0);
+                for (int64_t i = 0; i < sizes[s]; i++) {
+                    w[i] = 0.5f;
+                    slot[0][i] = small; /* SGD momentum, Adam m, RMSprop velocity */
+                    if (slot[1]) slot[1][i] = 1.0f; /* Adam v */
+                }
+                t.c.out = w;
+                const sn_kernel *k = v < 3 ? sn_kernel_select(&fast, &t.c)
+                                           : sn_ref_kernels()->k[SN_OP_APPLY_OPTIMIZER];
+                sn_status st = run_kernel(k, &t.c);
+                char what[96];
+                snprintf(what, sizeof what, "subnormal slots: %s [%lld], %s kernel (%s)",
+                         oc[o].name, (long long)sizes[s], isas[v], k->impl);
+                if (st != SN_OK) FAIL("%s: failed: %s", what, sn_last_error());
+                int bad = 0;
+                for (int64_t i = 0; i < sizes[s] && bad < 3; i++)
+                    if (fpclassify(slot[0][i]) == FP_SUBNORMAL || fabsf(slot[0][i]) > small ||
+                        w[i] != 0.5f) {
+                        FAIL("%s: [%lld] slot %.9g (%s), var %.9g; want slot 0 or normal and "
+                             "below 1.2e-38, var 0.5", what,
+                             (long long)i, (double)slot[0][i],
+                             fpclassify(slot[0][i]) == FP_SUBNORMAL ? "subnormal" : "normal",
+                             (double)w[i]);
+                        bad++;
+                    }
+                tc_free(&t);
+            }
+    unsetenv("SN_CPU_ISA");
+    register_fast();
+    /* The caller's thread still computes subnormals (the kernel put its mode back). */
+    volatile float x = small, h = 0.5f;
+    float y = x * h;
+    cases++;
+    if (fpclassify(y) != FP_SUBNORMAL)
+        FAIL("after the optimizer kernels, 1.2e-38f * 0.5f gives %.9g on the caller's thread: the "
+             "kernel left subnormals flushed there", (double)y);
+}
+
 /* No FMA contraction (ISO C mode) and fixed summation lanes: the AVX-512, AVX2 and baseline
  * variants must give the same bits, so results do not depend on the machine's ISA. */
 static void test_isa_bits(void) {
@@ -713,6 +792,7 @@ int main(void) {
     test_softmax();
     test_losses();
     test_state();
+    test_subnormal_slots();
     test_isa_bits();
     printf("%d cases, %d failures\n", cases, failures);
     return failures ? 1 : 0;

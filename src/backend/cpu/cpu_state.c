@@ -9,7 +9,9 @@
  * the slot updates, then one vector square root over the chunk, then the variable update.
  * sqrtf itself does not vectorise without -fno-math-errno (which the build does not set), so
  * the square root of a chunk is an explicit instruction loop per ISA (AVX-512, AVX2) with a
- * scalar fallback, chosen once via sn_cpu() (SN_CPU_ISA overrides). */
+ * scalar fallback, chosen once via sn_cpu() (SN_CPU_ISA overrides). The update runs with
+ * subnormals flushed to zero (as TensorFlow runs every kernel), which the reference spells
+ * out too. */
 #include <math.h>
 #include <string.h>
 
@@ -242,7 +244,16 @@ static void opt_task(void *vctx, int ith, int nth) {
     const opt_ctx *c = vctx;
     int64_t lo, hi;
     sn_split_range(c->n, ith, nth, &lo, &hi);
-    if (lo < hi) isa->opt(c, lo, hi);
+    if (lo >= hi) return;
+    /* Subnormals flushed (fp_flush_enter): a slot whose gradient stays zero (a pixel that is
+     * blank in the batch, a dead ReLU unit) decays geometrically (m by beta1 = 0.9 a step) and
+     * is subnormal after ~700 steps; on the tiny MLP 5-7 % of the first layer's m were, and
+     * their assists made Adam's update 10x slower than its arithmetic (docs/benchmarks.md,
+     * "tiny MLP through fit"). Flushed, such a value becomes 0, which it is to within 1e-38;
+     * the variable's bits do not change (an update of ~1e-37 is far below its ulp). */
+    unsigned csr = fp_flush_enter();
+    isa->opt(c, lo, hi);
+    fp_flush_leave(csr);
 }
 
 /* var [any] f32, grad [var shape] f32, iterations [i32 scalar: updates done so far],

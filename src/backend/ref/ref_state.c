@@ -2,6 +2,8 @@
  * momentum/Nesterov, Adam, AdamW, RMSprop) with Keras 3 semantics. They write into their first
  * input's storage (the variable): the planner makes c->out alias in[0] for side-effect ops.
  * Eager callers may give a separate out; it then receives a copy of the new value. */
+#include <float.h>
+
 #include "backend/ref/ref_common.h"
 
 /* The variable's storage. Inputs are const for ordinary kernels; for side-effect ops in[0] is
@@ -41,6 +43,20 @@ static sn_status assign_common(sn_kcall *c, bool add) {
 
 static sn_status assign_run(sn_kcall *c) { return assign_common(c, false); }
 static sn_status assign_add_run(sn_kcall *c) { return assign_common(c, true); }
+
+/* The optimizer update treats subnormals as zero, as the fast kernel (backend/cpu/cpu_state.c,
+ * FTZ and DAZ) and TensorFlow's kernels do: subnormal inputs read as zero, and a result that
+ * is subnormal in its dtype is stored as a zero of its sign. */
+static double tiny_of(sn_dtype dt) { return dt == SN_F64 ? DBL_MIN : FLT_MIN; }
+static double load_daz(sn_dtype dt, const void *p, int64_t i) {
+    double x = sn_load(dt, p, i);
+    return fabs(x) < tiny_of(dt) ? copysign(0.0, x) : x;
+}
+static void store_ftz(sn_dtype dt, void *p, int64_t i, double x) {
+    sn_store(dt, p, i, x);
+    double y = sn_load(dt, p, i); /* rounded to the dtype first: the hardware flushes that */
+    if (y != 0 && fabs(y) < tiny_of(dt)) sn_store(dt, p, i, copysign(0.0, y));
+}
 
 /* Slots each optimizer needs after (var, grad, iterations). */
 static int optim_slots(const sn_attrs *a) {
@@ -97,7 +113,7 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
     int64_t n = sn_shape_numel(&c->x[0].shape);
 
     for (int64_t i = 0; i < n; i++) {
-        double w = sn_load(tv, var, i), g = sn_load(tg, c->in[1], i);
+        double w = load_daz(tv, var, i), g = load_daz(tg, c->in[1], i);
         /* Decoupled weight decay (Keras 3 applies it before the update, for every optimizer
          * whose weight_decay is set; AdamW is the one that sets it by default). */
         if (wd != 0) w -= w * wd * lr;
@@ -106,35 +122,35 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
             if (mom == 0) {
                 w -= lr * g;
             } else {
-                double m = mom * sn_load(ts[0], slot[0], i) - lr * g;
-                sn_store(ts[0], slot[0], i, m);
+                double m = mom * load_daz(ts[0], slot[0], i) - lr * g;
+                store_ftz(ts[0], slot[0], i, m);
                 w += a->optim.nesterov ? mom * m - lr * g : m;
             }
             break;
         case SN_OPTIM_ADAM:
         case SN_OPTIM_ADAMW: {
-            double m = sn_load(ts[0], slot[0], i), v = sn_load(ts[1], slot[1], i);
+            double m = load_daz(ts[0], slot[0], i), v = load_daz(ts[1], slot[1], i);
             m += (g - m) * (1 - b1);
             v += (g * g - v) * (1 - b2);
-            sn_store(ts[0], slot[0], i, m);
-            sn_store(ts[1], slot[1], i, v);
+            store_ftz(ts[0], slot[0], i, m);
+            store_ftz(ts[1], slot[1], i, v);
             w -= alpha * m / (sqrt(v) + eps);
             break;
         }
         case SN_OPTIM_RMSPROP: {
-            double v = rho * sn_load(ts[0], slot[0], i) + (1 - rho) * g * g;
-            sn_store(ts[0], slot[0], i, v);
+            double v = rho * load_daz(ts[0], slot[0], i) + (1 - rho) * g * g;
+            store_ftz(ts[0], slot[0], i, v);
             double denom = v + eps;
             if (a->optim.centered) {
                 int sa = mom > 0 ? 2 : 1;
-                double avg = rho * sn_load(ts[sa], slot[sa], i) + (1 - rho) * g;
-                sn_store(ts[sa], slot[sa], i, avg);
+                double avg = rho * load_daz(ts[sa], slot[sa], i) + (1 - rho) * g;
+                store_ftz(ts[sa], slot[sa], i, avg);
                 denom = v - avg * avg + eps;
             }
             double inc = lr * g / sqrt(denom);
             if (mom > 0) {
-                double mm = mom * sn_load(ts[1], slot[1], i) + inc;
-                sn_store(ts[1], slot[1], i, mm);
+                double mm = mom * load_daz(ts[1], slot[1], i) + inc;
+                store_ftz(ts[1], slot[1], i, mm);
                 w -= mm;
             } else {
                 w -= inc;
@@ -142,7 +158,7 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
             break;
         }
         }
-        sn_store(tv, var, i, w);
+        store_ftz(tv, var, i, w);
     }
     copy_to_out(c);
     return SN_OK;
