@@ -125,6 +125,35 @@ static void check_case(const char *name, sn_shape xs, int F, sn_padding conv_pad
         free(a.v[i]);
         free(b.v[i]);
     }
+    /* Inference: a plan for the pool alone. Fused, the conv call stores only the pool where
+     * the conv fuses (one input channel); its values are the training plan's. */
+    float *pv[2] = {NULL, NULL};
+    bool no_relu_out = false;
+    for (int k = 0; k < 2; k++) {
+        setenv("SN_FUSE", k ? "1" : "relu", 1);
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, m.g, 1, &m.pool, NULL));
+        unsetenv("SN_FUSE");
+        if (!p) continue;
+        for (int c = 0; k && c < p->n_calls; c++)
+            if (p->calls[c].fused == SN_FUSED_CONV_BIAS_RELU) no_relu_out = p->calls[c].out == NULL;
+        sn_shape ps = sn_node_shape(m.g, m.pool);
+        size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&ps);
+        CHECK_OK(sn_plan_set_input(p, m.x, x, sizeof(float) * (size_t)sn_shape_numel(&xs)));
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        pv[k] = malloc(bytes);
+        memcpy(pv[k], sn_plan_buffer(p, m.pool), bytes);
+        sn_plan_free(p);
+    }
+    if (pv[0] && pv[1]) {
+        sn_shape ps = sn_node_shape(m.g, m.pool);
+        double d = rel_diff(pv[1], pv[0], sn_shape_numel(&ps));
+        CHECK(d <= 1e-5, "%s: inference pool output differs by %.3g relative", name, d);
+    }
+    CHECK(no_relu_out == (xs.dim[3] == 1), "%s: inference plan %s the relu output", name,
+          no_relu_out ? "does not store" : "stores");
+    free(pv[0]);
+    free(pv[1]);
     free(x);
     sn_graph_free(m.g);
 }

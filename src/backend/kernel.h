@@ -20,7 +20,9 @@
 typedef enum sn_fused_kind {
     SN_FUSED_NONE = 0,
     /* conv2d -> bias_add -> relu [-> max_pool2d]: op CONV2D, in (x, w, bias), out the relu
-     * output; with a pool, out2[0] is the pool's output (attr2[0] its attributes). */
+     * output; with a pool, out2[0] is the pool's output (attr2[0] its attributes). out is
+     * NULL where nothing reads the relu output but the pool (and a backward that recomputes
+     * it): only the pool is stored. */
     SN_FUSED_CONV_BIAS_RELU,
     /* max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: op MAX_POOL2D_GRAD, in (x,
      * dy) where x is the relu's output, out the relu_grad's output; with the reduction,
@@ -29,7 +31,9 @@ typedef enum sn_fused_kind {
     /* the same with the bias gradient, and the conv2d_bwd_filter that reads the relu_grad's
      * output, of a first layer (nothing else reads that gradient): in (x, dy, conv input),
      * out unused (the activation gradient is never stored), out2 (bias gradient, filter
-     * gradient), attr2[1] the convolution's attributes. */
+     * gradient), attr2[1] the convolution's attributes. With in (-, dy, conv input, w,
+     * bias) (n_in 5) the relu output is recomputed per image from the layer's input and never
+     * stored (in[0] is NULL, and the forward call's out too). */
     SN_FUSED_POOL_RELU_GRAD_FILTER,
     SN_FUSED_COUNT
 } sn_fused_kind;

@@ -14,6 +14,7 @@
  *     the relu's output into its own buffer (the bias_add, and through it the relu, become
  *     views of it; the conv's own pre-bias value is never stored, so it must have no other
  *     reader); the pool's output is the call's second output, the pool's call is dropped.
+ *     Where the pool is the relu output's only reader (inference), it is not stored.
  *   max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: the pool-gradient call masks
  *     by the relu output it already reads (relu_grad's y must be the pool's x) and writes the
  *     relu_grad's value (relu_grad becomes a view of it); the bias gradient is its second
@@ -98,7 +99,11 @@ static void fuse_conv(sn_plan *p, const int *readers, sn_node cv, unsigned char 
     }
     p->loc[ba] = (sn_loc){.kind = LOC_ALIAS, .alias = cv};
     drop[ba] = 1;
-    if (f->n_out2) drop[mp] = 1;
+    if (!f->n_out2) return;
+    drop[mp] = 1;
+    /* Inference (evaluate, predict): the pool is the relu output's only reader, so the relu
+     * output need not be stored at all. */
+    if (readers[relu] == 1 && !p->is_target[relu]) p->loc[cv] = (sn_loc){.kind = LOC_NONE};
 }
 
 /* max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W] at pool-gradient node pg. */
