@@ -117,23 +117,7 @@ static sn_status wino_build_n(sn_dnnl_op *s, const sn_kcall *c, int64_t n,
         return sn_dnnl_error(st, "Winograd convolution primitive descriptor", __FILE__,
                              __LINE__);
 
-    int arg[3];
-    const dnnl_memory_desc_t *user[3];
-    switch (op) {
-    case SN_OP_CONV2D:
-        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DST;
-        user[0] = &xu, user[1] = &wu, user[2] = &yu;
-        break;
-    case SN_OP_CONV2D_BWD_DATA:
-        arg[0] = DNNL_ARG_DIFF_DST, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DIFF_SRC;
-        user[0] = &yu, user[1] = &wu, user[2] = &xu;
-        break;
-    default:
-        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_DIFF_DST, arg[2] = DNNL_ARG_DIFF_WEIGHTS;
-        user[0] = &xu, user[1] = &yu, user[2] = &wu;
-        break;
-    }
-    sn_status r = sn_dnnl_op_init(s, pd, arg, user, scratch_bytes);
+    sn_status r = sn_dnnl_conv_op_init(s, pd, op, &xu, &wu, &yu, scratch_bytes);
     dnnl_primitive_desc_destroy(pd);
     return r;
 }

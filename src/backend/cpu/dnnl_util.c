@@ -162,6 +162,28 @@ sn_status sn_dnnl_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, const 
     return SN_OK;
 }
 
+sn_status sn_dnnl_conv_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, sn_op kind,
+                               const dnnl_memory_desc_t *xu, const dnnl_memory_desc_t *wu,
+                               const dnnl_memory_desc_t *yu, size_t *scratch_bytes) {
+    int arg[3];
+    const dnnl_memory_desc_t *user[3];
+    switch (kind) {
+    case SN_OP_CONV2D:
+        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DST;
+        user[0] = xu, user[1] = wu, user[2] = yu;
+        break;
+    case SN_OP_CONV2D_BWD_DATA:
+        arg[0] = DNNL_ARG_DIFF_DST, arg[1] = DNNL_ARG_WEIGHTS, arg[2] = DNNL_ARG_DIFF_SRC;
+        user[0] = yu, user[1] = wu, user[2] = xu;
+        break;
+    default: /* SN_OP_CONV2D_BWD_FILTER */
+        arg[0] = DNNL_ARG_SRC, arg[1] = DNNL_ARG_DIFF_DST, arg[2] = DNNL_ARG_DIFF_WEIGHTS;
+        user[0] = xu, user[1] = yu, user[2] = wu;
+        break;
+    }
+    return sn_dnnl_op_init(op, pd, arg, user, scratch_bytes);
+}
+
 static sn_status exec_reorder(sn_dnnl_op *op, int j, dnnl_stream_t stream, dnnl_memory_t from,
                               dnnl_memory_t to) {
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to},

@@ -11,6 +11,7 @@
 
 #include <dnnl.h>
 
+#include "backend/op_desc.h"
 #include "core/core.h"
 
 /* Turns a failing oneDNN status into SN_ERR_BACKEND (or SN_ERR_NOMEM / SN_ERR_UNSUPPORTED)
@@ -64,6 +65,13 @@ typedef struct sn_dnnl_op {
  * failure everything built is destroyed and op is zeroed. */
 sn_status sn_dnnl_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, const int arg[3],
                           const dnnl_memory_desc_t *const user[3], size_t *scratch_bytes);
+/* sn_dnnl_op_init for a convolution primitive of op, with the operands in the order the
+ * kernel table gives them: conv2d (x, w) -> y; conv2d_bwd_data (dy, w) -> dx;
+ * conv2d_bwd_filter (x, dy) -> dw. xu, wu, yu describe our buffers of x, w and y (or dy, dx,
+ * dw). Shared by the direct and the Winograd convolution builds. */
+sn_status sn_dnnl_conv_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, sn_op kind,
+                               const dnnl_memory_desc_t *xu, const dnnl_memory_desc_t *wu,
+                               const dnnl_memory_desc_t *yu, size_t *scratch_bytes);
 /* One execution: in0, in1 -> out, with scratch of the size init reported. */
 sn_status sn_dnnl_op_run(sn_dnnl_op *op, const void *in0, const void *in1, void *out,
                          void *scratch);
