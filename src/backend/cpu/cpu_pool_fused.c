@@ -92,6 +92,30 @@ typedef struct pf_ctx {
  * directly, so a window costs four loads, three compares and four masked stores. Each row's
  * bias sums go to the thread's double partials at the row's end. Same values as pf_task's
  * loop: the same strictly-greater rule (a NaN never wins, as `>` in C), dy + 0.0f stored. */
+/* One 2x2 window of 16 channels whose cells start at p, p + C, p + WC and p + WC + C: the
+ * max-pool gradient after relu. q[0..3] (the cells in that order) get dy on the cell holding
+ * the window's first maximum, 0 where that maximum is <= 0 (relu's gradient) and on the other
+ * cells. Returns the relu-masked dy, the bias gradient's term. */
+TGT_AVX512 static inline __m512 pf_window_grad(const float *p, int64_t C, int64_t WC, __m512 dyv,
+                                               __m512 q[4]) {
+    const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + C);
+    const __m512 c = _mm512_loadu_ps(p + WC), d = _mm512_loadu_ps(p + WC + C);
+    __m512 best = a;
+    const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
+    best = _mm512_mask_mov_ps(best, m1, b);
+    const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
+    best = _mm512_mask_mov_ps(best, m2, c);
+    const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
+    best = _mm512_mask_mov_ps(best, m3, d);
+    const __m512 pos =
+        _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ), dyv);
+    q[0] = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), pos);
+    q[1] = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), pos);
+    q[2] = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), pos);
+    q[3] = _mm512_maskz_mov_ps(m3, pos);
+    return pos;
+}
+
 TGT_AVX512 static void pf_item_2x2(const pf_geom *g, const float *x, const float *dy, float *dx,
                                    double *part, int64_t cn) {
     const int64_t C = g->c, W = g->w;
@@ -101,28 +125,14 @@ TGT_AVX512 static void pf_item_2x2(const pf_geom *g, const float *x, const float
             __m512 rowsum = zero;
             for (int64_t ow = 0; ow < g->ow; ow++) {
                 const int64_t c00 = (2 * oh * W + 2 * ow) * C + k;
-                const __m512 a = _mm512_loadu_ps(x + c00), b = _mm512_loadu_ps(x + c00 + C);
-                const __m512 c = _mm512_loadu_ps(x + c00 + W * C);
-                const __m512 d = _mm512_loadu_ps(x + c00 + W * C + C);
-                __m512 best = a;
-                const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m1, b);
-                const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m2, c);
-                const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m3, d);
                 const __m512 dyv =
                     _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + k), zero);
-                const __m512 pos =
-                    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), dyv);
-                rowsum = _mm512_add_ps(rowsum, pos);
-                const __mmask16 wd = m3, wc = (__mmask16)(m2 & ~m3),
-                                wb = (__mmask16)(m1 & ~(m2 | m3)),
-                                wa = (__mmask16)~(m1 | m2 | m3);
-                _mm512_storeu_ps(dx + c00, _mm512_maskz_mov_ps(wa, pos));
-                _mm512_storeu_ps(dx + c00 + C, _mm512_maskz_mov_ps(wb, pos));
-                _mm512_storeu_ps(dx + c00 + W * C, _mm512_maskz_mov_ps(wc, pos));
-                _mm512_storeu_ps(dx + c00 + W * C + C, _mm512_maskz_mov_ps(wd, pos));
+                __m512 q[4];
+                rowsum = _mm512_add_ps(rowsum, pf_window_grad(x + c00, C, W * C, dyv, q));
+                _mm512_storeu_ps(dx + c00, q[0]);
+                _mm512_storeu_ps(dx + c00 + C, q[1]);
+                _mm512_storeu_ps(dx + c00 + W * C, q[2]);
+                _mm512_storeu_ps(dx + c00 + W * C + C, q[3]);
             }
             if (part) {
                 double *pp = part + k;
@@ -371,25 +381,11 @@ TGT_AVX512 static inline void pff_image_kk(const pff_geom *G, const float *y, co
             __m512 gq[4][PF_MAX_F / 16];
             for (int j = 0; j < FB; j++) {
                 const int64_t c00 = (2 * oh * W + 2 * ow) * C + 16 * j;
-                const __m512 a = _mm512_loadu_ps(y + c00), b = _mm512_loadu_ps(y + c00 + C);
-                const __m512 c = _mm512_loadu_ps(y + c00 + W * C);
-                const __m512 d = _mm512_loadu_ps(y + c00 + W * C + C);
-                __m512 best = a;
-                const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m1, b);
-                const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m2, c);
-                const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
-                best = _mm512_mask_mov_ps(best, m3, d);
                 const __m512 dyv =
                     _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + 16 * j), zero);
-                const __m512 pos =
-                    _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, zero, _CMP_GT_OQ), dyv);
-                bsum[j] = _mm512_add_ps(bsum[j], pos);
-                gq[0][j] = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), pos);
-                gq[1][j] = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), pos);
-                gq[2][j] = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), pos);
-                gq[3][j] = _mm512_maskz_mov_ps(m3, pos);
+                __m512 q[4];
+                bsum[j] = _mm512_add_ps(bsum[j], pf_window_grad(y + c00, C, W * C, dyv, q));
+                for (int i = 0; i < 4; i++) gq[i][j] = q[i];
             }
             for (int q = 0; q < 4; q++) {
                 const int64_t ch = 2 * oh + (q >> 1), cw = 2 * ow + (q & 1);
