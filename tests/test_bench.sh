@@ -51,7 +51,7 @@ for i in $(seq 60); do printf 'ROMEO: But soft, what light through yonder window
 if bench char_lstm_small --model char_lstm_small --data "$TMP/t.txt" --batch-size 4 --seq-length 20 \
     --steps 2 --warmup 1 --profile; then
     if grep -Eq 'tokens_per_s=[0-9]' "$TMP/char_lstm_small" && grep -q 'seq=20 ' "$TMP/char_lstm_small" &&
-        grep -Eq '^[0-9]+ +lstm +[a-z_]+ .* [0-9.]+ +[0-9.]+%' "$TMP/char_lstm_small"; then
+        grep -Eq '^[0-9]+ +lstm(_layer)? +[a-z_]+ .* [0-9.]+ +[0-9.]+%' "$TMP/char_lstm_small"; then
         ok "char_lstm_small: tokens_per_s, seq and the lstm profile row"
     else bad "char_lstm_small: no tokens_per_s / seq / lstm row" "$TMP/char_lstm_small"; fi
 fi

@@ -125,6 +125,17 @@ static sn_node b_gru_rb(sn_graph *g, const sn_node *x) {
 
 static sn_node b_gather(sn_graph *g, const sn_node *x) { return sn_gather(g, x[0], x[1]); }
 
+/* The whole-layer op (x, w, r, b, h0, c0): the h sequence and the last h, and with keep_c the
+ * last c, whose gradient enters the backward pass as the final cell state's. */
+static sn_node lstm_layer_outputs(sn_graph *g, const sn_node *x, bool keep_c) {
+    sn_node y = sn_lstm_layer(g, x[0], x[1], x[2], x[3], x[4], x[5], keep_c);
+    sn_node hs = sn_reshape(g, sn_lstm_layer_seq(g, y), &(sn_shape){.ndim = 2, .dim = {B, T * U}});
+    sn_node parts[3] = {hs, sn_lstm_layer_last_h(g, y), keep_c ? sn_lstm_layer_last_c(g, y) : 0};
+    return sn_concat(g, keep_c ? 3 : 2, parts, 1);
+}
+static sn_node b_lstm_layer(sn_graph *g, const sn_node *x) { return lstm_layer_outputs(g, x, false); }
+static sn_node b_lstm_layer_c(sn_graph *g, const sn_node *x) { return lstm_layer_outputs(g, x, true); }
+
 static void test_gradchecks(void) {
     /* Initial states are inputs but get no gradient (op_rnn.h); their values still enter the
      * checked gradients (c0 in df, h0 in d r). */
@@ -133,6 +144,15 @@ static void test_gradchecks(void) {
                      {.shape = {.ndim = 2, .dim = {B, U}}},
                      {.shape = {.ndim = 2, .dim = {B, U}}}};
     gradcheck("lstm", 4, lstm, b_lstm, 1e-7);
+    enum { D = 2 };
+    gc_in layer[6] = {{.shape = {.ndim = 3, .dim = {B, T, D}}, .wrt = true},
+                      {.shape = {.ndim = 2, .dim = {D, 4 * U}}, .wrt = true},
+                      {.shape = {.ndim = 2, .dim = {U, 4 * U}}, .wrt = true},
+                      {.shape = {.ndim = 1, .dim = {4 * U}}, .wrt = true},
+                      {.shape = {.ndim = 2, .dim = {B, U}}},
+                      {.shape = {.ndim = 2, .dim = {B, U}}}};
+    gradcheck("lstm_layer", 6, layer, b_lstm_layer, 1e-7);
+    gradcheck("lstm_layer keep_c", 6, layer, b_lstm_layer_c, 1e-7);
     gc_in gru[4] = {{.shape = {.ndim = 3, .dim = {B, T, 3 * U}}, .wrt = true},
                     {.shape = {.ndim = 2, .dim = {U, 3 * U}}, .wrt = true},
                     {.shape = {.ndim = 1, .dim = {3 * U}}, .wrt = true},

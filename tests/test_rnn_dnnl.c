@@ -12,13 +12,17 @@
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_rnn_dnnl.h"
+#include "backend/kernel.h"
 #include "core/core.h"
 #include "graph/op_rnn.h"
+#include "graph/plan_impl.h"
+#include "sinter/graph.h"
 #include "sn_test.h"
 
 typedef struct lstm_case {
     int64_t B, T, D, U;
     bool zero_states; /* the wrapper is given no h0 / c0 (the reference uses zeros) */
+    bool no_c_loss;   /* the loss has no c_T term (S = 0): the graph op without keep_c */
 } lstm_case;
 
 /* One problem's data (f32, as the wrapper takes it) and the reference results (double). */
@@ -146,7 +150,7 @@ static bool problem_new(problem *pb, lstm_case c, uint64_t seed) {
     }
     pb->P = randv(&g, B * T * U, 1.0);
     pb->Q = randv(&g, B * U, 1.0);
-    pb->S = randv(&g, B * U, 1.0);
+    pb->S = randv(&g, B * U, c.no_c_loss ? 0.0 : 1.0);
     pb->y = dalloc(B * T * U);
     pb->hT = dalloc(B * U);
     pb->cT = dalloc(B * U);
@@ -234,6 +238,145 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
     problem_free(&pb);
 }
 
+/* The graph op lstm_layer on the CPU kernels (oneDNN) against the same reference: a plan
+ * of the forward and the gradients of x, w, r, b, run twice (the weight gradients must be
+ * overwritten), with keep_c (the final c read from row T) or without (the loss has no c term).
+ * Checks that both calls run on oneDNN and that the planner linked the gradient's call to the
+ * forward's (sn_kcall.fwd), whose workspace it reads instead of running the forward again. */
+static void check_layer_op(const char *name, lstm_case c, double tol) {
+    c.no_c_loss = !c.zero_states; /* given states: without keep_c; zero states: with it */
+    bool keep_c = !c.no_c_loss;
+    problem pb;
+    bool ok = problem_new(&pb, c, 5 + (uint64_t)c.T * 3 + (uint64_t)c.U);
+    CHECK(ok, "%s: reference failed: %s", name, sn_last_error());
+    if (!ok) {
+        problem_free(&pb);
+        return;
+    }
+    int64_t B = c.B, T = c.T, D = c.D, U = c.U, G = 4 * U;
+    sn_graph *g = sn_graph_new();
+    sn_shape sh[6] = {{.ndim = 3, .dim = {B, T, D}}, {.ndim = 2, .dim = {D, G}},
+                      {.ndim = 2, .dim = {U, G}},    {.ndim = 1, .dim = {G}},
+                      {.ndim = 2, .dim = {B, U}},    {.ndim = 2, .dim = {B, U}}};
+    const float *src[6] = {pb.x, pb.w, pb.r, pb.b, pb.h0, pb.c0};
+    sn_node in[6];
+    for (int i = 0; i < 6; i++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "in%d", i);
+        in[i] = sn_input(g, nm, SN_F32, &sh[i]);
+    }
+    sn_node y = sn_lstm_layer(g, in[0], in[1], in[2], in[3], in[4], in[5], keep_c);
+    sn_node seq = sn_lstm_layer_seq(g, y), hT = sn_lstm_layer_last_h(g, y);
+    sn_node cT = keep_c ? sn_lstm_layer_last_c(g, y) : SN_NONE;
+    sn_shape ys = {.ndim = 3, .dim = {B, T, U}}, hs = {.ndim = 2, .dim = {B, U}};
+    sn_node loss = sn_add(g, sn_reduce_sum(g, sn_mul(g, seq, sn_const(g, SN_F32, &ys, pb.P)), 0, NULL, false),
+                          sn_reduce_sum(g, sn_mul(g, hT, sn_const(g, SN_F32, &hs, pb.Q)), 0, NULL, false));
+    if (keep_c)
+        loss = sn_add(g, loss, sn_reduce_sum(g, sn_mul(g, cT, sn_const(g, SN_F32, &hs, pb.S)), 0,
+                                             NULL, false));
+    sn_node grads[4];
+    CHECK_OK(sn_gradients(g, loss, 4, in, grads));
+    sn_node targets[7] = {seq, hT, grads[0], grads[1], grads[2], grads[3], keep_c ? cT : seq};
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 7, targets, NULL));
+    for (int i = 0; p && i < 6; i++) {
+        float *d = sn_plan_buffer(p, in[i]);
+        int64_t n = sn_shape_numel(&sh[i]);
+        for (int64_t j = 0; j < n; j++) d[j] = src[i] ? src[i][j] : 0.0f;
+    }
+    for (int run = 0; p && run < 2; run++) {
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        struct { const char *what; sn_node n; const double *want; int64_t cnt; } t[] = {
+            {"y", seq, pb.y, B * T * U},       {"h_T", hT, pb.hT, B * U},
+            {"c_T", cT, pb.cT, B * U},         {"dx", grads[0], pb.dx, B * T * D},
+            {"dW", grads[1], pb.dw, D * G},    {"dR", grads[2], pb.dr, U * G},
+            {"db", grads[3], pb.db, G}};
+        double worst = 0;
+        for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+            if (t[i].n == SN_NONE) continue;
+            double e = scaled_err(sn_plan_buffer(p, t[i].n), t[i].want, t[i].cnt);
+            CHECK(e <= tol, "%s (run %d): %s differs from the reference by %.3g of its scale "
+                  "(tolerance %.3g)", name, run + 1, t[i].what, e, tol);
+            worst = fmax(worst, e);
+        }
+        if (run == 1 && worst <= tol) printf("ok  %-34s worst scaled error %.2e\n", name, worst);
+    }
+    /* both calls on oneDNN: the forward's, and the gradient's reading its workspace */
+    for (int k = 0; p && k < 2; k++) {
+        int call = -1;
+        const char *impl = "";
+        for (int cl = 0; sn_plan_profile_entry(p, cl, NULL, NULL, NULL); cl++) {
+            sn_node nd;
+            sn_plan_profile_entry(p, cl, &nd, &impl, NULL);
+            const char *op = sn_node_op_name(g, nd);
+            if (strcmp(op, k ? "lstm_layer_grad" : "lstm_layer") == 0) {
+                call = cl;
+                break;
+            }
+        }
+        CHECK(call >= 0 && strcmp(impl, "dnnl") == 0, "%s: %s runs on '%s', expected dnnl",
+              name, k ? "lstm_layer_grad" : "lstm_layer", impl);
+        if (k == 1 && call >= 0)
+            CHECK(p->calls[call].fwd && p->calls[call].fwd->id == y,
+                  "%s: the gradient's call is not linked to the forward's (node %d)", name, (int)y);
+    }
+    sn_plan_free(p);
+    sn_graph_free(g);
+    problem_free(&pb);
+}
+
+/* The gradient kernel called alone, with no forward call to read (sn_kcall.fwd NULL): it runs
+ * the forward itself and must give what the linked pair gives. */
+static void check_grad_alone(void) {
+    lstm_case c = {3, 4, 5, 6, false, false};
+    problem pb;
+    bool ok = problem_new(&pb, c, 99);
+    CHECK(ok, "grad alone: reference failed: %s", sn_last_error());
+    int64_t B = c.B, T = c.T, D = c.D, U = c.U, G = 4 * U;
+    sn_attrs a = {.lstm = {.keep_c = true}};
+    sn_kcall k = {.op = SN_OP_LSTM_LAYER_GRAD, .attr = &a, .n_in = 8};
+    sn_shape sh[8] = {{.ndim = 3, .dim = {B, T, D}}, {.ndim = 2, .dim = {D, G}},
+                      {.ndim = 2, .dim = {U, G}},    {.ndim = 1, .dim = {G}},
+                      {.ndim = 2, .dim = {B, U}},    {.ndim = 2, .dim = {B, U}},
+                      {.ndim = 3, .dim = {B, T + 1, U}}, {.ndim = 3, .dim = {B, T + 1, U}}};
+    int64_t n_out = B * T * D + D * G + U * G + G;
+    k.y = (sn_tdesc){.dtype = SN_F32, .shape = {.ndim = 1, .dim = {n_out}}};
+    float *dy = calloc((size_t)(B * (T + 1) * U), sizeof *dy), *out = malloc(sizeof *out * (size_t)n_out);
+    /* d loss / d output: P on the h rows, plus Q on the last (h_T is that row), S on c_T's */
+    for (int64_t b = 0; dy && b < B; b++)
+        for (int64_t t = 0; t <= T; t++)
+            for (int64_t j = 0; j < U; j++)
+                dy[(b * (T + 1) + t) * U + j] =
+                    t < T ? pb.P[(b * T + t) * U + j] + (t == T - 1 ? pb.Q[b * U + j] : 0.0f)
+                          : pb.S[b * U + j];
+    const void *bufs[8] = {pb.x, pb.w, pb.r, pb.b, pb.h0, pb.c0, NULL, dy};
+    for (int i = 0; i < 8; i++) k.x[i] = (sn_tdesc){.dtype = SN_F32, .shape = sh[i]}, k.in[i] = bufs[i];
+    k.out = out;
+    const sn_kernel *kern = sn_kernel_select(sn_cpu_kernels(), &k);
+    CHECK(kern && strcmp(kern->impl, "dnnl") == 0, "grad alone: kernel %s, expected dnnl",
+          kern ? kern->impl : "none");
+    size_t scratch = 0;
+    bool ready = ok && dy && out && kern && kern->prepare && kern->prepare(&k, &scratch) == SN_OK;
+    CHECK(ready, "grad alone: prepare failed: %s", sn_last_error());
+    if (ready) {
+        CHECK_OK(kern->run(&k));
+        const float *got = out;
+        struct { const char *what; const double *want; int64_t n; } t[] = {
+            {"dx", pb.dx, B * T * D}, {"dW", pb.dw, D * G}, {"dR", pb.dr, U * G}, {"db", pb.db, G}};
+        for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+            double e = scaled_err(got, t[i].want, t[i].n);
+            CHECK(e <= 1e-4, "grad alone: %s differs from the reference by %.3g of its scale",
+                  t[i].what, e);
+            got += t[i].n;
+        }
+        printf("ok  lstm_layer_grad alone (forward rerun)\n");
+    }
+    if (kern && kern->release) kern->release(&k);
+    free(dy);
+    free(out);
+    problem_free(&pb);
+}
+
 int main(void) {
     sn_dnnl_lstm *l = NULL;
     sn_status s = sn_dnnl_lstm_new(&l, 2, 3, 4, 5, false);
@@ -249,13 +392,16 @@ int main(void) {
     CHECK_ERR(sn_dnnl_lstm_new(&l, 0, 3, 4, 5, false), SN_ERR_INVALID, "B=0");
     /* f32: oneDNN against double; its f32 GEMMs and exp/tanh leave ~1e-6 */
     const double f32_tol = 1e-4;
-    check_case("f32 given states", (lstm_case){3, 5, 4, 6, false}, false, f32_tol);
-    check_case("f32 zero states, T=1", (lstm_case){3, 1, 4, 6, true}, false, f32_tol);
-    check_case("f32 zero states, T=5", (lstm_case){3, 5, 4, 6, true}, false, f32_tol);
-    check_case("f32 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true}, false, f32_tol);
+    check_case("f32 given states", (lstm_case){3, 5, 4, 6, false, false}, false, f32_tol);
+    check_case("f32 zero states, T=1", (lstm_case){3, 1, 4, 6, true, false}, false, f32_tol);
+    check_case("f32 zero states, T=5", (lstm_case){3, 5, 4, 6, true, false}, false, f32_tol);
+    check_case("f32 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, false, f32_tol);
     /* bf16: 8 significant bits in the GEMMs' operands (and the saved activations): ~1e-2 */
     const double bf16_tol = 5e-2;
-    check_case("bf16 given states", (lstm_case){3, 5, 4, 6, false}, true, bf16_tol);
-    check_case("bf16 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true}, true, bf16_tol);
+    check_layer_op("graph op, given states", (lstm_case){3, 5, 4, 6, false, false}, f32_tol);
+    check_layer_op("graph op keep_c, zero states", (lstm_case){16, 6, 24, 40, true, false}, f32_tol);
+    check_grad_alone();
+    check_case("bf16 given states", (lstm_case){3, 5, 4, 6, false, false}, true, bf16_tol);
+    check_case("bf16 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, true, bf16_tol);
     return sn_test_finish("test_rnn_dnnl");
 }

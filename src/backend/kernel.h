@@ -39,6 +39,8 @@ typedef enum sn_fused_kind {
 } sn_fused_kind;
 #define SN_FUSED_MAX_OUT2 2
 
+struct sn_kernel;
+
 typedef struct sn_kcall {
     sn_op op;
     /* Read at every run, not copied: a learning-rate schedule changes optim.lr between runs
@@ -67,6 +69,12 @@ typedef struct sn_kcall {
     sn_tdesc y2[SN_FUSED_MAX_OUT2];
     void *out2[SN_FUSED_MAX_OUT2];
     const sn_attrs *attr2[SN_FUSED_MAX_OUT2];
+    /* A gradient op whose forward kernel may keep what it needs (graph op_def
+     * fwd_state_input: lstm_layer_grad): the forward's call, already prepared, and the kernel
+     * chosen for it, so that this kernel reads fwd->state only when that kernel is its own
+     * partner. NULL when the forward is not in the plan as a call of its own. */
+    const struct sn_kcall *fwd;
+    const struct sn_kernel *fwd_kernel;
 } sn_kcall;
 
 typedef struct sn_kernel {
@@ -95,6 +103,7 @@ void sn_ref_register_matmul(sn_kernel_table *t);
 void sn_ref_register_conv(sn_kernel_table *t);
 void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
 void sn_ref_register_rnn(sn_kernel_table *t);
+void sn_ref_register_lstm_layer(sn_kernel_table *t); /* the whole LSTM layer (ref_lstm_layer.c) */
 void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
@@ -106,6 +115,7 @@ void sn_cpu_register_conv(sn_kernel_table *t);
 void sn_cpu_register_state(sn_kernel_table *t);
 void sn_cpu_register_rnn(sn_kernel_table *t);
 void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */
+void sn_cpu_register_lstm_layer(sn_kernel_table *t); /* oneDNN's LSTM (cpu_lstm_layer.c) */
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */

@@ -93,6 +93,9 @@ typedef enum sn_op {
     SN_OP_GRU_GRAD,         /* (r, h0, ws, dws) -> d xw | d rec [B, T, 6U] */
     SN_OP_GRU_RB,           /* Keras reset_after=False: (xw, r, h0) -> workspace [B, T, 5U] */
     SN_OP_GRU_RB_GRAD,      /* (r, h0, ws, dws) -> d xw [B, T, 3U] */
+    /* the whole LSTM layer, input projection included (oneDNN's RNN primitives take it so) */
+    SN_OP_LSTM_LAYER,       /* (x, w, r, b, h0, c0) -> y [B, T, U] (keep_c: [B, T+1, U]) */
+    SN_OP_LSTM_LAYER_GRAD,  /* (x, w, r, b, h0, c0, y, dy) -> dx | dw | dr | db, flat */
     SN_OP_COUNT
 } sn_op;
 
@@ -124,6 +127,7 @@ typedef union sn_attrs {
              weight_decay; bool nesterov, centered; } optim;
     struct { double value; } scalar;
     struct { double alpha; } act;                             /* elu, leaky_relu */
+    struct { bool keep_c; } lstm; /* lstm_layer: row T of each batch row holds c_T */
 } sn_attrs;
 
 /* A tensor as a kernel sees it: element type and shape. A kernel's buffers are contiguous and

@@ -48,6 +48,10 @@ typedef struct sn_op_def {
      * (SN_NONE where an input gets no gradient). NULL: the op is not differentiable. */
     void (*grad)(sn_graph *g, sn_node node, sn_node dy, sn_node *dx);
     bool side_effect;
+    /* > 0: 1 + the input whose call's kernel state this op's kernels may read: a gradient op
+     * whose forward kernel keeps what the backward needs outside the graph (lstm_layer_grad
+     * and oneDNN's workspace). The planner links the two calls (sn_kcall.fwd). */
+    int fwd_state_input;
 } sn_op_def;
 
 extern const sn_op_def *const sn_ops[SN_OP_COUNT];

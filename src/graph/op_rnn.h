@@ -26,6 +26,21 @@ sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0);
 sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0);
 sn_node sn_gru_rb_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0);
 
+/* The whole LSTM layer as one op, for backends whose kernel takes the input projection too
+ * (oneDNN's RNN primitives): x [B, T, D], w [D, 4U], r [U, 4U], b [4U], h0, c0 [B, U] ->
+ * y [B, T, U], the h sequence; with keep_c, [B, T+1, U] whose row T of each batch row is the
+ * final c (a stateful or return_state layer reads it). Its gradient op gives x, w, r and b
+ * theirs (the initial states none, as above) in one flat buffer the rule slices. The kernels
+ * may keep the forward's saved state (oneDNN's workspace) for the gradient's call: the only
+ * reader of what they keep is that op (op_def.fwd_state_input). */
+sn_node sn_lstm_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn_node h0,
+                      sn_node c0, bool keep_c);
+/* Of an lstm_layer's output: the h sequence [B, T, U] (the output itself unless keep_c), and
+ * the final h or c [B, U] (c only with keep_c). */
+sn_node sn_lstm_layer_seq(sn_graph *g, sn_node y);
+sn_node sn_lstm_layer_last_h(sn_graph *g, sn_node y);
+sn_node sn_lstm_layer_last_c(sn_graph *g, sn_node y);
+
 /* Slots of a workspace (SN_LSTM_H, ..., SN_GRU_WS) are in backend/op_desc.h: the kernels
  * read them too. */
 

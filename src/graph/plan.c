@@ -320,6 +320,14 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             k->x[j] = (sn_tdesc){.dtype = x->dtype, .shape = x->shape};
         }
         sn_plan_fused_call(p, k);
+        if (sn_ops[nd->op]->fwd_state_input > 0) { /* the forward's call ran prepare first */
+            sn_node f = nd->in[sn_ops[nd->op]->fwd_state_input - 1];
+            for (int j = 0; j < c; j++)
+                if (p->calls[j].id == f && !p->calls[j].fused) {
+                    k->fwd = &p->calls[j];
+                    k->fwd_kernel = p->kern[j];
+                }
+        }
         const sn_kernel *kern = sn_backend_select(be, k);
         char b[128];
         if (!kern)

@@ -7,6 +7,12 @@
  * outputs from its workspace. Initial states are zeros; sn_stepper (stepper.c) runs the same
  * layers from carried states, which is how stateful use (generation) works here.
  *
+ * The LSTM layer in fit/evaluate/predict is the exception where the CPU backend has oneDNN's
+ * LSTM primitives: those take the input projection themselves, and are faster than the loop
+ * (docs/kernels.md), so the layer builds the one whole-layer op lstm_layer instead.
+ * SN_LSTM=loop keeps the loop's ops (A/B runs); the stepper always runs the loop's, whose
+ * batch-1 step is tuned for generation.
+ *
  * Decisions (docs/design.md): return_state is refused in a Sequential model (the next layer
  * takes one tensor; Keras's Sequential fails on it too) - the stepper hands out the states
  * instead. stateful=True takes the fixed batch as an option (Keras reads it from the Input):
@@ -15,8 +21,10 @@
  * computation), in every plan - fit, evaluate and predict carry them as Keras 3 does. The
  * stepper (generation) keeps its own states and ignores these. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "backend/kernel.h"
 #include "graph/op_rnn.h"
 #include "nn/layers_impl.h"
 
@@ -208,6 +216,40 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
     return out;
 }
 
+/* Whether an LSTM layer's forward in fit/evaluate/predict is the whole-layer op: where the CPU
+ * kernels have a fast one (oneDNN), unless SN_LSTM=loop. Read at each build (cheap), so a test
+ * or a benchmark can build both in one process. */
+static bool lstm_whole_layer(void) {
+    const char *env = getenv("SN_LSTM");
+    if (env && strcmp(env, "loop") == 0) return false;
+    const sn_kernel *k = sn_cpu_kernels()->k[SN_OP_LSTM_LAYER];
+    return k && strcmp(k->impl, "ref") != 0;
+}
+
+/* The LSTM as one lstm_layer op; the final states (stateful) come from its kept c. */
+static sn_node lstm_layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
+                                  sn_node *state_out) {
+    sn_node b = l->rnn.use_bias
+                    ? l->vars[2]
+                    : sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
+                                      &(sn_shape){.ndim = 1, .dim = {4 * l->rnn.units}});
+    sn_node y = sn_lstm_layer(g, x, l->vars[0], l->vars[1], b, state_in[0], state_in[1],
+                              state_out != NULL);
+    if (state_out) {
+        state_out[0] = sn_lstm_layer_last_h(g, y);
+        state_out[1] = sn_lstm_layer_last_c(g, y);
+    }
+    return l->rnn.return_sequences ? sn_lstm_layer_seq(g, y) : sn_lstm_layer_last_h(g, y);
+}
+
+/* fit/evaluate/predict's forward from these states (the stepper calls sn_rnn_forward_*). */
+static sn_node layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
+                             sn_node *state_out) {
+    if (!is_gru(l) && lstm_whole_layer())
+        return lstm_layer_forward(l, g, x, state_in, state_out);
+    return sn_rnn_forward_states(l, g, x, state_in, state_out);
+}
+
 /* From the carried states, which get the final ones once the step has run. Without `updates`
  * (a caller that runs the forward pass once, outside fit/evaluate/predict) they are read only. */
 static sn_node stateful_forward(sn_layer *l, sn_graph *g, sn_node x, sn_updates *u) {
@@ -218,7 +260,7 @@ static sn_node stateful_forward(sn_layer *l, sn_graph *g, sn_node x, sn_updates 
                              "size: drop the remainder)", l->name, l->vt->class_name,
                              (long long)l->rnn.batch_size, (long long)xs.dim[0]);
     sn_node fin[2] = {SN_NONE, SN_NONE};
-    sn_node y = sn_rnn_forward_states(l, g, x, l->carried, fin);
+    sn_node y = layer_forward(l, g, x, l->carried, fin);
     for (int k = 0; u && y != SN_NONE && k < l->n_carried; k++) {
         sn_node a = sn_assign(g, l->carried[k], fin[k]);
         if (a == SN_NONE) return SN_NONE;
@@ -236,7 +278,7 @@ static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, s
     sn_node zero = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
                                    &hs);
     sn_node st[2] = {zero, zero};
-    return sn_rnn_forward_states(l, g, x, st, NULL);
+    return layer_forward(l, g, x, st, NULL);
 }
 
 static const sn_layer_vtable lstm_vt = {"LSTM", "lstm", rnn_build, rnn_forward, NULL};

@@ -20,6 +20,11 @@ sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, 
     return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN LSTM: this build has no oneDNN "
                                          "(configured with -DSN_WITH_DNNL=OFF)");
 }
+sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D,
+                                   int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
+    (void)y_ld, (void)c_ld;
+    return sn_dnnl_lstm_new(out, B, T, D, U, bf16);
+}
 void sn_dnnl_lstm_free(sn_dnnl_lstm *l) { (void)l; }
 const char *sn_dnnl_lstm_impl(const sn_dnnl_lstm *l) {
     (void)l;
@@ -52,12 +57,13 @@ enum { G_W, G_R, G_DY, G_DHT, G_DCT, G_DX, G_DH0, G_DC0, G_DW, G_DR, G_DB, G_N }
 
 struct sn_dnnl_lstm {
     int64_t B, T, D, U;
+    int64_t y_ld, c_ld; /* batch-row strides of y / dy and of cT / dcT, in floats */
     dnnl_engine_t eng;
     dnnl_stream_t st;
     dnnl_primitive_t fwd, bwd;
     port f[F_N], g[G_N];
     dnnl_memory_t ws;
-    float *zeros, *junk; /* [B, U]: the state a caller did not give, one it does not want */
+    float *zeros, *junk; /* [B, c_ld]: the state a caller did not give, one it does not want */
     char impl[160];
 };
 
@@ -130,6 +136,12 @@ static sn_status port_zero(port *p) {
 static sn_status md(dnnl_memory_desc_t *m, int n, const dnnl_dims_t d, dnnl_data_type_t t,
                     dnnl_format_tag_t tag) {
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(m, n, d, t, tag));
+    return SN_OK;
+}
+
+/* An f32 descriptor of our own with explicit strides (a y inside a larger buffer). */
+static sn_status strided(dnnl_memory_desc_t *m, int n, const dnnl_dims_t d, const dnnl_dims_t st) {
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_strides(m, n, d, dnnl_f32, st));
     return SN_OK;
 }
 
@@ -207,8 +219,11 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
     sn_status s = SN_OK;
     int64_t B = l->B, T = l->T, D = l->D, U = l->U;
     dnnl_memory_desc_t ux, uy, uh, uwl, uwi, ub;
+    dnnl_memory_desc_t uc; /* the final c and its gradient: rows c_ld apart */
     if ((s = md(&ux, 3, (dnnl_dims_t){T, B, D}, dnnl_f32, dnnl_ntc)) ||
-        (s = md(&uy, 3, (dnnl_dims_t){T, B, U}, dnnl_f32, dnnl_ntc)) ||
+        (s = strided(&uy, 3, (dnnl_dims_t){T, B, U}, (dnnl_dims_t){U, l->y_ld, 1})) ||
+        (s = strided(&uc, 4, (dnnl_dims_t){1, 1, B, U},
+                     (dnnl_dims_t){B * l->c_ld, B * l->c_ld, l->c_ld, 1})) ||
         (s = md(&uh, 4, (dnnl_dims_t){1, 1, B, U}, dnnl_f32, dnnl_ldnc)) ||
         (s = md(&uwl, 5, (dnnl_dims_t){1, 1, D, 4, U}, dnnl_f32, dnnl_ldigo)) ||
         (s = md(&uwi, 5, (dnnl_dims_t){1, 1, U, 4, U}, dnnl_f32, dnnl_ldigo)) ||
@@ -216,7 +231,7 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
         goto done;
 #define Q(pd, what, i) dnnl_primitive_desc_query_md(pd, what, i)
     /* forward: src/dst layer, iter, iter_c are indices 0, 1, 2 of the src and dst queries */
-    const dnnl_memory_desc_t *fu[F_N] = {&ux, &uh, &uh, &uwl, &uwi, &ub, &uy, &uh, &uh};
+    const dnnl_memory_desc_t *fu[F_N] = {&ux, &uh, &uh, &uwl, &uwi, &ub, &uy, &uh, &uc};
     const dnnl_memory_desc_t *fp[F_N] = {
         Q(fpd, dnnl_query_src_md, 0),     Q(fpd, dnnl_query_src_md, 1),
         Q(fpd, dnnl_query_src_md, 2),     Q(fpd, dnnl_query_weights_md, 0),
@@ -226,7 +241,7 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
     const bool fin[F_N] = {1, 1, 1, 1, 1, 1, 0, 0, 0};
     for (int i = 0; i < F_N && !s; i++)
         s = port_init(&l->f[i], fu[i], fp[i], fin[i], i != F_W && i != F_R && i != F_B, l->eng);
-    const dnnl_memory_desc_t *gu[G_N] = {&uwl, &uwi, &uy, &uh, &uh, &ux, &uh, &uh, &uwl, &uwi, &ub};
+    const dnnl_memory_desc_t *gu[G_N] = {&uwl, &uwi, &uy, &uh, &uc, &ux, &uh, &uh, &uwl, &uwi, &ub};
     const dnnl_memory_desc_t *gp[G_N] = {
         Q(bpd, dnnl_query_weights_md, 0),      Q(bpd, dnnl_query_weights_md, 1),
         Q(bpd, dnnl_query_diff_dst_md, 0),     Q(bpd, dnnl_query_diff_dst_md, 1),
@@ -248,18 +263,23 @@ done:
     return s;
 }
 
-sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
-                           bool bf16) {
+sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D,
+                                   int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
     if (!out) return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: out is NULL");
     *out = NULL;
     if (B < 1 || T < 1 || D < 1 || U < 1)
         return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: B=%lld T=%lld D=%lld U=%lld, expected "
                          "all >= 1", (long long)B, (long long)T, (long long)D, (long long)U);
+    if (y_ld < T * U || c_ld < U)
+        return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: row strides y_ld=%lld c_ld=%lld, "
+                         "expected >= T*U=%lld and >= U=%lld", (long long)y_ld, (long long)c_ld,
+                         (long long)(T * U), (long long)U);
     sn_dnnl_lstm *l = calloc(1, sizeof *l);
     if (!l) return sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
-    *l = (sn_dnnl_lstm){.B = B, .T = T, .D = D, .U = U};
-    l->zeros = calloc((size_t)(B * U), sizeof(float));
-    l->junk = malloc(sizeof(float) * (size_t)(B * U));
+    *l = (sn_dnnl_lstm){.B = B, .T = T, .D = D, .U = U, .y_ld = y_ld, .c_ld = c_ld};
+    /* zeros and junk stand in for any state buffer, the strided final c's included */
+    l->zeros = calloc((size_t)(B * c_ld), sizeof(float));
+    l->junk = malloc(sizeof(float) * (size_t)(B * c_ld));
     sn_status s = l->zeros && l->junk ? build(l, bf16)
                                       : sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
     if (s) {
@@ -268,6 +288,11 @@ sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, 
     }
     *out = l;
     return SN_OK;
+}
+
+sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
+                           bool bf16) {
+    return sn_dnnl_lstm_new_strided(out, B, T, D, U, bf16, T * U, U);
 }
 
 void sn_dnnl_lstm_free(sn_dnnl_lstm *l) {

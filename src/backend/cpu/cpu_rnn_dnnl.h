@@ -1,9 +1,9 @@
 /* oneDNN's LSTM primitives (dnnl_lstm_forward training + dnnl_lstm_backward) over a whole
  * sequence, on our buffers in Keras's layouts: x [B, T, D], kernel w [D, 4U], recurrent
  * kernel r [U, 4U], bias [4U] (gate order i, f, c, o, which is oneDNN's i, f, c~, o), states
- * [B, U]. Internal to the CPU backend, the benchmark (bench/bench_rnn.c) and the tests
- * (tests/test_rnn_dnnl.c): sinter trains with its own loop (backend/cpu/cpu_rnn.c);
- * docs/kernels.md says why and records the measurements.
+ * [B, U]. Internal to the CPU backend (backend/cpu/cpu_lstm_layer.c, the kernels of the graph
+ * op lstm_layer), the benchmark (bench/bench_rnn.c) and the tests (tests/test_rnn_dnnl.c);
+ * docs/kernels.md records the measurements against sinter's own loop (cpu_rnn.c).
  *
  * What a caller of the primitives has to get right (each was checked against the reference):
  *   - the initial states are always passed (zeros when the caller has none): oneDNN 2.6.3
@@ -35,6 +35,11 @@ typedef struct sn_dnnl_lstm sn_dnnl_lstm;
  * when oneDNN has no bf16 RNN for this CPU (it needs AVX512-BF16 or AVX512-core emulation). */
 sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
                            bool bf16);
+/* The same, with y and dy whose batch rows lie y_ld floats apart (T * U when dense) and the
+ * final c and its gradient (cT, dcT) whose rows lie c_ld apart (U when dense): the graph op
+ * lstm_layer with keep_c writes both into one [B, T+1, U] buffer. */
+sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D,
+                                   int64_t U, bool bf16, int64_t y_ld, int64_t c_ld);
 void sn_dnnl_lstm_free(sn_dnnl_lstm *l);
 /* oneDNN's implementation names, "forward / backward" (for the benchmark's report). */
 const char *sn_dnnl_lstm_impl(const sn_dnnl_lstm *l);
