@@ -35,7 +35,10 @@ static float *randn(int64_t n, double scale, uint64_t seed) {
 
 typedef struct problem {
     int64_t B, T, D, U;
-    float *x, *w, *r, *b, *dy; /* x [B,T,D], w [D,4U], r [U,4U], b [4U], dy [B,T,U] */
+    bool gru; /* Keras's GRU (reset_after=True) = oneDNN's LBR-GRU instead of the LSTM */
+    /* x [B,T,D], w [D,GU], r [U,GU], b [4U], dy [B,T,U]; G = 4 (LSTM) or 3 (GRU, whose b is
+     * oneDNN's [b_u, b_r, b_o, b_u'] with b_u' = 0: Keras's input bias and a zero recurrent one) */
+    float *x, *w, *r, *b, *dy;
 } problem;
 
 /* ---- ours --------------------------------------------------------------------------------- */
@@ -46,20 +49,22 @@ typedef struct ours {
 } ours;
 
 static int ours_init(ours *o, const problem *pb) {
-    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U, G = 4 * U;
+    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U, G = (pb->gru ? 3 : 4) * U;
     sn_graph *g = o->g = sn_graph_new();
     sn_node x = sn_const(g, SN_F32, &(sn_shape){.ndim = 3, .dim = {B, T, D}}, pb->x);
     sn_node w = sn_const(g, SN_F32, &(sn_shape){.ndim = 2, .dim = {D, G}}, pb->w);
     sn_node r = sn_const(g, SN_F32, &(sn_shape){.ndim = 2, .dim = {U, G}}, pb->r);
-    sn_node b = sn_const(g, SN_F32, &(sn_shape){.ndim = 1, .dim = {G}}, pb->b);
+    sn_node b = sn_const(g, SN_F32, &(sn_shape){.ndim = 1, .dim = {G}}, pb->b); /* its first G */
     sn_node dy = sn_const(g, SN_F32, &(sn_shape){.ndim = 3, .dim = {B, T, U}}, pb->dy);
     sn_node zero = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, SN_F32, 0.0), &(sn_shape){0}),
                                    &(sn_shape){.ndim = 2, .dim = {B, U}});
     sn_node xw = sn_bias_add(g, sn_matmul(g, sn_reshape(g, x, &(sn_shape){.ndim = 2, .dim = {B * T, D}}),
                                           w, false, false), b);
     xw = sn_reshape(g, xw, &(sn_shape){.ndim = 3, .dim = {B, T, G}});
-    sn_node ws = sn_lstm_seq(g, xw, r, zero, zero);
-    sn_node h = sn_rnn_slot_seq(g, ws, U, SN_LSTM_H);
+    sn_node rb = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, SN_F32, 0.0), &(sn_shape){0}),
+                                 &(sn_shape){.ndim = 1, .dim = {G}});
+    sn_node ws = pb->gru ? sn_gru_seq(g, xw, r, rb, zero) : sn_lstm_seq(g, xw, r, zero, zero);
+    sn_node h = sn_rnn_slot_seq(g, ws, U, pb->gru ? SN_GRU_H : SN_LSTM_H);
     /* sum(h * dy): its gradient w.r.t. h is dy, the gradient the layer receives */
     sn_node loss = sn_reduce_sum(g, sn_mul(g, h, dy), 0, NULL, false);
     sn_node wrt[4] = {x, w, r, b}, grads[4];
@@ -80,33 +85,35 @@ static void ours_free(ours *o) {
 
 /* ---- oneDNN (backend/cpu/cpu_rnn_dnnl.c, tested in tests/test_rnn_dnnl.c) ------------------ */
 typedef struct onednn {
-    sn_dnnl_lstm *l;
-    sn_dnnl_lstm_fwd f;
-    sn_dnnl_lstm_bwd g;
+    sn_dnnl_rnn *l;
+    sn_dnnl_rnn_fwd f;
+    sn_dnnl_rnn_bwd g;
     float *buf;
 } onednn;
 
 static int onednn_init(onednn *o, const problem *pb, bool bf16) {
-    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U, G = 4 * U;
-    if (sn_dnnl_lstm_new(&o->l, B, T, D, U, bf16) != SN_OK) return 1;
-    o->buf = malloc(sizeof(float) * (size_t)(B * T * U + B * T * D + D * G + U * G + G));
+    int64_t B = pb->B, T = pb->T, D = pb->D, U = pb->U, G = (pb->gru ? 3 : 4) * U;
+    if (sn_dnnl_rnn_new(&o->l, pb->gru ? SN_DNNL_GRU_LBR : SN_DNNL_LSTM, B, T, D, U, bf16, T * U,
+                        U) != SN_OK)
+        return 1;
+    o->buf = malloc(sizeof(float) * (size_t)(B * T * U + B * T * D + D * G + U * G + 4 * U));
     if (!o->buf) return 1;
     float *y = o->buf, *dx = y + B * T * U, *dw = dx + B * T * D, *dr = dw + D * G,
-          *db = dr + U * G;
-    o->f = (sn_dnnl_lstm_fwd){.x = pb->x, .w = pb->w, .r = pb->r, .b = pb->b, .y = y};
-    o->g = (sn_dnnl_lstm_bwd){.dy = pb->dy, .dx = dx, .dw = dw, .dr = dr, .db = db};
-    printf("oneDNN %s lstm (forward / backward): %s\n", bf16 ? "bf16" : "f32",
-           sn_dnnl_lstm_impl(o->l));
+          *db = dr + U * G; /* [4U]: a GRU has 4 biases */
+    o->f = (sn_dnnl_rnn_fwd){.x = pb->x, .w = pb->w, .r = pb->r, .b = pb->b, .y = y};
+    o->g = (sn_dnnl_rnn_bwd){.dy = pb->dy, .dx = dx, .dw = dw, .dr = dr, .db = db};
+    printf("oneDNN %s %s (forward / backward): %s\n", bf16 ? "bf16" : "f32",
+           pb->gru ? "lbr_gru" : "lstm", sn_dnnl_rnn_impl(o->l));
     return 0;
 }
 
 static int onednn_step(onednn *o) {
-    return sn_dnnl_lstm_forward(o->l, &o->f) != SN_OK ||
-           sn_dnnl_lstm_backward(o->l, &o->f, &o->g) != SN_OK;
+    return sn_dnnl_rnn_forward(o->l, &o->f) != SN_OK ||
+           sn_dnnl_rnn_backward(o->l, &o->f, &o->g) != SN_OK;
 }
 
 static void onednn_free(onednn *o) {
-    sn_dnnl_lstm_free(o->l);
+    sn_dnnl_rnn_free(o->l);
     free(o->buf);
 }
 
@@ -130,7 +137,7 @@ static double maxdiff(const float *a, const float *b, int64_t n, double *mb) {
 }
 
 int main(int argc, char **argv) {
-    problem pb = {64, 100, 64, 256, NULL, NULL, NULL, NULL, NULL};
+    problem pb = {.B = 64, .T = 100, .D = 64, .U = 256};
     int rounds = 6;
     const char *prec = "f32";
     if (argc >= 5) {
@@ -141,23 +148,26 @@ int main(int argc, char **argv) {
     }
     if (argc >= 6) rounds = atoi(argv[5]);
     if (argc >= 7) prec = argv[6];
+    const char *cell = argc >= 8 ? argv[7] : "lstm";
     bool bf16 = strcmp(prec, "bf16") == 0;
+    pb.gru = strcmp(cell, "gru") == 0;
     if (pb.B < 1 || pb.T < 1 || pb.D < 1 || pb.U < 1 || rounds < 1 || rounds > 100 ||
-        (!bf16 && strcmp(prec, "f32") != 0)) {
-        fprintf(stderr, "usage: bench_rnn [B T D U [ROUNDS [f32|bf16]]]\n");
+        (!bf16 && strcmp(prec, "f32") != 0) || (!pb.gru && strcmp(cell, "lstm") != 0)) {
+        fprintf(stderr, "usage: bench_rnn [B T D U [ROUNDS [f32|bf16 [lstm|gru]]]]\n");
         return 2;
     }
-    int64_t B = pb.B, T = pb.T, D = pb.D, U = pb.U;
+    int64_t B = pb.B, T = pb.T, D = pb.D, U = pb.U, NG = pb.gru ? 3 : 4;
     pb.x = randn(B * T * D, 1.0, 1);
-    pb.w = randn(D * 4 * U, 1.0 / sqrt((double)D), 2);
-    pb.r = randn(U * 4 * U, 1.0 / sqrt((double)U), 3);
+    pb.w = randn(D * NG * U, 1.0 / sqrt((double)D), 2);
+    pb.r = randn(U * NG * U, 1.0 / sqrt((double)U), 3);
     pb.b = randn(4 * U, 0.1, 4);
+    if (pb.b && pb.gru) memset(pb.b + 3 * U, 0, sizeof(float) * (size_t)U); /* b_u' */
     pb.dy = randn(B * T * U, 1.0, 5);
     if (!pb.x || !pb.w || !pb.r || !pb.b || !pb.dy) return 1;
     /* 3 x forward multiply-adds x2, as char_lstm.py counts: x @ W and h @ R */
-    double flops = 3.0 * 2.0 * (double)(B * T) * (double)(4 * U) * (double)(D + U);
-    printf("LSTM layer training step: B=%lld T=%lld D=%lld U=%lld threads=%d, %.3f GFLOP; "
-           "ours f32, oneDNN %s\n", (long long)B, (long long)T, (long long)D, (long long)U,
+    double flops = 3.0 * 2.0 * (double)(B * T) * (double)(NG * U) * (double)(D + U);
+    printf("%s layer training step: B=%lld T=%lld D=%lld U=%lld threads=%d, %.3f GFLOP; "
+           "ours f32, oneDNN %s\n", pb.gru ? "GRU" : "LSTM", (long long)B, (long long)T, (long long)D, (long long)U,
            sn_num_threads(), flops / 1e9, prec);
     ours o = {0};
     if (ours_init(&o, &pb)) {
@@ -204,7 +214,7 @@ int main(int argc, char **argv) {
                 *gx = sn_plan_buffer(o.p, o.dx);
     if (gr && gw && gx) {
         double mr = 0, mw = 0, mx = 0;
-        double er = maxdiff(d.g.dr, gr, U * 4 * U, &mr), ew = maxdiff(d.g.dw, gw, D * 4 * U, &mw),
+        double er = maxdiff(d.g.dr, gr, U * NG * U, &mr), ew = maxdiff(d.g.dw, gw, D * NG * U, &mw),
                ex = maxdiff(d.g.dx, gx, B * T * D, &mx);
         printf("max |onednn - ours| (max |ours|): dR %.3g (%.3g), dW %.3g (%.3g), dx %.3g (%.3g)\n",
                er, mr, ew, mw, ex, mx);

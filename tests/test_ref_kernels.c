@@ -878,7 +878,7 @@ int main(void) {
     sn_ref_register_conv(&table);
     sn_ref_register_state(&table);
     sn_ref_register_rnn(&table);
-    sn_ref_register_lstm_layer(&table);
+    sn_ref_register_rnn_layer(&table);
     sn_ref_register_activation(&table);
 
     test_matmul();

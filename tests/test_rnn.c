@@ -129,10 +129,86 @@ static sn_node b_gather(sn_graph *g, const sn_node *x) { return sn_gather(g, x[0
  * last c, whose gradient enters the backward pass as the final cell state's. */
 static sn_node lstm_layer_outputs(sn_graph *g, const sn_node *x, bool keep_c) {
     sn_node y = sn_lstm_layer(g, x[0], x[1], x[2], x[3], x[4], x[5], keep_c);
-    sn_node hs = sn_reshape(g, sn_lstm_layer_seq(g, y), &(sn_shape){.ndim = 2, .dim = {B, T * U}});
-    sn_node parts[3] = {hs, sn_lstm_layer_last_h(g, y), keep_c ? sn_lstm_layer_last_c(g, y) : 0};
+    sn_node hs = sn_reshape(g, sn_rnn_layer_seq(g, y), &(sn_shape){.ndim = 2, .dim = {B, T * U}});
+    sn_node parts[3] = {hs, sn_rnn_layer_last_h(g, y), keep_c ? sn_rnn_layer_last_c(g, y) : 0};
     return sn_concat(g, keep_c ? 3 : 2, parts, 1);
 }
+/* Keras's GRU bias [2, 3U] as gru_layer's [4U] (as nn/layers_seq.c builds it). */
+static sn_node gru_bias4(sn_graph *g, sn_node b, int64_t u) {
+    sn_node p[4];
+    for (int row = 0; row < 2; row++) {
+        p[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * u}),
+                                &(sn_shape){.ndim = 1, .dim = {2 * u}});
+        p[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * u}, (int64_t[]){1, u}),
+                                    &(sn_shape){.ndim = 1, .dim = {u}});
+    }
+    return sn_concat(g, 3, (sn_node[]){sn_add(g, p[0], p[2]), p[1], p[3]}, 0);
+}
+
+/* gru_layer (x, w, r, b [2, 3U] mapped, h0): the h sequence and the last h. */
+static sn_node b_gru_layer(sn_graph *g, const sn_node *x) {
+    sn_node y = sn_gru_layer(g, x[0], x[1], x[2], gru_bias4(g, x[3], U), x[4]);
+    sn_node hs = sn_reshape(g, sn_rnn_layer_seq(g, y), &(sn_shape){.ndim = 2, .dim = {B, T * U}});
+    return sn_concat(g, 2, (sn_node[]){hs, sn_rnn_layer_last_h(g, y)}, 1);
+}
+
+/* The same GRU on the loop's ops: x @ w + input bias, gru (recurrent bias), h0. */
+static sn_node b_gru_loop(sn_graph *g, const sn_node *x) {
+    sn_shape xs = sn_node_shape(g, x[0]);
+    int64_t D = xs.dim[2];
+    sn_node bin = sn_reshape(g, sn_slice(g, x[3], (int64_t[]){0, 0}, (int64_t[]){1, 3 * U}),
+                             &(sn_shape){.ndim = 1, .dim = {3 * U}});
+    sn_node brec = sn_reshape(g, sn_slice(g, x[3], (int64_t[]){1, 0}, (int64_t[]){1, 3 * U}),
+                              &(sn_shape){.ndim = 1, .dim = {3 * U}});
+    sn_node xw = sn_bias_add(g, sn_matmul(g, sn_reshape(g, x[0], &(sn_shape){.ndim = 2, .dim = {B * T, D}}),
+                                          x[1], false, false), bin);
+    xw = sn_reshape(g, xw, &(sn_shape){.ndim = 3, .dim = {B, T, 3 * U}});
+    sn_node ws = sn_gru_seq(g, xw, x[2], brec, x[4]);
+    sn_node hs = sn_reshape(g, sn_rnn_slot_seq(g, ws, U, SN_GRU_H),
+                            &(sn_shape){.ndim = 2, .dim = {B, T * U}});
+    return sn_concat(g, 2, (sn_node[]){hs, sn_rnn_slot_last(g, ws, U, SN_GRU_H)}, 1);
+}
+
+/* gru_layer against the loop's GRU ops in double (reference kernels): outputs and the
+ * gradients of x, w, r and Keras's bias, which go through the bias mapping. */
+static void test_gru_layer_vs_loop(void) {
+    enum { D = 2 };
+    sn_shape sh[5] = {{.ndim = 3, .dim = {B, T, D}}, {.ndim = 2, .dim = {D, 3 * U}},
+                      {.ndim = 2, .dim = {U, 3 * U}}, {.ndim = 2, .dim = {2, 3 * U}},
+                      {.ndim = 2, .dim = {B, U}}};
+    double res[2][4][64], out[2][B * (T + 1) * U];
+    sn_rng r0 = rng;
+    for (int k = 0; k < 2; k++) {
+        sn_rng r = r0; /* the same inputs for both */
+        sn_graph *g = sn_graph_new();
+        sn_node in[5];
+        for (int i = 0; i < 5; i++) {
+            int64_t n = sn_shape_numel(&sh[i]);
+            double v[64];
+            for (int64_t j = 0; j < n; j++) v[j] = 0.7 * sn_rng_normal(&r);
+            in[i] = sn_const(g, SN_F64, &sh[i], v);
+        }
+        sn_node y = k ? b_gru_layer(g, in) : b_gru_loop(g, in);
+        sn_node loss = sn_reduce_sum(g, sn_mul(g, y, y), 0, NULL, false), grads[4];
+        CHECK_OK(sn_gradients(g, loss, 4, in, grads));
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, 5, (sn_node[]){y, grads[0], grads[1], grads[2], grads[3]}, NULL));
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        memcpy(out[k], sn_plan_buffer(p, y), sizeof(double) * B * (T + 1) * U);
+        for (int i = 0; i < 4; i++)
+            memcpy(res[k][i], sn_plan_buffer(p, grads[i]), sizeof(double) * (size_t)sn_shape_numel(&sh[i]));
+        sn_plan_free(p);
+        sn_graph_free(g);
+    }
+    double worst = 0;
+    for (int j = 0; j < B * (T + 1) * U; j++) worst = fmax(worst, fabs(out[0][j] - out[1][j]));
+    for (int i = 0; i < 4; i++)
+        for (int64_t j = 0; j < sn_shape_numel(&sh[i]); j++)
+            worst = fmax(worst, fabs(res[0][i][j] - res[1][i][j]));
+    CHECK(worst < 1e-12, "gru_layer vs the loop's GRU: outputs or gradients differ by %.3g", worst);
+    if (worst < 1e-12) printf("ok  gru_layer = loop GRU        max difference %.2e\n", worst);
+}
+
 static sn_node b_lstm_layer(sn_graph *g, const sn_node *x) { return lstm_layer_outputs(g, x, false); }
 static sn_node b_lstm_layer_c(sn_graph *g, const sn_node *x) { return lstm_layer_outputs(g, x, true); }
 
@@ -153,6 +229,12 @@ static void test_gradchecks(void) {
                       {.shape = {.ndim = 2, .dim = {B, U}}}};
     gradcheck("lstm_layer", 6, layer, b_lstm_layer, 1e-7);
     gradcheck("lstm_layer keep_c", 6, layer, b_lstm_layer_c, 1e-7);
+    gc_in gl[5] = {{.shape = {.ndim = 3, .dim = {B, T, D}}, .wrt = true},
+                   {.shape = {.ndim = 2, .dim = {D, 3 * U}}, .wrt = true},
+                   {.shape = {.ndim = 2, .dim = {U, 3 * U}}, .wrt = true},
+                   {.shape = {.ndim = 2, .dim = {2, 3 * U}}, .wrt = true},
+                   {.shape = {.ndim = 2, .dim = {B, U}}}};
+    gradcheck("gru_layer", 5, gl, b_gru_layer, 1e-7);
     gc_in gru[4] = {{.shape = {.ndim = 3, .dim = {B, T, 3 * U}}, .wrt = true},
                     {.shape = {.ndim = 2, .dim = {U, 3 * U}}, .wrt = true},
                     {.shape = {.ndim = 1, .dim = {3 * U}}, .wrt = true},
@@ -414,6 +496,7 @@ static void test_learns(void) {
 int main(void) {
     sn_rng_init(&rng, 42, 0);
     test_gradchecks();
+    test_gru_layer_vs_loop();
     test_fast_vs_ref();
     test_bad_id();
     test_learns();

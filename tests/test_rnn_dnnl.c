@@ -193,7 +193,7 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
     bool ok = problem_new(&pb, c, 11 + (uint64_t)c.T * 7 + (uint64_t)c.U);
     CHECK(ok, "%s: reference failed: %s", name, sn_last_error());
     int64_t B = c.B, T = c.T, D = c.D, U = c.U, G = 4 * U;
-    sn_dnnl_lstm *l = NULL;
+    sn_dnnl_rnn *l = NULL;
     sn_status s = ok ? sn_dnnl_lstm_new(&l, B, T, D, U, bf16) : SN_ERR_INVALID;
     if (ok && bf16 && s == SN_ERR_UNSUPPORTED) {
         char why[300];
@@ -202,7 +202,7 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
         problem_free(&pb);
         return;
     }
-    if (ok) CHECK(s == SN_OK, "%s: sn_dnnl_lstm_new: %s", name, sn_last_error());
+    if (ok) CHECK(s == SN_OK, "%s: sn_dnnl_rnn_new: %s", name, sn_last_error());
     float *out = l ? malloc(sizeof(float) * (size_t)(B * T * U + 2 * B * U + B * T * D + D * G +
                                                      U * G + G + 2 * B * U))
                    : NULL;
@@ -210,11 +210,11 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
         float *y = out, *hT = y + B * T * U, *cT = hT + B * U, *dx = cT + B * U,
               *dw = dx + B * T * D, *dr = dw + D * G, *db = dr + U * G, *dh0 = db + G,
               *dc0 = dh0 + B * U;
-        sn_dnnl_lstm_fwd f = {pb.x, pb.w, pb.r, pb.b, pb.h0, pb.c0, y, hT, cT};
-        sn_dnnl_lstm_bwd g = {pb.P, pb.Q, pb.S, dx, dw, dr, db, dh0, dc0};
+        sn_dnnl_rnn_fwd f = {pb.x, pb.w, pb.r, pb.b, pb.h0, pb.c0, y, hT, cT};
+        sn_dnnl_rnn_bwd g = {pb.P, pb.Q, pb.S, dx, dw, dr, db, dh0, dc0};
         for (int run = 0; run < 2; run++) {
-            CHECK_OK(sn_dnnl_lstm_forward(l, &f));
-            CHECK_OK(sn_dnnl_lstm_backward(l, &f, &g));
+            CHECK_OK(sn_dnnl_rnn_forward(l, &f));
+            CHECK_OK(sn_dnnl_rnn_backward(l, &f, &g));
             struct { const char *what; const float *got; const double *want; int64_t n; } t[] = {
                 {"y", y, pb.y, B * T * U},       {"h_T", hT, pb.hT, B * U},
                 {"c_T", cT, pb.cT, B * U},       {"dx", dx, pb.dx, B * T * D},
@@ -230,11 +230,11 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
             }
             if (run == 1 && worst <= tol)
                 printf("ok  %-34s worst scaled error %.2e (%s)\n", name, worst,
-                       sn_dnnl_lstm_impl(l));
+                       sn_dnnl_rnn_impl(l));
         }
     }
     free(out);
-    sn_dnnl_lstm_free(l);
+    sn_dnnl_rnn_free(l);
     problem_free(&pb);
 }
 
@@ -266,8 +266,8 @@ static void check_layer_op(const char *name, lstm_case c, double tol) {
         in[i] = sn_input(g, nm, SN_F32, &sh[i]);
     }
     sn_node y = sn_lstm_layer(g, in[0], in[1], in[2], in[3], in[4], in[5], keep_c);
-    sn_node seq = sn_lstm_layer_seq(g, y), hT = sn_lstm_layer_last_h(g, y);
-    sn_node cT = keep_c ? sn_lstm_layer_last_c(g, y) : SN_NONE;
+    sn_node seq = sn_rnn_layer_seq(g, y), hT = sn_rnn_layer_last_h(g, y);
+    sn_node cT = keep_c ? sn_rnn_layer_last_c(g, y) : SN_NONE;
     sn_shape ys = {.ndim = 3, .dim = {B, T, U}}, hs = {.ndim = 2, .dim = {B, U}};
     sn_node loss = sn_add(g, sn_reduce_sum(g, sn_mul(g, seq, sn_const(g, SN_F32, &ys, pb.P)), 0, NULL, false),
                           sn_reduce_sum(g, sn_mul(g, hT, sn_const(g, SN_F32, &hs, pb.Q)), 0, NULL, false));
@@ -377,8 +377,84 @@ static void check_grad_alone(void) {
     problem_free(&pb);
 }
 
+/* The graph op gru_layer (Keras's reset_after=True = oneDNN's LBR-GRU) on the CPU kernels
+ * against the same graph in double on the reference kernels (backend/ref/ref_rnn_layer.c,
+ * itself checked against the loop's GRU ops and by finite differences in test_rnn.c): y and
+ * the gradients of x, w, r and the 4-part bias, twice per plan; both calls on oneDNN, linked. */
+static void check_gru_layer_op(const char *name, int64_t B, int64_t T, int64_t D, int64_t U) {
+    int64_t G = 3 * U;
+    sn_shape sh[6] = {{.ndim = 3, .dim = {B, T, D}}, {.ndim = 2, .dim = {D, G}},
+                      {.ndim = 2, .dim = {U, G}},    {.ndim = 1, .dim = {4 * U}},
+                      {.ndim = 2, .dim = {B, U}},    {.ndim = 3, .dim = {B, T, U}}};
+    double sc[6] = {1.0, 1.0 / sqrt((double)D), 1.0 / sqrt((double)U), 0.3, 0.5, 1.0};
+    sn_rng rg;
+    sn_rng_init(&rg, 1234, 0);
+    float *v[6];
+    for (int i = 0; i < 6; i++) v[i] = randv(&rg, sn_shape_numel(&sh[i]), sc[i]);
+    double *want[5] = {0};
+    float *got[5] = {0};
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; k++) { /* 0: double on the reference kernels, 1: f32 */
+        sn_graph *g = sn_graph_new();
+        sn_node in[5];
+        for (int i = 0; i < 5; i++) {
+            int64_t n = sn_shape_numel(&sh[i]);
+            double *d = malloc(sizeof *d * (size_t)n);
+            for (int64_t j = 0; j < n; j++) d[j] = v[i][j];
+            in[i] = k ? sn_const(g, SN_F32, &sh[i], v[i]) : sn_const(g, SN_F64, &sh[i], d);
+            free(d);
+        }
+        sn_node y = sn_gru_layer(g, in[0], in[1], in[2], in[3], in[4]);
+        sn_node P = k ? sn_const(g, SN_F32, &sh[5], v[5]) : sn_cast(g, sn_const(g, SN_F32, &sh[5], v[5]), SN_F64);
+        sn_node loss = sn_reduce_sum(g, sn_mul(g, y, P), 0, NULL, false), grads[4];
+        CHECK_OK(sn_gradients(g, loss, 4, in, grads));
+        sn_node tg[5] = {y, grads[0], grads[1], grads[2], grads[3]};
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, 5, tg, NULL));
+        ok = p != NULL;
+        for (int run = 0; ok && run < 1 + k; run++) CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        int64_t cnt[5] = {B * T * U, B * T * D, D * G, U * G, 4 * U};
+        for (int i = 0; ok && i < 5; i++) {
+            size_t bytes = (size_t)cnt[i] * (k ? sizeof(float) : sizeof(double));
+            void *dst = malloc(bytes);
+            memcpy(dst, sn_plan_buffer(p, tg[i]), bytes);
+            if (k) got[i] = dst;
+            else want[i] = dst;
+        }
+        if (ok && k) {
+            const char *impl[2] = {"", ""};
+            int calls[2] = {-1, -1};
+            for (int cl = 0; sn_plan_profile_entry(p, cl, NULL, NULL, NULL); cl++) {
+                sn_node nd;
+                const char *im;
+                sn_plan_profile_entry(p, cl, &nd, &im, NULL);
+                int which = strcmp(sn_node_op_name(g, nd), "gru_layer") == 0       ? 0
+                            : strcmp(sn_node_op_name(g, nd), "gru_layer_grad") == 0 ? 1 : -1;
+                if (which >= 0) impl[which] = im, calls[which] = cl;
+            }
+            CHECK(strcmp(impl[0], "dnnl") == 0 && strcmp(impl[1], "dnnl") == 0,
+                  "%s: gru_layer on '%s', its gradient on '%s', expected dnnl", name, impl[0], impl[1]);
+            CHECK(calls[1] >= 0 && p->calls[calls[1]].fwd && p->calls[calls[1]].fwd->id == y,
+                  "%s: the gradient's call is not linked to the forward's", name);
+        }
+        sn_plan_free(p);
+        sn_graph_free(g);
+    }
+    const char *what[5] = {"y", "dx", "dW", "dR", "db"};
+    int64_t cnt[5] = {B * T * U, B * T * D, D * G, U * G, 4 * U};
+    double worst = 0;
+    for (int i = 0; ok && i < 5; i++) {
+        double e = scaled_err(got[i], want[i], cnt[i]);
+        CHECK(e <= 1e-4, "%s: %s differs from the reference by %.3g of its scale", name, what[i], e);
+        worst = fmax(worst, e);
+    }
+    if (ok && worst <= 1e-4) printf("ok  %-34s worst scaled error %.2e\n", name, worst);
+    for (int i = 0; i < 6; i++) free(v[i]);
+    for (int i = 0; i < 5; i++) free(want[i]), free(got[i]);
+}
+
 int main(void) {
-    sn_dnnl_lstm *l = NULL;
+    sn_dnnl_rnn *l = NULL;
     sn_status s = sn_dnnl_lstm_new(&l, 2, 3, 4, 5, false);
     if (s == SN_ERR_UNSUPPORTED) {
         CHECK(l == NULL && strstr(sn_last_error(), "no oneDNN"), "unsupported, but: %s",
@@ -387,7 +463,7 @@ int main(void) {
         return sn_test_finish("test_rnn_dnnl");
     }
     CHECK_OK(s);
-    sn_dnnl_lstm_free(l);
+    sn_dnnl_rnn_free(l);
     l = NULL;
     CHECK_ERR(sn_dnnl_lstm_new(&l, 0, 3, 4, 5, false), SN_ERR_INVALID, "B=0");
     /* f32: oneDNN against double; its f32 GEMMs and exp/tanh leave ~1e-6 */
@@ -401,6 +477,8 @@ int main(void) {
     check_layer_op("graph op, given states", (lstm_case){3, 5, 4, 6, false, false}, f32_tol);
     check_layer_op("graph op keep_c, zero states", (lstm_case){16, 6, 24, 40, true, false}, f32_tol);
     check_grad_alone();
+    check_gru_layer_op("gru graph op B=3 T=5 D=4 U=6", 3, 5, 4, 6);
+    check_gru_layer_op("gru graph op B=16 T=6 D=24 U=40", 16, 6, 24, 40);
     check_case("bf16 given states", (lstm_case){3, 5, 4, 6, false, false}, true, bf16_tol);
     check_case("bf16 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, true, bf16_tol);
     return sn_test_finish("test_rnn_dnnl");

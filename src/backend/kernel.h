@@ -103,7 +103,7 @@ void sn_ref_register_matmul(sn_kernel_table *t);
 void sn_ref_register_conv(sn_kernel_table *t);
 void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
 void sn_ref_register_rnn(sn_kernel_table *t);
-void sn_ref_register_lstm_layer(sn_kernel_table *t); /* the whole LSTM layer (ref_lstm_layer.c) */
+void sn_ref_register_rnn_layer(sn_kernel_table *t); /* whole-layer LSTM, GRU (ref_rnn_layer.c) */
 void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
@@ -115,7 +115,7 @@ void sn_cpu_register_conv(sn_kernel_table *t);
 void sn_cpu_register_state(sn_kernel_table *t);
 void sn_cpu_register_rnn(sn_kernel_table *t);
 void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */
-void sn_cpu_register_lstm_layer(sn_kernel_table *t); /* oneDNN's LSTM (cpu_lstm_layer.c) */
+void sn_cpu_register_rnn_layer(sn_kernel_table *t); /* oneDNN LSTM, GRU (cpu_rnn_layer.c) */
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */

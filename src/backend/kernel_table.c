@@ -19,7 +19,7 @@ static void build_ref(void) {
     sn_ref_register_conv(&ref_table);
     sn_ref_register_state(&ref_table);
     sn_ref_register_rnn(&ref_table);
-    sn_ref_register_lstm_layer(&ref_table);
+    sn_ref_register_rnn_layer(&ref_table);
     sn_ref_register_activation(&ref_table);
 }
 
@@ -35,7 +35,7 @@ static void build_cpu(void) {
     sn_cpu_register_state(&cpu_table);
     sn_cpu_register_rnn(&cpu_table);
     sn_cpu_register_gru_rb(&cpu_table);
-    sn_cpu_register_lstm_layer(&cpu_table);
+    sn_cpu_register_rnn_layer(&cpu_table);
     sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
     sn_cpu_register_fused(&cpu_table);

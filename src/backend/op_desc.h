@@ -96,6 +96,8 @@ typedef enum sn_op {
     /* the whole LSTM layer, input projection included (oneDNN's RNN primitives take it so) */
     SN_OP_LSTM_LAYER,       /* (x, w, r, b, h0, c0) -> y [B, T, U] (keep_c: [B, T+1, U]) */
     SN_OP_LSTM_LAYER_GRAD,  /* (x, w, r, b, h0, c0, y, dy) -> dx | dw | dr | db, flat */
+    SN_OP_GRU_LAYER,        /* Keras reset_after=True: (x, w, r, b [4U], h0) -> y [B, T, U] */
+    SN_OP_GRU_LAYER_GRAD,   /* (x, w, r, b, h0, y, dy) -> dx | dw | dr | db, flat */
     SN_OP_COUNT
 } sn_op;
 

@@ -197,18 +197,21 @@ const sn_op_def sn_def_gru_rb_grad = {.name = "gru_reset_before_grad", .n_in = 4
                                        .infer = infer_gru_rb_grad};
 
 /* ---- the whole LSTM layer (op_rnn.h) ------------------------------------------------------ */
-static sn_status infer_lstm_layer(const sn_graph *g, sn_node_t *node) {
-    const sn_node_t *x = IN(g, node, 0), *w = IN(g, node, 1), *b = IN(g, node, 3);
+/* Checks a whole-layer op's x [B, T, D], w [D, G*U], r [U, G*U], b [4U] and states; sets the
+ * output [B, T (+1 with keep_c), U]. */
+static sn_status infer_rnn_layer(const sn_graph *g, sn_node_t *node, const char *op, int gates,
+                                 int h0_in, int c0_in) {
+    const sn_node_t *x = IN(g, node, 0), *w = IN(g, node, 1), *r = IN(g, node, 2),
+                    *b = IN(g, node, 3);
     char s1[128], s2[128];
     if (x->shape.ndim != 3)
-        return sn_errorf(SN_ERR_SHAPE, "lstm_layer: input must be [B, T, D], got %s",
+        return sn_errorf(SN_ERR_SHAPE, "%s: input must be [B, T, D], got %s", op,
                          sn_shape_str(&x->shape, s1, sizeof s1));
-    const sn_node_t *r = IN(g, node, 2);
     int64_t G = r->shape.ndim == 2 ? r->shape.dim[1] : 0;
     if (!same_float(w, x) || w->shape.ndim != 2 || w->shape.dim[0] != x->shape.dim[2] ||
         w->shape.dim[1] != G)
-        return sn_errorf(SN_ERR_SHAPE, "lstm_layer: kernel must be [%lld, %lld] (input %s, "
-                         "recurrent kernel's columns) of the input's dtype, got %s %s",
+        return sn_errorf(SN_ERR_SHAPE, "%s: kernel must be [%lld, %lld] (input %s, recurrent "
+                         "kernel's columns) of the input's dtype, got %s %s", op,
                          (long long)x->shape.dim[2], (long long)G,
                          sn_shape_str(&x->shape, s1, sizeof s1), sn_dtype_name(w->dtype),
                          sn_shape_str(&w->shape, s2, sizeof s2));
@@ -216,21 +219,32 @@ static sn_status infer_lstm_layer(const sn_graph *g, sn_node_t *node) {
     int64_t B = 0, T = 0, U = 0;
     sn_node_t xw = *x;
     xw.shape.dim[2] = G;
-    SN_TRY(check_rnn_inputs("lstm_layer", 4, &xw, r, IN(g, node, 4), IN(g, node, 5), &B, &T, &U));
+    SN_TRY(check_rnn_inputs(op, gates, &xw, r, IN(g, node, h0_in),
+                            c0_in >= 0 ? IN(g, node, c0_in) : NULL, &B, &T, &U));
     if (!same_float(b, x) || b->shape.ndim != 1 || b->shape.dim[0] != 4 * U)
-        return sn_errorf(SN_ERR_SHAPE, "lstm_layer: bias must be [%lld] of the input's dtype, "
-                         "got %s %s", (long long)(4 * U), sn_dtype_name(b->dtype),
+        return sn_errorf(SN_ERR_SHAPE, "%s: bias must be [%lld] of the input's dtype, got %s %s",
+                         op, (long long)(4 * U), sn_dtype_name(b->dtype),
                          sn_shape_str(&b->shape, s1, sizeof s1));
     node->shape = (sn_shape){.ndim = 3, .dim = {B, T + (node->attr.lstm.keep_c ? 1 : 0), U}};
     node->dtype = x->dtype;
     return SN_OK;
 }
 
-/* Built only by the rule below: [B*T*D + D*4U + U*4U + 4U], dx | dw | dr | db. */
-static sn_status infer_lstm_layer_grad(const sn_graph *g, sn_node_t *node) {
+static sn_status infer_lstm_layer(const sn_graph *g, sn_node_t *node) {
+    return infer_rnn_layer(g, node, "lstm_layer", 4, 4, 5);
+}
+
+static sn_status infer_gru_layer(const sn_graph *g, sn_node_t *node) {
+    if (node->attr.lstm.keep_c)
+        return sn_errorf(SN_ERR_INVALID, "gru_layer: a GRU has no c to keep");
+    return infer_rnn_layer(g, node, "gru_layer", 3, 4, -1);
+}
+
+/* Built only by the rules below: [B*T*D + D*GU + U*GU + 4U], dx | dw | dr | db. */
+static sn_status infer_rnn_layer_grad(const sn_graph *g, sn_node_t *node) {
     const sn_shape *x = &IN(g, node, 0)->shape, *w = &IN(g, node, 1)->shape,
-                   *r = &IN(g, node, 2)->shape;
-    int64_t n = sn_shape_numel(x) + sn_shape_numel(w) + sn_shape_numel(r) + r->dim[1];
+                   *r = &IN(g, node, 2)->shape, *b = &IN(g, node, 3)->shape;
+    int64_t n = sn_shape_numel(x) + sn_shape_numel(w) + sn_shape_numel(r) + sn_shape_numel(b);
     node->shape = (sn_shape){.ndim = 1, .dim = {n}};
     node->dtype = IN(g, node, 0)->dtype;
     return SN_OK;
@@ -240,6 +254,10 @@ sn_node sn_lstm_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, s
                       sn_node c0, bool keep_c) {
     sn_attrs a = {.lstm = {.keep_c = keep_c}};
     return sn_graph_add(g, SN_OP_LSTM_LAYER, 6, (sn_node[]){x, w, r, b, h0, c0}, &a);
+}
+
+sn_node sn_gru_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn_node h0) {
+    return sn_graph_add(g, SN_OP_GRU_LAYER, 5, (sn_node[]){x, w, r, b, h0}, NULL);
 }
 
 /* Row t of every batch row: [B, U]. */
@@ -252,7 +270,7 @@ static sn_node lstm_layer_row(sn_graph *g, sn_node y, int64_t t) {
 
 static bool keeps_c(const sn_graph *g, sn_node y) { return g->nodes[y].attr.lstm.keep_c; }
 
-sn_node sn_lstm_layer_seq(sn_graph *g, sn_node y) {
+sn_node sn_rnn_layer_seq(sn_graph *g, sn_node y) {
     if (!g || g->status != SN_OK) return SN_NONE;
     if (!keeps_c(g, y)) return y;
     sn_shape s = g->nodes[y].shape;
@@ -260,12 +278,12 @@ sn_node sn_lstm_layer_seq(sn_graph *g, sn_node y) {
     return sn_slice(g, y, begin, size);
 }
 
-sn_node sn_lstm_layer_last_h(sn_graph *g, sn_node y) {
+sn_node sn_rnn_layer_last_h(sn_graph *g, sn_node y) {
     if (!g || g->status != SN_OK) return SN_NONE;
     return lstm_layer_row(g, y, g->nodes[y].shape.dim[1] - (keeps_c(g, y) ? 2 : 1));
 }
 
-sn_node sn_lstm_layer_last_c(sn_graph *g, sn_node y) {
+sn_node sn_rnn_layer_last_c(sn_graph *g, sn_node y) {
     if (!g || g->status != SN_OK) return SN_NONE;
     if (!keeps_c(g, y))
         return sn_graph_fail(g, SN_ERR_INVALID, "lstm_layer: the final c was not kept (build "
@@ -273,14 +291,15 @@ sn_node sn_lstm_layer_last_c(sn_graph *g, sn_node y) {
     return lstm_layer_row(g, y, g->nodes[y].shape.dim[1] - 1);
 }
 
-/* Slices the flat gradient: dx | dw | dr | db, each reshaped to its input. */
-static void grad_lstm_layer(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+/* The gradient op (the layer's inputs, the output, dy) and its flat result sliced into dx | dw
+ * | dr | db, each reshaped to its input. */
+static void grad_rnn_layer(sn_graph *g, sn_node n, sn_node dy, sn_node *dx, sn_op op) {
     sn_node_t node = g->nodes[n];
-    sn_node in[8];
-    for (int i = 0; i < 6; i++) in[i] = node.in[i];
-    in[6] = n;
-    in[7] = dy;
-    sn_node flat = sn_graph_add(g, SN_OP_LSTM_LAYER_GRAD, 8, in, &node.attr);
+    sn_node in[SN_MAX_INPUTS];
+    for (int i = 0; i < node.n_in; i++) in[i] = node.in[i];
+    in[node.n_in] = n;
+    in[node.n_in + 1] = dy;
+    sn_node flat = sn_graph_add(g, op, node.n_in + 2, in, &node.attr);
     if (flat == SN_NONE) return;
     int64_t off = 0;
     for (int i = 0; i < 4; i++) {
@@ -290,9 +309,20 @@ static void grad_lstm_layer(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
         off += k;
     }
 }
+static void grad_lstm_layer(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    grad_rnn_layer(g, n, dy, dx, SN_OP_LSTM_LAYER_GRAD);
+}
+static void grad_gru_layer(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    grad_rnn_layer(g, n, dy, dx, SN_OP_GRU_LAYER_GRAD);
+}
 
 const sn_op_def sn_def_lstm_layer = {.name = "lstm_layer", .n_in = 6, .infer = infer_lstm_layer,
                                      .grad = grad_lstm_layer};
 const sn_op_def sn_def_lstm_layer_grad = {.name = "lstm_layer_grad", .n_in = 8,
-                                          .infer = infer_lstm_layer_grad,
+                                          .infer = infer_rnn_layer_grad,
                                           .fwd_state_input = 1 + 6};
+const sn_op_def sn_def_gru_layer = {.name = "gru_layer", .n_in = 5, .infer = infer_gru_layer,
+                                    .grad = grad_gru_layer};
+const sn_op_def sn_def_gru_layer_grad = {.name = "gru_layer_grad", .n_in = 7,
+                                         .infer = infer_rnn_layer_grad,
+                                         .fwd_state_input = 1 + 5};

@@ -35,11 +35,20 @@ sn_node sn_gru_rb_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0);
  * reader of what they keep is that op (op_def.fwd_state_input). */
 sn_node sn_lstm_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn_node h0,
                       sn_node c0, bool keep_c);
-/* Of an lstm_layer's output: the h sequence [B, T, U] (the output itself unless keep_c), and
- * the final h or c [B, U] (c only with keep_c). */
-sn_node sn_lstm_layer_seq(sn_graph *g, sn_node y);
-sn_node sn_lstm_layer_last_h(sn_graph *g, sn_node y);
-sn_node sn_lstm_layer_last_c(sn_graph *g, sn_node y);
+/* Of an lstm_layer's or gru_layer's output: the h sequence [B, T, U] (the output itself
+ * unless keep_c), and the final h or c [B, U] (c only with keep_c). */
+sn_node sn_rnn_layer_seq(sn_graph *g, sn_node y);
+sn_node sn_rnn_layer_last_h(sn_graph *g, sn_node y);
+sn_node sn_rnn_layer_last_c(sn_graph *g, sn_node y);
+
+/* The whole GRU layer (Keras's reset_after=True, which is oneDNN's linear-before-reset GRU):
+ * x [B, T, D], w [D, 3U], r [U, 3U], b [4U], h0 [B, U] -> y [B, T, U] (the final h is row
+ * T-1). b is oneDNN's [b_z, b_r, b_h, b_h'], where Keras's bias [2, 3U] (input; recurrent)
+ * gives b_z and b_r as the sums of its two rows' parts, b_h as the input part of h and b_h' as
+ * the recurrent part, which sits inside the reset gate's product:
+ *   z, r = sigmoid(x W_zr + h_{t-1} R_zr + b_zr), hh = tanh(x W_h + b_h + r (h_{t-1} R_h + b_h')),
+ *   h_t = z h_{t-1} + (1 - z) hh. Its gradient op gives x, w, r and b theirs, like the LSTM's. */
+sn_node sn_gru_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn_node h0);
 
 /* Slots of a workspace (SN_LSTM_H, ..., SN_GRU_WS) are in backend/op_desc.h: the kernels
  * read them too. */

@@ -70,6 +70,8 @@ extern const sn_op_def sn_def_gru_rb;
 extern const sn_op_def sn_def_gru_rb_grad;
 extern const sn_op_def sn_def_lstm_layer;
 extern const sn_op_def sn_def_lstm_layer_grad;
+extern const sn_op_def sn_def_gru_layer;
+extern const sn_op_def sn_def_gru_layer_grad;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -142,6 +144,8 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_GRU_RB_GRAD] = &sn_def_gru_rb_grad,
     [SN_OP_LSTM_LAYER] = &sn_def_lstm_layer,
     [SN_OP_LSTM_LAYER_GRAD] = &sn_def_lstm_layer_grad,
+    [SN_OP_GRU_LAYER] = &sn_def_gru_layer,
+    [SN_OP_GRU_LAYER_GRAD] = &sn_def_gru_layer_grad,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {
@@ -178,12 +182,14 @@ double sn_node_flops(const sn_graph *g, sn_node n) {
         return 2.0 * (double)(nd->shape.dim[0] * nd->shape.dim[1]) * (double)(r->dim[0] * r->dim[1]);
     }
     case SN_OP_LSTM_LAYER:
-    case SN_OP_LSTM_LAYER_GRAD: {
+    case SN_OP_LSTM_LAYER_GRAD:
+    case SN_OP_GRU_LAYER:
+    case SN_OP_GRU_LAYER_GRAD: {
         /* x @ W and h_{t-1} @ R over all B * T rows; the gradient does each twice (data and
          * weights) */
         const sn_shape *x = &g->nodes[nd->in[0]].shape, *r = &g->nodes[nd->in[2]].shape;
         double f = 2.0 * (double)(x->dim[0] * x->dim[1]) * (double)((x->dim[2] + r->dim[0]) * r->dim[1]);
-        return nd->op == SN_OP_LSTM_LAYER ? f : 2 * f;
+        return nd->op == SN_OP_LSTM_LAYER || nd->op == SN_OP_GRU_LAYER ? f : 2 * f;
     }
     case SN_OP_INPUT:
     case SN_OP_VARIABLE:

@@ -7,11 +7,11 @@
  * outputs from its workspace. Initial states are zeros; sn_stepper (stepper.c) runs the same
  * layers from carried states, which is how stateful use (generation) works here.
  *
- * The LSTM layer in fit/evaluate/predict is the exception where the CPU backend has oneDNN's
- * LSTM primitives: those take the input projection themselves, and are faster than the loop
- * (docs/kernels.md), so the layer builds the one whole-layer op lstm_layer instead.
- * SN_LSTM=loop keeps the loop's ops (A/B runs); the stepper always runs the loop's, whose
- * batch-1 step is tuned for generation.
+ * The LSTM and the reset_after=True GRU in fit/evaluate/predict are the exception where the
+ * CPU backend has oneDNN's RNN primitives: those take the input projection themselves, and are
+ * faster than the loop (docs/kernels.md), so the layer builds one whole-layer op (lstm_layer,
+ * gru_layer) instead. SN_RNN=loop keeps the loop's ops (A/B runs); the stepper always runs the
+ * loop's, whose batch-1 step is tuned for generation.
  *
  * Decisions (docs/design.md): return_state is refused in a Sequential model (the next layer
  * takes one tensor; Keras's Sequential fails on it too) - the stepper hands out the states
@@ -216,37 +216,64 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
     return out;
 }
 
-/* Whether an LSTM layer's forward in fit/evaluate/predict is the whole-layer op: where the CPU
- * kernels have a fast one (oneDNN), unless SN_LSTM=loop. Read at each build (cheap), so a test
- * or a benchmark can build both in one process. */
-static bool lstm_whole_layer(void) {
-    const char *env = getenv("SN_LSTM");
+/* Whether a recurrent layer's forward in fit/evaluate/predict is a whole-layer op: for the
+ * LSTM and the reset_after=True GRU, where the CPU kernels have a fast one (oneDNN), unless
+ * SN_RNN=loop. Read at each build (cheap), so a test or a benchmark can build both in one
+ * process. */
+static bool whole_layer(const sn_layer *l) {
+    if (is_gru(l) && !l->rnn.reset_after) return false;
+    const char *env = getenv("SN_RNN");
     if (env && strcmp(env, "loop") == 0) return false;
-    const sn_kernel *k = sn_cpu_kernels()->k[SN_OP_LSTM_LAYER];
+    const sn_kernel *k = sn_cpu_kernels()->k[is_gru(l) ? SN_OP_GRU_LAYER : SN_OP_LSTM_LAYER];
     return k && strcmp(k->impl, "ref") != 0;
 }
 
-/* The LSTM as one lstm_layer op; the final states (stateful) come from its kept c. */
-static sn_node lstm_layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
-                                  sn_node *state_out) {
-    sn_node b = l->rnn.use_bias
-                    ? l->vars[2]
-                    : sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
-                                      &(sn_shape){.ndim = 1, .dim = {4 * l->rnn.units}});
-    sn_node y = sn_lstm_layer(g, x, l->vars[0], l->vars[1], b, state_in[0], state_in[1],
-                              state_out != NULL);
-    if (state_out) {
-        state_out[0] = sn_lstm_layer_last_h(g, y);
-        state_out[1] = sn_lstm_layer_last_c(g, y);
+/* The zero vector [n] of the layer's dtype (a layer without a bias). */
+static sn_node zeros(sn_layer *l, sn_graph *g, int64_t n) {
+    return sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
+                           &(sn_shape){.ndim = 1, .dim = {n}});
+}
+
+/* Keras's GRU bias [2, 3U] (input; recurrent) as gru_layer's [4U] (op_rnn.h): the z and r
+ * parts of both rows summed, then the input and the recurrent part of h. */
+static sn_node gru_layer_bias(sn_layer *l, sn_graph *g) {
+    int64_t U = l->rnn.units;
+    if (!l->rnn.use_bias) return zeros(l, g, 4 * U);
+    sn_node b = l->vars[2];
+    sn_node part[4];
+    for (int row = 0; row < 2; row++) {
+        part[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * U}),
+                                   &(sn_shape){.ndim = 1, .dim = {2 * U}});
+        part[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * U}, (int64_t[]){1, U}),
+                                       &(sn_shape){.ndim = 1, .dim = {U}});
     }
-    return l->rnn.return_sequences ? sn_lstm_layer_seq(g, y) : sn_lstm_layer_last_h(g, y);
+    return sn_concat(g, 3, (sn_node[]){sn_add(g, part[0], part[2]), part[1], part[3]}, 0);
+}
+
+/* The layer as one lstm_layer / gru_layer op; the final states (stateful) are rows of its
+ * output (the LSTM keeps its c for them). */
+static sn_node whole_layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
+                                   sn_node *state_out) {
+    sn_node y;
+    if (is_gru(l)) {
+        y = sn_gru_layer(g, x, l->vars[0], l->vars[1], gru_layer_bias(l, g), state_in[0]);
+        if (state_out) state_out[0] = sn_rnn_layer_last_h(g, y);
+    } else {
+        sn_node b = l->rnn.use_bias ? l->vars[2] : zeros(l, g, 4 * l->rnn.units);
+        y = sn_lstm_layer(g, x, l->vars[0], l->vars[1], b, state_in[0], state_in[1],
+                          state_out != NULL);
+        if (state_out) {
+            state_out[0] = sn_rnn_layer_last_h(g, y);
+            state_out[1] = sn_rnn_layer_last_c(g, y);
+        }
+    }
+    return l->rnn.return_sequences ? sn_rnn_layer_seq(g, y) : sn_rnn_layer_last_h(g, y);
 }
 
 /* fit/evaluate/predict's forward from these states (the stepper calls sn_rnn_forward_*). */
 static sn_node layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
                              sn_node *state_out) {
-    if (!is_gru(l) && lstm_whole_layer())
-        return lstm_layer_forward(l, g, x, state_in, state_out);
+    if (whole_layer(l)) return whole_layer_forward(l, g, x, state_in, state_out);
     return sn_rnn_forward_states(l, g, x, state_in, state_out);
 }
 

@@ -13,31 +13,30 @@
 
 #ifndef SN_HAVE_DNNL
 
-sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
-                           bool bf16) {
-    (void)B, (void)T, (void)D, (void)U, (void)bf16;
+sn_status sn_dnnl_rnn_new(sn_dnnl_rnn **out, sn_dnnl_cell cell, int64_t B, int64_t T, int64_t D,
+                          int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
+    (void)cell, (void)B, (void)T, (void)D, (void)U, (void)bf16, (void)y_ld, (void)c_ld;
     if (out) *out = NULL;
-    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN LSTM: this build has no oneDNN "
+    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN RNN: this build has no oneDNN "
                                          "(configured with -DSN_WITH_DNNL=OFF)");
 }
-sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D,
-                                   int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
-    (void)y_ld, (void)c_ld;
-    return sn_dnnl_lstm_new(out, B, T, D, U, bf16);
+sn_status sn_dnnl_lstm_new(sn_dnnl_rnn **out, int64_t B, int64_t T, int64_t D, int64_t U,
+                           bool bf16) {
+    return sn_dnnl_rnn_new(out, SN_DNNL_LSTM, B, T, D, U, bf16, T * U, U);
 }
-void sn_dnnl_lstm_free(sn_dnnl_lstm *l) { (void)l; }
-const char *sn_dnnl_lstm_impl(const sn_dnnl_lstm *l) {
+void sn_dnnl_rnn_free(sn_dnnl_rnn *l) { (void)l; }
+const char *sn_dnnl_rnn_impl(const sn_dnnl_rnn *l) {
     (void)l;
     return "none";
 }
-sn_status sn_dnnl_lstm_forward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *a) {
+sn_status sn_dnnl_rnn_forward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *a) {
     (void)l, (void)a;
-    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN LSTM: this build has no oneDNN");
+    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN RNN: this build has no oneDNN");
 }
-sn_status sn_dnnl_lstm_backward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *f,
-                                const sn_dnnl_lstm_bwd *a) {
+sn_status sn_dnnl_rnn_backward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *f,
+                                const sn_dnnl_rnn_bwd *a) {
     (void)l, (void)f, (void)a;
-    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN LSTM: this build has no oneDNN");
+    return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN RNN: this build has no oneDNN");
 }
 
 #else
@@ -55,7 +54,8 @@ enum { F_X, F_H0, F_C0, F_W, F_R, F_B, F_Y, F_HT, F_CT, F_N };
 /* Backward ports: the weights again in the backward primitive's layout, the gradients */
 enum { G_W, G_R, G_DY, G_DHT, G_DCT, G_DX, G_DH0, G_DC0, G_DW, G_DR, G_DB, G_N };
 
-struct sn_dnnl_lstm {
+struct sn_dnnl_rnn {
+    bool gru;       /* SN_DNNL_GRU_LBR: 3 gates, 4 biases, no c (its ports stay empty) */
     int64_t B, T, D, U;
     int64_t y_ld, c_ld; /* batch-row strides of y / dy and of cT / dcT, in floats */
     dnnl_engine_t eng;
@@ -105,7 +105,7 @@ static sn_status port_bind(port *p, const void *buf) {
 }
 
 /* Input: bind our buffer and convert it into the primitive's memory. */
-static sn_status port_in(sn_dnnl_lstm *l, port *p, const void *buf) {
+static sn_status port_in(sn_dnnl_rnn *l, port *p, const void *buf) {
     SN_TRY(port_bind(p, buf));
     if (!p->reo) return SN_OK;
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, p->user}, {DNNL_ARG_TO, p->prim}};
@@ -114,7 +114,7 @@ static sn_status port_in(sn_dnnl_lstm *l, port *p, const void *buf) {
 }
 
 /* Output (after the primitive ran, buffer bound before): convert into our buffer. */
-static sn_status port_out(sn_dnnl_lstm *l, port *p) {
+static sn_status port_out(sn_dnnl_rnn *l, port *p) {
     if (!p->reo) return SN_OK;
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, p->prim}, {DNNL_ARG_TO, p->user}};
     SN_DNNL_CHECK(dnnl_primitive_execute(p->reo, l->st, 2, a));
@@ -156,40 +156,48 @@ typedef struct lstm_mds {
     dnnl_memory_desc_t x, h, c, wl, wi, b, y, gx, gh, gc, gwl, gwi, gy;
 } lstm_mds;
 
-static sn_status mds_init(lstm_mds *m, const sn_dnnl_lstm *l, lstm_types t) {
-    int64_t B = l->B, T = l->T, D = l->D, U = l->U;
+static sn_status mds_init(lstm_mds *m, const sn_dnnl_rnn *l, lstm_types t) {
+    int64_t B = l->B, T = l->T, D = l->D, U = l->U, NG = l->gru ? 3 : 4;
     SN_TRY(md(&m->x, 3, (dnnl_dims_t){T, B, D}, t.dd, dnnl_tnc));
     SN_TRY(md(&m->y, 3, (dnnl_dims_t){T, B, U}, t.dd, dnnl_tnc));
     SN_TRY(md(&m->h, 4, (dnnl_dims_t){1, 1, B, U}, t.dd, dnnl_ldnc));
     SN_TRY(md(&m->c, 4, (dnnl_dims_t){1, 1, B, U}, t.dc, dnnl_ldnc));
-    SN_TRY(md(&m->wl, 5, (dnnl_dims_t){1, 1, D, 4, U}, t.dw, dnnl_format_tag_any));
-    SN_TRY(md(&m->wi, 5, (dnnl_dims_t){1, 1, U, 4, U}, t.dw, dnnl_format_tag_any));
+    SN_TRY(md(&m->wl, 5, (dnnl_dims_t){1, 1, D, NG, U}, t.dw, dnnl_format_tag_any));
+    SN_TRY(md(&m->wi, 5, (dnnl_dims_t){1, 1, U, NG, U}, t.dw, dnnl_format_tag_any));
     SN_TRY(md(&m->b, 4, (dnnl_dims_t){1, 1, 4, U}, dnnl_f32, dnnl_ldgo));
     SN_TRY(md(&m->gx, 3, (dnnl_dims_t){T, B, D}, t.gd, dnnl_tnc));
     SN_TRY(md(&m->gy, 3, (dnnl_dims_t){T, B, U}, t.gd, dnnl_tnc));
     SN_TRY(md(&m->gh, 4, (dnnl_dims_t){1, 1, B, U}, t.gd, dnnl_ldnc));
     SN_TRY(md(&m->gc, 4, (dnnl_dims_t){1, 1, B, U}, t.gc, dnnl_ldnc));
-    SN_TRY(md(&m->gwl, 5, (dnnl_dims_t){1, 1, D, 4, U}, t.gw, dnnl_format_tag_any));
-    SN_TRY(md(&m->gwi, 5, (dnnl_dims_t){1, 1, U, 4, U}, t.gw, dnnl_format_tag_any));
+    SN_TRY(md(&m->gwl, 5, (dnnl_dims_t){1, 1, D, NG, U}, t.gw, dnnl_format_tag_any));
+    SN_TRY(md(&m->gwi, 5, (dnnl_dims_t){1, 1, U, NG, U}, t.gw, dnnl_format_tag_any));
     return SN_OK;
 }
 
 /* Forward and backward descriptors of one configuration; SN_ERR_UNSUPPORTED (no message
  * kept) when oneDNN has no implementation of it. */
-static sn_status try_pds(sn_dnnl_lstm *l, lstm_types t, dnnl_primitive_desc_t *fpd,
+static sn_status try_pds(sn_dnnl_rnn *l, lstm_types t, dnnl_primitive_desc_t *fpd,
                          dnnl_primitive_desc_t *bpd) {
     lstm_mds m;
     SN_TRY(mds_init(&m, l, t));
     dnnl_rnn_desc_t fd, bd;
     const dnnl_rnn_direction_t dir = dnnl_unidirectional_left2right;
     *fpd = *bpd = NULL;
-    if (dnnl_lstm_forward_desc_init(&fd, dnnl_forward_training, dir, &m.x, &m.h, &m.c, &m.wl,
-                                    &m.wi, &m.b, &m.y, &m.h, &m.c, 0) != dnnl_success ||
-        dnnl_primitive_desc_create(fpd, &fd, NULL, l->eng, NULL) != dnnl_success)
+    dnnl_status_t sf = l->gru
+        ? dnnl_lbr_gru_forward_desc_init(&fd, dnnl_forward_training, dir, &m.x, &m.h, &m.wl,
+                                         &m.wi, &m.b, &m.y, &m.h, 0)
+        : dnnl_lstm_forward_desc_init(&fd, dnnl_forward_training, dir, &m.x, &m.h, &m.c, &m.wl,
+                                      &m.wi, &m.b, &m.y, &m.h, &m.c, 0);
+    if (sf != dnnl_success || dnnl_primitive_desc_create(fpd, &fd, NULL, l->eng, NULL) != dnnl_success)
         return SN_ERR_UNSUPPORTED;
-    if (dnnl_lstm_backward_desc_init(&bd, dnnl_backward, dir, &m.x, &m.h, &m.c, &m.wl, &m.wi,
-                                     &m.b, &m.y, &m.h, &m.c, &m.gx, &m.gh, &m.gc, &m.gwl,
-                                     &m.gwi, &m.b, &m.gy, &m.gh, &m.gc, 0) != dnnl_success ||
+    dnnl_status_t sb = l->gru
+        ? dnnl_lbr_gru_backward_desc_init(&bd, dnnl_backward, dir, &m.x, &m.h, &m.wl, &m.wi,
+                                          &m.b, &m.y, &m.h, &m.gx, &m.gh, &m.gwl, &m.gwi, &m.b,
+                                          &m.gy, &m.gh, 0)
+        : dnnl_lstm_backward_desc_init(&bd, dnnl_backward, dir, &m.x, &m.h, &m.c, &m.wl, &m.wi,
+                                       &m.b, &m.y, &m.h, &m.c, &m.gx, &m.gh, &m.gc, &m.gwl,
+                                       &m.gwi, &m.b, &m.gy, &m.gh, &m.gc, 0);
+    if (sb != dnnl_success ||
         dnnl_primitive_desc_create(bpd, &bd, NULL, l->eng, *fpd) != dnnl_success) {
         dnnl_primitive_desc_destroy(*fpd);
         *fpd = *bpd = NULL;
@@ -198,7 +206,7 @@ static sn_status try_pds(sn_dnnl_lstm *l, lstm_types t, dnnl_primitive_desc_t *f
     return SN_OK;
 }
 
-static sn_status build(sn_dnnl_lstm *l, bool bf16) {
+static sn_status build(sn_dnnl_rnn *l, bool bf16) {
     SN_TRY(sn_dnnl_engine(&l->eng));
     SN_TRY(sn_dnnl_stream(&l->st));
     const dnnl_data_type_t f = dnnl_f32, h = dnnl_bf16;
@@ -217,7 +225,7 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
                          (long long)l->B, (long long)l->T, (long long)l->D, (long long)l->U);
     snprintf(l->impl, sizeof l->impl, "%s / %s", sn_dnnl_impl_name(fpd), sn_dnnl_impl_name(bpd));
     sn_status s = SN_OK;
-    int64_t B = l->B, T = l->T, D = l->D, U = l->U;
+    int64_t B = l->B, T = l->T, D = l->D, U = l->U, NG = l->gru ? 3 : 4;
     dnnl_memory_desc_t ux, uy, uh, uwl, uwi, ub;
     dnnl_memory_desc_t uc; /* the final c and its gradient: rows c_ld apart */
     if ((s = md(&ux, 3, (dnnl_dims_t){T, B, D}, dnnl_f32, dnnl_ntc)) ||
@@ -225,8 +233,8 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
         (s = strided(&uc, 4, (dnnl_dims_t){1, 1, B, U},
                      (dnnl_dims_t){B * l->c_ld, B * l->c_ld, l->c_ld, 1})) ||
         (s = md(&uh, 4, (dnnl_dims_t){1, 1, B, U}, dnnl_f32, dnnl_ldnc)) ||
-        (s = md(&uwl, 5, (dnnl_dims_t){1, 1, D, 4, U}, dnnl_f32, dnnl_ldigo)) ||
-        (s = md(&uwi, 5, (dnnl_dims_t){1, 1, U, 4, U}, dnnl_f32, dnnl_ldigo)) ||
+        (s = md(&uwl, 5, (dnnl_dims_t){1, 1, D, NG, U}, dnnl_f32, dnnl_ldigo)) ||
+        (s = md(&uwi, 5, (dnnl_dims_t){1, 1, U, NG, U}, dnnl_f32, dnnl_ldigo)) ||
         (s = md(&ub, 4, (dnnl_dims_t){1, 1, 4, U}, dnnl_f32, dnnl_ldgo)))
         goto done;
 #define Q(pd, what, i) dnnl_primitive_desc_query_md(pd, what, i)
@@ -240,7 +248,8 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
         Q(fpd, dnnl_query_dst_md, 2)};
     const bool fin[F_N] = {1, 1, 1, 1, 1, 1, 0, 0, 0};
     for (int i = 0; i < F_N && !s; i++)
-        s = port_init(&l->f[i], fu[i], fp[i], fin[i], i != F_W && i != F_R && i != F_B, l->eng);
+        if (!l->gru || (i != F_C0 && i != F_CT))
+            s = port_init(&l->f[i], fu[i], fp[i], fin[i], i != F_W && i != F_R && i != F_B, l->eng);
     const dnnl_memory_desc_t *gu[G_N] = {&uwl, &uwi, &uy, &uh, &uc, &ux, &uh, &uh, &uwl, &uwi, &ub};
     const dnnl_memory_desc_t *gp[G_N] = {
         Q(bpd, dnnl_query_weights_md, 0),      Q(bpd, dnnl_query_weights_md, 1),
@@ -250,7 +259,9 @@ static sn_status build(sn_dnnl_lstm *l, bool bf16) {
         Q(bpd, dnnl_query_diff_weights_md, 0), Q(bpd, dnnl_query_diff_weights_md, 1),
         Q(bpd, dnnl_query_diff_weights_md, 2)};
     const bool gin[G_N] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0};
-    for (int i = 0; i < G_N && !s; i++) s = port_init(&l->g[i], gu[i], gp[i], gin[i], false, l->eng);
+    for (int i = 0; i < G_N && !s; i++)
+        if (!l->gru || (i != G_DCT && i != G_DC0))
+            s = port_init(&l->g[i], gu[i], gp[i], gin[i], false, l->eng);
     if (!s) s = mem_new(&l->ws, Q(fpd, dnnl_query_workspace_md, 0), l->eng);
 #undef Q
     if (s) goto done;
@@ -263,8 +274,8 @@ done:
     return s;
 }
 
-sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D,
-                                   int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
+sn_status sn_dnnl_rnn_new(sn_dnnl_rnn **out, sn_dnnl_cell cell, int64_t B, int64_t T, int64_t D,
+                          int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
     if (!out) return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: out is NULL");
     *out = NULL;
     if (B < 1 || T < 1 || D < 1 || U < 1)
@@ -274,28 +285,29 @@ sn_status sn_dnnl_lstm_new_strided(sn_dnnl_lstm **out, int64_t B, int64_t T, int
         return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: row strides y_ld=%lld c_ld=%lld, "
                          "expected >= T*U=%lld and >= U=%lld", (long long)y_ld, (long long)c_ld,
                          (long long)(T * U), (long long)U);
-    sn_dnnl_lstm *l = calloc(1, sizeof *l);
+    sn_dnnl_rnn *l = calloc(1, sizeof *l);
     if (!l) return sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
-    *l = (sn_dnnl_lstm){.B = B, .T = T, .D = D, .U = U, .y_ld = y_ld, .c_ld = c_ld};
+    *l = (sn_dnnl_rnn){.gru = cell == SN_DNNL_GRU_LBR, .B = B, .T = T, .D = D, .U = U,
+                       .y_ld = y_ld, .c_ld = c_ld};
     /* zeros and junk stand in for any state buffer, the strided final c's included */
     l->zeros = calloc((size_t)(B * c_ld), sizeof(float));
     l->junk = malloc(sizeof(float) * (size_t)(B * c_ld));
     sn_status s = l->zeros && l->junk ? build(l, bf16)
                                       : sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
     if (s) {
-        sn_dnnl_lstm_free(l);
+        sn_dnnl_rnn_free(l);
         return s;
     }
     *out = l;
     return SN_OK;
 }
 
-sn_status sn_dnnl_lstm_new(sn_dnnl_lstm **out, int64_t B, int64_t T, int64_t D, int64_t U,
+sn_status sn_dnnl_lstm_new(sn_dnnl_rnn **out, int64_t B, int64_t T, int64_t D, int64_t U,
                            bool bf16) {
-    return sn_dnnl_lstm_new_strided(out, B, T, D, U, bf16, T * U, U);
+    return sn_dnnl_rnn_new(out, SN_DNNL_LSTM, B, T, D, U, bf16, T * U, U);
 }
 
-void sn_dnnl_lstm_free(sn_dnnl_lstm *l) {
+void sn_dnnl_rnn_free(sn_dnnl_rnn *l) {
     if (!l) return;
     for (int i = 0; i < F_N; i++) port_destroy(&l->f[i]);
     for (int i = 0; i < G_N; i++) port_destroy(&l->g[i]);
@@ -307,9 +319,9 @@ void sn_dnnl_lstm_free(sn_dnnl_lstm *l) {
     free(l);
 }
 
-const char *sn_dnnl_lstm_impl(const sn_dnnl_lstm *l) { return l ? l->impl : "none"; }
+const char *sn_dnnl_rnn_impl(const sn_dnnl_rnn *l) { return l ? l->impl : "none"; }
 
-sn_status sn_dnnl_lstm_forward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *a) {
+sn_status sn_dnnl_rnn_forward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *a) {
     if (!l || !a || !a->x || !a->w || !a->r || !a->b || !a->y)
         return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM forward: a handle, x, w, r, b and y "
                                          "are required");
@@ -317,29 +329,31 @@ sn_status sn_dnnl_lstm_forward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *a) {
     /* the initial states always go in, zeros when the caller has none: see the header */
     SN_TRY(port_in(l, &p[F_X], a->x));
     SN_TRY(port_in(l, &p[F_H0], a->h0 ? a->h0 : l->zeros));
-    SN_TRY(port_in(l, &p[F_C0], a->c0 ? a->c0 : l->zeros));
+    if (!l->gru) SN_TRY(port_in(l, &p[F_C0], a->c0 ? a->c0 : l->zeros));
     SN_TRY(port_in(l, &p[F_W], a->w));
     SN_TRY(port_in(l, &p[F_R], a->r));
     SN_TRY(port_in(l, &p[F_B], a->b));
     SN_TRY(port_bind(&p[F_Y], a->y));
     SN_TRY(port_bind(&p[F_HT], a->hT ? a->hT : l->junk));
-    SN_TRY(port_bind(&p[F_CT], a->cT ? a->cT : l->junk));
+    if (!l->gru) SN_TRY(port_bind(&p[F_CT], a->cT ? a->cT : l->junk));
+    /* the c arguments last, so that a GRU passes all but them */
     dnnl_exec_arg_t args[] = {
         {DNNL_ARG_SRC_LAYER, p[F_X].prim},     {DNNL_ARG_SRC_ITER, p[F_H0].prim},
-        {DNNL_ARG_SRC_ITER_C, p[F_C0].prim},   {DNNL_ARG_WEIGHTS_LAYER, p[F_W].prim},
-        {DNNL_ARG_WEIGHTS_ITER, p[F_R].prim},  {DNNL_ARG_BIAS, p[F_B].prim},
-        {DNNL_ARG_DST_LAYER, p[F_Y].prim},     {DNNL_ARG_DST_ITER, p[F_HT].prim},
-        {DNNL_ARG_DST_ITER_C, p[F_CT].prim},   {DNNL_ARG_WORKSPACE, l->ws}};
-    SN_DNNL_CHECK(dnnl_primitive_execute(l->fwd, l->st, (int)(sizeof args / sizeof *args), args));
+        {DNNL_ARG_WEIGHTS_LAYER, p[F_W].prim}, {DNNL_ARG_WEIGHTS_ITER, p[F_R].prim},
+        {DNNL_ARG_BIAS, p[F_B].prim},          {DNNL_ARG_DST_LAYER, p[F_Y].prim},
+        {DNNL_ARG_DST_ITER, p[F_HT].prim},     {DNNL_ARG_WORKSPACE, l->ws},
+        {DNNL_ARG_SRC_ITER_C, p[F_C0].prim},   {DNNL_ARG_DST_ITER_C, p[F_CT].prim}};
+    int n = (int)(sizeof args / sizeof *args) - (l->gru ? 2 : 0);
+    SN_DNNL_CHECK(dnnl_primitive_execute(l->fwd, l->st, n, args));
     if (a->hT) SN_TRY(port_out(l, &p[F_HT]));
-    if (a->cT) SN_TRY(port_out(l, &p[F_CT]));
+    if (a->cT && !l->gru) SN_TRY(port_out(l, &p[F_CT]));
     SN_TRY(port_out(l, &p[F_Y]));
     SN_DNNL_CHECK(dnnl_stream_wait(l->st));
     return SN_OK;
 }
 
-sn_status sn_dnnl_lstm_backward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *f,
-                                const sn_dnnl_lstm_bwd *a) {
+sn_status sn_dnnl_rnn_backward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *f,
+                                const sn_dnnl_rnn_bwd *a) {
     if (!l || !f || !a || !f->w || !f->r || !f->b || !a->dy || !a->dx || !a->dw || !a->dr ||
         !a->db)
         return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM backward: a handle, the forward's w, r "
@@ -350,10 +364,10 @@ sn_status sn_dnnl_lstm_backward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *f,
     SN_TRY(port_bind(&p[F_B], f->b));
     SN_TRY(port_in(l, &g[G_DY], a->dy));
     SN_TRY(port_in(l, &g[G_DHT], a->dhT ? a->dhT : l->zeros));
-    SN_TRY(port_in(l, &g[G_DCT], a->dcT ? a->dcT : l->zeros));
+    if (!l->gru) SN_TRY(port_in(l, &g[G_DCT], a->dcT ? a->dcT : l->zeros));
     SN_TRY(port_bind(&g[G_DX], a->dx));
     SN_TRY(port_bind(&g[G_DH0], a->dh0 ? a->dh0 : l->junk));
-    SN_TRY(port_bind(&g[G_DC0], a->dc0 ? a->dc0 : l->junk));
+    if (!l->gru) SN_TRY(port_bind(&g[G_DC0], a->dc0 ? a->dc0 : l->junk));
     SN_TRY(port_bind(&g[G_DW], a->dw));
     SN_TRY(port_bind(&g[G_DR], a->dr));
     SN_TRY(port_bind(&g[G_DB], a->db));
@@ -363,18 +377,21 @@ sn_status sn_dnnl_lstm_backward(sn_dnnl_lstm *l, const sn_dnnl_lstm_fwd *f,
     SN_TRY(port_zero(&g[G_DB]));
     dnnl_exec_arg_t args[] = {
         {DNNL_ARG_SRC_LAYER, p[F_X].prim},           {DNNL_ARG_SRC_ITER, p[F_H0].prim},
-        {DNNL_ARG_SRC_ITER_C, p[F_C0].prim},         {DNNL_ARG_WEIGHTS_LAYER, g[G_W].prim},
-        {DNNL_ARG_WEIGHTS_ITER, g[G_R].prim},        {DNNL_ARG_BIAS, p[F_B].prim},
-        {DNNL_ARG_DST_LAYER, p[F_Y].prim},           {DNNL_ARG_DST_ITER, p[F_HT].prim},
-        {DNNL_ARG_DST_ITER_C, p[F_CT].prim},         {DNNL_ARG_WORKSPACE, l->ws},
+        {DNNL_ARG_WEIGHTS_LAYER, g[G_W].prim},       {DNNL_ARG_WEIGHTS_ITER, g[G_R].prim},
+        {DNNL_ARG_BIAS, p[F_B].prim},                {DNNL_ARG_DST_LAYER, p[F_Y].prim},
+        {DNNL_ARG_DST_ITER, p[F_HT].prim},           {DNNL_ARG_WORKSPACE, l->ws},
         {DNNL_ARG_DIFF_DST_LAYER, g[G_DY].prim},     {DNNL_ARG_DIFF_DST_ITER, g[G_DHT].prim},
-        {DNNL_ARG_DIFF_DST_ITER_C, g[G_DCT].prim},   {DNNL_ARG_DIFF_SRC_LAYER, g[G_DX].prim},
-        {DNNL_ARG_DIFF_SRC_ITER, g[G_DH0].prim},     {DNNL_ARG_DIFF_SRC_ITER_C, g[G_DC0].prim},
+        {DNNL_ARG_DIFF_SRC_LAYER, g[G_DX].prim},     {DNNL_ARG_DIFF_SRC_ITER, g[G_DH0].prim},
         {DNNL_ARG_DIFF_WEIGHTS_LAYER, g[G_DW].prim}, {DNNL_ARG_DIFF_WEIGHTS_ITER, g[G_DR].prim},
-        {DNNL_ARG_DIFF_BIAS, g[G_DB].prim}};
-    SN_DNNL_CHECK(dnnl_primitive_execute(l->bwd, l->st, (int)(sizeof args / sizeof *args), args));
+        {DNNL_ARG_DIFF_BIAS, g[G_DB].prim},
+        /* the c arguments last (a GRU passes all but them) */
+        {DNNL_ARG_SRC_ITER_C, p[F_C0].prim},         {DNNL_ARG_DST_ITER_C, p[F_CT].prim},
+        {DNNL_ARG_DIFF_DST_ITER_C, g[G_DCT].prim},   {DNNL_ARG_DIFF_SRC_ITER_C, g[G_DC0].prim}};
+    int n = (int)(sizeof args / sizeof *args) - (l->gru ? 4 : 0);
+    SN_DNNL_CHECK(dnnl_primitive_execute(l->bwd, l->st, n, args));
     for (int i = G_DX; i < G_N; i++)
-        if ((i != G_DH0 || a->dh0) && (i != G_DC0 || a->dc0)) SN_TRY(port_out(l, &g[i]));
+        if ((i != G_DH0 || a->dh0) && (i != G_DC0 || (a->dc0 && !l->gru)))
+            SN_TRY(port_out(l, &g[i]));
     SN_DNNL_CHECK(dnnl_stream_wait(l->st));
     return SN_OK;
 }

@@ -1,5 +1,5 @@
-/* The CPU kernels of the whole LSTM layer (graph op lstm_layer and its gradient): oneDNN's
- * LSTM primitives through backend/cpu/cpu_rnn_dnnl.c. The forward call keeps the primitive's
+/* The CPU kernels of the whole-layer recurrent ops (graph ops lstm_layer, gru_layer and their
+ * gradients): oneDNN's LSTM and LBR-GRU primitives through backend/cpu/cpu_rnn_dnnl.c. The forward call keeps the primitive's
  * handle as its state; the handle holds the workspace, activations and states the backward
  * primitive reads, and the gradient's call reads them through the forward call the planner
  * linked to it (sn_kcall.fwd). A gradient call with no such partner (its forward ran on
@@ -21,7 +21,7 @@
 
 #ifndef SN_HAVE_DNNL
 
-void sn_cpu_register_lstm_layer(sn_kernel_table *t) { (void)t; }
+void sn_cpu_register_rnn_layer(sn_kernel_table *t) { (void)t; }
 
 #else
 
@@ -35,6 +35,10 @@ static layer_dims dims_of(const sn_kcall *c) {
                         x->dim[1] + (c->attr->lstm.keep_c ? 1 : 0)};
 }
 
+static bool is_gru(const sn_kcall *c) {
+    return c->op == SN_OP_GRU_LAYER || c->op == SN_OP_GRU_LAYER_GRAD;
+}
+
 static bool all_f32(const sn_kcall *c) {
     if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
@@ -43,27 +47,27 @@ static bool all_f32(const sn_kcall *c) {
 }
 
 /* A handle for the call's shapes: bf16 where the plan computes in bf16 and oneDNN can. */
-static sn_status handle_new(const sn_kcall *c, sn_dnnl_lstm **out) {
+static sn_status handle_new(const sn_kcall *c, sn_dnnl_rnn **out) {
     layer_dims d = dims_of(c);
     int64_t y_ld = d.TY * d.U, c_ld = c->attr->lstm.keep_c ? y_ld : d.U;
-    if (c->bf16 &&
-        sn_dnnl_lstm_new_strided(out, d.B, d.T, d.D, d.U, true, y_ld, c_ld) == SN_OK)
+    sn_dnnl_cell cell = is_gru(c) ? SN_DNNL_GRU_LBR : SN_DNNL_LSTM;
+    if (c->bf16 && sn_dnnl_rnn_new(out, cell, d.B, d.T, d.D, d.U, true, y_ld, c_ld) == SN_OK)
         return SN_OK;
-    return sn_dnnl_lstm_new_strided(out, d.B, d.T, d.D, d.U, false, y_ld, c_ld);
+    return sn_dnnl_rnn_new(out, cell, d.B, d.T, d.D, d.U, false, y_ld, c_ld);
 }
 
-static sn_dnnl_lstm_fwd fwd_args(const sn_kcall *c, float *y) {
+static sn_dnnl_rnn_fwd fwd_args(const sn_kcall *c, float *y) {
     layer_dims d = dims_of(c);
     const float *const *in = (const float *const *)c->in;
-    return (sn_dnnl_lstm_fwd){.x = in[0], .w = in[1], .r = in[2], .b = in[3], .h0 = in[4],
-                              .c0 = in[5], .y = y,
+    return (sn_dnnl_rnn_fwd){.x = in[0], .w = in[1], .r = in[2], .b = in[3], .h0 = in[4],
+                              .c0 = is_gru(c) ? NULL : in[5], .y = y,
                               .cT = y && c->attr->lstm.keep_c ? y + d.T * d.U : NULL};
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
 static sn_status layer_prepare(sn_kcall *c, size_t *scratch) {
     (void)scratch;
-    sn_dnnl_lstm *l = NULL;
+    sn_dnnl_rnn *l = NULL;
     SN_TRY(handle_new(c, &l));
     c->state = l;
     return SN_OK;
@@ -75,12 +79,12 @@ static sn_status named(sn_status s, const sn_kcall *c, const char *what) {
 }
 
 static sn_status layer_run(sn_kcall *c) {
-    sn_dnnl_lstm_fwd a = fwd_args(c, c->out);
-    return named(sn_dnnl_lstm_forward(c->state, &a), c, "lstm_layer");
+    sn_dnnl_rnn_fwd a = fwd_args(c, c->out);
+    return named(sn_dnnl_rnn_forward(c->state, &a), c, is_gru(c) ? "gru_layer" : "lstm_layer");
 }
 
 static void layer_release(sn_kcall *c) {
-    sn_dnnl_lstm_free(c->state);
+    sn_dnnl_rnn_free(c->state);
     c->state = NULL;
 }
 
@@ -90,7 +94,7 @@ static const sn_kernel k_layer = {.impl = "dnnl", .supports = all_f32, .prepare 
 /* ---- gradient ----------------------------------------------------------------------------- */
 /* Without a partner forward call: our own handle and somewhere for its forward's y. */
 typedef struct grad_own {
-    sn_dnnl_lstm *l;
+    sn_dnnl_rnn *l;
     float *y;
 } grad_own;
 
@@ -101,7 +105,7 @@ static bool has_partner(const sn_kcall *c) {
 static void grad_release(sn_kcall *c) {
     grad_own *o = c->state;
     if (o) {
-        sn_dnnl_lstm_free(o->l);
+        sn_dnnl_rnn_free(o->l);
         free(o->y);
         free(o);
     }
@@ -115,7 +119,7 @@ static sn_status grad_prepare(sn_kcall *c, size_t *scratch) {
     if (!o) return sn_errorf(SN_ERR_NOMEM, "lstm_layer_grad: out of memory");
     c->state = o;
     sn_status s = handle_new(c, &o->l);
-    if (s == SN_OK && !(o->y = malloc(sizeof(float) * (size_t)sn_shape_numel(&c->x[6].shape))))
+    if (s == SN_OK && !(o->y = malloc(sizeof(float) * (size_t)sn_shape_numel(&c->x[c->n_in - 2].shape))))
         s = sn_errorf(SN_ERR_NOMEM, "lstm_layer_grad: out of memory");
     if (s != SN_OK) grad_release(c); /* the planner releases only what prepared */
     return s;
@@ -124,26 +128,29 @@ static sn_status grad_prepare(sn_kcall *c, size_t *scratch) {
 static sn_status grad_run(sn_kcall *c) {
     layer_dims d = dims_of(c);
     grad_own *o = c->state;
-    sn_dnnl_lstm *l = o ? o->l : c->fwd->state;
-    sn_dnnl_lstm_fwd f = fwd_args(c, o ? o->y : NULL);
-    if (o) SN_TRY(named(sn_dnnl_lstm_forward(l, &f), c, "lstm_layer_grad's forward"));
-    const float *dy = c->in[7];
+    sn_dnnl_rnn *l = o ? o->l : c->fwd->state;
+    sn_dnnl_rnn_fwd f = fwd_args(c, o ? o->y : NULL);
+    const char *what = is_gru(c) ? "gru_layer_grad" : "lstm_layer_grad";
+    if (o) SN_TRY(named(sn_dnnl_rnn_forward(l, &f), c, what));
+    const float *dy = c->in[c->n_in - 1]; /* after the layer's inputs and its output */
     float *out = c->out;
-    int64_t G = 4 * d.U;
-    sn_dnnl_lstm_bwd a = {.dy = dy, .dcT = c->attr->lstm.keep_c ? dy + d.T * d.U : NULL,
+    int64_t G = c->x[2].shape.dim[1];
+    sn_dnnl_rnn_bwd a = {.dy = dy, .dcT = c->attr->lstm.keep_c ? dy + d.T * d.U : NULL,
                           .dx = out, .dw = out + d.B * d.T * d.D};
     a.dr = a.dw + d.D * G;
     a.db = a.dr + d.U * G;
-    return named(sn_dnnl_lstm_backward(l, &f, &a), c, "lstm_layer_grad");
+    return named(sn_dnnl_rnn_backward(l, &f, &a), c, what);
 }
 
 static const sn_kernel k_layer_grad = {.impl = "dnnl", .supports = all_f32,
                                        .prepare = grad_prepare, .run = grad_run,
                                        .release = grad_release};
 
-void sn_cpu_register_lstm_layer(sn_kernel_table *t) {
+void sn_cpu_register_rnn_layer(sn_kernel_table *t) {
     t->k[SN_OP_LSTM_LAYER] = &k_layer;
     t->k[SN_OP_LSTM_LAYER_GRAD] = &k_layer_grad;
+    t->k[SN_OP_GRU_LAYER] = &k_layer;
+    t->k[SN_OP_GRU_LAYER_GRAD] = &k_layer_grad;
 }
 
 #endif /* SN_HAVE_DNNL */
