@@ -133,21 +133,9 @@ static sn_node lstm_layer_outputs(sn_graph *g, const sn_node *x, bool keep_c) {
     sn_node parts[3] = {hs, sn_rnn_layer_last_h(g, y), keep_c ? sn_rnn_layer_last_c(g, y) : 0};
     return sn_concat(g, keep_c ? 3 : 2, parts, 1);
 }
-/* Keras's GRU bias [2, 3U] as gru_layer's [4U] (as nn/layers_seq.c builds it). */
-static sn_node gru_bias4(sn_graph *g, sn_node b, int64_t u) {
-    sn_node p[4];
-    for (int row = 0; row < 2; row++) {
-        p[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * u}),
-                                &(sn_shape){.ndim = 1, .dim = {2 * u}});
-        p[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * u}, (int64_t[]){1, u}),
-                                    &(sn_shape){.ndim = 1, .dim = {u}});
-    }
-    return sn_concat(g, 3, (sn_node[]){sn_add(g, p[0], p[2]), p[1], p[3]}, 0);
-}
-
 /* gru_layer (x, w, r, b [2, 3U] mapped, h0): the h sequence and the last h. */
 static sn_node b_gru_layer(sn_graph *g, const sn_node *x) {
-    sn_node y = sn_gru_layer(g, x[0], x[1], x[2], gru_bias4(g, x[3], U), x[4]);
+    sn_node y = sn_gru_layer(g, x[0], x[1], x[2], sn_gru_layer_bias(g, x[3]), x[4]);
     sn_node hs = sn_reshape(g, sn_rnn_layer_seq(g, y), &(sn_shape){.ndim = 2, .dim = {B, T * U}});
     return sn_concat(g, 2, (sn_node[]){hs, sn_rnn_layer_last_h(g, y)}, 1);
 }

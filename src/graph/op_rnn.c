@@ -260,6 +260,23 @@ sn_node sn_gru_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn
     return sn_graph_add(g, SN_OP_GRU_LAYER, 5, (sn_node[]){x, w, r, b, h0}, NULL);
 }
 
+sn_node sn_gru_layer_bias(sn_graph *g, sn_node b) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    sn_shape s = g->nodes[b].shape;
+    if (s.ndim != 2 || s.dim[0] != 2 || s.dim[1] % 3 != 0)
+        return sn_graph_fail(g, SN_ERR_SHAPE, "gru_layer: Keras's GRU bias must be [2, 3U], got "
+                             "rank %d [%lld, ...]", s.ndim, (long long)(s.ndim ? s.dim[0] : 0));
+    int64_t U = s.dim[1] / 3;
+    sn_node part[4]; /* row 0: z r | h, row 1: z r | h */
+    for (int row = 0; row < 2; row++) {
+        part[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * U}),
+                                   &(sn_shape){.ndim = 1, .dim = {2 * U}});
+        part[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * U}, (int64_t[]){1, U}),
+                                       &(sn_shape){.ndim = 1, .dim = {U}});
+    }
+    return sn_concat(g, 3, (sn_node[]){sn_add(g, part[0], part[2]), part[1], part[3]}, 0);
+}
+
 /* Row t of every batch row: [B, U]. */
 static sn_node lstm_layer_row(sn_graph *g, sn_node y, int64_t t) {
     if (!g || g->status != SN_OK) return SN_NONE;

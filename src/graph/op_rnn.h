@@ -49,6 +49,9 @@ sn_node sn_rnn_layer_last_c(sn_graph *g, sn_node y);
  *   z, r = sigmoid(x W_zr + h_{t-1} R_zr + b_zr), hh = tanh(x W_h + b_h + r (h_{t-1} R_h + b_h')),
  *   h_t = z h_{t-1} + (1 - z) hh. Its gradient op gives x, w, r and b theirs, like the LSTM's. */
 sn_node sn_gru_layer(sn_graph *g, sn_node x, sn_node w, sn_node r, sn_node b, sn_node h0);
+/* Keras's GRU bias [2, 3U] (input; recurrent) as gru_layer's [4U]: slices, one add, a concat,
+ * so that autodiff maps the gradient back onto Keras's bias. */
+sn_node sn_gru_layer_bias(sn_graph *g, sn_node keras_bias);
 
 /* Slots of a workspace (SN_LSTM_H, ..., SN_GRU_WS) are in backend/op_desc.h: the kernels
  * read them too. */

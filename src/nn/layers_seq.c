@@ -234,29 +234,14 @@ static sn_node zeros(sn_layer *l, sn_graph *g, int64_t n) {
                            &(sn_shape){.ndim = 1, .dim = {n}});
 }
 
-/* Keras's GRU bias [2, 3U] (input; recurrent) as gru_layer's [4U] (op_rnn.h): the z and r
- * parts of both rows summed, then the input and the recurrent part of h. */
-static sn_node gru_layer_bias(sn_layer *l, sn_graph *g) {
-    int64_t U = l->rnn.units;
-    if (!l->rnn.use_bias) return zeros(l, g, 4 * U);
-    sn_node b = l->vars[2];
-    sn_node part[4];
-    for (int row = 0; row < 2; row++) {
-        part[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * U}),
-                                   &(sn_shape){.ndim = 1, .dim = {2 * U}});
-        part[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * U}, (int64_t[]){1, U}),
-                                       &(sn_shape){.ndim = 1, .dim = {U}});
-    }
-    return sn_concat(g, 3, (sn_node[]){sn_add(g, part[0], part[2]), part[1], part[3]}, 0);
-}
-
 /* The layer as one lstm_layer / gru_layer op; the final states (stateful) are rows of its
  * output (the LSTM keeps its c for them). */
 static sn_node whole_layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
                                    sn_node *state_out) {
     sn_node y;
     if (is_gru(l)) {
-        y = sn_gru_layer(g, x, l->vars[0], l->vars[1], gru_layer_bias(l, g), state_in[0]);
+        sn_node b = l->rnn.use_bias ? sn_gru_layer_bias(g, l->vars[2]) : zeros(l, g, 4 * l->rnn.units);
+        y = sn_gru_layer(g, x, l->vars[0], l->vars[1], b, state_in[0]);
         if (state_out) state_out[0] = sn_rnn_layer_last_h(g, y);
     } else {
         sn_node b = l->rnn.use_bias ? l->vars[2] : zeros(l, g, 4 * l->rnn.units);
