@@ -112,15 +112,19 @@ static void grad_release(sn_kcall *c) {
     c->state = NULL;
 }
 
+static const char *grad_name(const sn_kcall *c) {
+    return is_gru(c) ? "gru_layer_grad" : "lstm_layer_grad";
+}
+
 static sn_status grad_prepare(sn_kcall *c, size_t *scratch) {
     (void)scratch;
     if (has_partner(c)) return SN_OK;
     grad_own *o = calloc(1, sizeof *o);
-    if (!o) return sn_errorf(SN_ERR_NOMEM, "lstm_layer_grad: out of memory");
+    if (!o) return sn_errorf(SN_ERR_NOMEM, "%s: out of memory", grad_name(c));
     c->state = o;
     sn_status s = handle_new(c, &o->l);
     if (s == SN_OK && !(o->y = malloc(sizeof(float) * (size_t)sn_shape_numel(&c->x[c->n_in - 2].shape))))
-        s = sn_errorf(SN_ERR_NOMEM, "lstm_layer_grad: out of memory");
+        s = sn_errorf(SN_ERR_NOMEM, "%s: out of memory", grad_name(c));
     if (s != SN_OK) grad_release(c); /* the planner releases only what prepared */
     return s;
 }
@@ -130,7 +134,7 @@ static sn_status grad_run(sn_kcall *c) {
     grad_own *o = c->state;
     sn_dnnl_rnn *l = o ? o->l : c->fwd->state;
     sn_dnnl_rnn_fwd f = fwd_args(c, o ? o->y : NULL);
-    const char *what = is_gru(c) ? "gru_layer_grad" : "lstm_layer_grad";
+    const char *what = grad_name(c);
     if (o) SN_TRY(named(sn_dnnl_rnn_forward(l, &f), c, what));
     const float *dy = c->in[c->n_in - 1]; /* after the layer's inputs and its output */
     float *out = c->out;
