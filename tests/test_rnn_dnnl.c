@@ -238,6 +238,30 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
     problem_free(&pb);
 }
 
+/* The calls of op (the forward, node fwd) and of op's gradient in plan p: both on oneDNN,
+ * and the gradient's call linked to the forward's (sn_kcall.fwd), whose workspace it reads
+ * instead of running the forward again. */
+static void check_dnnl_linked(const char *name, const sn_plan *p, const sn_graph *g,
+                              const char *op, sn_node fwd) {
+    char grad_op[64];
+    snprintf(grad_op, sizeof grad_op, "%s_grad", op);
+    const char *impl[2] = {"", ""};
+    int calls[2] = {-1, -1};
+    for (int cl = 0; sn_plan_profile_entry(p, cl, NULL, NULL, NULL); cl++) {
+        sn_node nd;
+        const char *im;
+        sn_plan_profile_entry(p, cl, &nd, &im, NULL);
+        const char *o = sn_node_op_name(g, nd);
+        int which = strcmp(o, op) == 0 ? 0 : strcmp(o, grad_op) == 0 ? 1 : -1;
+        if (which >= 0) impl[which] = im, calls[which] = cl;
+    }
+    for (int k = 0; k < 2; k++)
+        CHECK(strcmp(impl[k], "dnnl") == 0, "%s: %s runs on '%s', expected dnnl", name,
+              k ? grad_op : op, impl[k]);
+    CHECK(calls[1] >= 0 && p->calls[calls[1]].fwd && p->calls[calls[1]].fwd->id == fwd,
+          "%s: the gradient's call is not linked to the forward's (node %d)", name, (int)fwd);
+}
+
 /* The graph op lstm_layer on the CPU kernels (oneDNN) against the same reference: a plan
  * of the forward and the gradients of x, w, r, b, run twice (the weight gradients must be
  * overwritten), with keep_c (the final c read from row T) or without (the loss has no c term).
@@ -301,25 +325,7 @@ static void check_layer_op(const char *name, lstm_case c, double tol) {
         }
         if (run == 1 && worst <= tol) printf("ok  %-34s worst scaled error %.2e\n", name, worst);
     }
-    /* both calls on oneDNN: the forward's, and the gradient's reading its workspace */
-    for (int k = 0; p && k < 2; k++) {
-        int call = -1;
-        const char *impl = "";
-        for (int cl = 0; sn_plan_profile_entry(p, cl, NULL, NULL, NULL); cl++) {
-            sn_node nd;
-            sn_plan_profile_entry(p, cl, &nd, &impl, NULL);
-            const char *op = sn_node_op_name(g, nd);
-            if (strcmp(op, k ? "lstm_layer_grad" : "lstm_layer") == 0) {
-                call = cl;
-                break;
-            }
-        }
-        CHECK(call >= 0 && strcmp(impl, "dnnl") == 0, "%s: %s runs on '%s', expected dnnl",
-              name, k ? "lstm_layer_grad" : "lstm_layer", impl);
-        if (k == 1 && call >= 0)
-            CHECK(p->calls[call].fwd && p->calls[call].fwd->id == y,
-                  "%s: the gradient's call is not linked to the forward's (node %d)", name, (int)y);
-    }
+    if (p) check_dnnl_linked(name, p, g, "lstm_layer", y);
     sn_plan_free(p);
     sn_graph_free(g);
     problem_free(&pb);
@@ -421,22 +427,7 @@ static void check_gru_layer_op(const char *name, int64_t B, int64_t T, int64_t D
             if (k) got[i] = dst;
             else want[i] = dst;
         }
-        if (ok && k) {
-            const char *impl[2] = {"", ""};
-            int calls[2] = {-1, -1};
-            for (int cl = 0; sn_plan_profile_entry(p, cl, NULL, NULL, NULL); cl++) {
-                sn_node nd;
-                const char *im;
-                sn_plan_profile_entry(p, cl, &nd, &im, NULL);
-                int which = strcmp(sn_node_op_name(g, nd), "gru_layer") == 0       ? 0
-                            : strcmp(sn_node_op_name(g, nd), "gru_layer_grad") == 0 ? 1 : -1;
-                if (which >= 0) impl[which] = im, calls[which] = cl;
-            }
-            CHECK(strcmp(impl[0], "dnnl") == 0 && strcmp(impl[1], "dnnl") == 0,
-                  "%s: gru_layer on '%s', its gradient on '%s', expected dnnl", name, impl[0], impl[1]);
-            CHECK(calls[1] >= 0 && p->calls[calls[1]].fwd && p->calls[calls[1]].fwd->id == y,
-                  "%s: the gradient's call is not linked to the forward's", name);
-        }
+        if (ok && k) check_dnnl_linked(name, p, g, "gru_layer", y);
         sn_plan_free(p);
         sn_graph_free(g);
     }

@@ -271,8 +271,9 @@ sn_node sn_gru_layer_bias(sn_graph *g, sn_node b) {
     for (int row = 0; row < 2; row++) {
         part[2 * row] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 0}, (int64_t[]){1, 2 * U}),
                                    &(sn_shape){.ndim = 1, .dim = {2 * U}});
-        part[2 * row + 1] = sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * U}, (int64_t[]){1, U}),
-                                       &(sn_shape){.ndim = 1, .dim = {U}});
+        part[2 * row + 1] =
+            sn_reshape(g, sn_slice(g, b, (int64_t[]){row, 2 * U}, (int64_t[]){1, U}),
+                       &(sn_shape){.ndim = 1, .dim = {U}});
     }
     return sn_concat(g, 3, (sn_node[]){sn_add(g, part[0], part[2]), part[1], part[3]}, 0);
 }
@@ -282,7 +283,8 @@ static sn_node lstm_layer_row(sn_graph *g, sn_node y, int64_t t) {
     if (!g || g->status != SN_OK) return SN_NONE;
     sn_shape s = g->nodes[y].shape;
     int64_t begin[3] = {0, t, 0}, size[3] = {s.dim[0], 1, s.dim[2]};
-    return sn_reshape(g, sn_slice(g, y, begin, size), &(sn_shape){.ndim = 2, .dim = {s.dim[0], s.dim[2]}});
+    return sn_reshape(g, sn_slice(g, y, begin, size),
+                      &(sn_shape){.ndim = 2, .dim = {s.dim[0], s.dim[2]}});
 }
 
 static bool keeps_c(const sn_graph *g, sn_node y) { return g->nodes[y].attr.lstm.keep_c; }

@@ -183,6 +183,11 @@ sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node
     return sn_rnn_forward_projected(l, g, sn_rnn_input_projection(l, g, x), state_in, state_out);
 }
 
+/* Zeros of this shape in the layer's dtype (a missing bias, the initial states). */
+static sn_node zeros(sn_layer *l, sn_graph *g, sn_shape shape) {
+    return sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}), &shape);
+}
+
 sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
                                  sn_node *state_out) {
     int64_t U = l->rnn.units;
@@ -198,8 +203,7 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
             rb = sn_reshape(g, sn_slice(g, l->vars[2], (int64_t[]){1, 0}, (int64_t[]){1, 3 * U}),
                             &(sn_shape){.ndim = 1, .dim = {3 * U}});
         else
-            rb = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
-                                 &(sn_shape){.ndim = 1, .dim = {3 * U}});
+            rb = zeros(l, g, (sn_shape){.ndim = 1, .dim = {3 * U}});
         ws = sn_gru_seq(g, xw, l->vars[1], rb, state_in[0]);
         if (state_out) state_out[0] = sn_rnn_slot_last(g, ws, U, SN_GRU_H);
         out = l->rnn.return_sequences ? sn_rnn_slot_seq(g, ws, U, SN_GRU_H)
@@ -228,23 +232,18 @@ static bool whole_layer(const sn_layer *l) {
     return k && strcmp(k->impl, "ref") != 0;
 }
 
-/* The zero vector [n] of the layer's dtype (a layer without a bias). */
-static sn_node zeros(sn_layer *l, sn_graph *g, int64_t n) {
-    return sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
-                           &(sn_shape){.ndim = 1, .dim = {n}});
-}
-
 /* The layer as one lstm_layer / gru_layer op; the final states (stateful) are rows of its
  * output (the LSTM keeps its c for them). */
 static sn_node whole_layer_forward(sn_layer *l, sn_graph *g, sn_node x, const sn_node *state_in,
                                    sn_node *state_out) {
-    sn_node y;
+    sn_shape bias4 = {.ndim = 1, .dim = {4 * l->rnn.units}}; /* both ops take a [4U] bias */
+    sn_node y, no_bias = l->rnn.use_bias ? SN_NONE : zeros(l, g, bias4);
     if (is_gru(l)) {
-        sn_node b = l->rnn.use_bias ? sn_gru_layer_bias(g, l->vars[2]) : zeros(l, g, 4 * l->rnn.units);
+        sn_node b = l->rnn.use_bias ? sn_gru_layer_bias(g, l->vars[2]) : no_bias;
         y = sn_gru_layer(g, x, l->vars[0], l->vars[1], b, state_in[0]);
         if (state_out) state_out[0] = sn_rnn_layer_last_h(g, y);
     } else {
-        sn_node b = l->rnn.use_bias ? l->vars[2] : zeros(l, g, 4 * l->rnn.units);
+        sn_node b = l->rnn.use_bias ? l->vars[2] : no_bias;
         y = sn_lstm_layer(g, x, l->vars[0], l->vars[1], b, state_in[0], state_in[1],
                           state_out != NULL);
         if (state_out) {
@@ -286,9 +285,7 @@ static sn_node stateful_forward(sn_layer *l, sn_graph *g, sn_node x, sn_updates 
 static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
     if (l->n_carried > 0) return stateful_forward(l, g, x, u);
     sn_shape xs = sn_node_shape(g, x);
-    sn_shape hs = {.ndim = 2, .dim = {xs.dim[0], l->rnn.units}};
-    sn_node zero = sn_broadcast_to(g, sn_reshape(g, sn_scalar(g, l->dtype, 0.0), &(sn_shape){0}),
-                                   &hs);
+    sn_node zero = zeros(l, g, (sn_shape){.ndim = 2, .dim = {xs.dim[0], l->rnn.units}});
     sn_node st[2] = {zero, zero};
     return layer_forward(l, g, x, st, NULL);
 }

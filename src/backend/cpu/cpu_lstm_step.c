@@ -30,21 +30,11 @@ struct sn_lstm_step {
     uint32_t *hp;     /* [P] h_{t-1} as bf16 pairs (h[2p] low, h[2p + 1] high) */
 };
 
-/* f32 -> bf16, round to nearest even (as VCVTNEPS2BF16); a NaN stays a (quiet) NaN. */
-static uint16_t to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
 bool sn_lstm_step_bf16_supported(void) {
 #ifdef SN_CPU_X86
-    const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
-    return (!env || strcmp(env, "avx512") == 0) && f->avx512f && f->avx512bw && f->avx512vl &&
-           f->avx512_bf16;
+    /* the AVX-512 variant as every other kernel picks it (SN_CPU_ISA may narrow it), plus BF16 */
+    static const char avx512;
+    return pick_variant(NULL, NULL, &avx512) == &avx512 && sn_cpu()->avx512_bf16;
 #else
     return false;
 #endif
@@ -94,8 +84,9 @@ sn_status sn_lstm_step_new(const float *R, int64_t U, const float *Wd, const flo
                 for (int j = 0; j < BLK; j++) {
                     int64_t u = b * BLK + j, k = 2 * p;
                     bool in = u < U;
-                    o[2 * j] = in ? to_bf16(R[k * G + q * U + u]) : 0;
-                    o[2 * j + 1] = in && k + 1 < U ? to_bf16(R[(k + 1) * G + q * U + u]) : 0;
+                    o[2 * j] = in ? sn_f32_to_bf16(R[k * G + q * U + u]) : 0;
+                    o[2 * j + 1] =
+                        in && k + 1 < U ? sn_f32_to_bf16(R[(k + 1) * G + q * U + u]) : 0;
                 }
             }
     for (int64_t b = 0; b < s->nbd; b++)
@@ -197,7 +188,8 @@ void sn_lstm_step_run(sn_lstm_step *s, const float *xw, float *h, float *c, floa
 #ifdef SN_CPU_X86
     step_ctx x = {.s = s, .xw = xw, .c = c, .logits = logits};
     for (int64_t p = 0; p < s->P; p++) {
-        uint32_t lo = to_bf16(h[2 * p]), hi = 2 * p + 1 < s->U ? to_bf16(h[2 * p + 1]) : 0;
+        uint32_t lo = sn_f32_to_bf16(h[2 * p]),
+                 hi = 2 * p + 1 < s->U ? sn_f32_to_bf16(h[2 * p + 1]) : 0;
         s->hp[p] = lo | hi << 16;
     }
     /* Both phases are split in blocks of 16: more threads than blocks would idle. */

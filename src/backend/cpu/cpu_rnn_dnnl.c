@@ -67,6 +67,9 @@ struct sn_dnnl_rnn {
     char impl[160];
 };
 
+/* What messages call the handle: "oneDNN LSTM" or "oneDNN GRU". */
+static const char *name_of(bool gru) { return gru ? "oneDNN GRU" : "oneDNN LSTM"; }
+
 static sn_status mem_new(dnnl_memory_t *m, const dnnl_memory_desc_t *md, dnnl_engine_t e) {
     SN_DNNL_CHECK(dnnl_memory_create(m, md, e, DNNL_MEMORY_ALLOCATE));
     return SN_OK;
@@ -128,7 +131,7 @@ static sn_status port_zero(port *p) {
     const dnnl_memory_desc_t *md;
     SN_DNNL_CHECK(dnnl_memory_get_data_handle(p->prim, &h));
     SN_DNNL_CHECK(dnnl_memory_get_memory_desc(p->prim, &md));
-    if (!h) return sn_errorf(SN_ERR_BACKEND, "oneDNN LSTM: gradient memory has no buffer");
+    if (!h) return sn_errorf(SN_ERR_BACKEND, "oneDNN RNN: gradient memory has no buffer");
     memset(h, 0, dnnl_memory_desc_get_size(md));
     return SN_OK;
 }
@@ -188,7 +191,8 @@ static sn_status try_pds(sn_dnnl_rnn *l, lstm_types t, dnnl_primitive_desc_t *fp
                                          &m.wi, &m.b, &m.y, &m.h, 0)
         : dnnl_lstm_forward_desc_init(&fd, dnnl_forward_training, dir, &m.x, &m.h, &m.c, &m.wl,
                                       &m.wi, &m.b, &m.y, &m.h, &m.c, 0);
-    if (sf != dnnl_success || dnnl_primitive_desc_create(fpd, &fd, NULL, l->eng, NULL) != dnnl_success)
+    if (sf != dnnl_success ||
+        dnnl_primitive_desc_create(fpd, &fd, NULL, l->eng, NULL) != dnnl_success)
         return SN_ERR_UNSUPPORTED;
     dnnl_status_t sb = l->gru
         ? dnnl_lbr_gru_backward_desc_init(&bd, dnnl_backward, dir, &m.x, &m.h, &m.wl, &m.wi,
@@ -220,8 +224,9 @@ static sn_status build(sn_dnnl_rnn *l, bool bf16) {
     dnnl_primitive_desc_t fpd = NULL, bpd = NULL;
     for (int i = 0; i < n && !fpd; i++) try_pds(l, cand[i], &fpd, &bpd);
     if (!fpd)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "oneDNN LSTM: no %s training implementation for "
-                         "B=%lld T=%lld D=%lld U=%lld on this CPU", bf16 ? "bf16" : "f32",
+        return sn_errorf(SN_ERR_UNSUPPORTED, "%s: no %s training implementation for "
+                         "B=%lld T=%lld D=%lld U=%lld on this CPU", name_of(l->gru),
+                         bf16 ? "bf16" : "f32",
                          (long long)l->B, (long long)l->T, (long long)l->D, (long long)l->U);
     snprintf(l->impl, sizeof l->impl, "%s / %s", sn_dnnl_impl_name(fpd), sn_dnnl_impl_name(bpd));
     sn_status s = SN_OK;
@@ -267,7 +272,8 @@ static sn_status build(sn_dnnl_rnn *l, bool bf16) {
     if (s) goto done;
     dnnl_status_t ds = dnnl_primitive_create(&l->fwd, fpd);
     if (ds == dnnl_success) ds = dnnl_primitive_create(&l->bwd, bpd);
-    if (ds != dnnl_success) s = sn_dnnl_error(ds, "dnnl_primitive_create(lstm)", __FILE__, __LINE__);
+    if (ds != dnnl_success)
+        s = sn_dnnl_error(ds, "dnnl_primitive_create(rnn)", __FILE__, __LINE__);
 done:
     dnnl_primitive_desc_destroy(fpd);
     dnnl_primitive_desc_destroy(bpd);
@@ -276,24 +282,25 @@ done:
 
 sn_status sn_dnnl_rnn_new(sn_dnnl_rnn **out, sn_dnnl_cell cell, int64_t B, int64_t T, int64_t D,
                           int64_t U, bool bf16, int64_t y_ld, int64_t c_ld) {
-    if (!out) return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: out is NULL");
+    const char *name = name_of(cell == SN_DNNL_GRU_LBR);
+    if (!out) return sn_errorf(SN_ERR_INVALID, "%s: out is NULL", name);
     *out = NULL;
     if (B < 1 || T < 1 || D < 1 || U < 1)
-        return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: B=%lld T=%lld D=%lld U=%lld, expected "
-                         "all >= 1", (long long)B, (long long)T, (long long)D, (long long)U);
+        return sn_errorf(SN_ERR_INVALID, "%s: B=%lld T=%lld D=%lld U=%lld, expected "
+                         "all >= 1", name, (long long)B, (long long)T, (long long)D, (long long)U);
     if (y_ld < T * U || c_ld < U)
-        return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM: row strides y_ld=%lld c_ld=%lld, "
-                         "expected >= T*U=%lld and >= U=%lld", (long long)y_ld, (long long)c_ld,
-                         (long long)(T * U), (long long)U);
+        return sn_errorf(SN_ERR_INVALID, "%s: row strides y_ld=%lld c_ld=%lld, "
+                         "expected >= T*U=%lld and >= U=%lld", name, (long long)y_ld,
+                         (long long)c_ld, (long long)(T * U), (long long)U);
     sn_dnnl_rnn *l = calloc(1, sizeof *l);
-    if (!l) return sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
+    if (!l) return sn_errorf(SN_ERR_NOMEM, "%s: out of memory", name);
     *l = (sn_dnnl_rnn){.gru = cell == SN_DNNL_GRU_LBR, .B = B, .T = T, .D = D, .U = U,
                        .y_ld = y_ld, .c_ld = c_ld};
     /* zeros and junk stand in for any state buffer, the strided final c's included */
     l->zeros = calloc((size_t)(B * c_ld), sizeof(float));
     l->junk = malloc(sizeof(float) * (size_t)(B * c_ld));
     sn_status s = l->zeros && l->junk ? build(l, bf16)
-                                      : sn_errorf(SN_ERR_NOMEM, "oneDNN LSTM: out of memory");
+                                      : sn_errorf(SN_ERR_NOMEM, "%s: out of memory", name);
     if (s) {
         sn_dnnl_rnn_free(l);
         return s;
@@ -323,7 +330,7 @@ const char *sn_dnnl_rnn_impl(const sn_dnnl_rnn *l) { return l ? l->impl : "none"
 
 sn_status sn_dnnl_rnn_forward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *a) {
     if (!l || !a || !a->x || !a->w || !a->r || !a->b || !a->y)
-        return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM forward: a handle, x, w, r, b and y "
+        return sn_errorf(SN_ERR_INVALID, "oneDNN RNN forward: a handle, x, w, r, b and y "
                                          "are required");
     port *p = l->f;
     /* the initial states always go in, zeros when the caller has none: see the header */
@@ -356,7 +363,7 @@ sn_status sn_dnnl_rnn_backward(sn_dnnl_rnn *l, const sn_dnnl_rnn_fwd *f,
                                 const sn_dnnl_rnn_bwd *a) {
     if (!l || !f || !a || !f->w || !f->r || !f->b || !a->dy || !a->dx || !a->dw || !a->dr ||
         !a->db)
-        return sn_errorf(SN_ERR_INVALID, "oneDNN LSTM backward: a handle, the forward's w, r "
+        return sn_errorf(SN_ERR_INVALID, "oneDNN RNN backward: a handle, the forward's w, r "
                                          "and b, dy, dx, dw, dr and db are required");
     port *p = l->f, *g = l->g;
     SN_TRY(port_in(l, &g[G_W], f->w));

@@ -1,19 +1,20 @@
 /* The CPU kernels of the whole-layer recurrent ops (graph ops lstm_layer, gru_layer and their
- * gradients): oneDNN's LSTM and LBR-GRU primitives through backend/cpu/cpu_rnn_dnnl.c. The forward call keeps the primitive's
- * handle as its state; the handle holds the workspace, activations and states the backward
- * primitive reads, and the gradient's call reads them through the forward call the planner
- * linked to it (sn_kcall.fwd). A gradient call with no such partner (its forward ran on
- * another kernel, or a test calls it alone) makes its own handle and runs the forward again
- * first: correct, only slower.
+ * gradients): oneDNN's LSTM and LBR-GRU primitives through backend/cpu/cpu_rnn_dnnl.c. The
+ * forward call keeps the primitive's handle as its state; the handle holds the workspace,
+ * activations and states the backward primitive reads, and the gradient's call reads them
+ * through the forward call the planner linked to it (sn_kcall.fwd). A gradient call with no
+ * such partner (its forward ran on another kernel, or a test calls it alone) makes its own
+ * handle and runs the forward again first: correct, only slower.
  *
- * Why this op exists beside lstm/lstm_grad (our loop over per-step GEMMs, cpu_rnn.c): on the
- * char_lstm_small layer oneDNN's primitives take 0.84x our loop's time in f32 and 0.53x in
- * bf16 (bench/bench_rnn, docs/kernels.md), so the LSTM layer builds this op where they are
- * available (nn/layers_seq.c). In bf16 plans (sn_plan_opts.bf16_compute) the primitives
- * compute in bfloat16 where oneDNN has it on this CPU, f32 otherwise.
+ * Why these ops exist beside lstm/gru and their gradients (our loop over per-step GEMMs,
+ * cpu_rnn.c): on the char_lstm_small layer shape oneDNN's primitives take 0.75-0.91x our
+ * loop's time in f32 and 0.58-0.60x in bf16, LSTM and GRU (bench/bench_rnn, docs/kernels.md),
+ * so the layers build them where they are available (nn/layers_seq.c). In bf16 plans
+ * (sn_plan_opts.bf16_compute) the primitives compute in bfloat16 where oneDNN has it on this
+ * CPU, f32 otherwise.
  *
- * Builds without oneDNN register nothing: the reference kernels (ref_lstm_layer.c) remain,
- * and the layer builds the loop's ops instead. */
+ * Builds without oneDNN register nothing: the reference kernels (ref_rnn_layer.c) remain,
+ * and the layers build the loop's ops instead. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_rnn_dnnl.h"
@@ -123,7 +124,8 @@ static sn_status grad_prepare(sn_kcall *c, size_t *scratch) {
     if (!o) return sn_errorf(SN_ERR_NOMEM, "%s: out of memory", grad_name(c));
     c->state = o;
     sn_status s = handle_new(c, &o->l);
-    if (s == SN_OK && !(o->y = malloc(sizeof(float) * (size_t)sn_shape_numel(&c->x[c->n_in - 2].shape))))
+    size_t y_bytes = sizeof(float) * (size_t)sn_shape_numel(&c->x[c->n_in - 2].shape);
+    if (s == SN_OK && !(o->y = malloc(y_bytes)))
         s = sn_errorf(SN_ERR_NOMEM, "%s: out of memory", grad_name(c));
     if (s != SN_OK) grad_release(c); /* the planner releases only what prepared */
     return s;

@@ -23,7 +23,9 @@ static layer_dims dims_of(const sn_kcall *c) {
                         x->dim[1] + (c->attr->lstm.keep_c ? 1 : 0)};
 }
 
-static double in_at(const sn_kcall *c, int i, int64_t k) { return sn_load(c->x[i].dtype, c->in[i], k); }
+static double in_at(const sn_kcall *c, int i, int64_t k) {
+    return sn_load(c->x[i].dtype, c->in[i], k);
+}
 
 /* Row b's forward: act [T, G] (activated gates i f g o), cs [T, U], hs [T, U]. */
 static void row_forward(const sn_kcall *c, layer_dims d, int64_t b, double *act, double *cs,
@@ -168,7 +170,8 @@ static sn_status gru_layer_run(sn_kcall *c) {
     double *act = buf, *ghh = act + d.T * d.G, *hs = ghh + d.T * d.U, *tmp = hs + d.T * d.U;
     for (int64_t b = 0; b < d.B; b++) {
         gru_row_forward(c, d, b, act, ghh, hs, tmp);
-        for (int64_t k = 0; k < d.T * d.U; k++) sn_store(c->y.dtype, c->out, b * d.T * d.U + k, hs[k]);
+        for (int64_t k = 0; k < d.T * d.U; k++)
+            sn_store(c->y.dtype, c->out, b * d.T * d.U + k, hs[k]);
     }
     free(buf);
     return SN_OK;
