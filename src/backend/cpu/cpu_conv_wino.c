@@ -42,7 +42,7 @@ bool sn_cpu_conv_wino_applies(const sn_kcall *c) {
 
 bool sn_cpu_conv_wino_enabled(void) {
     /* Read at every prepare (cheap) so that one process can build both for a comparison. */
-    const char *e = getenv("SN_CONV_ALGO");
+    const char *e = sn_env(SN_ENV_CONV_ALGO);
     return !(e && strcmp(e, "direct") == 0);
 }
 
