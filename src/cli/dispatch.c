@@ -1,6 +1,7 @@
 /* The `sinter` command's dispatch: one subcommand per file (cmd_*.c), from the table below.
  * Kept apart from main() so that a test-only program (tests/sinter_hooked.c) can run the same
  * commands with a seam of its own set. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,6 +27,10 @@ static void usage(FILE *f) {
 }
 
 int sn_cli_main(int argc, char **argv) {
+    /* Past a file size limit (ulimit -f) the kernel's default is to kill the process with
+     * SIGXFSZ, mid-write and without a word; ignored, the write fails with EFBIG and the
+     * command says which file could not be written and keeps the old one. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;

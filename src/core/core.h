@@ -17,6 +17,15 @@ sn_status sn_errorf(sn_status code, const char *fmt, ...) __attribute__((format(
 sn_status sn_error_context(sn_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Every message is one line: sn_errorf and sn_error_context turn control characters
+ * (newlines from a foreign library's text) into spaces. */
+
+/* Copies a foreign library's text (jansson, libzip, HDF5, libmicrohttpd) into dst (cap > 0)
+ * as one line a user can read: line breaks and tabs become one space, other control bytes
+ * \xNN, a byte value written "0xNN" becomes "\xNN", and longer "0x..." numbers (memory
+ * addresses) are dropped; surrounding spaces are trimmed. Returns dst. */
+char *sn_foreign_text(char *dst, size_t cap, const char *src);
+
 /* Propagate a failing status. */
 #define SN_TRY(expr)                                                                           \
     do {                                                                                       \

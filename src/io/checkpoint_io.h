@@ -2,8 +2,10 @@
  * named, typed arrays (variables, counters, history, callback state) in one HDF5 file; this
  * layer knows nothing of models. docs/checkpoints.md describes the file.
  *
- * Writing is atomic: a temporary file beside the target, closed by HDF5, sealed, fsync'ed,
- * renamed over it, the folder fsync'ed. The seal is a header in HDF5's user block (the file's
+ * Writing is atomic: the file is built in memory (HDF5's core driver), sealed, and written by
+ * sn_atomic_write (io/atomic_file.h: a temporary file beside the target, fsync'ed, renamed
+ * over it, the folder fsync'ed; on failure the temporary file is removed and an existing
+ * target untouched). The seal is a header in HDF5's user block (the file's
  * first SN_CKPT_USERBLOCK bytes): magic, length of the file and a CRC-32 of everything after
  * the header. The reader checks it before HDF5 sees the file, so a torn or corrupted file is
  * SN_ERR_FORMAT and never reaches HDF5's parser; a CRC-32C over every item (name, type,
@@ -54,9 +56,9 @@ void sn_ckpt_set_write_hook(sn_ckpt_write_hook hook, void *ctx);
 sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int *n,
                        sn_ckpt_item **items);
 void sn_ckpt_items_free(int n, sn_ckpt_item *items);
-/* Writes the header into the first SN_CKPT_USERBLOCK bytes of the open file fd (HDF5 has
- * closed it): its length and the CRC-32 of the bytes after the header. sn_ckpt_write calls
- * it; fuzz_checkpoint's CRC-bypass mode uses it to hand HDF5 arbitrary sealed bytes. */
+/* Writes the header into the first SN_CKPT_USERBLOCK bytes of the open file fd: its length
+ * and the CRC-32 of the bytes after the header (sn_ckpt_write seals its image in memory the
+ * same way). fuzz_checkpoint's CRC-bypass mode uses it to hand HDF5 arbitrary sealed bytes. */
 sn_status sn_ckpt_seal_fd(int fd, const char *path);
 /* The item called name (NULL when absent). */
 const sn_ckpt_item *sn_ckpt_find(int n, const sn_ckpt_item *items, const char *name);
