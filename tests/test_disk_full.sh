@@ -71,6 +71,24 @@ scenario() {
     # 3. A .keras archive exported over an existing one.
     expect keras "sinter export: cannot write .keras archive '$d/m.keras': $cause (the existing file is unchanged)" \
         "$S" export --model mlp --weights "$d/w.weights.h5" --to "$d/m.keras"
+    # 4. Logs that grow during training (only on the full disk: under the size limit they
+    #    are smaller than a block). Appended as Keras appends them, so not atomic; the error
+    #    still names the file and the cause.
+    if [ "$mode" = tmpfs ]; then
+        expect csv "sinter train: csv_logger: cannot write '$d/log.csv': $cause" \
+            "$S" train "${ARGS[@]}" --epochs 1 --csv "$d/log.csv"
+        ( exec timeout 300 "$S" train "${ARGS[@]}" --epochs 1 --logdir "$d/tb" ) \
+            >"$out/tb.out" 2>"$out/tb.err"
+        local rc=$? line
+        line=$(cat "$out/tb.err")
+        case "$line" in
+            "sinter train: "*"cannot write '$d/tb/train/events.out.tfevents."*"': $cause")
+                [ "$(wc -l <"$out/tb.err")" -eq 1 ] && [ $rc -eq 1 ] &&
+                    ok "tensorboard: one line: $line" || bad "tensorboard: exit $rc, stderr: $line" ;;
+            *) bad "tensorboard: exit $rc, stderr was:"; sed 's/^/    | /' "$out/tb.err" ;;
+        esac
+        rm -rf "$d/tb" "$d/log.csv"
+    fi
     for f in $ck w.weights.h5 m.keras; do
         local p=$d/$f
         [ "$f" = "$ck" ] && p=$d/ck/$f
