@@ -13,34 +13,33 @@
 # without Fashion-MNIST.
 # Usage: tests/test_disk_full.sh BUILD_DIR
 set -u
+. "$(dirname "$0")/sh_test_util.sh"
 B=$(cd "${1:-build}" && pwd)
 S=$B/sinter
 FM=/usr/share/datasets/fashion-mnist
 if [ "${2:-}" != --inside ] && [ ! -r $FM/train-images-idx3-ubyte.gz ]; then
-    echo "test_disk_full: SKIPPED: Fashion-MNIST is not installed"; exit 77
+    sn_skip "test_disk_full: Fashion-MNIST is not installed"
 fi
 ARGS=(--model mlp --steps-per-epoch 5 --batch-size 32 --validation-steps 1 --threads 1 --quiet)
 export SN_NUM_THREADS=1
 
-# scenario MODE DIR LOG: the cases, on DIR (the tmpfs, or a plain folder), results to LOG's
-# folder (never on the full disk: the test's own files must be writable).
+# scenario MODE DIR OUT: the cases, on DIR (the tmpfs, or a plain folder), logs to OUT (never
+# on the full disk: the test's own files must be writable).
 scenario() {
-    local mode=$1 d=$2 out=$3 fail=0 cause limit=()
-    ok() { echo "ok   [$mode] $*"; }
-    bad() { echo "FAIL [$mode] $*"; fail=1; }
+    local mode=$1 d=$2 out=$3 cause limit=()
     if [ "$mode" = tmpfs ]; then cause="No space left on device"; else cause="File too large"; fi
     mkdir -p "$d" "$out/orig"
     timeout 300 "$S" train "${ARGS[@]}" --epochs 1 --checkpoint-dir "$d/ck" \
-        --save "$d/w.weights.h5" >"$out/run1.log" 2>&1 || { bad "the first run failed"; cat "$out/run1.log"; return 1; }
+        --save "$d/w.weights.h5" >"$out/run1.log" 2>&1 || { bad "[$mode] the first run failed" "$out/run1.log"; return 1; }
     timeout 300 "$S" export --model mlp --weights "$d/w.weights.h5" --to "$d/m.keras" \
-        >>"$out/run1.log" 2>&1 || { bad "the first export failed"; cat "$out/run1.log"; return 1; }
+        >>"$out/run1.log" 2>&1 || { bad "[$mode] the first export failed" "$out/run1.log"; return 1; }
     cp "$d"/ck/*.h5 "$d/w.weights.h5" "$d/m.keras" "$out/orig/"
     local ck
     ck=$(cd "$d/ck" && ls ckpt-*.h5)
     if [ "$mode" = tmpfs ]; then
         dd if=/dev/zero of="$d/filler" bs=4k >/dev/null 2>&1 # until the disk is full
         if dd if=/dev/zero of="$d/probe" bs=4k count=1 >/dev/null 2>&1; then
-            bad "the tmpfs is not full"; return 1
+            bad "[$mode] the tmpfs is not full"; return 1
         fi
     else
         limit=(ulimit -f 64) # 64 KiB: each file is larger
@@ -52,13 +51,14 @@ scenario() {
         ( [ ${#limit[@]} -eq 0 ] || "${limit[@]}"; exec timeout 300 "$@" ) \
             >"$out/$name.out" 2>"$out/$name.err"
         local rc=$?
-        [ $rc -ne 0 ] && [ $rc -lt 124 ] && ok "$name: exit status $rc" ||
-            bad "$name: exit status $rc (wanted 1: a failure, not success, a kill or a timeout)"
+        if [ $rc -ne 0 ] && [ $rc -lt 124 ]; then ok "[$mode] $name: exit status $rc"
+        else bad "[$mode] $name: exit status $rc (wanted 1: a failure, not success, a kill or a timeout)"
+        fi
         if [ "$(wc -l <"$out/$name.err")" -eq 1 ] && [ "$(cat "$out/$name.err")" = "$want" ]; then
-            ok "$name: one line: $want"
+            ok "[$mode] $name: one line: $want"
         else
-            bad "$name: stderr was:"; sed 's/^/    | /' "$out/$name.err"
-            echo "    wanted: $want"
+            echo "     wanted: $want"
+            bad "[$mode] $name: stderr was not that one line:" "$out/$name.err"
         fi
     }
     # 1. The next checkpoint of a resumed run cannot be written.
@@ -83,22 +83,29 @@ scenario() {
         line=$(cat "$out/tb.err")
         case "$line" in
             "sinter train: "*"cannot write '$d/tb/train/events.out.tfevents."*"': $cause")
-                [ "$(wc -l <"$out/tb.err")" -eq 1 ] && [ $rc -eq 1 ] &&
-                    ok "tensorboard: one line: $line" || bad "tensorboard: exit $rc, stderr: $line" ;;
-            *) bad "tensorboard: exit $rc, stderr was:"; sed 's/^/    | /' "$out/tb.err" ;;
+                if [ "$(wc -l <"$out/tb.err")" -eq 1 ] && [ $rc -eq 1 ]; then
+                    ok "[$mode] tensorboard: one line: $line"
+                else bad "[$mode] tensorboard: exit $rc" "$out/tb.err"
+                fi ;;
+            *) bad "[$mode] tensorboard: exit $rc, stderr was not the one line wanted:" "$out/tb.err" ;;
         esac
         rm -rf "$d/tb" "$d/log.csv"
     fi
     for f in $ck w.weights.h5 m.keras; do
         local p=$d/$f
         [ "$f" = "$ck" ] && p=$d/ck/$f
-        if cmp -s "$out/orig/$f" "$p"; then ok "$f is byte-equal to before"; else bad "$f changed"; fi
+        if cmp -s "$out/orig/$f" "$p"; then ok "[$mode] $f is byte-equal to before"
+        else bad "[$mode] $f changed"
+        fi
     done
-    if [ "$(cd "$d/ck" && ls)" = "$ck" ]; then ok "ck/ holds $ck only"; else bad "ck/ holds: $(cd "$d/ck" && ls | tr '\n' ' ')"; fi
+    if [ "$(cd "$d/ck" && ls)" = "$ck" ]; then ok "[$mode] ck/ holds $ck only"
+    else bad "[$mode] ck/ holds: $(cd "$d/ck" && ls | tr '\n' ' ')"
+    fi
     local tmps
     tmps=$(find "$d" -name '*.tmp*' | wc -l)
-    if [ "$tmps" -eq 0 ]; then ok "no temporary file left"; else bad "$tmps temporary files left: $(find "$d" -name '*.tmp*')"; fi
-    return $fail
+    if [ "$tmps" -eq 0 ]; then ok "[$mode] no temporary file left"
+    else bad "[$mode] $tmps temporary files left: $(find "$d" -name '*.tmp*' | tr '\n' ' ')"
+    fi
 }
 
 # Inside the private mount namespace: mount, run, and the mount ends with the process.
@@ -107,13 +114,13 @@ if [ "${2:-}" = --inside ]; then
     mkdir -p "$W/mnt"
     mount -t tmpfs -o size=8m sn_disk_full "$W/mnt" || exit 3
     scenario tmpfs "$W/mnt" "$W/tmpfs.out"
+    sn_finish
     exit $?
 fi
 
-W=$(mktemp -d /tmp/sn_disk_full.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-fail=0
-scenario ulimit "$W/plain" "$W/ulimit.out" || fail=1
+sn_tmpdir disk_full
+W=$TMP
+scenario ulimit "$W/plain" "$W/ulimit.out"
 ns=()
 if [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then ns=(unshare -m)
 elif unshare -r -m true 2>/dev/null; then ns=(unshare -r -m)
@@ -123,11 +130,12 @@ if [ ${#ns[@]} -gt 0 ]; then
     rc=$?
     if [ $rc -eq 3 ]; then
         echo "note: no tmpfs could be mounted in a private namespace here; the ulimit run covers the failure path"
-    elif [ $rc -ne 0 ]; then
-        fail=1
+    elif [ $rc -eq 0 ]; then
+        ok "the tmpfs run passed"
+    else
+        bad "the tmpfs run failed (above)"
     fi
 else
     echo "note: no private mount namespace here (unshare); the ulimit run covers the failure path"
 fi
-[ $fail -eq 0 ] && echo "test_disk_full: passed" || echo "test_disk_full: FAILED"
-exit $fail
+sn_finish
