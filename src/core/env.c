@@ -15,8 +15,8 @@ static const struct {
                                       "kernels may use"},
     [SN_ENV_CONV_ALGO] = {"SN_CONV_ALGO", "`direct`: no Winograd convolution"},
     [SN_ENV_FUSE] = {"SN_FUSE", "`0`: the planner fuses no ops"},
-    [SN_ENV_RNN] = {"SN_RNN", "`loop`: LSTM/GRU layers as the loop's per-step ops instead of "
-                              "the whole-layer op"},
+    [SN_ENV_RNN] = {"SN_RNN", "`loop`: the whole-layer LSTM/GRU ops on the loop's kernels "
+                              "instead of oneDNN's primitives"},
     [SN_ENV_DIST_TIMEOUT] = {"SN_DIST_TIMEOUT", "seconds a collective waits for a peer before "
                                                 "it fails (default 25)"},
     [SN_ENV_DIST_BUCKET_MB] = {"SN_DIST_BUCKET_MB", "gradient all-reduce bucket size in MiB "
