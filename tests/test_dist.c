@@ -13,7 +13,8 @@
  *                                      of the gradient all-reduce waited after the backward
  *                                      pass (docs/distributed.md)
  *   test_dist --bench-local PRESET B STEPS N   ms/step mirrored on N logical CPU devices
- *                                      ($SN_DIST_CONCURRENT=0: replicas one after another) */
+ *                                      ($SN_DIST_CONCURRENT=0: replicas one after another;
+ *                                      $SN_BENCH_SPE=K: K steps per execution, default 1) */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,13 +252,15 @@ typedef struct feeder {
     sn_cached_plan *cp;
 } feeder;
 
-/* The same contract as fit's feed: the global batch into the plan's x and y. */
-static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
+/* The same contract as fit's: the global batch; each replica copies its rows. */
+static sn_status feed(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
     feeder *f = ctx;
     int64_t b = f->next++ % 4;
     size_t xn = (size_t)GLOBAL_BATCH * IMG * IMG;
-    SN_TRY(sn_plan_set_input(p, f->cp->x, f->x + b * xn, xn * sizeof(float)));
-    return sn_plan_set_input(p, f->cp->y, f->y + b * GLOBAL_BATCH, GLOBAL_BATCH * sizeof(int32_t));
+    *x = f->x + b * xn;
+    *y = f->y + b * GLOBAL_BATCH;
+    return SN_OK;
 }
 
 /* With regularizers (L2 on the conv kernel, L1L2 on the hidden Dense kernel, L2 on the output
@@ -310,10 +313,8 @@ static sn_model *train(sn_strategy *s, bool bn_dropout, int64_t steps, double *l
     sn_model_set_strategy(m, s);
     sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
     feeder f = {.x = x, .y = y};
-    sn_status st = s ? sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &f.cp)
-                     : sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
-    if (st == SN_OK)
-        st = s ? sn_dist_plan_run(m, f.cp, steps, feed, &f) : sn_plan_run(f.cp->plan, steps, feed, &f);
+    sn_status st = sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
+    if (st == SN_OK) st = sn_train_run(m, f.cp, steps, feed, &f);
     if (st != SN_OK) {
         fprintf(stderr, "train: %s\n", sn_last_error());
         sn_model_set_strategy(m, NULL);
@@ -431,7 +432,7 @@ static void test_training(void) {
     sn_model_set_strategy(m, many);
     sn_cached_plan *cp;
     sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
-    CHECK_ERR(sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp), SN_ERR_SHAPE,
+    CHECK_ERR(sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp), SN_ERR_SHAPE,
               "cannot give each of the 32 replicas");
     free_model(m);
     sn_strategy_free(many);
@@ -507,9 +508,9 @@ static int die_mode(int64_t die_at, bool hang) {
         }
         sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
         sn_cached_plan *cp;
-        if (sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp) != SN_OK) break;
-        /* Feed nothing new: the plan's inputs keep the last batch. */
-        if (sn_dist_plan_run(m, cp, 1, NULL, NULL) != SN_OK) {
+        if (sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp) != SN_OK) break;
+        /* Feed nothing new: the plans' inputs keep the last batch. */
+        if (sn_train_run(m, cp, 1, NULL, NULL) != SN_OK) {
             fprintf(stderr, "test_dist: worker %d: %s\n", sn_strategy_worker_rank(s),
                     sn_last_error());
             sn_dist_shutdown(false);
@@ -517,6 +518,21 @@ static int die_mode(int64_t die_at, bool hang) {
         }
     }
     return 1;
+}
+
+typedef struct bench_batch {
+    float *x;
+    int32_t *y;
+} bench_batch;
+
+static int64_t bench_spe; /* steps per execution ($SN_BENCH_SPE, default 1) */
+
+static sn_status bench_next(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
+    bench_batch *b = ctx;
+    *x = b->x;
+    *y = b->y;
+    return SN_OK;
 }
 
 /* The measurement in docs/distributed.md: STEPS steps (after one warm-up) of a preset on
@@ -537,19 +553,25 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
         st = sn_model_compile(m, &co);
     }
     if (st == SN_OK) st = sn_model_set_strategy(m, s);
-    if (st == SN_OK) st = sn_dist_train_plan(m, batch, &ys, SN_I32, &cp);
+    if (st == SN_OK) st = sn_train_plan(m, SN_PLAN_TRAIN, batch, &ys, SN_I32, &cp);
+    /* Synthetic inputs (the speed does not depend on the values), fed every step as fit does:
+     * each replica copies its rows. */
+    bench_batch bb = {0};
     if (st == SN_OK) {
-        /* Synthetic inputs: the speed does not depend on the values. */
-        float *x = sn_plan_buffer(cp->plan, cp->x);
-        int32_t *y = sn_plan_buffer(cp->plan, cp->y);
-        for (int64_t i = 0; x && y && i < batch * 28 * 28; i++) x[i] = (float)(i % 17) / 17.0f;
-        for (int64_t i = 0; x && y && i < batch; i++) y[i] = (int32_t)(i % 10);
-        st = sn_dist_plan_run(m, cp, 1, NULL, NULL);
+        bb.x = malloc((size_t)batch * 28 * 28 * sizeof *bb.x);
+        bb.y = malloc((size_t)batch * sizeof *bb.y);
+        for (int64_t i = 0; bb.x && bb.y && i < batch * 28 * 28; i++) bb.x[i] = (float)(i % 17) / 17.0f;
+        for (int64_t i = 0; bb.x && bb.y && i < batch; i++) bb.y[i] = (int32_t)(i % 10);
+        st = bb.x && bb.y ? sn_train_run(m, cp, 1, bench_next, &bb) : SN_ERR_NOMEM;
     }
     int64_t nb0 = 0, e0 = 0, nb = 0, early = 0;
     double w0 = 0, w = 0, t0 = sn_now();
     sn_dist_allreduce_stats(m, &nb0, &e0, &w0);
-    if (st == SN_OK) st = sn_dist_plan_run(m, cp, steps, NULL, NULL);
+    /* The steps per execution of the last argument (default 1): one entry of the executor
+     * per that many steps. */
+    int64_t spe = bench_spe > 0 ? bench_spe : 1;
+    for (int64_t done = 0; st == SN_OK && done < steps; done += spe)
+        st = sn_train_run(m, cp, steps - done < spe ? steps - done : spe, bench_next, &bb);
     double dt = sn_now() - t0;
     sn_dist_allreduce_stats(m, &nb, &early, &w);
     if (st != SN_OK) {
@@ -571,6 +593,8 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
                1e3 * (w - w0) / (double)steps);
     free_model(m);
     sn_strategy_free(s);
+    free(bb.x);
+    free(bb.y);
     sn_dist_shutdown(true);
     return 0;
 }
@@ -618,6 +642,8 @@ static void test_concurrent(void) {
 }
 
 int main(int argc, char **argv) {
+    const char *spe = getenv("SN_BENCH_SPE");
+    bench_spe = spe ? atoll(spe) : 1;
     if (argc == 5 && !strcmp(argv[1], "--bench"))
         return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), 0);
     if (argc == 6 && !strcmp(argv[1], "--bench-local"))
