@@ -266,7 +266,7 @@ static sn_status feed(void *ctx, int64_t step, const void **x, const void **y) {
 /* With regularizers (L2 on the conv kernel, L1L2 on the hidden Dense kernel, L2 on the output
  * bias), large enough that counting the penalty once per replica instead of once per step
  * would move the weights far past the tolerances below. */
-static sn_model *make_model(bool bn_dropout) {
+static sn_model *make_model_spe(bool bn_dropout, int spe) {
     sn_model *m = sn_sequential_new("dist_test");
     sn_conv2d_layer_opts co2 = sn_conv2d_layer_defaults(4, 3, 3);
     co2.activation = SN_ACT_RELU;
@@ -286,9 +286,12 @@ static sn_model *make_model(bool bn_dropout) {
     if (sn_model_build(m, &in, 7) != SN_OK) return NULL;
     sn_compile_opts co = sn_compile_defaults();
     co.optimizer.learning_rate = 0.01;
+    co.steps_per_execution = spe;
     if (sn_model_compile(m, &co) != SN_OK) return NULL;
     return m;
 }
+
+static sn_model *make_model(bool bn_dropout) { return make_model_spe(bn_dropout, 1); }
 
 /* STEPS steps of the same 4 global batches (a fixed synthetic set) under strategy s (NULL:
  * fit's own plan); returns the model (the caller frees it) or NULL. */
@@ -641,6 +644,91 @@ static void test_concurrent(void) {
     }
 }
 
+/* steps_per_execution under a strategy: fit enters each replica's plan once per N steps (the
+ * executor runs the N steps, all-reduce and update included, without returning), and the
+ * weights are bitwise those of one step per execution. 9 batches of 24 and a last one of 10:
+ * with N = 4, executions of 4, 4 and 1 full batches, then the partial batch's own plan. */
+static void test_steps_per_execution(void) {
+    enum { FULL = 9, LAST = 10 };
+    int64_t n = FULL * GLOBAL_BATCH + LAST;
+    sn_shape xs = {.ndim = 4, .dim = {n, IMG, IMG, 1}}, ys = {.ndim = 1, .dim = {n}};
+    sn_tensor *x = NULL, *y = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &xs));
+    CHECK_OK(sn_tensor_new(&y, SN_I32, &ys));
+    if (!x || !y) return;
+    sn_rng rng;
+    sn_rng_init(&rng, 5, 0);
+    float *xd = sn_tensor_data(x);
+    int32_t *yd = sn_tensor_data(y);
+    for (int64_t i = 0; i < n * IMG * IMG; i++) xd[i] = (float)sn_rng_uniform(&rng);
+    for (int64_t i = 0; i < n; i++) {
+        yd[i] = (int32_t)sn_rng_below(&rng, CLASSES);
+        xd[i * IMG * IMG + yd[i] * 7] += 2.0f;
+    }
+    CHECK_OK(sn_device_configure_cpu(2));
+    sn_strategy *mir = NULL;
+    CHECK_OK(sn_strategy_mirrored(2, NULL, &mir));
+    sn_model *ms[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        int spe = k == 0 ? 1 : 4;
+        sn_dataset *ds = NULL;
+        CHECK_OK(sn_dataset_from_tensors(&ds, 2, (sn_tensor *[]){x, y}));
+        CHECK_OK(sn_dataset_batch(&ds, GLOBAL_BATCH, false));
+        sn_model *m = ms[k] = make_model_spe(true, spe);
+        CHECK(m != NULL, "model with steps_per_execution %d", spe);
+        if (!m || !ds) {
+            sn_dataset_free(ds);
+            continue;
+        }
+        CHECK_OK(sn_model_set_strategy(m, mir));
+        sn_fit_opts fo = sn_fit_defaults();
+        fo.epochs = 2;
+        CHECK_OK(sn_model_fit(m, ds, &fo, NULL));
+        CHECK(sn_model_distributed_steps(m) == 2 * (FULL + 1), "%lld distributed steps, want %d",
+              (long long)sn_model_distributed_steps(m), 2 * (FULL + 1));
+        const sn_train_state *t = m->train;
+        int found = 0;
+        for (int i = 0; i < t->n_plans; i++) {
+            const sn_cached_plan *cp = &t->plans[i];
+            if (cp->kind != SN_PLAN_TRAIN) continue;
+            CHECK(cp->n_rep == 2, "batch %lld: %d replica plans", (long long)cp->batch, cp->n_rep);
+            /* per epoch: ceil(9 / spe) executions of the full batch, one of the partial one */
+            int64_t want = cp->batch == GLOBAL_BATCH ? 2 * ((FULL + spe - 1) / spe) : 2;
+            for (int r = 0; r < cp->n_rep; r++) {
+                int64_t runs = sn_plan_run_count(cp->rep[r].plan);
+                CHECK(runs == want, "steps_per_execution %d, batch %lld: replica %d's plan was "
+                      "entered %lld times, want %lld", spe, (long long)cp->batch, r,
+                      (long long)runs, (long long)want);
+            }
+            found++;
+        }
+        CHECK(found == 2, "%d training plans (full and partial batch), want 2", found);
+        sn_dataset_free(ds);
+    }
+    if (ms[0] && ms[1]) {
+        sn_node v0[64], v1[64];
+        int n0 = sn_graph_variables(ms[0]->g, false, v0, 64);
+        int n1 = sn_graph_variables(ms[1]->g, false, v1, 64);
+        CHECK(n0 == n1 && n0 > 0, "variable counts %d and %d", n0, n1);
+        int differ = 0;
+        for (int i = 0; i < n0 && i < n1; i++) {
+            sn_shape sh = sn_node_shape(ms[0]->g, v0[i]);
+            size_t bytes = (size_t)sn_shape_numel(&sh) * sn_dtype_size(sn_node_dtype(ms[0]->g, v0[i]));
+            if (memcmp(sn_variable_data(ms[0]->g, v0[i]), sn_variable_data(ms[1]->g, v1[i]), bytes)) {
+                fprintf(stderr, "variable %s differs\n", sn_node_name(ms[0]->g, v0[i]));
+                differ++;
+            }
+        }
+        CHECK(differ == 0, "%d variables differ between 1 and 4 steps per execution under "
+              "mirrored (BN and dropout on)", differ);
+    }
+    free_model(ms[0]);
+    free_model(ms[1]);
+    sn_strategy_free(mir);
+    sn_tensor_free(x);
+    sn_tensor_free(y);
+}
+
 int main(int argc, char **argv) {
     const char *spe = getenv("SN_BENCH_SPE");
     bench_spe = spe ? atoll(spe) : 1;
@@ -656,5 +744,6 @@ int main(int argc, char **argv) {
     test_datasets();
     test_training();
     test_concurrent();
+    test_steps_per_execution();
     return sn_test_finish("test_dist");
 }

@@ -341,7 +341,13 @@ bool sn_strategy_overlaps(const sn_strategy *s) { return s && s->workers > 1 && 
 
 /* The workers, once per strategy: made on its first run with several replicas. */
 static sn_status make_threads(struct sn_replicas *R) {
-    if (R->threads_made) return SN_OK;
+    if (R->threads_made) {
+        for (int i = 1; i < R->n; i++)
+            if (!R->w[i].started)
+                return sn_errorf(SN_ERR_NOMEM, "strategy: the thread of replica %d of %d could "
+                                 "not be started", i, R->n);
+        return SN_OK;
+    }
     R->threads_made = true;
     for (int i = 1; i < R->n; i++) {
         int rc = pthread_create(&R->w[i].th, NULL, worker_main, &R->w[i]);
