@@ -602,7 +602,7 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
     return 0;
 }
 
-/* Replicas run at once (one host thread each, step_runner.c) give the bits of the replicas
+/* Replicas run at once (one host thread each, distribute/replicas.c) give the bits of the replicas
  * run one after another ($SN_DIST_CONCURRENT=0): every variable (weights, optimizer slots,
  * batch normalization's moving statistics) and the loss. Four logical devices on a 2-core
  * machine also checks more devices than cores (each a one-thread share, threads sharing
