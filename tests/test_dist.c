@@ -295,27 +295,28 @@ static sn_model *make_model(bool bn_dropout) { return make_model_spe(bn_dropout,
 
 /* STEPS steps of the same 4 global batches (a fixed synthetic set) under strategy s (NULL:
  * fit's own plan); returns the model (the caller frees it) or NULL. */
+static float *data_x;
+static int32_t *data_y;
+
 static sn_model *train(sn_strategy *s, bool bn_dropout, int64_t steps, double *loss) {
-    static float *x;
-    static int32_t *y;
-    if (!x) {
+    if (!data_x) {
         size_t n = (size_t)4 * GLOBAL_BATCH * IMG * IMG;
-        x = malloc(n * sizeof *x);
-        y = malloc((size_t)4 * GLOBAL_BATCH * sizeof *y);
+        data_x = malloc(n * sizeof *data_x);
+        data_y = malloc((size_t)4 * GLOBAL_BATCH * sizeof *data_y);
         sn_rng rng;
         sn_rng_init(&rng, 99, 0);
-        for (size_t i = 0; i < n; i++) x[i] = (float)sn_rng_uniform(&rng);
+        for (size_t i = 0; i < n; i++) data_x[i] = (float)sn_rng_uniform(&rng);
         for (int i = 0; i < 4 * GLOBAL_BATCH; i++) {
-            y[i] = (int32_t)sn_rng_below(&rng, CLASSES);
+            data_y[i] = (int32_t)sn_rng_below(&rng, CLASSES);
             /* a learnable signal: brighten a class-dependent pixel */
-            x[(size_t)i * IMG * IMG + (size_t)y[i] * 7] += 2.0f;
+            data_x[(size_t)i * IMG * IMG + (size_t)data_y[i] * 7] += 2.0f;
         }
     }
     sn_model *m = make_model(bn_dropout);
     if (!m) return NULL;
     sn_model_set_strategy(m, s);
     sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
-    feeder f = {.x = x, .y = y};
+    feeder f = {.x = data_x, .y = data_y};
     sn_status st = sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
     if (st == SN_OK) st = sn_train_run(m, f.cp, steps, feed, &f);
     if (st != SN_OK) {
@@ -644,6 +645,47 @@ static void test_concurrent(void) {
     }
 }
 
+/* Mirrored variables: every replica but the first has its own copy, reloaded only when
+ * something outside the replicas may have written the graph's buffer. A weight changed by the
+ * host between executions must reach every replica: after more steps, each replica's copy of
+ * every variable still equals the graph's, bit for bit. */
+static void test_replica_copies(void) {
+    CHECK_OK(sn_device_configure_cpu(2));
+    sn_strategy *mir = NULL;
+    CHECK_OK(sn_strategy_mirrored(2, NULL, &mir));
+    sn_model *m = mir ? train(mir, true, 3, NULL) : NULL;
+    CHECK(m != NULL, "training under mirrored");
+    if (!m) {
+        sn_strategy_free(mir);
+        return;
+    }
+    sn_node v[64];
+    int nt = sn_graph_variables(m->g, true, v, 64);
+    float *w = nt > 0 ? sn_variable_data(m->g, v[0]) : NULL;
+    if (w) w[0] += 0.5f;
+    sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
+    sn_cached_plan *cp = NULL;
+    feeder f = {.x = data_x, .y = data_y};
+    CHECK_OK(sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp));
+    if (cp) CHECK_OK(sn_train_run(m, cp, 3, feed, &f));
+    int n = sn_graph_variables(m->g, false, v, 64), compared = 0, differ = 0;
+    for (int i = 0; cp && cp->n_rep == 2 && i < n; i++) {
+        const void *mine = sn_plan_buffer(cp->rep[1].plan, v[i]);
+        if (!mine) continue; /* not read by the training plan (evaluation's accumulators) */
+        sn_shape sh = sn_node_shape(m->g, v[i]);
+        size_t bytes = (size_t)sn_shape_numel(&sh) * sn_dtype_size(sn_node_dtype(m->g, v[i]));
+        compared++;
+        if (memcmp(mine, sn_variable_cdata(m->g, v[i]), bytes)) {
+            fprintf(stderr, "replica 1's %s differs from the graph's\n", sn_node_name(m->g, v[i]));
+            differ++;
+        }
+    }
+    CHECK(compared > nt && differ == 0, "%d of %d variables of replica 1 differ from replica 0's "
+          "after a host write", differ, compared);
+    free_model(m);
+    sn_strategy_free(mir);
+}
+
 /* steps_per_execution under a strategy: fit enters each replica's plan once per N steps (the
  * executor runs the N steps, all-reduce and update included, without returning), and the
  * weights are bitwise those of one step per execution. 9 batches of 24 and a last one of 10:
@@ -745,5 +787,6 @@ int main(int argc, char **argv) {
     test_training();
     test_concurrent();
     test_steps_per_execution();
+    test_replica_copies();
     return sn_test_finish("test_dist");
 }

@@ -184,8 +184,12 @@ int64_t sn_plan_run_count(const sn_plan *p);
  * that status. NULL unsets it. */
 typedef sn_status (*sn_node_hook)(void *ctx, sn_plan *p, int call, sn_node n);
 void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx);
-/* A private_vars plan: copy the graph's variables into its own copy (before a run). */
+/* A private_vars plan: copy the graph's variables into its own copy (before a run); nothing
+ * to do when they did not change since it was loaded or marked synced. */
 sn_status sn_plan_load_vars(sn_plan *p);
+/* A private_vars plan whose run applied exactly the updates the graph's buffer received (a
+ * mirrored replica, after a run of every replica): its copy equals the buffer again. */
+void sn_plan_vars_synced(sn_plan *p);
 const char *sn_plan_device(const sn_plan *p);
 
 /* Eager use: evaluates one node at once on a device (a one-node plan) and returns a new tensor

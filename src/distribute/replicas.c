@@ -412,10 +412,13 @@ sn_status sn_replicas_run(sn_strategy *s, sn_plan *const *plans, int64_t steps,
     if (hook) sn_plan_set_node_hook(plans[0], NULL, NULL);
     int f = atomic_load(&R->failed) - 1;
     if (f > 0) return sn_errorf(R->w[f].st, "%s", R->w[f].msg);
-    if (st != SN_OK) return f == 0 ? sn_errorf(st, "%s", msg0) : st;
+    if (st != SN_OK && !fc.stopped) return f == 0 ? sn_errorf(st, "%s", msg0) : st;
     for (int i = 1; i < R->n; i++)
         if (R->w[i].st != SN_OK && !R->w[i].stopped) return sn_errorf(R->w[i].st, "%s", R->w[i].msg);
-    return SN_OK;
+    /* Every replica ran the same steps with the same all-reduced updates: the private copies
+     * equal the graph's buffer, which replica 0 wrote (no reload before the next run). */
+    for (int r = 1; r < R->n; r++) sn_plan_vars_synced(plans[r]);
+    return st; /* SN_OK, or next's status that ended the run */
 }
 
 void sn_strategy_allreduce_stats(const sn_strategy *s, int64_t *buckets, int64_t *early,

@@ -81,6 +81,8 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     p->running = false;
     sn_status sy = sn_backend_synchronize(p->backend);
     if (s == SN_OK) s = sy;
+    /* Its side effects wrote the graph's variables (a private copy is the plan's own). */
+    if (!p->private_vars && steps > 0) p->g->vars_version++;
     /* Even after a failed step: the host's variables then hold what the device computed, as
      * they would on the CPU. */
     if (p->mirror) {
@@ -104,11 +106,14 @@ void *sn_plan_buffer(sn_plan *p, sn_node n) {
         return NULL;
     }
     if (sn_plan_stale(p) && sn_plan_bind(p) != SN_OK) return NULL;
+    if (!p->private_vars && p->loc[sn_plan_root(p, n)].kind == LOC_VAR) p->g->vars_version++;
     if (!p->mirror) return p->ptr[n];
     if (p->running && nd->op != SN_OP_INPUT && download(p, n) != SN_OK) return NULL;
     sn_node r = sn_plan_root(p, n);
-    if (p->loc[r].kind == LOC_VAR && !p->private_vars)
+    if (p->loc[r].kind == LOC_VAR && !p->private_vars) {
+        p->g->vars_version++; /* the caller may write it */
         return p->g->vars + p->g->nodes[r].var_offset;
+    }
     return p->host[n];
 }
 

@@ -35,6 +35,11 @@ struct sn_graph {
     sn_status status; /* first builder error (sticky) */
     unsigned char *vars; /* the one variable buffer, 64-byte aligned */
     size_t vars_bytes, vars_cap;
+    /* Advanced whenever something outside a training replica may have written the buffer (a
+     * mutable accessor handed it out, a plan without private variables ran, a variable was
+     * added): a private-variables plan reloads its copy only when it changed
+     * (sn_plan_load_vars). Reading without advancing it: sn_variable_cdata. */
+    uint64_t vars_version;
 };
 
 /* One row of the op registry. */
@@ -78,6 +83,11 @@ sn_node sn_sum_to_shape(sn_graph *g, sn_node dy, const sn_shape *shape);
 sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape);
 /* Used by the optimizers of nn/: one fused update op over a variable. */
 sn_node sn_apply_optimizer(sn_graph *g, int n_in, const sn_node *in, const sn_attrs *attr);
+
+/* A variable's storage, read only (does not advance vars_version). */
+static inline const void *sn_variable_cdata(const sn_graph *g, sn_node var) {
+    return g->vars + g->nodes[var].var_offset;
+}
 
 /* The replicas' sum of x (f32) through the collective comm, for local replica `replica` of
  * the plan that runs it (op_desc.h: phases, and what the distribution layer provides). With

@@ -484,10 +484,16 @@ sn_status sn_plan_load_vars(sn_plan *p) {
     if (!p) return sn_errorf(SN_ERR_INVALID, "plan_load_vars: plan is NULL");
     if (!p->private_vars) return SN_OK;
     if (sn_plan_stale(p)) SN_TRY(sn_plan_bind(p));
+    if (p->vars_loaded == p->g->vars_version + 1) return SN_OK; /* nothing changed since */
     if (p->mirror)
-        return sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes);
-    memcpy(p->pvars, p->g->vars, p->g->vars_bytes);
+        SN_TRY(sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes));
+    else memcpy(p->pvars, p->g->vars, p->g->vars_bytes);
+    p->vars_loaded = p->g->vars_version + 1;
     return SN_OK;
+}
+
+void sn_plan_vars_synced(sn_plan *p) {
+    if (p && p->private_vars) p->vars_loaded = p->g->vars_version + 1;
 }
 void sn_plan_set_step(sn_plan *p, int64_t step) {
     if (p) p->step = step;

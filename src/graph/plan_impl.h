@@ -71,6 +71,7 @@ struct sn_plan {
     size_t pvars_bytes;
     int64_t step_mul, step_add; /* the kernels see step * step_mul + step_add (dropout keys) */
     int64_t runs;               /* sn_plan_run calls that ran steps (sn_plan_run_count) */
+    uint64_t vars_loaded;       /* private_vars: g->vars_version its copy equals (+1; 0 none) */
     int n_nodes; /* graph size when planned */
 };
 

@@ -254,9 +254,10 @@ static void zero_acc(sn_model *m, int which) {
 static int read_acc(sn_model *m, int which, double *values) {
     sn_train_state *t = m->train;
     int nm = t->opts.n_metrics;
-    double count = *(const float *)sn_variable_data(m->g, t->acc[which][nm + 1]);
+    /* Read only: a handed-out mutable pointer would make the replicas reload the variables. */
+    double count = *(const float *)sn_variable_cdata(m->g, t->acc[which][nm + 1]);
     for (int i = 0; i < nm + 1; i++) {
-        double sum = *(const float *)sn_variable_data(m->g, t->acc[which][i]);
+        double sum = *(const float *)sn_variable_cdata(m->g, t->acc[which][i]);
         values[i] = count > 0 ? sum / count : NAN;
     }
     return nm + 1;
