@@ -40,7 +40,7 @@ static double f32(double x) { return (double)(float)x; }
 static int64_t iterations(sn_model *m) {
     sn_train_state *t = m->train;
     if (!t || t->iterations == SN_NONE) return 0;
-    return *(const int32_t *)sn_variable_data(m->g, t->iterations);
+    return *(const int32_t *)sn_variable_cdata(m->g, t->iterations); /* read only: no reload */
 }
 
 static bool mode_max(const char *mode, const char *monitor) {
