@@ -4,7 +4,8 @@
  *
  *   test_dist                          the in-process tests (CTest runs this)
  *   test_dist --train KIND OUT         K training steps under KIND (none, one_device,
- *                                      mirrored2, multi_worker) and write the
+ *                                      mirrored2, multi_worker, multi_worker2: two local
+ *                                      replicas per worker) and write the
  *                                      trainable weights (f32) to OUT (rank 0 only)
  *   test_dist --train-die STEP         multi_worker training forever; rank 1 kills itself
  *                                      with SIGKILL at STEP (the dead-worker test)
@@ -454,6 +455,10 @@ static int train_mode(const char *kind, const char *out) {
         st = sn_device_configure_cpu(2);
         if (st == SN_OK) st = sn_strategy_mirrored(2, NULL, &s);
     } else if (!strcmp(kind, "multi_worker")) st = sn_strategy_multi_worker(1, &s);
+    else if (!strcmp(kind, "multi_worker2")) { /* 2 local replicas per worker */
+        st = sn_device_configure_cpu(2);
+        if (st == SN_OK) st = sn_strategy_multi_worker(2, &s);
+    }
     else if (strcmp(kind, "none") != 0) {
         fprintf(stderr, "test_dist: unknown kind '%s'\n", kind);
         return 2;
