@@ -310,6 +310,10 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     sn_updates upd = {0};
     sn_node out = SN_NONE;
     sn_status st = sn_model_forward(m, rp->x, true, &upd, &out);
+    if (st != SN_OK) {
+        sn_updates_free(&upd);
+        return st;
+    }
     sn_node y = rp->y;
     sn_shape os = sn_node_shape(g, out);
     if (o->loss >= SN_LOSS_BINARY_CROSSENTROPY && ys.ndim + 1 == os.ndim) y = sn_reshape(g, y, &os);
