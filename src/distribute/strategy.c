@@ -1,7 +1,7 @@
 /* Strategies (one device, mirrored, multi-worker), strategy.run, per-replica values, their
  * printing and reduce. The distributed datasets are dist_dataset.c; the training step under a
- * strategy is nn/fit_distributed.c over this layer's step runner (step_runner.c); the
- * collectives are in collective_*.c. */
+ * strategy is nn's one training plan per replica, run by this layer's replica workers with
+ * the all-reduce inside the plans (replicas.c); the collectives are in collective_*.c. */
 #include <math.h>
 #include <string.h>
 
@@ -116,6 +116,7 @@ sn_status sn_strategy_multi_worker(int local_replicas, sn_strategy **out) {
 
 void sn_strategy_free(sn_strategy *s) {
     if (!s) return;
+    sn_replicas_free(s->rep);
     if (s->coll) s->coll->vt->destroy(s->coll);
     free(s->device_names);
     free(s);

@@ -1,6 +1,6 @@
 /* The Sequential model's forward chain: input x through every layer in order, adding nodes to
- * the model's graph. Its one home, below compile.c (fit's plans) and fit_distributed.c (the
- * replicas' graphs), which both build on it; model.c, which frees their state with the
+ * the model's graph. Its one home, below compile.c (fit's plans, one per replica under a
+ * strategy), which builds on it; model.c, which frees their state with the
  * model, does not call it. */
 #include "nn/nn_impl.h"
 

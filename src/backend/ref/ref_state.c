@@ -156,7 +156,27 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
 static const sn_kernel k_assign = REF_KERNEL(assign_run), k_assign_add = REF_KERNEL(assign_add_run),
                        k_apply_optimizer = REF_KERNEL(apply_optimizer_run);
 
+/* x [any] f32 -> the replicas' sum [x's shape]: the collective the node's attributes name
+ * (op_desc.h) does the work, on host memory; every backend whose memory the host addresses
+ * shares this row. A GPU backend gets its own row (NCCL on the call's stream). */
+static sn_status all_reduce_run(sn_kcall *c) {
+    const sn_attrs *a = c->attr;
+    if (!a->allreduce.comm)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce (node %d): no collective attached", (int)c->id);
+    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, a->allreduce.phase,
+                                      c->in[0], c->out, (size_t)sn_shape_numel(&c->y.shape),
+                                      c->stream);
+}
+
+static bool all_reduce_supports(const sn_kcall *c) {
+    return c->y.dtype == SN_F32 && c->x[0].dtype == SN_F32;
+}
+
+static const sn_kernel k_all_reduce = {.impl = "ref", .supports = all_reduce_supports,
+                                       .run = all_reduce_run};
+
 void sn_ref_register_state(sn_kernel_table *t) {
+    t->k[SN_OP_ALL_REDUCE] = &k_all_reduce;
     t->k[SN_OP_ASSIGN] = &k_assign;
     t->k[SN_OP_ASSIGN_ADD] = &k_assign_add;
     t->k[SN_OP_APPLY_OPTIMIZER] = &k_apply_optimizer;
