@@ -74,9 +74,9 @@ EOF
     fi
 }
 
-shared=$ROOT/../shared/data/$NAME
+shared=$(cd "$ROOT/.." && pwd)/shared/data/$NAME
 if check "$shared"; then
-    echo "$(cd "$(dirname "$shared")" && pwd)/$NAME"
+    echo "$shared"
     exit 0
 fi
 local_copy=$ROOT/data/$NAME
