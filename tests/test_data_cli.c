@@ -307,7 +307,7 @@ int main(void) {
     snprintf(a, sizeof a, "train --data %s %s", tmp_path("missing.npz"), quick);
     EXPECT(a, 1, "missing.npz");
     snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("t.txt"), w);
-    EXPECT(a, 2, "only sinter train reads text");
+    EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
 
     /* Text: invalid UTF-8 names the offset; --bytes reads it; a text model's training writes
      * the vocabulary beside the weights (needs the char_lstm presets; skipped until then). */

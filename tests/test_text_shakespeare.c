@@ -13,7 +13,7 @@
 
 int main(void) {
     char path[4096] = "";
-    FILE *p = popen("'" SN_SOURCE_DIR "/scripts/shakespeare.sh' --no-fetch", "r");
+    FILE *p = popen("bash '" SN_SOURCE_DIR "/scripts/shakespeare.sh' --no-fetch", "r");
     if (p && !fgets(path, sizeof path, p)) path[0] = 0;
     int st = p ? pclose(p) : -1;
     path[strcspn(path, "\n")] = 0;

@@ -41,8 +41,8 @@ int sn_cli_load_split(const char *prog, const char *dataset, const char *data_di
 /* Where the examples come from: --dataset/--data-dir (IDX folders) or --data PATH, whose kind
  * is told by what it is: a folder (IDX), .npy (x; labels from --labels), .npz (arrays x_train/
  * y_train and x_test/y_test, or x/y), .tfrecord/.tfrecords (tf.train.Example, features
- * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus; only
- * sinter train reads it, through sn_text_dataset). */
+ * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus for
+ * character models, which train, evaluate and predict read themselves, not through here). */
 typedef struct sn_cli_data_opts {
     const char *dataset, *data_dir;
     const char *data, *labels;
@@ -66,7 +66,8 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
 /* Their flags, as entries of an sn_flag array (o: the address of an sn_cli_data_opts). */
 #define SN_CLI_DATA_FLAGS(o)                                                                   \
     {.name = "data", .kind = SN_FLAG_STRING, .value = &(o)->data, .metavar = "PATH",           \
-     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt; train only)"}, \
+     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt: "         \
+             "character models)"},                                                             \
     {.name = "labels", .kind = SN_FLAG_STRING, .value = &(o)->labels, .metavar = "PATH",       \
      .help = "with --data x.npy: the labels (.npy, one class index per example; predict goes "  \
              "without)"},             \
@@ -77,10 +78,10 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     {.name = "input-shape", .kind = SN_FLAG_STRING, .value = &(o)->input_shape,                \
      .metavar = "D1,D2,...", .default_text = "TFRecord 28,28; others the data's own",          \
      .help = "shape of one example (e.g. 28,28,1)"}
-/* The input pipeline over copies of x and y (y may be NULL: elements are then x alone): the first `take` elements (-1: all), a seeded
- * shuffle (reshuffled each epoch) when `shuffle`, examples to f32 (u8 scaled to [0, 1], others
- * cast; [rows, cols] images get a channel: [rows, cols, 1]), labels to i32, batches, prefetch.
- * The caller frees *out. */
+/* The input pipeline over copies of x and y (y may be NULL: elements are then x alone): the
+ * first `take` elements (-1: all), a seeded shuffle (reshuffled each epoch) when `shuffle`,
+ * examples to f32 (u8 scaled to [0, 1], others cast; [rows, cols] images get a channel:
+ * [rows, cols, 1]), labels to i32, batches, prefetch. The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
 /* --model: a model file when the name ends in .keras or .json or names an existing file;
@@ -105,7 +106,9 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
 /* True (after printing the usage error "--weights PATH is required ...") when `weights` is
  * NULL and the model's name does not end in .keras (only a .keras file carries its weights). */
 bool sn_cli_weights_missing(const char *prog, const char *model, const char *weights);
-#define SN_CLI_MODEL_HELP "model preset (tpu_guide_cnn, small_cnn, mlp) or Keras model file (.keras, .json)"
+#define SN_CLI_MODEL_HELP                                                                      \
+    "model preset (tpu_guide_cnn, small_cnn, mlp; character models char_lstm_small, char_lstm) " \
+    "or Keras model file (.keras, .json)"
 /* Their flags --model, --weights, --dataset and --data-dir, as entries of an
  * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
 #define SN_CLI_WEIGHTS_FLAGS(model, weights, dataset, data_dir)                                \

@@ -162,9 +162,10 @@ int sn_cmd_predict(int argc, char **argv) {
     };
     sn_flag_set fs = {prog,
                       "Predicts the first --count test images with saved weights and writes CSV rows\n"
-                      "index,label,predicted,p0,...,p9 (class probabilities; the label is empty for data\n"
-                      "without labels: --data x.npy alone, an .npz without y, a TFRecord without the\n"
-                      "label feature).",
+                      "index,label,predicted,p0,...,p9 (class probabilities; the label is empty "
+                      "for data\nwithout labels: --data x.npy alone, an .npz without y, a "
+                      "TFRecord without the\nlabel feature). A character model reads --data TEXT "
+                      "as one sequence: a row per\ncharacter, labelled with the next one's id.",
                       (int)(sizeof flags / sizeof flags[0]), flags};
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;

@@ -376,8 +376,8 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     sn_status s = SN_OK;
     switch (kind) {
     case SRC_TEXT:
-        fprintf(stderr, "%s: --data %s is text; only sinter train reads text (sinter generate "
-                        "samples from a text model)\n",
+        fprintf(stderr, "%s: --data %s is text, which a character model reads (--model "
+                        "char_lstm_small or char_lstm)\n",
                 prog, o->data);
         return 2;
     case SRC_IDX:
