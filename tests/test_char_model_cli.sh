@@ -24,7 +24,7 @@ check() { # check NAME CONDITION-RESULT MESSAGE
 }
 
 # 28 distinct characters; 60 lines of 59 are 114 sequences of 30 + 1, 12 of them held out.
-for i in $(seq 60); do printf 'ROMEO: But soft, what light through yonder window breaks?\n'; done >"$TMP/t.txt"
+for _ in $(seq 60); do printf 'ROMEO: But soft, what light through yonder window breaks?\n'; done >"$TMP/t.txt"
 K=28
 W=$TMP/m.weights.h5
 "$SINTER" train --data "$TMP/t.txt" --model char_lstm_small --seq-length 30 --batch-size 8 \
