@@ -16,11 +16,10 @@ BUILD=${1:?usage: bash tests/test_char_model_cli.sh <build dir>}
 SINTER="$(cd "$BUILD" && pwd)/sinter"
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_char_model_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failed=0
-check() { # check NAME CONDITION-RESULT MESSAGE
-    if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; failed=$((failed + 1)); fi
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir test_char_model_cli
+check() { # check NAME STATUS MESSAGE: ok when STATUS is 0
+    if [ "$2" = 0 ]; then ok "$1"; else bad "$1: $3"; fi
 }
 
 # 28 distinct characters; 60 lines of 59 are 114 sequences of 30 + 1, 12 of them held out.
@@ -118,5 +117,4 @@ done
 [ $rc != 0 ] && ! grep -q "sn_model_preset_text" "$TMP/e.train"
 check train_no_c_names $? "rc $rc: $(cat "$TMP/e.train")"
 
-[ $failed = 0 ] || { echo "$failed failed"; exit 1; }
-echo "all passed"
+sn_finish

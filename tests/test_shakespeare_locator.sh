@@ -12,11 +12,10 @@
 #     bash tests/test_shakespeare_locator.sh <build dir>
 set -u
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_shakespeare.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failed=0
-check() { # check NAME CONDITION-RESULT MESSAGE
-    if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; failed=$((failed + 1)); fi
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir test_shakespeare_locator
+check() { # check NAME STATUS MESSAGE: ok when STATUS is 0
+    if [ "$2" = 0 ]; then ok "$1"; else bad "$1: $3"; fi
 }
 mkdir -p "$TMP/repo/scripts"
 cp "$SRC/scripts/shakespeare.sh" "$TMP/repo/scripts/"
@@ -84,9 +83,6 @@ else
     real_cases=skipped
 fi
 
-[ $failed = 0 ] || { echo "$failed failed"; exit 1; }
-if [ $real_cases = skipped ]; then
-    echo "SKIPPED: the cases that need the real corpus (scripts/shakespeare.sh finds none here); the others passed"
-    exit 77
-fi
-echo "all passed"
+sn_finish || exit 1
+[ $real_cases = ran ] ||
+    sn_skip "the cases that need the real corpus (scripts/shakespeare.sh finds none here); the others passed"
