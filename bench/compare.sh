@@ -54,6 +54,8 @@ mkdir -p "$OUT"
 [ -x "$SINTER" ] || { echo "compare.sh: no $SINTER (scripts/build.sh first)" >&2; exit 1; }
 [ -f "$REF/tf_keras.py" ] || { echo "compare.sh: no anchor scripts in $REF (SN_BENCH_REF)" >&2; exit 1; }
 eval "$(bench/anchors.sh "$BUILD")"
+# The Shakespeare corpus for char_lstm, from the one place that finds it (both sides read it).
+CORPUS=$(scripts/shakespeare.sh) || echo "compare.sh: no Shakespeare corpus (scripts/shakespeare.sh): char_lstm cannot run" >&2
 TUNED="$REF/tuned.sh"
 [ -e /usr/lib/x86_64-linux-gnu/libjemalloc.so.2 ] || TUNED="env OMP_WAIT_POLICY=passive"
 LOG=$OUT/compare.log
@@ -87,7 +89,7 @@ run() {
     small_cnn.sinter) cmd=($SINTER train --model small_cnn --epochs 1 --batch-size ${b:-128} --threads $th \
                           --report --quiet) ;;
     mlp_fit.sinter) cmd=($SINTER train --model mlp --epochs $mlp_ep --batch-size 32 --threads $th --report --quiet) ;;
-    char_lstm.sinter) cmd=($SINTER bench --model char_lstm_small --data "$REF/../data/tinyshakespeare.txt" \
+    char_lstm.sinter) cmd=($SINTER bench --model char_lstm_small --data "$CORPUS" \
                           --threads $th) ;;
     mlp_step.sinter) cmd=($SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
                           --learning-rate 0.01 --threads $th) ;;
@@ -102,7 +104,7 @@ run() {
     guide_cnn_bf16.t*) cmd=($py seed_cnn.py --threads $th --batch ${b:-200} --steps $cnn_steps --warmup $cnn_warm --bf16 1) ;;
     small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
     mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
-    char_lstm.t*) cmd=($py char_lstm.py --threads $th) ;;
+    char_lstm.t*) cmd=($py char_lstm.py --threads $th --text "$CORPUS") ;;
     *) echo "no_runner=1"; return ;;
   esac
   local line

@@ -8,6 +8,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# The Shakespeare corpus for the character models, fetched once into data/ (not needed here).
+scripts/shakespeare.sh >/dev/null || echo "main.sh: going on without the Shakespeare corpus"
 scripts/build.sh
 build/sinter devices
 run=out/small_cnn

@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
+# The corpus tests find it through scripts/shakespeare.sh --no-fetch: fetch it here, once
+# (without network or ../shared they report SKIPPED).
+scripts/shakespeare.sh >/dev/null || echo "test.sh: no Shakespeare corpus; its tests will be skipped"
 
 # run_ctest DIR [CTEST ARGS...]: CTest in DIR, its own output and summary unchanged (CI reads
 # them), then the list of tests that exited 77 (SKIPPED: no data, no such CPU feature, ...), so

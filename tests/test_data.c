@@ -775,6 +775,28 @@ static void test_tfrecord_dataset(void) {
     bool end;
     CHECK_ERR(sn_dataset_next(ds, c, &end), SN_ERR_FORMAT, "756 raw u8 pixels");
     sn_dataset_free(ds);
+    /* label_key NULL: the images alone (predict on unlabelled records), in order. */
+    sp = sn_tfrecord_image_spec_defaults();
+    sp.label_key = NULL;
+    CHECK_OK(sn_dataset_from_tfrecord_images(&ds, paths, 2, &sp));
+    CHECK(sn_dataset_num_components(ds) == 1, "images only: %d components",
+          sn_dataset_num_components(ds));
+    int64_t n_img = 0;
+    bool in_order = true;
+    for (;;) {
+        sn_tensor *img[1] = {NULL};
+        sn_status st = sn_dataset_next(ds, img, &end);
+        if (st != SN_OK) {
+            CHECK_OK(st);
+            break;
+        }
+        if (end) break;
+        in_order = in_order && ((const uint8_t *)sn_tensor_cdata(img[0]))[0] == n_img;
+        n_img++;
+    }
+    CHECK(n_img == 20 && in_order, "images only: %lld images, in order %d", (long long)n_img,
+          in_order);
+    sn_dataset_free(ds);
 }
 
 /* ---- the training pipeline on the real data, timed --------------------------------------- */

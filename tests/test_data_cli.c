@@ -3,7 +3,8 @@
  * deflated), TFRecord Examples (bytes and float images, other feature names, --input-shape),
  * text (.txt and --text), and the errors a user meets: truncated files, wrong dtypes, shapes
  * that do not fit the model, x/y counts that differ, unknown kinds, flags that do not go
- * together. Each run checks the exit code and the message. */
+ * together; predict on examples without labels. Each run checks the exit code and the
+ * message. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -52,6 +53,18 @@ static int sinter(const char *args) {
               "sinter %s: exit %d (wanted %d), output lacks '%s':\n%s", args, rc_, (rc),       \
               (needle), out);                                                                  \
     } while (0)
+
+/* `csv` (predict's rows) without the second field of each line, into out_ (size n). */
+static void drop_label(const char *csv, char *out_, size_t n) {
+    size_t k = 0;
+    int field = 0;
+    for (const char *p = csv; *p && k + 1 < n; p++) {
+        if (*p == '\n') field = 0;
+        else if (*p == ',') field++;
+        if (field != 1) out_[k++] = *p;
+    }
+    out_[k] = 0;
+}
 
 /* An .npy image (header padded as numpy pads it) of the given descr and shape text. */
 static size_t npy(unsigned char *buf, const char *descr, const char *shape, const void *data,
@@ -138,14 +151,18 @@ static void make_files(void) {
     npz_member(z, "x.npy", "|u1", "(4, 14, 14)", img, 4 * 196, false);
     npz_member(z, "y.npy", "|u1", "(4,)", lbl, 4, false);
     zip_close(z);
+    z = zip_open(tmp_path("xonly.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err); /* no labels */
+    npz_member(z, "x.npy", "|u1", "(256, 28, 28)", img, sizeof img, true);
+    zip_close(z);
     z = zip_open(tmp_path("other.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     npz_member(z, "images.npy", "|u1", "(4, 28, 28)", img, 4 * 784, false);
     zip_close(z);
 
     /* TFRecords: raw bytes under the default names; floats under other names. */
-    sn_tfrecord_writer *w = NULL, *wf = NULL;
+    sn_tfrecord_writer *w = NULL, *wf = NULL, *wn = NULL;
     if (sn_tfrecord_writer_open(&w, tmp_path("d.tfrecord"), false) != SN_OK ||
-        sn_tfrecord_writer_open(&wf, tmp_path("f.tfrecords"), true) != SN_OK) {
+        sn_tfrecord_writer_open(&wf, tmp_path("f.tfrecords"), true) != SN_OK ||
+        sn_tfrecord_writer_open(&wn, tmp_path("nolabel.tfrecord"), false) != SN_OK) {
         fprintf(stderr, "test setup: %s\n", sn_last_error());
         return;
     }
@@ -163,9 +180,12 @@ static void make_files(void) {
         free(e);
         if (sn_example_encode(ff, 2, &e, &el) == SN_OK) sn_tfrecord_write(wf, e, el);
         free(e);
+        if (sn_example_encode(fs, 1, &e, &el) == SN_OK) sn_tfrecord_write(wn, e, el); /* image only */
+        free(e);
     }
     sn_tfrecord_writer_close(w);
     sn_tfrecord_writer_close(wf);
+    sn_tfrecord_writer_close(wn);
 
     /* Text: enough for a few sequences of 20 + 1 and a validation split. */
     char text[4096];
@@ -204,6 +224,34 @@ int main(void) {
     EXPECT(a, 0, "Test accuracy:");
     snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 3", tmp_path("x.npy"), tmp_path("y.npy"), w);
     EXPECT(a, 0, "index,label,predicted,p0");
+    /* Predict on examples without labels: the label field is empty and the rest of each row is
+     * what predict gives with labels (x.npy alone, an .npz without y, a TFRecord without the
+     * label feature). train and evaluate still need labels. */
+    static char with_labels[1 << 16], a_rows[1 << 16], b_rows[1 << 16];
+    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", tmp_path("x.npy"), tmp_path("y.npy"), w);
+    EXPECT(a, 0, "index,label,predicted,p0");
+    CHECK(strstr(out, "\n0,,") == NULL, "labelled predict left a label empty:\n%s", out);
+    snprintf(with_labels, sizeof with_labels, "%s", out);
+    drop_label(with_labels, b_rows, sizeof b_rows);
+    const char *unlabelled[] = {"x.npy", "xonly.npz", "nolabel.tfrecord"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "predict --data %s --model mlp --weights %s --count 5",
+                 tmp_path(unlabelled[i]), w);
+        EXPECT(a, 0, "index,label,predicted,p0");
+        CHECK(strstr(out, "\n0,,") && strstr(out, "\n4,,") && !strstr(out, "\n5,"),
+              "%s: rows 0 to 4 with an empty label expected:\n%s", unlabelled[i], out);
+        drop_label(out, a_rows, sizeof a_rows);
+        CHECK(strcmp(a_rows, b_rows) == 0, "%s: predictions differ from the labelled run's:\n%s\nvs\n%s",
+              unlabelled[i], a_rows, b_rows);
+    }
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("x.npy"), w);
+    EXPECT(a, 2, "give the labels with --labels y.npy");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("xonly.npz"), w);
+    EXPECT(a, 1, "xonly.npz has no array 'y'");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("nolabel.tfrecord"), w);
+    EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
+    snprintf(a, sizeof a, "train --data %s %s", tmp_path("nolabel.tfrecord"), quick);
+    EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
     /* Flat float examples reshaped by --input-shape. */
     snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", tmp_path("xflat.npy"), tmp_path("y.npy"), quick);
     EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
@@ -259,7 +307,7 @@ int main(void) {
     snprintf(a, sizeof a, "train --data %s %s", tmp_path("missing.npz"), quick);
     EXPECT(a, 1, "missing.npz");
     snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("t.txt"), w);
-    EXPECT(a, 2, "only sinter train reads text");
+    EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
 
     /* Text: invalid UTF-8 names the offset; --bytes reads it; a text model's training writes
      * the vocabulary beside the weights (needs the char_lstm presets; skipped until then). */

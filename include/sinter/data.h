@@ -237,7 +237,7 @@ sn_status sn_example_encode(const sn_feature *features, int n, uint8_t **out, si
  * feature. */
 typedef struct sn_tfrecord_image_spec {
     const char *image_key; /* default "image" */
-    const char *label_key; /* default "label" */
+    const char *label_key; /* default "label"; NULL: images only (one component) */
     sn_shape image_shape;  /* default [28, 28] */
 } sn_tfrecord_image_spec;
 sn_tfrecord_image_spec sn_tfrecord_image_spec_defaults(void);

@@ -21,8 +21,6 @@ int sn_cmd_export(int argc, char **argv);
 int sn_cmd_bench(int argc, char **argv);
 int sn_cmd_plot(int argc, char **argv);
 int sn_cmd_generate(int argc, char **argv);
-/* The character model presets (cmd_generate.c). */
-extern const char *const sn_cli_text_models[];
 int sn_cmd_serve(int argc, char **argv);
 
 /* ---- shared by train, evaluate, predict and summary (data_setup.c) ---------------------- */
@@ -43,20 +41,23 @@ int sn_cli_load_split(const char *prog, const char *dataset, const char *data_di
 /* Where the examples come from: --dataset/--data-dir (IDX folders) or --data PATH, whose kind
  * is told by what it is: a folder (IDX), .npy (x; labels from --labels), .npz (arrays x_train/
  * y_train and x_test/y_test, or x/y), .tfrecord/.tfrecords (tf.train.Example, features
- * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus; only
- * sinter train reads it, through sn_text_dataset). */
+ * --image-feature/--label-feature, shape --input-shape), .txt or --text (a text corpus for
+ * character models, which train, evaluate and predict read themselves, not through here). */
 typedef struct sn_cli_data_opts {
     const char *dataset, *data_dir;
     const char *data, *labels;
     const char *image_feature, *label_feature; /* defaults "image", "label" */
     const char *input_shape;                   /* "28,28,1": reshapes every example */
     bool text;                                 /* --text: read --data as text */
+    bool labels_optional; /* predict: x.npy alone, an .npz without y, a TFRecord without the
+                           * label feature give *y = NULL instead of an error */
 } sn_cli_data_opts;
 sn_cli_data_opts sn_cli_data_defaults(void);
 /* Whether --data names a text corpus (.txt or --text). */
 bool sn_cli_data_is_text(const sn_cli_data_opts *o);
 /* Split "train" or "test" of the data as tensors the caller frees: x u8, i32, f32 or f64
- * [n, ...] (reshaped by --input-shape), y [n] of class indices. A source with one split gives
+ * [n, ...] (reshaped by --input-shape), y [n] of class indices (NULL when there are none and
+ * o->labels_optional). A source with one split gives
  * it for "train"; for "test" it gives nothing (*x = *y = NULL, return 0) unless `required`, in
  * which case it gives that one split too (evaluate and predict read it). Prints the error
  * (naming the file, array or record and field) and returns 1 (2 for a bad flag). */
@@ -65,9 +66,11 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
 /* Their flags, as entries of an sn_flag array (o: the address of an sn_cli_data_opts). */
 #define SN_CLI_DATA_FLAGS(o)                                                                   \
     {.name = "data", .kind = SN_FLAG_STRING, .value = &(o)->data, .metavar = "PATH",           \
-     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt; train only)"}, \
+     .help = "an IDX folder, x.npy (+ --labels), .npz, .tfrecord(s), or text (.txt: "         \
+             "character models)"},                                                             \
     {.name = "labels", .kind = SN_FLAG_STRING, .value = &(o)->labels, .metavar = "PATH",       \
-     .help = "with --data x.npy: the labels (.npy, one class index per example)"},             \
+     .help = "with --data x.npy: the labels (.npy, one class index per example; predict goes "  \
+             "without)"},             \
     {.name = "image-feature", .kind = SN_FLAG_STRING, .value = &(o)->image_feature,            \
      .metavar = "NAME", .help = "TFRecord: the feature of the examples (raw u8 bytes or floats)"}, \
     {.name = "label-feature", .kind = SN_FLAG_STRING, .value = &(o)->label_feature,            \
@@ -75,10 +78,10 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     {.name = "input-shape", .kind = SN_FLAG_STRING, .value = &(o)->input_shape,                \
      .metavar = "D1,D2,...", .default_text = "TFRecord 28,28; others the data's own",          \
      .help = "shape of one example (e.g. 28,28,1)"}
-/* The input pipeline over copies of x and y: the first `take` elements (-1: all), a seeded
- * shuffle (reshuffled each epoch) when `shuffle`, examples to f32 (u8 scaled to [0, 1], others
- * cast; [rows, cols] images get a channel: [rows, cols, 1]), labels to i32, batches, prefetch.
- * The caller frees *out. */
+/* The input pipeline over copies of x and y (y may be NULL: elements are then x alone): the
+ * first `take` elements (-1: all), a seeded shuffle (reshuffled each epoch) when `shuffle`,
+ * examples to f32 (u8 scaled to [0, 1], others cast; [rows, cols] images get a channel:
+ * [rows, cols, 1]), labels to i32, batches, prefetch. The caller frees *out. */
 sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batch, bool shuffle,
                           uint64_t seed, bool drop_remainder, sn_dataset **out);
 /* --model: a model file when the name ends in .keras or .json or names an existing file;
@@ -103,7 +106,9 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
 /* True (after printing the usage error "--weights PATH is required ...") when `weights` is
  * NULL and the model's name does not end in .keras (only a .keras file carries its weights). */
 bool sn_cli_weights_missing(const char *prog, const char *model, const char *weights);
-#define SN_CLI_MODEL_HELP "model preset (tpu_guide_cnn, small_cnn, mlp) or Keras model file (.keras, .json)"
+#define SN_CLI_MODEL_HELP                                                                      \
+    "model preset (tpu_guide_cnn, small_cnn, mlp; character models char_lstm_small, char_lstm) " \
+    "or Keras model file (.keras, .json)"
 /* Their flags --model, --weights, --dataset and --data-dir, as entries of an
  * sn_flag array; the arguments are the addresses of the caller's const char * variables. */
 #define SN_CLI_WEIGHTS_FLAGS(model, weights, dataset, data_dir)                                \
@@ -116,6 +121,45 @@ bool sn_cli_weights_missing(const char *prog, const char *model, const char *wei
      .help = "data set installed on this machine"},                                            \
     {.name = "data-dir", .kind = SN_FLAG_STRING, .value = (data_dir), .metavar = "DIR",        \
      .help = "folder with the four MNIST-layout IDX files (overrides --dataset)"}
+
+/* ---- character models (text_model.c) ---------------------------------------------------- */
+#include "sinter/data.h"
+/* NULL-terminated names of the character model presets (sized by a vocabulary). */
+extern const char *const sn_cli_text_models[];
+bool sn_cli_is_text_model(const char *name);
+/* Reads the whole file `path` into *text (caller frees; not NUL-terminated) and *len. Prints
+ * "<prog>: <what>: cannot read ..." and returns 1 when it cannot. */
+int sn_cli_read_file(const char *prog, const char *what, const char *path, char **text,
+                     size_t *len);
+typedef struct sn_cli_text_model_opts {
+    const char *name;                /* char_lstm_small or char_lstm */
+    const char *weights;             /* --weights: loaded into the model; NULL: from seed */
+    const char *vocab;               /* --vocab; NULL: W.vocab.json beside the weights */
+    const char *text;                /* --data TEXT: its characters, when no vocabulary file */
+    bool takes_text;                 /* the command has --data TEXT (its errors mention it) */
+    int64_t seq_length;              /* the input shape the model is built for */
+    uint64_t seed;                   /* initial weights when there are none to load */
+    const sn_compile_opts *compile;  /* compiled with these (before loading) unless NULL */
+} sn_cli_text_model_opts;
+/* The vocabulary of the text a character model was trained on, which sizes it: the file
+ * o->vocab, else the one beside o->weights (sinter train --save writes it there), else the
+ * characters of o->text. Prints the error, saying what to give on the command line when no
+ * vocabulary can be had, and returns the exit code (0: the caller frees *out). */
+int sn_cli_text_vocab(const char *prog, const sn_cli_text_model_opts *o, sn_vocab **out);
+/* The preset o->name sized by `vocab`, built for sequences of o->seq_length, compiled with
+ * o->compile (unless NULL) and loaded from o->weights (else initialised from o->seed). Prints
+ * the error and returns 1; 0 on success (the caller frees *out). */
+int sn_cli_open_text_model(const char *prog, const sn_cli_text_model_opts *o,
+                           const sn_vocab *vocab, sn_model **out);
+/* The flags --vocab and --seq-length of the commands that open character models (addresses
+ * of a const char * and an int64_t). */
+#define SN_CLI_VOCAB_FLAG(vocab)                                                               \
+    {.name = "vocab", .kind = SN_FLAG_STRING, .value = (vocab), .metavar = "PATH",             \
+     .default_text = "W.vocab.json beside --weights, else the characters of --data TEXT",       \
+     .help = "character models: the vocabulary saved with the weights"}
+#define SN_CLI_SEQ_LENGTH_FLAG(seq_length)                                                     \
+    {.name = "seq-length", .kind = SN_FLAG_INT, .value = (seq_length), .imin = 1,              \
+     .imax = 1000000, .help = "character models: characters per sequence"}
 
 /* ---- pictures of a model's mistakes (eval_plots.c) ------------------------------------- */
 /* Whether the data is Fashion-MNIST by name (--dataset, no --data-dir or --data): its classes

@@ -118,7 +118,7 @@ int sn_cmd_bench(int argc, char **argv) {
     const char *prog = "sinter bench";
     const char *model_name = "tpu_guide_cnn", *opt_name = "adam", *precision = "fp32";
     const char *dataset = "fashion_mnist", *data_dir = NULL;
-    const char *text_path = "../shared/data/tinyshakespeare.txt";
+    const char *text_path = NULL; /* character models: required (no corpus is built in) */
     int64_t batch = 200, steps = 5, warmup = 2, threads = 0, spe = 1, seed = 0, seq = 100;
     double lr = 1e-3;
     bool profile = false;
@@ -148,7 +148,7 @@ int sn_cmd_bench(int argc, char **argv) {
         {.name = "data-dir", .kind = SN_FLAG_STRING, .value = &data_dir, .metavar = "DIR",
          .help = "a folder with the four IDX files, instead of Fashion-MNIST"},
         {.name = "data", .kind = SN_FLAG_STRING, .value = &text_path, .metavar = "PATH",
-         .help = "character models: the UTF-8 text whose windows are the batches"},
+         .help = "character models (required): the UTF-8 text whose windows are the batches"},
         {.name = "seq-length", .kind = SN_FLAG_INT, .value = &seq, .imin = 1, .imax = 1000000,
          .help = "character models: characters per sequence"},
     };
@@ -164,10 +164,15 @@ int sn_cmd_bench(int argc, char **argv) {
     const bool bf16 = !strcmp(precision, "bf16");
     sn_cli_set_threads(threads);
 
-    bool text = false;
-    for (int i = 0; sn_cli_text_models[i]; i++) text = text || !strcmp(model_name, sn_cli_text_models[i]);
+    const bool text = sn_cli_is_text_model(model_name);
     if (text && !sn_flags_find(&fs, "batch-size")->set) batch = 64;
     if (text && !sn_flags_find(&fs, "steps")->set) steps = 10;
+    if (text && !text_path) {
+        fprintf(stderr, "%s: --model %s trains on a text: give it with --data TEXT (the "
+                "Shakespeare corpus: --data \"$(scripts/shakespeare.sh)\" in the source tree)\n",
+                prog, model_name);
+        return 2;
+    }
 
     sn_tensor *xu = NULL, *yu = NULL;
     int64_t n = 0, pixels = 0;

@@ -9,8 +9,9 @@
 
 int sn_cmd_export(int argc, char **argv) {
     const char *prog = "sinter export";
-    const char *model_name = "small_cnn", *weights = NULL, *to = NULL;
-    int64_t rows = 28, cols = 28, seed = 0;
+    const char *model_name = "small_cnn", *weights = NULL, *to = NULL, *vocab_path = NULL;
+    const char *text = NULL;
+    int64_t rows = 28, cols = 28, seed = 0, seq_length = 100;
     sn_flag flags[] = {
         {.name = "model", .kind = SN_FLAG_STRING, .value = &model_name, .metavar = "NAME|PATH",
          .help = SN_CLI_MODEL_HELP},
@@ -26,6 +27,10 @@ int sn_cmd_export(int argc, char **argv) {
          .help = "image width a preset is built for"},
         {.name = "seed", .kind = SN_FLAG_INT, .value = &seed, .imin = 0, .imax = INT64_MAX,
          .help = "seed of the initial weights when neither --weights nor the file has any"},
+        SN_CLI_VOCAB_FLAG(&vocab_path),
+        {.name = "data", .kind = SN_FLAG_STRING, .value = &text, .metavar = "TEXT",
+         .help = "character models: the text whose characters size the model"},
+        SN_CLI_SEQ_LENGTH_FLAG(&seq_length),
     };
     sn_flag_set fs = {prog,
                       "Writes a model and its weights as a Keras 3 .keras archive (which "
@@ -37,7 +42,24 @@ int sn_cmd_export(int argc, char **argv) {
 
     sn_model *m = NULL;
     sn_model_file_info info;
-    if (sn_cli_model_is_preset(model_name)) {
+    if (sn_cli_is_text_model(model_name)) {
+        /* Weights are loaded below, once, as for every model. */
+        sn_cli_text_model_opts o = {.name = model_name, .vocab = vocab_path, .text = text,
+                                    .takes_text = true, .seq_length = seq_length,
+                                    .seed = (uint64_t)seed};
+        sn_vocab *vocab = NULL;
+        o.weights = weights; /* where the vocabulary is */
+        rc = sn_cli_text_vocab(prog, &o, &vocab);
+        o.weights = NULL;
+        if (rc == 0) rc = sn_cli_open_text_model(prog, &o, vocab, &m);
+        sn_vocab_free(vocab);
+        if (rc) return rc;
+        info = (sn_model_file_info){.has_compile = true, .compile = sn_compile_defaults()};
+    } else if (vocab_path || text) {
+        fprintf(stderr, "%s: --vocab and --data size a character model; %s is not one\n", prog,
+                model_name);
+        return 2;
+    } else if (sn_cli_model_is_preset(model_name)) {
         sn_shape in = {.ndim = 3, .dim = {rows, cols, 1}};
         info = (sn_model_file_info){.has_compile = true, .compile = sn_compile_defaults()};
         if (sn_model_preset(model_name, &m) != SN_OK || sn_model_build(m, &in, (uint64_t)seed) != SN_OK) {

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/flags.h"
@@ -21,7 +20,6 @@
 #include "sinter/nn.h"
 #include "sinter/device.h"
 
-const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
 static const char *const precisions[] = {"auto", "f32", "bf16", NULL};
 
 int sn_cmd_generate(int argc, char **argv) {
@@ -70,32 +68,27 @@ int sn_cmd_generate(int argc, char **argv) {
         return 2;
     }
 
-    char *vp = NULL;
     sn_vocab *vocab = NULL;
     sn_model *m = NULL;
     sn_stepper *st = NULL;
     int32_t *ids = NULL;
     float *x = NULL;
     rc = 1;
-    if (!vocab_path && !(vp = sn_vocab_path_for(weights))) goto fail;
-    const char *vpath = vocab_path ? vocab_path : vp;
-    if (access(vpath, R_OK) != 0) {
-        fprintf(stderr, "%s: no vocabulary at %s: sinter train --save writes it beside the "
-                "weights (or pass --vocab PATH)\n", prog, vpath);
+    /* Built for one character: the stepper then feeds any number per call. */
+    sn_cli_text_model_opts to = {.name = model_name, .weights = weights, .vocab = vocab_path,
+                                 .seq_length = 1};
+    if ((rc = sn_cli_text_vocab(prog, &to, &vocab)) != 0 ||
+        (rc = sn_cli_open_text_model(prog, &to, vocab, &m)) != 0)
         goto done;
-    }
-    if (sn_vocab_load(&vocab, vpath) != SN_OK) goto fail;
+    rc = 1;
     int64_t n = 0;
     if (sn_vocab_encode(vocab, start, strlen(start), &ids, &n) != SN_OK) {
-        fprintf(stderr, "%s: --start \"%s\": %s, read from %s\n", prog, start, sn_last_error(),
-                vpath);
+        fprintf(stderr, "%s: --start \"%s\": %s, the vocabulary %s %s\n", prog, start,
+                sn_last_error(), vocab_path ? "in" : "beside", vocab_path ? vocab_path : weights);
         rc = 2;
         goto done;
     }
-    if (sn_model_preset_text(model_name, sn_vocab_size(vocab), &m) != SN_OK ||
-        sn_model_build_for_loading(m, &(sn_shape){.ndim = 1, .dim = {1}}) != SN_OK ||
-        sn_model_load_weights(m, weights) != SN_OK || sn_stepper_new(m, 1, &st) != SN_OK)
-        goto fail;
+    if (sn_stepper_new(m, 1, &st) != SN_OK) goto fail;
     if (strcmp(precision, "f32") != 0 && sn_stepper_set_precision(st, SN_BF16) != SN_OK) {
         if (strcmp(precision, "bf16") == 0) {
             fprintf(stderr, "%s: --precision bf16: %s\n", prog, sn_last_error());
@@ -143,6 +136,5 @@ done:
     sn_stepper_free(st);
     sn_model_free(m);
     sn_vocab_free(vocab);
-    free(vp);
     return rc;
 }

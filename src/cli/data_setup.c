@@ -122,7 +122,7 @@ static int data_kind(const char *prog, const sn_cli_data_opts *o, src_kind *kind
                 o->data);
         return 2;
     }
-    if (*kind == SRC_NPY && !o->labels) {
+    if (*kind == SRC_NPY && !o->labels && !o->labels_optional) {
         fprintf(stderr, "%s: --data %s: an .npy file holds the examples only; give the labels with "
                         "--labels y.npy\n",
                 prog, o->data);
@@ -161,13 +161,36 @@ static int parse_shape(const char *prog, const char *text, sn_shape *out) {
     return 0;
 }
 
-/* Reads a whole TFRecord image dataset into tensors. */
+/* Whether the first record of the TFRecord file `path` has the feature `name` (false for a file
+ * without records: the reader then says what is wrong). */
+static sn_status first_record_has(const char *path, const char *name, bool *has) {
+    sn_tfrecord_reader *rd = NULL;
+    sn_example *ex = NULL;
+    const uint8_t *rec = NULL;
+    size_t len = 0;
+    bool end = false;
+    *has = false;
+    sn_status s = sn_tfrecord_open(&rd, path);
+    if (s == SN_OK) s = sn_tfrecord_read(rd, &rec, &len, &end);
+    if (s == SN_OK && !end && (s = sn_example_new(&ex)) == SN_OK &&
+        (s = sn_example_parse(ex, rec, len)) == SN_OK)
+        *has = sn_example_find(ex, name) != NULL;
+    sn_example_free(ex);
+    sn_tfrecord_close(rd);
+    return s;
+}
+
+/* Reads a whole TFRecord image dataset into tensors; *y stays NULL when the labels are
+ * optional and the first record has no label feature. */
 static sn_status load_tfrecord(const sn_cli_data_opts *o, const sn_shape *shape, sn_tensor **x,
                                sn_tensor **y) {
     sn_tfrecord_image_spec sp = sn_tfrecord_image_spec_defaults();
     sp.image_key = o->image_feature;
     sp.label_key = o->label_feature;
     if (shape) sp.image_shape = *shape;
+    bool labelled = true;
+    if (o->labels_optional) SN_TRY(first_record_has(o->data, o->label_feature, &labelled));
+    if (!labelled) sp.label_key = NULL;
     sn_dataset *ds = NULL;
     const char *path = o->data;
     SN_TRY(sn_dataset_from_tfrecord_images(&ds, &path, 1, &sp));
@@ -189,15 +212,16 @@ static sn_status load_tfrecord(const sn_cli_data_opts *o, const sn_shape *shape,
             cap = cap ? 2 * cap : 1024;
             unsigned char *nx = realloc(xb, (size_t)cap * eb);
             if (nx) xb = nx;
-            int32_t *ny = nx ? realloc(yb, (size_t)cap * sizeof *yb) : NULL;
+            int32_t *ny = nx && labelled ? realloc(yb, (size_t)cap * sizeof *yb) : NULL;
             if (ny) yb = ny;
-            if (!nx || !ny) {
+            if (!nx || (labelled && !ny)) {
                 s = sn_errorf(SN_ERR_NOMEM, "tfrecord: out of memory reading %s", path);
                 break;
             }
         }
         memcpy(xb + (size_t)n * eb, sn_tensor_cdata(c[0]), eb);
-        yb[n++] = *(const int32_t *)sn_tensor_cdata(c[1]);
+        if (labelled) yb[n] = *(const int32_t *)sn_tensor_cdata(c[1]);
+        n++;
     }
     sn_dataset_free(ds);
     if (s == SN_OK && n == 0) s = sn_errorf(SN_ERR_FORMAT, "tfrecord: %s holds no records", path);
@@ -206,7 +230,7 @@ static sn_status load_tfrecord(const sn_cli_data_opts *o, const sn_shape *shape,
         xs.dim[0] = n;
         for (int i = 0; i < sp.image_shape.ndim; i++) xs.dim[i + 1] = sp.image_shape.dim[i];
         s = sn_tensor_from_data(x, dt, &xs, xb);
-        if (s == SN_OK && (s = sn_tensor_from_data(y, SN_I32, &ys, yb)) != SN_OK) {
+        if (s == SN_OK && labelled && (s = sn_tensor_from_data(y, SN_I32, &ys, yb)) != SN_OK) {
             sn_tensor_free(*x);
             *x = NULL;
         }
@@ -217,9 +241,10 @@ static sn_status load_tfrecord(const sn_cli_data_opts *o, const sn_shape *shape,
 }
 
 /* The arrays of an .npz split: x_<split>/y_<split> when the archive has them, else x/y for
- * the training split (or a required test split). *x stays NULL when there is nothing. */
-static sn_status load_npz(const char *path, const char *split, bool required, sn_tensor **x,
-                          sn_tensor **y) {
+ * the training split (or a required test split). *x stays NULL when there is nothing; *y
+ * when the labels are optional and the archive has none. */
+static sn_status load_npz(const char *path, const char *split, bool required,
+                          bool labels_optional, sn_tensor **x, sn_tensor **y) {
     char xn[32], yn[32];
     snprintf(xn, sizeof xn, "x_%s", split);
     snprintf(yn, sizeof yn, "y_%s", split);
@@ -243,7 +268,9 @@ static sn_status load_npz(const char *path, const char *split, bool required, sn
         }
     }
     SN_TRY(sn_npz_load(path, xn, x));
-    sn_status s = sn_npz_load(path, yn, y);
+    bool has_y = true;
+    sn_status s = labels_optional ? sn_npz_has(path, yn, &has_y) : SN_OK;
+    if (s == SN_OK && has_y) s = sn_npz_load(path, yn, y);
     if (s != SN_OK) {
         sn_tensor_free(*x);
         *x = NULL;
@@ -252,15 +279,11 @@ static sn_status load_npz(const char *path, const char *split, bool required, sn
     return SN_OK;
 }
 
-/* Checks y against x and reshapes x by --input-shape. `xname`/`yname` name them. */
-static int check_xy(const char *prog, const sn_shape *want, const char *xname, const char *yname,
-                    sn_tensor **x, sn_tensor **y) {
-    char b0[128], b1[128];
-    const sn_shape *xs = sn_tensor_shape(*x), *ys = sn_tensor_shape(*y);
-    if (xs->ndim < 1) {
-        fprintf(stderr, "%s: %s is a scalar; expected examples [n, ...]\n", prog, xname);
-        return 1;
-    }
+/* Checks the labels y [n] or [n, 1] against x [n, ...] and makes them [n]. */
+static int check_labels(const char *prog, const char *xname, const char *yname,
+                        const sn_tensor *x, sn_tensor **y) {
+    char b0[128];
+    const sn_shape *xs = sn_tensor_shape(x), *ys = sn_tensor_shape(*y);
     if (ys->ndim != 1 && !(ys->ndim == 2 && ys->dim[1] == 1)) {
         fprintf(stderr, "%s: %s has shape %s; expected one class index per example ([n] or [n, 1])\n",
                 prog, yname, sn_shape_str(ys, b0, sizeof b0));
@@ -296,6 +319,21 @@ static int check_xy(const char *prog, const sn_shape *want, const char *xname, c
         sn_tensor_free(*y);
         *y = t;
     }
+    return 0;
+}
+
+/* Checks x (and y, when there are labels) and reshapes x by --input-shape. `xname`/`yname`
+ * name them. */
+static int check_xy(const char *prog, const sn_shape *want, const char *xname, const char *yname,
+                    sn_tensor **x, sn_tensor **y) {
+    char b0[128], b1[128];
+    const sn_shape *xs = sn_tensor_shape(*x);
+    if (xs->ndim < 1) {
+        fprintf(stderr, "%s: %s is a scalar; expected examples [n, ...]\n", prog, xname);
+        return 1;
+    }
+    int rc = *y ? check_labels(prog, xname, yname, *x, y) : 0;
+    if (rc) return rc;
     if (want) {
         sn_shape es = {.ndim = xs->ndim - 1};
         for (int i = 1; i < xs->ndim; i++) es.dim[i - 1] = xs->dim[i];
@@ -338,8 +376,8 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     sn_status s = SN_OK;
     switch (kind) {
     case SRC_TEXT:
-        fprintf(stderr, "%s: --data %s is text; only sinter train reads text (sinter generate "
-                        "samples from a text model)\n",
+        fprintf(stderr, "%s: --data %s is text, which a character model reads (--model "
+                        "char_lstm_small or char_lstm)\n",
                 prog, o->data);
         return 2;
     case SRC_IDX:
@@ -350,15 +388,15 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     case SRC_NPY:
         if (!strcmp(split, "test") && !required) return 0;
         s = sn_npy_load(o->data, x);
-        if (s == SN_OK && (s = sn_npy_load(o->labels, y)) != SN_OK) {
+        if (s == SN_OK && o->labels && (s = sn_npy_load(o->labels, y)) != SN_OK) {
             sn_tensor_free(*x);
             *x = NULL;
         }
         snprintf(xname, sizeof xname, "%s", o->data);
-        snprintf(yname, sizeof yname, "%s", o->labels);
+        snprintf(yname, sizeof yname, "%s", o->labels ? o->labels : "");
         break;
     case SRC_NPZ:
-        s = load_npz(o->data, split, required, x, y);
+        s = load_npz(o->data, split, required, o->labels_optional, x, y);
         if (s == SN_OK && !*x) return 0;
         snprintf(xname, sizeof xname, "%s (x)", o->data);
         snprintf(yname, sizeof yname, "%s (y)", o->data);
@@ -404,7 +442,7 @@ sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batc
         SN_TRY(sn_tensor_view(&xv, x, &full, NULL, 0));
     }
     sn_tensor *xy[2] = {xv ? xv : x, y};
-    sn_status s = sn_dataset_from_tensors(&ds, 2, xy);
+    sn_status s = sn_dataset_from_tensors(&ds, y ? 2 : 1, xy);
     sn_tensor_free(xv);
     if (s != SN_OK) return s;
     if (take >= 0 && s == SN_OK) s = sn_dataset_take(&ds, take);
@@ -416,7 +454,7 @@ sn_status sn_cli_pipeline(sn_tensor *x, sn_tensor *y, int64_t take, int64_t batc
     if (s == SN_OK) s = sn_dataset_batch(&ds, batch, drop_remainder);
     if (s == SN_OK && xd == SN_U8) s = sn_dataset_map_normalize(&ds, 0, xs->ndim == 3);
     else if (s == SN_OK && xd != SN_F32) s = sn_dataset_map_cast(&ds, 0, SN_F32);
-    if (s == SN_OK && sn_tensor_dtype(y) != SN_I32) s = sn_dataset_map_cast(&ds, 1, SN_I32);
+    if (s == SN_OK && y && sn_tensor_dtype(y) != SN_I32) s = sn_dataset_map_cast(&ds, 1, SN_I32);
     /* The source is in memory, so a batch costs only CPU time (~15 us for 32 images): a
      * prefetch thread overlaps it with the step only on a core the step leaves free. With every
      * core in the kernels' team it would preempt a team member instead, and each step's
@@ -448,7 +486,12 @@ static sn_status open_model(const char *name, const sn_tensor *images, uint64_t 
     sn_model *m = NULL;
     sn_status s;
     if (info) *info = (sn_model_file_info){.compile = sn_compile_defaults()};
-    if (sn_cli_model_is_preset(name)) {
+    if (sn_cli_is_text_model(name)) {
+        /* train reads text through its own path, and the commands that load saved weights
+         * open character models with sn_cli_open_text_model: here the data is not text. */
+        s = sn_errorf(SN_ERR_INVALID, "model preset '%s' is a character model: it reads text "
+                      "(sinter train --data TEXT), not these examples", name);
+    } else if (sn_cli_model_is_preset(name)) {
         s = sn_model_preset(name, &m);
         if (s == SN_ERR_NOT_FOUND)
             sn_error_context(s, "--model '%s' is neither a model file (.keras, .json) nor a preset",

@@ -52,7 +52,7 @@ static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
         sn_status s = sn_example_parse(ds->ex, rec, len);
         if (s != SN_OK) return sn_error_context(s, "tfrecord: %s: record %lld", path, recno);
         const sn_feature *fi = sn_example_find(ds->ex, ds->image_key);
-        const sn_feature *fl = sn_example_find(ds->ex, ds->label_key);
+        const sn_feature *fl = ds->label_key ? sn_example_find(ds->ex, ds->label_key) : NULL;
         int64_t numel = sn_shape_numel(&ds->shape);
         char b[128];
         sn_shape_str(&ds->shape, b, sizeof b);
@@ -85,7 +85,7 @@ static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
                              fi->kind == SN_FEATURE_BYTES ? "bytes" : "float",
                              ds->kind == SN_FEATURE_BYTES ? "bytes" : "float");
         ds->kind = fi->kind;
-        if (!fl || fl->kind != SN_FEATURE_INT64 || fl->count != 1)
+        if (ds->label_key && (!fl || fl->kind != SN_FEATURE_INT64 || fl->count != 1))
             return sn_errorf(SN_ERR_FORMAT,
                              "tfrecord: %s: record %lld: feature \"%s\" should be one int64 "
                              "label; found %s",
@@ -93,18 +93,20 @@ static sn_status tfrec_next(sn_dataset *d, sn_tensor **out, bool *end) {
                              !fl ? "no such feature"
                              : fl->kind != SN_FEATURE_INT64 ? "another kind of list"
                                                             : "a count other than 1");
-        if (fl->int64s[0] < INT32_MIN || fl->int64s[0] > INT32_MAX)
+        if (fl && (fl->int64s[0] < INT32_MIN || fl->int64s[0] > INT32_MAX))
             return sn_errorf(SN_ERR_FORMAT, "tfrecord: %s: record %lld: label %lld does not fit in int32",
                              path, recno, (long long)fl->int64s[0]);
         sn_shape scalar = {.ndim = 0};
         SN_TRY(sn_dataset_ensure_output(&ds->img, fi->kind == SN_FEATURE_BYTES ? SN_U8 : SN_F32,
                                         &ds->shape));
-        SN_TRY(sn_dataset_ensure_output(&ds->lbl, SN_I32, &scalar));
+        if (fl) SN_TRY(sn_dataset_ensure_output(&ds->lbl, SN_I32, &scalar));
         if (fi->kind == SN_FEATURE_BYTES) memcpy(ds->img->data, fi->bytes[0], (size_t)numel);
         else memcpy(ds->img->data, fi->floats, (size_t)numel * sizeof(float));
-        *(int32_t *)ds->lbl->data = (int32_t)fl->int64s[0];
         out[0] = ds->img;
-        out[1] = ds->lbl;
+        if (fl) {
+            *(int32_t *)ds->lbl->data = (int32_t)fl->int64s[0];
+            out[1] = ds->lbl;
+        }
         return SN_OK;
     }
 }
@@ -145,8 +147,7 @@ sn_status sn_dataset_from_tfrecord_images(sn_dataset **out, const char *const *p
     if (!paths || n_paths < 1)
         return sn_errorf(SN_ERR_INVALID, "from_tfrecord_images: no files (n_paths %d)", n_paths);
     sn_tfrecord_image_spec sp = spec ? *spec : sn_tfrecord_image_spec_defaults();
-    if (!sp.image_key || !sp.label_key)
-        return sn_errorf(SN_ERR_INVALID, "from_tfrecord_images: image_key or label_key is NULL");
+    if (!sp.image_key) return sn_errorf(SN_ERR_INVALID, "from_tfrecord_images: image_key is NULL");
     if (sp.image_shape.ndim < 1 || sp.image_shape.ndim > SN_MAX_DIMS - 1 ||
         sn_shape_numel(&sp.image_shape) < 1)
         return sn_errorf(SN_ERR_SHAPE, "from_tfrecord_images: image_shape needs 1 to %d positive dims",
@@ -155,7 +156,8 @@ sn_status sn_dataset_from_tfrecord_images(sn_dataset **out, const char *const *p
         if (sp.image_shape.dim[i] < 1)
             return sn_errorf(SN_ERR_SHAPE, "from_tfrecord_images: image_shape dim %d is %lld", i,
                              (long long)sp.image_shape.dim[i]);
-    ds_tfrec *ds = (ds_tfrec *)sn_dataset_alloc(sizeof *ds, &tfrec_ops, NULL, 2);
+    ds_tfrec *ds = (ds_tfrec *)sn_dataset_alloc(sizeof *ds, &tfrec_ops, NULL,
+                                                  sp.label_key ? 2 : 1);
     if (!ds) return SN_ERR_NOMEM;
     ds->shape = sp.image_shape;
     ds->paths = sn_calloc((size_t)n_paths, sizeof *ds->paths);
@@ -168,7 +170,8 @@ sn_status sn_dataset_from_tfrecord_images(sn_dataset **out, const char *const *p
         }
         ok = (ds->paths[i] = sn_strdup(paths[i])) != NULL;
     }
-    if (ok) ok = (ds->image_key = sn_strdup(sp.image_key)) && (ds->label_key = sn_strdup(sp.label_key));
+    if (ok) ok = (ds->image_key = sn_strdup(sp.image_key)) &&
+                 (!sp.label_key || (ds->label_key = sn_strdup(sp.label_key)));
     if (ok) ok = sn_example_new(&ds->ex) == SN_OK;
     if (!ok) {
         sn_dataset_free(&ds->base);
