@@ -98,6 +98,13 @@ typedef enum sn_op {
     SN_OP_LSTM_LAYER_GRAD,  /* (x, w, r, b, h0, c0, y, dy) -> dx | dw | dr | db, flat */
     SN_OP_GRU_LAYER,        /* Keras reset_after=True: (x, w, r, b [4U], h0) -> y [B, T, U] */
     SN_OP_GRU_LAYER_GRAD,   /* (x, w, r, b, h0, y, dy) -> dx | dw | dr | db, flat */
+    /* Transformer ops (graph/op_attention.c) */
+    SN_OP_LAYER_NORM,       /* (x [..., C], gamma [C], beta [C]) -> y; attr.norm */
+    SN_OP_LAYER_NORM_GRAD,  /* (x, gamma, dy) -> dx | dgamma | dbeta, flat */
+    SN_OP_GELU_TANH,        /* Keras gelu(approximate=True): 0.5 x (1 + tanh(...)) */
+    SN_OP_GELU_TANH_GRAD,   /* (x, dy) -> dx */
+    SN_OP_ATTENTION,        /* (q [B,Tq,H,D], k, v [B,Tk,H,D]) -> [B,Tq,H,D]; attr.attn */
+    SN_OP_ATTENTION_GRAD,   /* (q, k, v, o, dy) -> dq | dk | dv, flat */
     SN_OP_COUNT
 } sn_op;
 
@@ -130,6 +137,11 @@ typedef union sn_attrs {
     struct { double value; } scalar;
     struct { double alpha; } act;                             /* elu, leaky_relu */
     struct { bool keep_c; } lstm; /* lstm_layer: row T of each batch row holds c_T */
+    struct { double epsilon; } norm;                          /* layer_norm */
+    /* attention: scores scale * q.k; causal: key j is seen by query i when j <= i + q_offset
+     * (q_offset 0 is Keras's use_causal_mask; a query block continuing a cached context sets
+     * it to the number of cached positions) */
+    struct { double scale; bool causal; int64_t q_offset; } attn;
 } sn_attrs;
 
 /* A tensor as a kernel sees it: element type and shape. A kernel's buffers are contiguous and

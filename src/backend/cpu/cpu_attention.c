@@ -1,0 +1,549 @@
+/* Fast f32 kernels of the Transformer ops (graph/op_attention.c): layer_norm, gelu_tanh and
+ * attention with their gradients. Loops are written as cpu_activation.c's are (plain C the
+ * compiler vectorises, explicit lanes for sums since ISO C forbids reassociating them),
+ * compiled for AVX-512, AVX2 and baseline, picked once at registration.
+ *
+ * attention is blocked in the manner of FlashAttention-2 (Dao, 2023): the forward walks, for
+ * each batch row, head and block of BR queries, the blocks of BC keys, keeping per query row
+ * the running maximum m and sum l of the exponentials and rescaling its output accumulator
+ * when m grows; it stores only the output and each row's log-sum-exp m + log l (in the
+ * forward call's state, B*H*Tq floats). The backward recomputes each block's probabilities
+ * from that log-sum-exp, so neither pass holds more than a BR x BC tile of scores: memory is
+ * linear in the context. Causal masking stops each query block at its last visible key block
+ * and each row at its last visible key, so masked blocks cost nothing.
+ *
+ * Work split: the forward's tasks are (b, h, query block), the backward's (b, h) so that one
+ * thread owns all of a head's dq, dk and dv and no two threads write one element (same bits
+ * at any thread count). */
+#include <stdlib.h>
+
+#include "backend/cpu/cpu_vec.h"
+
+enum { BR = 64, BC = 64, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
+
+/* sum of x[0..n) over LANES lanes folded pairwise: vectorises, same bits in every variant */
+INL float lane_sum(const float *x, int64_t n) {
+    float l[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) l[j] += x[i + j];
+    for (int j = 0; i + j < n; j++) l[j] += x[i + j];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
+
+INL float lane_dot(const float *x, const float *y, int64_t n) {
+    float l[LANES] = {0};
+    int64_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int j = 0; j < LANES; j++) l[j] += x[i + j] * y[i + j];
+    for (int j = 0; i + j < n; j++) l[j] += x[i + j] * y[i + j];
+    for (int w = LANES / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
+
+/* ---- layer_norm ------------------------------------------------------------------------ */
+/* x, y [C]: one row */
+INL void ln_row(float *y, const float *x, const float *g, const float *b, int64_t C, float eps,
+                float *tmp) {
+    float mean = lane_sum(x, C) / (float)C;
+    for (int64_t j = 0; j < C; j++) tmp[j] = (x[j] - mean) * (x[j] - mean);
+    float rstd = 1.0f / sqrtf(lane_sum(tmp, C) / (float)C + eps);
+    for (int64_t j = 0; j < C; j++) y[j] = (x[j] - mean) * rstd * g[j] + b[j];
+}
+
+/* x, dy, dx [C]; dg, db [C] accumulate. tmp [2C]. */
+INL void ln_grad_row(float *dx, float *dg, float *db, const float *x, const float *g,
+                     const float *dy, int64_t C, float eps, float *tmp) {
+    float *xh = tmp, *gd = tmp + C;
+    float mean = lane_sum(x, C) / (float)C;
+    for (int64_t j = 0; j < C; j++) xh[j] = (x[j] - mean) * (x[j] - mean);
+    float rstd = 1.0f / sqrtf(lane_sum(xh, C) / (float)C + eps);
+    for (int64_t j = 0; j < C; j++) {
+        xh[j] = (x[j] - mean) * rstd;
+        gd[j] = dy[j] * g[j];
+        dg[j] += dy[j] * xh[j];
+        db[j] += dy[j];
+    }
+    float a = lane_sum(gd, C) / (float)C, bb = lane_dot(gd, xh, C) / (float)C;
+    for (int64_t j = 0; j < C; j++) dx[j] = rstd * (gd[j] - a - xh[j] * bb);
+}
+
+/* ---- gelu_tanh ------------------------------------------------------------------------- */
+#define GELU_C 0.79788456080286535588f
+#define GELU_A 0.044715f
+INL void gelu_tanh_loop(float *o, const float *x, const float *dy, int64_t n) {
+    if (!dy) {
+#pragma omp simd
+        for (int64_t i = 0; i < n; i++)
+            o[i] = 0.5f * x[i] * (1.0f + vtanh(GELU_C * (x[i] + GELU_A * x[i] * x[i] * x[i])));
+        return;
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) {
+        float t = vtanh(GELU_C * (x[i] + GELU_A * x[i] * x[i] * x[i]));
+        o[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * x[i] * (1.0f - t * t) * GELU_C *
+                                               (1.0f + 3.0f * GELU_A * x[i] * x[i]));
+    }
+}
+
+/* ---- attention ------------------------------------------------------------------------- */
+typedef struct attn_job {
+    const float *q, *k, *v, *o, *dy;
+    float *out, *lse;      /* forward: out = o; backward: out = dq | dk | dv */
+    const float *lse_in;   /* backward: the forward's log-sum-exp, or NULL (recompute) */
+    int64_t B, Tq, Tk, H, D, nqb, off;
+    float scale;
+    bool causal, stats_only;
+    float *scratch;
+    size_t per_thread; /* floats */
+} attn_job;
+
+/* Keys [0, end) are visible to some row of the query block starting at i0 (nr rows). */
+INL int64_t key_end(const attn_job *a, int64_t i0, int64_t nr) {
+    if (!a->causal) return a->Tk;
+    int64_t e = i0 + nr - 1 + a->off + 1;
+    return e < a->Tk ? e : a->Tk;
+}
+
+/* Keys [0, jl) of block j0 (nc keys) are visible to row i. */
+INL int64_t row_limit(const attn_job *a, int64_t i, int64_t j0, int64_t nc) {
+    if (!a->causal) return nc;
+    int64_t e = i + a->off + 1 - j0;
+    return e < 0 ? 0 : e < nc ? e : nc;
+}
+
+/* KT [D][BC] = rows j0.. of x (b, h) transposed, zero past nc; X [BC][D] plain (if not NULL) */
+INL void load_keys(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t j0,
+                   int64_t nc, float *KT, float *X) {
+    int64_t HD = a->H * a->D, D = a->D;
+    for (int64_t d = 0; d < D; d++)
+        for (int64_t j = nc; j < BC; j++) KT[d * BC + j] = 0;
+    for (int64_t j = 0; j < nc; j++) {
+        const float *r = x + (b * a->Tk + j0 + j) * HD + h * D;
+        for (int64_t d = 0; d < D; d++) KT[d * BC + j] = r[d];
+        if (X) memcpy(X + j * D, r, sizeof *r * (size_t)D);
+    }
+}
+
+/* s [BC] = qs [D] . KT [D][BC] */
+INL void score_row(float *s, const float *qs, const float *KT, int64_t D) {
+    for (int j = 0; j < BC; j++) s[j] = 0;
+    for (int64_t d = 0; d < D; d++) {
+        float qd = qs[d];
+        const float *kt = KT + d * BC;
+        for (int j = 0; j < BC; j++) s[j] += qd * kt[j];
+    }
+}
+
+/* One (b, h, query block): the forward (or only the statistics). Scratch: Qs [BR][D],
+ * KT [D][BC], V [BC][D], S [BC], O [BR][D], m, l [BR]. */
+INL void attn_fwd_block(const attn_job *a, int64_t task, float *w) {
+    int64_t D = a->D, HD = a->H * D;
+    int64_t qb = task % a->nqb, bh = task / a->nqb, b = bh / a->H, h = bh % a->H;
+    int64_t i0 = qb * BR, nr = a->Tq - i0 < BR ? a->Tq - i0 : BR;
+    float *Qs = w, *KT = Qs + BR * D, *V = KT + D * BC, *S = V + BC * D, *O = S + BC,
+          *m = O + BR * D, *l = m + BR;
+    for (int64_t i = 0; i < nr; i++) {
+        const float *r = a->q + (b * a->Tq + i0 + i) * HD + h * D;
+        for (int64_t d = 0; d < D; d++) {
+            Qs[i * D + d] = r[d] * a->scale;
+            O[i * D + d] = 0;
+        }
+        m[i] = -INFINITY;
+        l[i] = 0;
+    }
+    int64_t kend = key_end(a, i0, nr);
+    for (int64_t j0 = 0; j0 < kend; j0 += BC) {
+        int64_t nc = kend - j0 < BC ? kend - j0 : BC;
+        load_keys(a, a->k, b, h, j0, nc, KT, NULL);
+        if (!a->stats_only)
+            for (int64_t j = 0; j < nc; j++)
+                memcpy(V + j * D, a->v + (b * a->Tk + j0 + j) * HD + h * D,
+                       sizeof *V * (size_t)D);
+        for (int64_t i = 0; i < nr; i++) {
+            int64_t jl = row_limit(a, i0 + i + 0, j0, nc);
+            if (jl <= 0) continue;
+            score_row(S, Qs + i * D, KT, D);
+            float mx = vec_lanes_max(S, jl);
+            if (mx < m[i]) mx = m[i];
+            float alpha = vexp(m[i] - mx); /* 0 on the first block: m = -inf */
+            if (m[i] == -INFINITY) alpha = 0;
+            for (int64_t j = 0; j < jl; j++) S[j] = vexp(S[j] - mx);
+            l[i] = l[i] * alpha + lane_sum(S, jl);
+            m[i] = mx;
+            if (a->stats_only) continue;
+            float *o = O + i * D;
+            for (int64_t d = 0; d < D; d++) o[d] *= alpha;
+            for (int64_t j = 0; j < jl; j++) {
+                float p = S[j];
+                const float *vr = V + j * D;
+                for (int64_t d = 0; d < D; d++) o[d] += p * vr[d];
+            }
+        }
+    }
+    for (int64_t i = 0; i < nr; i++) {
+        a->lse[bh * a->Tq + i0 + i] = m[i] + logf(l[i]);
+        if (a->stats_only) continue;
+        float *r = a->out + (b * a->Tq + i0 + i) * HD + h * D, inv = 1.0f / l[i];
+        for (int64_t d = 0; d < D; d++) r[d] = O[i * D + d] * inv;
+    }
+}
+
+/* One (b, h): dq, dk, dv. Scratch: Qs, dO [BR][D], K [BC][D], KT, VT [D][BC], dK, dV [BC][D],
+ * P, dS [BC], delta, lse [Tq]. */
+INL void attn_bwd_head(const attn_job *a, int64_t bh, float *w) {
+    int64_t D = a->D, HD = a->H * D, b = bh / a->H, h = bh % a->H;
+    int64_t nq = a->B * a->Tq * HD, nk = a->B * a->Tk * HD;
+    float *Qs = w, *dO = Qs + BR * D, *K = dO + BR * D, *KT = K + BC * D, *VT = KT + D * BC,
+          *dK = VT + D * BC, *dV = dK + BC * D, *P = dV + BC * D, *dS = P + BC,
+          *delta = dS + BC, *lse = delta + a->Tq;
+    float *dq = a->out, *dk = a->out + nq, *dv = a->out + nq + nk;
+    for (int64_t i = 0; i < a->Tq; i++) {
+        int64_t r = (b * a->Tq + i) * HD + h * D;
+        delta[i] = lane_dot(a->dy + r, a->o + r, D);
+        for (int64_t d = 0; d < D; d++) dq[r + d] = 0;
+        lse[i] = a->lse_in ? a->lse_in[bh * a->Tq + i] : a->lse[bh * a->Tq + i];
+    }
+    for (int64_t j0 = 0; j0 < a->Tk; j0 += BC) {
+        int64_t nc = a->Tk - j0 < BC ? a->Tk - j0 : BC;
+        load_keys(a, a->k, b, h, j0, nc, KT, K);
+        load_keys(a, a->v, b, h, j0, nc, VT, NULL);
+        for (int64_t x = 0; x < BC * D; x++) dK[x] = dV[x] = 0;
+        int64_t first = a->causal ? j0 - a->off : 0; /* rows before it see none of the block */
+        if (first < 0) first = 0;
+        for (int64_t i0 = first / BR * BR; i0 < a->Tq; i0 += BR) {
+            int64_t nr = a->Tq - i0 < BR ? a->Tq - i0 : BR;
+            for (int64_t i = 0; i < nr; i++) {
+                int64_t r = (b * a->Tq + i0 + i) * HD + h * D;
+                for (int64_t d = 0; d < D; d++) {
+                    Qs[i * D + d] = a->q[r + d] * a->scale;
+                    dO[i * D + d] = a->dy[r + d];
+                }
+            }
+            for (int64_t i = 0; i < nr; i++) {
+                int64_t jl = row_limit(a, i0 + i, j0, nc);
+                if (jl <= 0) continue;
+                const float *qs = Qs + i * D, *go = dO + i * D;
+                float li = lse[i0 + i], di = delta[i0 + i];
+                score_row(P, qs, KT, D);
+                score_row(dS, go, VT, D); /* dP */
+                for (int64_t j = 0; j < jl; j++) {
+                    P[j] = vexp(P[j] - li);
+                    dS[j] = P[j] * (dS[j] - di);
+                }
+                float *dqr = dq + (b * a->Tq + i0 + i) * HD + h * D;
+                for (int64_t j = 0; j < jl; j++) {
+                    float p = P[j], s = dS[j];
+                    float *dkr = dK + j * D, *dvr = dV + j * D;
+                    const float *kr = K + j * D;
+                    for (int64_t d = 0; d < D; d++) {
+                        dvr[d] += p * go[d];
+                        dkr[d] += s * qs[d];
+                        dqr[d] += a->scale * s * kr[d];
+                    }
+                }
+            }
+        }
+        for (int64_t j = 0; j < nc; j++) {
+            int64_t r = (b * a->Tk + j0 + j) * HD + h * D;
+            memcpy(dk + r, dK + j * D, sizeof *dk * (size_t)D);
+            memcpy(dv + r, dV + j * D, sizeof *dv * (size_t)D);
+        }
+    }
+}
+
+/* ---- ISA variants ---------------------------------------------------------------------- */
+typedef struct attn_isa {
+    const char *name;
+    void (*ln)(float *y, const float *x, const float *g, const float *b, int64_t C, float eps,
+               float *tmp);
+    void (*ln_grad)(float *dx, float *dg, float *db, const float *x, const float *g,
+                    const float *dy, int64_t C, float eps, float *tmp);
+    void (*gelu)(float *o, const float *x, const float *dy, int64_t n);
+    void (*fwd)(const attn_job *a, int64_t task, float *w);
+    void (*bwd)(const attn_job *a, int64_t bh, float *w);
+} attn_isa;
+
+#define VARIANT(sfx, TGT)                                                                     \
+    TGT static void ln_##sfx(float *y, const float *x, const float *g, const float *b,        \
+                             int64_t C, float eps, float *tmp) {                              \
+        ln_row(y, x, g, b, C, eps, tmp);                                                      \
+    }                                                                                         \
+    TGT static void ln_grad_##sfx(float *dx, float *dg, float *db, const float *x,            \
+                                  const float *g, const float *dy, int64_t C, float eps,      \
+                                  float *tmp) {                                               \
+        ln_grad_row(dx, dg, db, x, g, dy, C, eps, tmp);                                       \
+    }                                                                                         \
+    TGT static void gelu_##sfx(float *o, const float *x, const float *dy, int64_t n) {        \
+        gelu_tanh_loop(o, x, dy, n);                                                          \
+    }                                                                                         \
+    TGT static void fwd_##sfx(const attn_job *a, int64_t t, float *w) {                       \
+        attn_fwd_block(a, t, w);                                                              \
+    }                                                                                         \
+    TGT static void bwd_##sfx(const attn_job *a, int64_t t, float *w) {                       \
+        attn_bwd_head(a, t, w);                                                               \
+    }                                                                                         \
+    static const attn_isa isa_##sfx = {#sfx, ln_##sfx, ln_grad_##sfx, gelu_##sfx, fwd_##sfx,  \
+                                       bwd_##sfx};
+
+#define TGT_NONE
+VARIANT(cpu, TGT_NONE)
+#ifdef SN_CPU_X86
+VARIANT(avx2, TGT_AVX2)
+VARIANT(avx512, TGT_AVX512)
+#endif
+
+static const attn_isa *isa = &isa_cpu;
+
+static bool all_f32(const sn_kcall *c) {
+    if (c->y.dtype != SN_F32) return false;
+    for (int i = 0; i < c->n_in; i++)
+        if (c->x[i].dtype != SN_F32) return false;
+    return true;
+}
+
+/* ---- layer_norm kernels ---------------------------------------------------------------- */
+typedef struct ln_ctx {
+    const sn_kcall *c;
+    int64_t R, C, nchunks;
+    float *scratch; /* forward: [nth][C]; backward: [nchunks][2C] partials + [nth][2C] */
+} ln_ctx;
+
+static void ln_task(void *vctx, int ith, int nth) {
+    const ln_ctx *l = vctx;
+    const sn_kcall *c = l->c;
+    int64_t lo, hi;
+    sn_split_range(l->R, ith, nth, &lo, &hi);
+    const float *x = c->in[0], *g = c->in[1], *b = c->in[2];
+    float *y = c->out, *tmp = l->scratch + (size_t)ith * (size_t)l->C;
+    for (int64_t r = lo; r < hi; r++)
+        isa->ln(y + r * l->C, x + r * l->C, g, b, l->C, (float)c->attr->norm.epsilon, tmp);
+}
+
+/* Chunks of LN_ROWS rows, each with its own partial dgamma / dbeta, summed in chunk order
+ * afterwards: the same bits at any thread count. */
+static void ln_grad_task(void *vctx, int ith, int nth) {
+    const ln_ctx *l = vctx;
+    const sn_kcall *c = l->c;
+    int64_t lo, hi, C = l->C;
+    sn_split_range(l->nchunks, ith, nth, &lo, &hi);
+    const float *x = c->in[0], *g = c->in[1], *dy = c->in[2];
+    float *dx = c->out, *tmp = l->scratch + (size_t)(l->nchunks * 2 * C + ith * 2 * C);
+    for (int64_t k = lo; k < hi; k++) {
+        float *dg = l->scratch + k * 2 * C, *db = dg + C;
+        for (int64_t j = 0; j < 2 * C; j++) dg[j] = 0;
+        int64_t r1 = (k + 1) * LN_ROWS < l->R ? (k + 1) * LN_ROWS : l->R;
+        for (int64_t r = k * LN_ROWS; r < r1; r++)
+            isa->ln_grad(dx + r * C, dg, db, x + r * C, g, dy + r * C, C,
+                         (float)c->attr->norm.epsilon, tmp);
+    }
+}
+
+static int threads_for(int64_t items, int64_t work) {
+    int64_t t = sn_num_threads();
+    if (work < (1 << 14)) t = 1;
+    if (t > items) t = items;
+    return t < 1 ? 1 : (int)t;
+}
+
+static void ln_dims(const sn_kcall *c, int64_t *R, int64_t *C) {
+    *C = c->x[1].shape.dim[0];
+    *R = sn_shape_numel(&c->x[0].shape) / (*C ? *C : 1);
+}
+
+static sn_status ln_prepare(sn_kcall *c, size_t *scratch) {
+    int64_t R, C;
+    ln_dims(c, &R, &C);
+    int64_t nchunks = (R + LN_ROWS - 1) / LN_ROWS, nth = sn_num_threads();
+    *scratch = sizeof(float) * (size_t)(c->op == SN_OP_LAYER_NORM
+                                            ? nth * C
+                                            : nchunks * 2 * C + nth * 2 * C);
+    return SN_OK;
+}
+
+static sn_status ln_run(sn_kcall *c) {
+    int64_t R, C;
+    ln_dims(c, &R, &C);
+    ln_ctx l = {.c = c, .R = R, .C = C, .nchunks = (R + LN_ROWS - 1) / LN_ROWS,
+                .scratch = c->scratch};
+    int cap = (int)(c->op == SN_OP_LAYER_NORM
+                        ? c->scratch_bytes / sizeof(float) / (size_t)(C ? C : 1)
+                        : (c->scratch_bytes / sizeof(float) - (size_t)(l.nchunks * 2 * C)) /
+                              (size_t)(2 * (C ? C : 1)));
+    if (c->op == SN_OP_LAYER_NORM) {
+        int nth = threads_for(R / GRAIN_ROWS, R * C);
+        sn_parallel(ln_task, &l, nth < cap ? nth : cap);
+        return SN_OK;
+    }
+    int nth = threads_for(l.nchunks, R * C);
+    sn_parallel(ln_grad_task, &l, nth < cap ? nth : cap);
+    float *dg = (float *)c->out + R * C, *db = dg + C;
+    for (int64_t j = 0; j < 2 * C; j++) dg[j] = 0;
+    for (int64_t k = 0; k < l.nchunks; k++) {
+        const float *p = l.scratch + k * 2 * C;
+        for (int64_t j = 0; j < C; j++) {
+            dg[j] += p[j];
+            db[j] += p[C + j];
+        }
+    }
+    return SN_OK;
+}
+
+static bool ln_supports(const sn_kcall *c) { return all_f32(c); }
+
+/* ---- gelu_tanh kernel ------------------------------------------------------------------ */
+typedef struct gelu_ctx {
+    const sn_kcall *c;
+    int64_t n;
+} gelu_ctx;
+
+static void gelu_task(void *vctx, int ith, int nth) {
+    const gelu_ctx *gc = vctx;
+    int64_t lo, hi;
+    sn_split_range(gc->n, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    const sn_kcall *c = gc->c;
+    const float *dy = c->n_in == 2 ? (const float *)c->in[1] + lo : NULL;
+    isa->gelu((float *)c->out + lo, (const float *)c->in[0] + lo, dy, hi - lo);
+}
+
+static sn_status gelu_run(sn_kcall *c) {
+    gelu_ctx gc = {.c = c, .n = sn_shape_numel(&c->y.shape)};
+    run_tasks(gelu_task, &gc, gc.n, 8192, gc.n);
+    return SN_OK;
+}
+
+/* ---- attention kernels ----------------------------------------------------------------- */
+static attn_job job_of(const sn_kcall *c) {
+    const sn_shape *q = &c->x[0].shape, *k = &c->x[1].shape;
+    attn_job a = {.q = c->in[0], .k = c->in[1], .v = c->in[2], .B = q->dim[0], .Tq = q->dim[1],
+                  .Tk = k->dim[1], .H = q->dim[2], .D = q->dim[3],
+                  .off = c->attr->attn.q_offset, .scale = (float)c->attr->attn.scale,
+                  .causal = c->attr->attn.causal, .out = c->out, .scratch = c->scratch};
+    a.nqb = (a.Tq + BR - 1) / BR;
+    return a;
+}
+
+static size_t fwd_floats(int64_t D) { return (size_t)(BR * D + D * BC + BC * D + BC + BR * D + 2 * BR); }
+static size_t bwd_floats(int64_t D, int64_t Tq) {
+    return (size_t)(2 * BR * D + BC * D + 2 * D * BC + 2 * BC * D + 2 * BC + 2 * Tq);
+}
+
+typedef struct attn_state {
+    float *lse; /* [B, H, Tq] */
+} attn_state;
+
+static void attn_release(sn_kcall *c) {
+    attn_state *s = c->state;
+    if (s) free(s->lse);
+    free(s);
+    c->state = NULL;
+}
+
+static sn_status attn_prepare(sn_kcall *c, size_t *scratch) {
+    attn_job a = job_of(c);
+    size_t nth = (size_t)sn_num_threads();
+    if (c->op == SN_OP_ATTENTION) {
+        attn_state *s = calloc(1, sizeof *s);
+        if (s) s->lse = malloc(sizeof *s->lse * (size_t)(a.B * a.H * a.Tq + 1));
+        if (!s || !s->lse) {
+            if (s) free(s);
+            return sn_errorf(SN_ERR_NOMEM, "attention: no memory for %lld row statistics",
+                             (long long)(a.B * a.H * a.Tq));
+        }
+        c->state = s;
+        *scratch = sizeof(float) * nth * fwd_floats(a.D);
+    } else {
+        /* with no forward partner the log-sum-exp is recomputed into scratch first */
+        *scratch = sizeof(float) * (nth * (bwd_floats(a.D, a.Tq) > fwd_floats(a.D)
+                                               ? bwd_floats(a.D, a.Tq) : fwd_floats(a.D)) +
+                                    (size_t)(a.B * a.H * a.Tq));
+    }
+    return SN_OK;
+}
+
+typedef struct attn_ctx {
+    const attn_job *a;
+    int64_t tasks;
+    bool bwd;
+} attn_ctx;
+
+/* Tasks dealt round-robin: causal query blocks grow in cost with their index, so neighbours
+ * go to different threads. */
+static void attn_task(void *vctx, int ith, int nth) {
+    const attn_ctx *x = vctx;
+    unsigned csr = fp_flush_enter();
+    float *w = x->a->scratch + (size_t)ith * x->a->per_thread;
+    for (int64_t t = ith; t < x->tasks; t += nth) {
+        if (x->bwd)
+            isa->bwd(x->a, t, w);
+        else
+            isa->fwd(x->a, t, w);
+    }
+    fp_flush_leave(csr);
+}
+
+static void attn_parallel(const attn_job *a, int64_t tasks, bool bwd, size_t scratch_floats) {
+    int cap = (int)(scratch_floats / a->per_thread);
+    int nth = threads_for(tasks, a->B * a->H * a->Tq * a->Tk * a->D);
+    attn_ctx x = {.a = a, .tasks = tasks, .bwd = bwd};
+    sn_parallel(attn_task, &x, nth < cap ? nth : cap);
+}
+
+static sn_kernel k_attn;
+
+/* (q [B,Tq,H,D], k, v [B,Tk,H,D]) -> o [B,Tq,H,D]; the log-sum-exp to the call's state */
+static sn_status attn_run(sn_kcall *c) {
+    attn_job a = job_of(c);
+    a.lse = ((attn_state *)c->state)->lse;
+    a.per_thread = fwd_floats(a.D);
+    attn_parallel(&a, a.B * a.H * a.nqb, false, c->scratch_bytes / sizeof(float));
+    return SN_OK;
+}
+
+/* (q, k, v, o, dy) -> dq | dk | dv */
+static sn_status attn_grad_run(sn_kcall *c) {
+    attn_job a = job_of(c);
+    a.o = c->in[3];
+    a.dy = c->in[4];
+    size_t lse_n = (size_t)(a.B * a.H * a.Tq);
+    size_t floats = c->scratch_bytes / sizeof(float) - lse_n;
+    if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state) {
+        a.lse_in = ((const attn_state *)c->fwd->state)->lse;
+    } else {
+        a.lse = (float *)c->scratch + floats;
+        a.stats_only = true;
+        a.per_thread = fwd_floats(a.D);
+        attn_parallel(&a, a.B * a.H * a.nqb, false, floats);
+        a.stats_only = false;
+    }
+    a.per_thread = bwd_floats(a.D, a.Tq);
+    attn_parallel(&a, a.B * a.H, true, floats);
+    return SN_OK;
+}
+
+static bool attn_supports(const sn_kcall *c) { return all_f32(c); }
+
+static sn_kernel k_ln = {.impl = "cpu", .supports = ln_supports, .prepare = ln_prepare,
+                         .run = ln_run};
+static sn_kernel k_gelu = {.impl = "cpu", .supports = ln_supports, .run = gelu_run};
+static sn_kernel k_attn = {.impl = "cpu", .supports = attn_supports, .prepare = attn_prepare,
+                           .run = attn_run, .release = attn_release};
+static sn_kernel k_attn_grad = {.impl = "cpu", .supports = attn_supports,
+                                .prepare = attn_prepare, .run = attn_grad_run};
+
+void sn_cpu_register_attention(sn_kernel_table *t) {
+#ifdef SN_CPU_X86
+    isa = pick_variant(&isa_cpu, &isa_avx2, &isa_avx512);
+#endif
+    k_ln.impl = k_gelu.impl = k_attn.impl = k_attn_grad.impl = isa->name;
+    t->k[SN_OP_LAYER_NORM] = &k_ln;
+    t->k[SN_OP_LAYER_NORM_GRAD] = &k_ln;
+    t->k[SN_OP_GELU_TANH] = &k_gelu;
+    t->k[SN_OP_GELU_TANH_GRAD] = &k_gelu;
+    t->k[SN_OP_ATTENTION] = &k_attn;
+    t->k[SN_OP_ATTENTION_GRAD] = &k_attn_grad;
+}
