@@ -20,7 +20,8 @@
 #include "nn/nn_impl.h"
 #include "sinter/device.h"
 
-const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
+const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm",
+                                          "char_transformer_small", "char_transformer", NULL};
 static const char *const precisions[] = {"auto", "f32", "bf16", NULL};
 
 static double now_s(void) {
