@@ -509,6 +509,10 @@ static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_d
 static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
+/* The attention layers' readers and writers (model_config_attention.c). */
+static const char *const layer_norm_keys[] = {COMMON_KEYS, SN_CFG_LAYER_NORM_KEYS, NULL};
+static const char *const mha_keys[] = {COMMON_KEYS, SN_CFG_MHA_KEYS, NULL};
+
 static const cls_entry classes[] = {
     {"Dense", dense_keys, read_dense, write_dense},
     {"Conv2D", conv_keys, read_conv2d, write_conv2d},
@@ -523,6 +527,8 @@ static const cls_entry classes[] = {
     {"Embedding", embedding_keys, read_embedding, write_embedding},
     {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
     {"GRU", gru_keys, read_gru, write_lstm_gru},
+    {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
+    {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 
@@ -622,3 +628,9 @@ json_t *sn_cfg_write_layer(const sn_layer *l, bool mixed_bfloat16) {
     e->write(l, c);
     return c;
 }
+
+/* For the writers of other files (model_config_attention.c). */
+json_t *sn_cfg_init_json(const sn_initializer *in, sn_initializer_type dflt) {
+    return init_json(in, dflt);
+}
+json_t *sn_cfg_reg_json(const sn_regularizer *r) { return reg_json(r); }
