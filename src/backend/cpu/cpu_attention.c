@@ -19,7 +19,7 @@
 
 #include "backend/cpu/cpu_vec.h"
 
-enum { BR = 64, BC = 64, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
+enum { BR = 64, BC = 64, RG = 4, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
 
 /* sum of x[0..n) over LANES lanes folded pairwise: vectorises, same bits in every variant */
 INL float lane_sum(const float *x, int64_t n) {
@@ -90,6 +90,124 @@ INL void gelu_tanh_loop(float *o, const float *x, const float *dy, int64_t n) {
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
+/* Tiles of RG query rows against BC keys. Three products cover both passes:
+ *   scores:   S [RG][BC] = A [RG][D] (row stride lda) . BT [D][BC]         (q k^T, dO v^T)
+ *   rows_acc: O [RG][D] (stride ldo) += P [RG][BC] . X [n][D]              (p v, dS k)
+ *   cols_acc: Y [n][D] += P [RG][BC]^T . R [RG][D] (stride ldr)            (P^T dO, dS^T q)
+ * over the first n keys. Padding rows and columns hold zeros, so they add nothing. */
+typedef struct attn_tiles {
+    void (*scores)(float *S, const float *A, int64_t lda, const float *BT, int64_t D);
+    void (*rows_acc)(float *O, int64_t ldo, const float *P, const float *X, int64_t n,
+                     int64_t D);
+    void (*cols_acc)(float *Y, const float *P, const float *R, int64_t ldr, int64_t n,
+                     int64_t D);
+} attn_tiles;
+
+INL void scores_c(float *restrict S, const float *restrict A, int64_t lda,
+                  const float *restrict BT, int64_t D) {
+    float acc[RG][BC];
+    for (int r = 0; r < RG; r++)
+        for (int j = 0; j < BC; j++) acc[r][j] = 0;
+    for (int64_t d = 0; d < D; d++)
+        for (int r = 0; r < RG; r++) {
+            float a = A[r * lda + d];
+            for (int j = 0; j < BC; j++) acc[r][j] += a * BT[d * BC + j];
+        }
+    memcpy(S, acc, sizeof acc);
+}
+
+INL void rows_acc_c(float *restrict O, int64_t ldo, const float *restrict P,
+                    const float *restrict X, int64_t n, int64_t D) {
+    for (int r = 0; r < RG; r++)
+        for (int64_t j = 0; j < n; j++) {
+            float p = P[r * BC + j];
+            for (int64_t d = 0; d < D; d++) O[r * ldo + d] += p * X[j * D + d];
+        }
+}
+
+INL void cols_acc_c(float *restrict Y, const float *restrict P, const float *restrict R,
+                    int64_t ldr, int64_t n, int64_t D) {
+    for (int64_t j = 0; j < n; j++)
+        for (int r = 0; r < RG; r++) {
+            float p = P[r * BC + j];
+            for (int64_t d = 0; d < D; d++) Y[j * D + d] += p * R[r * ldr + d];
+        }
+}
+
+#ifdef SN_CPU_X86
+/* AVX-512 tiles for D a multiple of 16: all RG x BC scores in 16 registers; the
+ * accumulations keep 2 x 16 columns of RG rows (or of the key row) in registers. */
+TGT_AVX512 static void scores_512(float *S, const float *A, int64_t lda, const float *BT,
+                                  int64_t D) {
+    __m512 acc[RG][4];
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t d = 0; d < D; d++) {
+        const float *b = BT + d * BC;
+        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16),
+               b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+        for (int r = 0; r < RG; r++) {
+            __m512 a = _mm512_set1_ps(A[r * lda + d]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+            acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
+            acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+        }
+    }
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < 4; c++) _mm512_storeu_ps(S + r * BC + 16 * c, acc[r][c]);
+}
+
+TGT_AVX512 static void rows_acc_512(float *O, int64_t ldo, const float *P, const float *X,
+                                    int64_t n, int64_t D) {
+    int64_t dc = 0;
+    for (; dc + 32 <= D; dc += 32) {
+        __m512 o[RG][2];
+        for (int r = 0; r < RG; r++) {
+            o[r][0] = _mm512_loadu_ps(O + r * ldo + dc);
+            o[r][1] = _mm512_loadu_ps(O + r * ldo + dc + 16);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            __m512 x0 = _mm512_loadu_ps(X + j * D + dc), x1 = _mm512_loadu_ps(X + j * D + dc + 16);
+            for (int r = 0; r < RG; r++) {
+                __m512 p = _mm512_set1_ps(P[r * BC + j]);
+                o[r][0] = _mm512_fmadd_ps(p, x0, o[r][0]);
+                o[r][1] = _mm512_fmadd_ps(p, x1, o[r][1]);
+            }
+        }
+        for (int r = 0; r < RG; r++) {
+            _mm512_storeu_ps(O + r * ldo + dc, o[r][0]);
+            _mm512_storeu_ps(O + r * ldo + dc + 16, o[r][1]);
+        }
+    }
+    if (dc < D) { /* one 16-wide column block left */
+        __m512 o[RG];
+        for (int r = 0; r < RG; r++) o[r] = _mm512_loadu_ps(O + r * ldo + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m512 x0 = _mm512_loadu_ps(X + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                o[r] = _mm512_fmadd_ps(_mm512_set1_ps(P[r * BC + j]), x0, o[r]);
+        }
+        for (int r = 0; r < RG; r++) _mm512_storeu_ps(O + r * ldo + dc, o[r]);
+    }
+}
+
+TGT_AVX512 static void cols_acc_512(float *Y, const float *P, const float *R, int64_t ldr,
+                                    int64_t n, int64_t D) {
+    for (int64_t dc = 0; dc < D; dc += 16) {
+        __m512 rr[RG];
+        for (int r = 0; r < RG; r++) rr[r] = _mm512_loadu_ps(R + r * ldr + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m512 y = _mm512_loadu_ps(Y + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                y = _mm512_fmadd_ps(_mm512_set1_ps(P[r * BC + j]), rr[r], y);
+            _mm512_storeu_ps(Y + j * D + dc, y);
+        }
+    }
+}
+static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
+#endif
+
 typedef struct attn_job {
     const float *q, *k, *v, *o, *dy;
     float *out, *lse;      /* forward: out = o; backward: out = dq | dk | dv */
@@ -97,6 +215,7 @@ typedef struct attn_job {
     int64_t B, Tq, Tk, H, D, nqb, off;
     float scale;
     bool causal, stats_only;
+    const attn_tiles *tiles; /* NULL: the variant's portable tiles */
     float *scratch;
     size_t per_thread; /* floats */
 } attn_job;
@@ -115,43 +234,46 @@ INL int64_t row_limit(const attn_job *a, int64_t i, int64_t j0, int64_t nc) {
     return e < 0 ? 0 : e < nc ? e : nc;
 }
 
-/* KT [D][BC] = rows j0.. of x (b, h) transposed, zero past nc; X [BC][D] plain (if not NULL) */
+/* Rows j0.. (nc of them) of x's head (b, h): KT [D][BC] transposed (if not NULL) and
+ * X [BC][D] plain (if not NULL), both zero past nc. */
 INL void load_keys(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t j0,
                    int64_t nc, float *KT, float *X) {
     int64_t HD = a->H * a->D, D = a->D;
-    for (int64_t d = 0; d < D; d++)
-        for (int64_t j = nc; j < BC; j++) KT[d * BC + j] = 0;
+    if (KT)
+        for (int64_t d = 0; d < D; d++)
+            for (int64_t j = nc; j < BC; j++) KT[d * BC + j] = 0;
+    if (X)
+        for (int64_t x2 = nc * D; x2 < BC * D; x2++) X[x2] = 0;
     for (int64_t j = 0; j < nc; j++) {
         const float *r = x + (b * a->Tk + j0 + j) * HD + h * D;
-        for (int64_t d = 0; d < D; d++) KT[d * BC + j] = r[d];
+        if (KT)
+            for (int64_t d = 0; d < D; d++) KT[d * BC + j] = r[d];
         if (X) memcpy(X + j * D, r, sizeof *r * (size_t)D);
     }
 }
 
-/* s [BC] = qs [D] . KT [D][BC] */
-INL void score_row(float *s, const float *qs, const float *KT, int64_t D) {
-    for (int j = 0; j < BC; j++) s[j] = 0;
-    for (int64_t d = 0; d < D; d++) {
-        float qd = qs[d];
-        const float *kt = KT + d * BC;
-        for (int j = 0; j < BC; j++) s[j] += qd * kt[j];
+/* Rows i0.. (n <= RG of them, the rest zero) of x's head (b, h), times mul, into X [RG][D]. */
+INL void load_rows(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t i0,
+                   int64_t n, float mul, float *X) {
+    int64_t HD = a->H * a->D, D = a->D;
+    for (int64_t r = 0; r < RG; r++) {
+        const float *src = x + (b * a->Tq + i0 + r) * HD + h * D;
+        for (int64_t d = 0; d < D; d++) X[r * D + d] = r < n ? src[d] * mul : 0.0f;
     }
 }
 
-/* One (b, h, query block): the forward (or only the statistics). Scratch: Qs [BR][D],
- * KT [D][BC], V [BC][D], S [BC], O [BR][D], m, l [BR]. */
-INL void attn_fwd_block(const attn_job *a, int64_t task, float *w) {
+/* One (b, h, query block): the forward (or only the statistics). Scratch: Qs, O [BR][D],
+ * KT [D][BC], V [BC][D], S [RG][BC], m, l [BR]. */
+INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, float *w) {
     int64_t D = a->D, HD = a->H * D;
     int64_t qb = task % a->nqb, bh = task / a->nqb, b = bh / a->H, h = bh % a->H;
     int64_t i0 = qb * BR, nr = a->Tq - i0 < BR ? a->Tq - i0 : BR;
-    float *Qs = w, *KT = Qs + BR * D, *V = KT + D * BC, *S = V + BC * D, *O = S + BC,
-          *m = O + BR * D, *l = m + BR;
-    for (int64_t i = 0; i < nr; i++) {
-        const float *r = a->q + (b * a->Tq + i0 + i) * HD + h * D;
-        for (int64_t d = 0; d < D; d++) {
-            Qs[i * D + d] = r[d] * a->scale;
-            O[i * D + d] = 0;
-        }
+    float *Qs = w, *O = Qs + BR * D, *KT = O + BR * D, *V = KT + D * BC, *S = V + BC * D,
+          *m = S + RG * BC, *l = m + BR;
+    for (int64_t g0 = 0; g0 < BR; g0 += RG)
+        load_rows(a, a->q, b, h, i0 + g0, nr - g0, a->scale, Qs + g0 * D);
+    for (int64_t x = 0; x < BR * D; x++) O[x] = 0;
+    for (int64_t i = 0; i < BR; i++) {
         m[i] = -INFINITY;
         l[i] = 0;
     }
@@ -159,29 +281,28 @@ INL void attn_fwd_block(const attn_job *a, int64_t task, float *w) {
     for (int64_t j0 = 0; j0 < kend; j0 += BC) {
         int64_t nc = kend - j0 < BC ? kend - j0 : BC;
         load_keys(a, a->k, b, h, j0, nc, KT, NULL);
-        if (!a->stats_only)
-            for (int64_t j = 0; j < nc; j++)
-                memcpy(V + j * D, a->v + (b * a->Tk + j0 + j) * HD + h * D,
-                       sizeof *V * (size_t)D);
-        for (int64_t i = 0; i < nr; i++) {
-            int64_t jl = row_limit(a, i0 + i + 0, j0, nc);
-            if (jl <= 0) continue;
-            score_row(S, Qs + i * D, KT, D);
-            float mx = vec_lanes_max(S, jl);
-            if (mx < m[i]) mx = m[i];
-            float alpha = vexp(m[i] - mx); /* 0 on the first block: m = -inf */
-            if (m[i] == -INFINITY) alpha = 0;
-            for (int64_t j = 0; j < jl; j++) S[j] = vexp(S[j] - mx);
-            l[i] = l[i] * alpha + lane_sum(S, jl);
-            m[i] = mx;
-            if (a->stats_only) continue;
-            float *o = O + i * D;
-            for (int64_t d = 0; d < D; d++) o[d] *= alpha;
-            for (int64_t j = 0; j < jl; j++) {
-                float p = S[j];
-                const float *vr = V + j * D;
-                for (int64_t d = 0; d < D; d++) o[d] += p * vr[d];
+        if (!a->stats_only) load_keys(a, a->v, b, h, j0, nc, NULL, V);
+        for (int64_t g0 = 0; g0 < nr; g0 += RG) {
+            t->scores(S, Qs + g0 * D, D, KT, D);
+            int64_t most = 0;
+            for (int64_t r = 0; r < RG; r++) {
+                int64_t i = g0 + r, jl = i < nr ? row_limit(a, i0 + i, j0, nc) : 0;
+                float *s = S + r * BC;
+                if (jl <= 0) {
+                    for (int j = 0; j < BC; j++) s[j] = 0;
+                    continue;
+                }
+                float mx = vec_lanes_max(s, jl);
+                if (mx < m[i]) mx = m[i];
+                float alpha = m[i] == -INFINITY ? 0.0f : vexp(m[i] - mx);
+                for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
+                for (int64_t j = jl; j < BC; j++) s[j] = 0;
+                l[i] = l[i] * alpha + lane_sum(s, jl);
+                m[i] = mx;
+                for (int64_t d = 0; d < D; d++) O[i * D + d] *= alpha;
+                if (jl > most) most = jl;
             }
+            if (!a->stats_only && most > 0) t->rows_acc(O + g0 * D, D, S, V, most, D);
         }
     }
     for (int64_t i = 0; i < nr; i++) {
@@ -192,21 +313,21 @@ INL void attn_fwd_block(const attn_job *a, int64_t task, float *w) {
     }
 }
 
-/* One (b, h): dq, dk, dv. Scratch: Qs, dO [BR][D], K [BC][D], KT, VT [D][BC], dK, dV [BC][D],
- * P, dS [BC], delta, lse [Tq]. */
-INL void attn_bwd_head(const attn_job *a, int64_t bh, float *w) {
-    int64_t D = a->D, HD = a->H * D, b = bh / a->H, h = bh % a->H;
-    int64_t nq = a->B * a->Tq * HD, nk = a->B * a->Tk * HD;
-    float *Qs = w, *dO = Qs + BR * D, *K = dO + BR * D, *KT = K + BC * D, *VT = KT + D * BC,
-          *dK = VT + D * BC, *dV = dK + BC * D, *P = dV + BC * D, *dS = P + BC,
-          *delta = dS + BC, *lse = delta + a->Tq;
+/* One (b, h): dq, dk, dv. Scratch: Qs, dO [RG][D], K, dK, dV [BC][D], KT, VT [D][BC],
+ * P, dP [RG][BC], delta, lse [Tq], dQ [Tq + RG][D]. */
+INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float *w) {
+    int64_t D = a->D, HD = a->H * D, b = bh / a->H, h = bh % a->H, Tq = a->Tq;
+    int64_t nq = a->B * Tq * HD, nk = a->B * a->Tk * HD;
+    float *Qs = w, *dO = Qs + RG * D, *K = dO + RG * D, *dK = K + BC * D, *dV = dK + BC * D,
+          *KT = dV + BC * D, *VT = KT + D * BC, *P = VT + D * BC, *dP = P + RG * BC,
+          *delta = dP + RG * BC, *lse = delta + Tq, *dQ = lse + Tq;
     float *dq = a->out, *dk = a->out + nq, *dv = a->out + nq + nk;
-    for (int64_t i = 0; i < a->Tq; i++) {
-        int64_t r = (b * a->Tq + i) * HD + h * D;
+    for (int64_t i = 0; i < Tq; i++) {
+        int64_t r = (b * Tq + i) * HD + h * D;
         delta[i] = lane_dot(a->dy + r, a->o + r, D);
-        for (int64_t d = 0; d < D; d++) dq[r + d] = 0;
-        lse[i] = a->lse_in ? a->lse_in[bh * a->Tq + i] : a->lse[bh * a->Tq + i];
+        lse[i] = a->lse_in ? a->lse_in[bh * Tq + i] : a->lse[bh * Tq + i];
     }
+    for (int64_t x = 0; x < (Tq + RG) * D; x++) dQ[x] = 0;
     for (int64_t j0 = 0; j0 < a->Tk; j0 += BC) {
         int64_t nc = a->Tk - j0 < BC ? a->Tk - j0 : BC;
         load_keys(a, a->k, b, h, j0, nc, KT, K);
@@ -214,44 +335,37 @@ INL void attn_bwd_head(const attn_job *a, int64_t bh, float *w) {
         for (int64_t x = 0; x < BC * D; x++) dK[x] = dV[x] = 0;
         int64_t first = a->causal ? j0 - a->off : 0; /* rows before it see none of the block */
         if (first < 0) first = 0;
-        for (int64_t i0 = first / BR * BR; i0 < a->Tq; i0 += BR) {
-            int64_t nr = a->Tq - i0 < BR ? a->Tq - i0 : BR;
-            for (int64_t i = 0; i < nr; i++) {
-                int64_t r = (b * a->Tq + i0 + i) * HD + h * D;
-                for (int64_t d = 0; d < D; d++) {
-                    Qs[i * D + d] = a->q[r + d] * a->scale;
-                    dO[i * D + d] = a->dy[r + d];
-                }
-            }
-            for (int64_t i = 0; i < nr; i++) {
-                int64_t jl = row_limit(a, i0 + i, j0, nc);
-                if (jl <= 0) continue;
-                const float *qs = Qs + i * D, *go = dO + i * D;
-                float li = lse[i0 + i], di = delta[i0 + i];
-                score_row(P, qs, KT, D);
-                score_row(dS, go, VT, D); /* dP */
+        for (int64_t i0 = first / RG * RG; i0 < Tq; i0 += RG) {
+            int64_t g = Tq - i0 < RG ? Tq - i0 : RG, most = 0;
+            load_rows(a, a->q, b, h, i0, g, a->scale, Qs);
+            load_rows(a, a->dy, b, h, i0, g, 1.0f, dO);
+            t->scores(P, Qs, D, KT, D);
+            t->scores(dP, dO, D, VT, D);
+            for (int64_t r = 0; r < RG; r++) {
+                int64_t jl = r < g ? row_limit(a, i0 + r, j0, nc) : 0;
+                float *p = P + r * BC, *ds = dP + r * BC, li = r < g ? lse[i0 + r] : 0,
+                      di = r < g ? delta[i0 + r] : 0;
                 for (int64_t j = 0; j < jl; j++) {
-                    P[j] = vexp(P[j] - li);
-                    dS[j] = P[j] * (dS[j] - di);
+                    p[j] = vexp(p[j] - li);
+                    ds[j] = p[j] * (ds[j] - di); /* dP becomes dS */
                 }
-                float *dqr = dq + (b * a->Tq + i0 + i) * HD + h * D;
-                for (int64_t j = 0; j < jl; j++) {
-                    float p = P[j], s = dS[j];
-                    float *dkr = dK + j * D, *dvr = dV + j * D;
-                    const float *kr = K + j * D;
-                    for (int64_t d = 0; d < D; d++) {
-                        dvr[d] += p * go[d];
-                        dkr[d] += s * qs[d];
-                        dqr[d] += a->scale * s * kr[d];
-                    }
-                }
+                for (int64_t j = jl < 0 ? 0 : jl; j < BC; j++) p[j] = ds[j] = 0;
+                if (jl > most) most = jl;
             }
+            if (most == 0) continue;
+            t->cols_acc(dV, P, dO, D, most, D);
+            t->cols_acc(dK, dP, Qs, D, most, D);
+            t->rows_acc(dQ + i0 * D, D, dP, K, most, D);
         }
         for (int64_t j = 0; j < nc; j++) {
             int64_t r = (b * a->Tk + j0 + j) * HD + h * D;
             memcpy(dk + r, dK + j * D, sizeof *dk * (size_t)D);
             memcpy(dv + r, dV + j * D, sizeof *dv * (size_t)D);
         }
+    }
+    for (int64_t i = 0; i < Tq; i++) {
+        float *r = dq + (b * Tq + i) * HD + h * D;
+        for (int64_t d = 0; d < D; d++) r[d] = a->scale * dQ[i * D + d];
     }
 }
 
@@ -267,6 +381,22 @@ typedef struct attn_isa {
     void (*bwd)(const attn_job *a, int64_t bh, float *w);
 } attn_isa;
 
+/* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512 ones) win. */
+#define TILES(sfx, TGT)                                                                       \
+    TGT static void scores_##sfx(float *S, const float *A, int64_t lda, const float *BT,      \
+                                 int64_t D) {                                                 \
+        scores_c(S, A, lda, BT, D);                                                           \
+    }                                                                                         \
+    TGT static void rows_acc_##sfx(float *O, int64_t ldo, const float *P, const float *X,     \
+                                   int64_t n, int64_t D) {                                    \
+        rows_acc_c(O, ldo, P, X, n, D);                                                       \
+    }                                                                                         \
+    TGT static void cols_acc_##sfx(float *Y, const float *P, const float *R, int64_t ldr,     \
+                                   int64_t n, int64_t D) {                                    \
+        cols_acc_c(Y, P, R, ldr, n, D);                                                       \
+    }                                                                                         \
+    static const attn_tiles tiles_##sfx = {scores_##sfx, rows_acc_##sfx, cols_acc_##sfx};
+
 #define VARIANT(sfx, TGT)                                                                     \
     TGT static void ln_##sfx(float *y, const float *x, const float *g, const float *b,        \
                              int64_t C, float eps, float *tmp) {                              \
@@ -280,11 +410,12 @@ typedef struct attn_isa {
     TGT static void gelu_##sfx(float *o, const float *x, const float *dy, int64_t n) {        \
         gelu_tanh_loop(o, x, dy, n);                                                          \
     }                                                                                         \
+    TILES(sfx, TGT)                                                                           \
     TGT static void fwd_##sfx(const attn_job *a, int64_t t, float *w) {                       \
-        attn_fwd_block(a, t, w);                                                              \
+        attn_fwd_block(a, a->tiles ? a->tiles : &tiles_##sfx, t, w);                          \
     }                                                                                         \
     TGT static void bwd_##sfx(const attn_job *a, int64_t t, float *w) {                       \
-        attn_bwd_head(a, t, w);                                                               \
+        attn_bwd_head(a, a->tiles ? a->tiles : &tiles_##sfx, t, w);                           \
     }                                                                                         \
     static const attn_isa isa_##sfx = {#sfx, ln_##sfx, ln_grad_##sfx, gelu_##sfx, fwd_##sfx,  \
                                        bwd_##sfx};
@@ -424,12 +555,17 @@ static attn_job job_of(const sn_kcall *c) {
                   .off = c->attr->attn.q_offset, .scale = (float)c->attr->attn.scale,
                   .causal = c->attr->attn.causal, .out = c->out, .scratch = c->scratch};
     a.nqb = (a.Tq + BR - 1) / BR;
+#ifdef SN_CPU_X86
+    if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
+#endif
     return a;
 }
 
-static size_t fwd_floats(int64_t D) { return (size_t)(BR * D + D * BC + BC * D + BC + BR * D + 2 * BR); }
+static size_t fwd_floats(int64_t D) {
+    return (size_t)(2 * BR * D + D * BC + BC * D + RG * BC + 2 * BR);
+}
 static size_t bwd_floats(int64_t D, int64_t Tq) {
-    return (size_t)(2 * BR * D + BC * D + 2 * D * BC + 2 * BC * D + 2 * BC + 2 * Tq);
+    return (size_t)(2 * RG * D + 3 * BC * D + 2 * D * BC + 2 * RG * BC + 2 * Tq + (Tq + RG) * D);
 }
 
 typedef struct attn_state {
