@@ -325,8 +325,8 @@ static sn_node block_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
 static const sn_layer_vtable block_vt = {"sinter>TransformerBlock", "transformer_block",
                                          block_build, block_forward, ext_free};
 
-bool sn_layer_is_transformer_block(const sn_layer *l) {
-    return l && (l->vt == &block_vt || l->vt == &tpe_vt);
+bool sn_layer_needs_context(const sn_layer *l) {
+    return l && (l->vt == &block_vt || l->vt == &tpe_vt || l->vt == &mha_vt);
 }
 
 sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim, bool causal,

@@ -26,7 +26,9 @@ sn_layer *sn_layer_token_pos_embedding(int64_t vocab, int64_t seq_len, int64_t d
  * [d, ff], bias; ffn_2 kernel [ff, d], bias. gelu: Keras's "gelu" (erf form). */
 sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim, bool causal,
                                      double epsilon);
-/* Whether l is one of the layers above (the stepper and config writer ask). */
-bool sn_layer_is_transformer_block(const sn_layer *l);
+/* Whether l's output at a position depends on the positions before it or on the position
+ * itself (MultiHeadAttention and the two composites): a stepper cannot carry it as a vector
+ * state. */
+bool sn_layer_needs_context(const sn_layer *l);
 
 #endif

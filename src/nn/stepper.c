@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_lstm_step.h"
+#include "nn/layers_attention.h"
 #include "nn/nn_impl.h"
 
 #define STEPPER_MAX_PLANS 4
@@ -127,6 +128,12 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
         return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' must be an f32 sequence model "
                          "with input shape (steps,), got rank %d", m->name, m->input_shape.ndim);
     if (batch < 1) return sn_errorf(SN_ERR_INVALID, "stepper: batch %lld, expected >= 1", (long long)batch);
+    for (int i = 0; i < m->n_layers; i++) /* their state is the whole context, not a vector */
+        if (sn_layer_needs_context(m->layers[i]))
+            return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' has attention or "
+                             "positions (layer '%s'); stepping it needs a cache of keys and "
+                             "values, which is not implemented yet", m->name,
+                             m->layers[i]->name);
     sn_stepper *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     s->m = m;
