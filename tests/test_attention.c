@@ -4,7 +4,8 @@
  * exactly one block of 64, one past it, several blocks), causal on and off, a query block
  * after cached positions (q_offset), Tq != Tk, head sizes that are and are not a multiple of
  * the vector width; the backward both reading the forward call's log-sum-exp (as the planner
- * links them) and recomputing it alone; layer_norm and gelu_tanh with their gradients.
+ * links them) and recomputing it alone; attention_cached (generation) against attention over
+ * the concatenated keys; layer_norm and gelu_tanh with their gradients.
  * f32 inputs; |cpu - ref| <= tol (1 + |ref|) with tol 2e-5 (sums of at most a few hundred f32
  * products of O(1) values, each rounded at 6e-8 relative). Exits non-zero on any mismatch. */
 #include <math.h>
@@ -127,6 +128,96 @@ static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t
     for (int i = 0; i < 3; i++) free(g[i]);
 }
 
+/* attention_cached (generation): s new queries after pos cached keys, against the
+ * reference attention over the concatenated keys with q_offset pos; cache rows past pos hold
+ * NaN, which must never be read. Both the CPU and the reference kernel of the cached op. */
+static void cached_case(int64_t B, int64_t S, int64_t pos, int64_t C, int64_t H, int64_t D) {
+    char name[128];
+    snprintf(name, sizeof name, "attention_cached B%lld s%lld pos %lld C%lld H%lld D%lld",
+             (long long)B, (long long)S, (long long)pos, (long long)C, (long long)H,
+             (long long)D);
+    sn_shape sq = {.ndim = 4, .dim = {B, S, H, D}}, sc = {.ndim = 4, .dim = {B, C, H, D}},
+             sf = {.ndim = 4, .dim = {B, pos + S, H, D}};
+    int64_t nq = sn_shape_numel(&sq), nc = sn_shape_numel(&sc), nf = sn_shape_numel(&sf);
+    float *q = rnd(nq, 1.0), *k = rnd(nq, 1.0), *v = rnd(nq, 1.0), *kc = rnd(nc, 1.0),
+          *vc = rnd(nc, 1.0), *kf = malloc(sizeof(float) * (size_t)nf),
+          *vf = malloc(sizeof(float) * (size_t)nf), *want = malloc(sizeof(float) * (size_t)nq),
+          *got = malloc(sizeof(float) * (size_t)nq);
+    int64_t row = H * D;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < pos + S; t++) {
+            const float *sk = t < pos ? kc + (b * C + t) * row : k + (b * S + t - pos) * row;
+            const float *sv = t < pos ? vc + (b * C + t) * row : v + (b * S + t - pos) * row;
+            memcpy(kf + (b * (pos + S) + t) * row, sk, sizeof(float) * (size_t)row);
+            memcpy(vf + (b * (pos + S) + t) * row, sv, sizeof(float) * (size_t)row);
+        }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = pos; t < C; t++)
+            for (int64_t x = 0; x < row; x++) kc[(b * C + t) * row + x] = vc[(b * C + t) * row + x] = NAN;
+    tcall f;
+    tc_init(&f, SN_OP_ATTENTION, SN_F32, sq);
+    f.attr.attn.scale = 1.0 / sqrt((double)D);
+    f.attr.attn.causal = true;
+    f.attr.attn.q_offset = pos;
+    tc_input(&f, SN_F32, sq, q);
+    tc_input(&f, SN_F32, sf, kf);
+    tc_input(&f, SN_F32, sf, vf);
+    f.c.out = want;
+    void *sbuf;
+    const sn_kernel *rk = pick(sn_ref_kernels(), &f.c, NULL);
+    if (rk) {
+        run_call(rk, &f.c, &sbuf);
+        release(rk, &f.c, sbuf);
+    }
+    int32_t p32 = (int32_t)pos;
+    const sn_kernel_table *tabs[2] = {sn_cpu_kernels(), sn_ref_kernels()};
+    for (int i = 0; i < 2; i++) {
+        tcall t;
+        tc_init(&t, SN_OP_ATTENTION_CACHED, SN_F32, sq);
+        t.attr = f.attr;
+        t.attr.attn.q_offset = 0;
+        tc_input(&t, SN_F32, sq, q);
+        tc_input(&t, SN_F32, sq, k);
+        tc_input(&t, SN_F32, sq, v);
+        tc_input(&t, SN_F32, sc, kc);
+        tc_input(&t, SN_F32, sc, vc);
+        tc_input(&t, SN_I32, (sn_shape){.ndim = 1, .dim = {1}}, &p32);
+        t.c.out = got;
+        const sn_kernel *k2 = pick(tabs[i], &t.c, i == 0 ? "ref" : NULL);
+        if (!k2) continue;
+        run_call(k2, &t.c, &sbuf);
+        release(k2, &t.c, sbuf);
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s (%s)", name, k2->impl);
+        compare(nm, got, want, nq, 2e-5);
+    }
+    /* a position whose new keys overflow the cache is refused with the sizes */
+    tcall t;
+    tc_init(&t, SN_OP_ATTENTION_CACHED, SN_F32, sq);
+    t.attr = f.attr;
+    tc_input(&t, SN_F32, sq, q);
+    tc_input(&t, SN_F32, sq, k);
+    tc_input(&t, SN_F32, sq, v);
+    tc_input(&t, SN_F32, sc, kc);
+    tc_input(&t, SN_F32, sc, vc);
+    int32_t bad = (int32_t)(C - S + 1);
+    tc_input(&t, SN_I32, (sn_shape){.ndim = 1, .dim = {1}}, &bad);
+    t.c.out = got;
+    const sn_kernel *k3 = sn_kernel_select(sn_cpu_kernels(), &t.c);
+    size_t sb = 0;
+    t.c.state = NULL;
+    if (k3 && k3->prepare) k3->prepare(&t.c, &sb);
+    void *scr = malloc(sb ? sb : 1);
+    t.c.scratch = scr;
+    t.c.scratch_bytes = sb;
+    sn_status st = k3 ? k3->run(&t.c) : SN_OK;
+    cases++;
+    if (st == SN_OK || !strstr(sn_last_error(), "does not fit a cache"))
+        FAIL("%s: overflow not refused ('%s')", name, sn_last_error());
+    if (k3) release(k3, &t.c, scr);
+    free(q), free(k), free(v), free(kc), free(vc), free(kf), free(vf), free(want), free(got);
+}
+
 /* y = op(in...) on both tables */
 static void pointwise_case(const char *name, sn_op op, sn_shape ys, int n_in, const sn_shape *xs,
                            float **x, const sn_attrs *attr) {
@@ -184,6 +275,10 @@ int main(void) {
     attention_case(2, 70, 150, 2, 16, false, 0); /* cross attention, Tq != Tk */
     attention_case(1, 3, 131, 2, 16, true, 128); /* 3 new queries after 128 cached keys */
     attention_case(1, 1, 77, 4, 32, true, 76);   /* one generated position */
+    cached_case(1, 1, 0, 64, 4, 32);    /* the first character */
+    cached_case(1, 1, 37, 64, 4, 32);   /* one character after 37 */
+    cached_case(2, 5, 60, 70, 2, 16);   /* a prompt of 5 across a block edge */
+    cached_case(1, 3, 100, 256, 3, 7);  /* portable tiles */
     layer_norm_case(1, 7);
     layer_norm_case(100, 128);
     layer_norm_case(33, 40);

@@ -218,6 +218,79 @@ static void test_presets(void) {
     CHECK_ERR(sn_model_preset_text("char_transformer_small", 1, &m), SN_ERR_INVALID, ">= 2");
 }
 
+/* Generation: a small char_transformer-shaped model (context 8) stepped with its cache of
+ * keys and values, a prompt of 3 then one token per call for 17 tokens (sliding twice), must
+ * give the logits of a fresh prefill of the window it holds (the same model run from position
+ * 0 over those tokens at once), and a full-context prefill those of the training graph's
+ * forward (sn_model_predict) at its last position. */
+static void test_generation(void) {
+    enum { V = 11, C = 8, W = 16, N = 20 };
+    sn_model *m = sn_sequential_new("tiny_transformer");
+    sn_model_add(m, sn_layer_token_pos_embedding(V, C, W));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_model_add(m, sn_layer_layer_norm());
+    sn_model_add(m, sn_layer_dense(V, SN_ACT_NONE));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S1(C), 5));
+    float ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (float)((i * 7 + 3) % V);
+    sn_stepper *st = NULL, *fresh = NULL;
+    CHECK_OK(sn_stepper_new(m, 1, &st));
+    CHECK_OK(sn_stepper_new(m, 1, &fresh));
+    if (!st || !fresh) {
+        sn_stepper_free(st);
+        sn_stepper_free(fresh);
+        sn_model_free(m);
+        return;
+    }
+    const float *y = NULL, *z = NULL;
+    int64_t classes = 0;
+    int lo = 0, pos = 0, bad = 0; /* the window the stepper holds: ids[lo .. lo + pos) */
+    for (int t = 3; t <= N; t++) {
+        int steps = t == 3 ? 3 : 1;
+        if (pos + steps > C) { /* the stepper's rule: keep the newest min(C/2, C - steps) */
+            int keep = C / 2 < C - steps ? C / 2 : C - steps;
+            lo = lo + pos - keep;
+            pos = keep;
+        }
+        pos += steps;
+        CHECK_OK(sn_stepper_run(st, ids + t - steps, steps, &y, &classes));
+        float got[V];
+        if (y) memcpy(got, y, sizeof got);
+        sn_stepper_reset(fresh);
+        CHECK_OK(sn_stepper_run(fresh, ids + lo, pos, &z, &classes));
+        if (!y || !z) break;
+        for (int c = 0; c < V; c++)
+            if (!(fabsf(got[c] - z[c]) <= 1e-4f * (1.0f + fabsf(z[c]))) && bad++ < 4)
+                fprintf(stderr, "  token %d class %d: stepped %.7g, prefill %.7g\n", t, c,
+                        got[c], z[c]);
+    }
+    CHECK(bad == 0 && classes == V, "stepped logits differ from a prefill of the window (%d)", bad);
+    /* a full-context prefill against the training graph's forward */
+    sn_tensor *x = NULL, *yp = NULL;
+    sn_tensor_new(&x, SN_F32, &(sn_shape)S2(1, C));
+    memcpy(sn_tensor_data(x), ids, sizeof(float) * C);
+    CHECK_OK(sn_model_predict(m, x, &yp));
+    sn_stepper_reset(fresh);
+    CHECK_OK(sn_stepper_run(fresh, ids, C, &z, &classes));
+    if (yp && z)
+        expect("prefill vs predict, last position", z, (const float *)sn_tensor_cdata(yp) + (C - 1) * V,
+               V, 1e-5);
+    /* longer than the context: the last C tokens */
+    sn_stepper_reset(st);
+    CHECK_OK(sn_stepper_run(st, ids, N, &y, &classes));
+    float got[V];
+    if (y) memcpy(got, y, sizeof got);
+    sn_stepper_reset(fresh);
+    CHECK_OK(sn_stepper_run(fresh, ids + N - C, C, &z, &classes));
+    if (y && z) expect("a prompt longer than the context", got, z, V, 1e-6);
+    sn_tensor_free(x);
+    sn_tensor_free(yp);
+    sn_stepper_free(st);
+    sn_stepper_free(fresh);
+    sn_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/sn_test_attn_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -229,6 +302,7 @@ int main(void) {
     test_refusals();
     test_config_round_trip();
     test_presets();
+    test_generation();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -568,7 +568,11 @@ int64_t sn_model_preset_text_context(const char *name);
  * inputs call after call, carrying the final state of every LSTM/GRU layer into the next call
  * (Keras's stateful=True with reset_states): feeding a prefix once and then one character per
  * call never recomputes the prefix. The stepper borrows the model (free the stepper first) and
- * adds its own nodes to the model's graph, one plan per distinct `steps`. */
+ * adds its own nodes to the model's graph, one plan per distinct `steps`. Models with attention
+ * (the char_transformer presets) carry a cache of keys and values instead: each call computes
+ * only its new positions; when the context is full the newest half is run again from
+ * position 0 (positions are learned and absolute), and a call of more tokens than the context
+ * keeps the last context-many. */
 typedef struct sn_stepper sn_stepper;
 sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out);
 /* x: [batch, steps] inputs as the model takes them (f32 ids). *out: the model's raw output

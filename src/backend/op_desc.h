@@ -105,6 +105,8 @@ typedef enum sn_op {
     SN_OP_GELU_TANH_GRAD,   /* (x, dy) -> dx */
     SN_OP_ATTENTION,        /* (q [B,Tq,H,D], k, v [B,Tk,H,D]) -> [B,Tq,H,D]; attr.attn */
     SN_OP_ATTENTION_GRAD,   /* (q, k, v, o, dy) -> dq | dk | dv, flat */
+    SN_OP_ATTENTION_CACHED, /* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos i32 [1]): keys
+                               kc[0:pos] then k, causal from pos (generation); no gradient */
     SN_OP_COUNT
 } sn_op;
 

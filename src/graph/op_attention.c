@@ -157,6 +157,35 @@ static void grad_attention(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     split_flat(g, flat, 3, s, dx);
 }
 
+/* (q, k, v [B, s, H, D], kc, vc [B, C, H, D], pos int32 [1]) -> [B, s, H, D] */
+static sn_status infer_attention_cached(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *q = IN(g, node, 0), *kc = IN(g, node, 3), *vc = IN(g, node, 4),
+                    *pos = IN(g, node, 5);
+    SN_TRY(infer_attention(g, node)); /* q, k, v */
+    char s1[128], s2[128];
+    bool ok = kc->shape.ndim == 4 && sn_shape_equal(&kc->shape, &vc->shape) &&
+              kc->shape.dim[0] == q->shape.dim[0] && kc->shape.dim[2] == q->shape.dim[2] &&
+              kc->shape.dim[3] == q->shape.dim[3] && kc->dtype == q->dtype &&
+              vc->dtype == q->dtype && pos->dtype == SN_I32 && sn_shape_numel(&pos->shape) == 1;
+    if (!ok)
+        return sn_errorf(SN_ERR_SHAPE, "attention_cached: needs caches [B, C, H, D] matching q "
+                         "%s and an int32 position [1], got cache %s, position %s",
+                         sn_shape_str(&q->shape, s1, sizeof s1),
+                         sn_shape_str(&kc->shape, s2, sizeof s2), sn_dtype_name(pos->dtype));
+    return SN_OK;
+}
+
+sn_node sn_attention_cached(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node k_cache,
+                            sn_node v_cache, sn_node pos, double scale) {
+    if (!isfinite(scale))
+        return sn_graph_fail(g, SN_ERR_INVALID, "attention_cached: scale %g is not finite", scale);
+    sn_attrs a = {.attn = {.scale = scale, .causal = true}};
+    return sn_graph_add(g, SN_OP_ATTENTION_CACHED, 6,
+                        (sn_node[]){q, k, v, k_cache, v_cache, pos}, &a);
+}
+
+const sn_op_def sn_def_attention_cached = {.name = "attention_cached", .n_in = 6,
+                                           .infer = infer_attention_cached};
 const sn_op_def sn_def_layer_norm = {.name = "layer_norm", .n_in = 3,
                                      .infer = infer_layer_norm, .grad = grad_layer_norm};
 const sn_op_def sn_def_layer_norm_grad = {.name = "layer_norm_grad", .n_in = 3,

@@ -350,3 +350,57 @@ sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim,
     l->attn->epsilon = epsilon;
     return l;
 }
+
+/* ---- generation -------------------------------------------------------------------------- */
+bool sn_attn_layer_cache_dims(const sn_layer *l, int64_t *heads, int64_t *head_dim) {
+    if (!l || l->vt != &block_vt) return false;
+    *heads = l->attn->mha.num_heads;
+    *head_dim = l->attn->mha.key_dim;
+    return true;
+}
+
+int64_t sn_attn_layer_context(const sn_layer *l) {
+    return l && l->vt == &tpe_vt ? l->attn->seq_len : 0;
+}
+
+/* The block's forward with attention over the cache then the new keys: the same nodes as
+ * block_forward but for attention_cached, and the new k, v handed out for the cache. */
+static sn_node block_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io) {
+    const sn_attn_layer_ext *e = l->attn;
+    sn_node w[8];
+    mha_var_nodes(l, 2, true, w);
+    const sn_node *v = l->vars;
+    sn_shape s = sn_node_shape(g, x);
+    int H = e->mha.num_heads;
+    int64_t D = e->mha.key_dim, d = e->dim;
+    sn_shape hs = {.ndim = 4, .dim = {s.dim[0], s.dim[1], H, D}};
+    sn_node h = ln_apply(g, x, v[0], v[1], e->epsilon);
+    sn_node q = sn_reshape(g, proj(g, h, w[0], w[1], d, H * D), &hs);
+    io->k_new = sn_reshape(g, proj(g, h, w[2], w[3], d, H * D), &hs);
+    io->v_new = sn_reshape(g, proj(g, h, w[4], w[5], d, H * D), &hs);
+    sn_node o = sn_attention_cached(g, q, io->k_new, io->v_new, io->k_cache, io->v_cache, io->pos,
+                                    1.0 / sqrt((double)D));
+    x = sn_add(g, x, sn_reshape(g, proj(g, o, w[6], w[7], H * D, d), &s));
+    h = ln_apply(g, x, v[10], v[11], e->epsilon);
+    h = sn_gelu(g, proj(g, h, v[12], v[13], e->dim, e->ff_dim));
+    h = sn_reshape(g, proj(g, h, v[14], v[15], e->ff_dim, e->dim), &s);
+    return sn_add(g, x, h);
+}
+
+sn_node sn_attn_layer_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io) {
+    if (l->vt == &tpe_vt) {
+        sn_node ids = sn_node_dtype(g, x) == SN_I32 ? x : sn_cast(g, x, SN_I32);
+        return sn_add(g, sn_gather(g, l->vars[0], ids), sn_gather(g, l->vars[1], io->pos_ids));
+    }
+    if (l->vt == &block_vt) {
+        if (!l->attn->mha.use_causal_mask)
+            return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s': a non-causal block sees "
+                                 "later tokens and cannot generate step by step", l->name);
+        return block_step(l, g, x, io);
+    }
+    if (l->vt == &mha_vt)
+        return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention): stepping "
+                             "with a cache is implemented for the char_transformer blocks only",
+                             l->name);
+    return l->vt->forward(l, g, x, false, NULL);
+}

@@ -31,4 +31,20 @@ sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim,
  * state. */
 bool sn_layer_needs_context(const sn_layer *l);
 
+/* ---- generation with a cache of keys and values (nn/stepper.c) ---------------------------- */
+typedef struct sn_attn_step_io {
+    sn_node pos;              /* int32 [1]: the position of the first new token */
+    sn_node pos_ids;          /* int32 [s]: pos .. pos + s - 1 */
+    sn_node k_cache, v_cache; /* blocks: [B, C, H, D] inputs, valid below pos */
+    sn_node k_new, v_new;     /* blocks, out: the new tokens' keys and values [B, s, H, D] */
+} sn_attn_step_io;
+/* Layer l's inference forward for s new tokens x [B, s, ...] at positions pos.. (io); layers
+ * without context run their plain forward. SN_NONE (graph error set) for a layer that cannot
+ * step: a MultiHeadAttention of its own, or a non-causal block. */
+sn_node sn_attn_layer_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io);
+/* A block's cache geometry: heads and head size (returns false for other layers). */
+bool sn_attn_layer_cache_dims(const sn_layer *l, int64_t *heads, int64_t *head_dim);
+/* TokenAndPositionEmbedding's sequence_length (the longest context), 0 for other layers. */
+int64_t sn_attn_layer_context(const sn_layer *l);
+
 #endif

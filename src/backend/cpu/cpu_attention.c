@@ -209,6 +209,10 @@ static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
 #endif
 
 typedef struct attn_job {
+    /* keys j < split come from kc, vc [B, Tc, H, D] (a generation cache), the rest from k,
+     * v: row j - split of [B, Tk - split, H, D]. split 0: k and v alone. */
+    const float *kc, *vc;
+    int64_t split, Tc;
     const float *q, *k, *v, *o, *dy;
     float *out, *lse;      /* forward: out = o; backward: out = dq | dk | dv */
     const float *lse_in;   /* backward: the forward's log-sum-exp, or NULL (recompute) */
@@ -234,18 +238,20 @@ INL int64_t row_limit(const attn_job *a, int64_t i, int64_t j0, int64_t nc) {
     return e < 0 ? 0 : e < nc ? e : nc;
 }
 
-/* Rows j0.. (nc of them) of x's head (b, h): KT [D][BC] transposed (if not NULL) and
+/* Keys j0.. (nc of them) of head (b, h), from the cache xc below split, else x: KT [D][BC] transposed (if not NULL) and
  * X [BC][D] plain (if not NULL), both zero past nc. */
-INL void load_keys(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t j0,
-                   int64_t nc, float *KT, float *X) {
-    int64_t HD = a->H * a->D, D = a->D;
+INL void load_keys(const attn_job *a, const float *x, const float *xc, int64_t b, int64_t h,
+                   int64_t j0, int64_t nc, float *KT, float *X) {
+    int64_t HD = a->H * a->D, D = a->D, Tn = a->Tk - a->split;
     if (KT)
         for (int64_t d = 0; d < D; d++)
             for (int64_t j = nc; j < BC; j++) KT[d * BC + j] = 0;
     if (X)
         for (int64_t x2 = nc * D; x2 < BC * D; x2++) X[x2] = 0;
     for (int64_t j = 0; j < nc; j++) {
-        const float *r = x + (b * a->Tk + j0 + j) * HD + h * D;
+        int64_t jj = j0 + j;
+        const float *r = jj < a->split ? xc + (b * a->Tc + jj) * HD + h * D
+                                       : x + (b * Tn + jj - a->split) * HD + h * D;
         if (KT)
             for (int64_t d = 0; d < D; d++) KT[d * BC + j] = r[d];
         if (X) memcpy(X + j * D, r, sizeof *r * (size_t)D);
@@ -280,8 +286,8 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
     int64_t kend = key_end(a, i0, nr);
     for (int64_t j0 = 0; j0 < kend; j0 += BC) {
         int64_t nc = kend - j0 < BC ? kend - j0 : BC;
-        load_keys(a, a->k, b, h, j0, nc, KT, NULL);
-        if (!a->stats_only) load_keys(a, a->v, b, h, j0, nc, NULL, V);
+        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
+        if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
         for (int64_t g0 = 0; g0 < nr; g0 += RG) {
             t->scores(S, Qs + g0 * D, D, KT, D);
             int64_t most = 0;
@@ -330,8 +336,8 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t x = 0; x < (Tq + RG) * D; x++) dQ[x] = 0;
     for (int64_t j0 = 0; j0 < a->Tk; j0 += BC) {
         int64_t nc = a->Tk - j0 < BC ? a->Tk - j0 : BC;
-        load_keys(a, a->k, b, h, j0, nc, KT, K);
-        load_keys(a, a->v, b, h, j0, nc, VT, NULL);
+        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, K);
+        load_keys(a, a->v, a->vc, b, h, j0, nc, VT, NULL);
         for (int64_t x = 0; x < BC * D; x++) dK[x] = dV[x] = 0;
         int64_t first = a->causal ? j0 - a->off : 0; /* rows before it see none of the block */
         if (first < 0) first = 0;
@@ -582,7 +588,7 @@ static void attn_release(sn_kcall *c) {
 static sn_status attn_prepare(sn_kcall *c, size_t *scratch) {
     attn_job a = job_of(c);
     size_t nth = (size_t)sn_num_threads();
-    if (c->op == SN_OP_ATTENTION) {
+    if (c->op != SN_OP_ATTENTION_GRAD) {
         attn_state *s = calloc(1, sizeof *s);
         if (s) s->lse = malloc(sizeof *s->lse * (size_t)(a.B * a.H * a.Tq + 1));
         if (!s || !s->lse) {
@@ -661,13 +667,43 @@ static sn_status attn_grad_run(sn_kcall *c) {
     return SN_OK;
 }
 
-static bool attn_supports(const sn_kcall *c) { return all_f32(c); }
+static bool attn_supports(const sn_kcall *c) {
+    if (c->op == SN_OP_ATTENTION_CACHED) {
+        for (int i = 0; i < 5; i++)
+            if (c->x[i].dtype != SN_F32) return false;
+        return c->y.dtype == SN_F32;
+    }
+    return all_f32(c);
+}
+
+/* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos [1]) -> o [B,s,H,D]; pos read now */
+static sn_status attn_cached_run(sn_kcall *c) {
+    attn_job a = job_of(c);
+    int64_t pos = ((const int32_t *)c->in[5])[0];
+    a.kc = c->in[3];
+    a.vc = c->in[4];
+    a.Tc = c->x[3].shape.dim[1];
+    if (pos < 0 || pos + a.Tq > a.Tc)
+        return sn_errorf(SN_ERR_INVALID, "attention_cached: position %lld with %lld new keys "
+                         "does not fit a cache of %lld", (long long)pos, (long long)a.Tq,
+                         (long long)a.Tc);
+    a.split = pos;
+    a.Tk = pos + a.Tq;
+    a.off = pos;
+    a.lse = ((attn_state *)c->state)->lse;
+    a.per_thread = fwd_floats(a.D);
+    attn_parallel(&a, a.B * a.H * a.nqb, false, c->scratch_bytes / sizeof(float));
+    return SN_OK;
+}
 
 static sn_kernel k_ln = {.impl = "cpu", .supports = ln_supports, .prepare = ln_prepare,
                          .run = ln_run};
 static sn_kernel k_gelu = {.impl = "cpu", .supports = ln_supports, .run = gelu_run};
 static sn_kernel k_attn = {.impl = "cpu", .supports = attn_supports, .prepare = attn_prepare,
                            .run = attn_run, .release = attn_release};
+static sn_kernel k_attn_cached = {.impl = "cpu", .supports = attn_supports,
+                                   .prepare = attn_prepare, .run = attn_cached_run,
+                                   .release = attn_release};
 static sn_kernel k_attn_grad = {.impl = "cpu", .supports = attn_supports,
                                 .prepare = attn_prepare, .run = attn_grad_run};
 
@@ -675,11 +711,12 @@ void sn_cpu_register_attention(sn_kernel_table *t) {
 #ifdef SN_CPU_X86
     isa = pick_variant(&isa_cpu, &isa_avx2, &isa_avx512);
 #endif
-    k_ln.impl = k_gelu.impl = k_attn.impl = k_attn_grad.impl = isa->name;
+    k_ln.impl = k_gelu.impl = k_attn.impl = k_attn_grad.impl = k_attn_cached.impl = isa->name;
     t->k[SN_OP_LAYER_NORM] = &k_ln;
     t->k[SN_OP_LAYER_NORM_GRAD] = &k_ln;
     t->k[SN_OP_GELU_TANH] = &k_gelu;
     t->k[SN_OP_GELU_TANH_GRAD] = &k_gelu;
     t->k[SN_OP_ATTENTION] = &k_attn;
     t->k[SN_OP_ATTENTION_GRAD] = &k_attn_grad;
+    t->k[SN_OP_ATTENTION_CACHED] = &k_attn_cached;
 }

@@ -208,6 +208,51 @@ static sn_status attn_grad_run(sn_kcall *c) {
     return SN_OK;
 }
 
+/* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos [1]) -> o [B,s,H,D]: key j < pos from the
+ * caches, j >= pos the new row j - pos; query i sees j <= pos + i. */
+static sn_status attn_cached_run(sn_kcall *c) {
+    const sn_shape *qs = &c->x[0].shape, *cs = &c->x[3].shape;
+    int64_t B = qs->dim[0], S = qs->dim[1], H = qs->dim[2], D = qs->dim[3], C = cs->dim[1];
+    int64_t pos = ((const int32_t *)c->in[5])[0];
+    if (pos < 0 || pos + S > C)
+        return sn_errorf(SN_ERR_INVALID, "attention_cached: position %lld with %lld new keys "
+                         "does not fit a cache of %lld", (long long)pos, (long long)S,
+                         (long long)C);
+    sn_dtype t = c->x[0].dtype;
+    double *p = malloc(sizeof *p * (size_t)(pos + S));
+    if (!p) return SN_ERR_NOMEM;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < S; i++) {
+                int64_t n = pos + i + 1;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = 0; j < n; j++) {
+                    const void *kx = j < pos ? c->in[3] : c->in[1];
+                    int64_t ko = j < pos ? ((b * C + j) * H + h) * D : ((b * S + j - pos) * H + h) * D;
+                    double s = 0;
+                    for (int64_t d = 0; d < D; d++)
+                        s += sn_load(t, c->in[0], ((b * S + i) * H + h) * D + d) *
+                             sn_load(t, kx, ko + d);
+                    p[j] = s * c->attr->attn.scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int64_t j = 0; j < n; j++) sum += (p[j] = exp(p[j] - mx));
+                for (int64_t d = 0; d < D; d++) {
+                    double o = 0;
+                    for (int64_t j = 0; j < n; j++) {
+                        const void *vx = j < pos ? c->in[4] : c->in[2];
+                        int64_t vo = j < pos ? ((b * C + j) * H + h) * D
+                                             : ((b * S + j - pos) * H + h) * D;
+                        o += p[j] / sum * sn_load(t, vx, vo + d);
+                    }
+                    sn_store(c->y.dtype, c->out, ((b * S + i) * H + h) * D + d, o);
+                }
+            }
+    free(p);
+    return SN_OK;
+}
+
+static const sn_kernel k_attn_cached = REF_KERNEL(attn_cached_run);
 static const sn_kernel k_ln = REF_KERNEL(ln_run), k_ln_grad = REF_KERNEL(ln_grad_run),
                        k_gt = REF_KERNEL(gelu_tanh_run),
                        k_gt_grad = REF_KERNEL(gelu_tanh_grad_run),
@@ -220,4 +265,5 @@ void sn_ref_register_attention(sn_kernel_table *t) {
     t->k[SN_OP_GELU_TANH_GRAD] = &k_gt_grad;
     t->k[SN_OP_ATTENTION] = &k_attn;
     t->k[SN_OP_ATTENTION_GRAD] = &k_attn_grad;
+    t->k[SN_OP_ATTENTION_CACHED] = &k_attn_cached;
 }
