@@ -168,6 +168,12 @@ int sn_cmd_bench(int argc, char **argv) {
     for (int i = 0; sn_cli_text_models[i]; i++) text = text || !strcmp(model_name, sn_cli_text_models[i]);
     if (text && !sn_flags_find(&fs, "batch-size")->set) batch = 64;
     if (text && !sn_flags_find(&fs, "steps")->set) steps = 10;
+    /* A Transformer reads at most its context: 64 for char_transformer_small (nanoGPT's
+     * block_size), with nanoGPT's CPU batch of 12 */
+    if (text && sn_model_preset_text_context(model_name)) {
+        if (!sn_flags_find(&fs, "seq-length")->set) seq = sn_model_preset_text_context(model_name);
+        if (!sn_flags_find(&fs, "batch-size")->set) batch = 12;
+    }
 
     sn_tensor *xu = NULL, *yu = NULL;
     int64_t n = 0, pixels = 0;
