@@ -91,12 +91,14 @@ INL void gelu_tanh_loop(float *o, const float *x, const float *dy, int64_t n) {
 
 /* ---- attention ------------------------------------------------------------------------- */
 /* Tiles of RG query rows against BC keys. Three products cover both passes:
- *   scores:   S [RG][BC] = A [RG][D] (row stride lda) . BT [D][BC]         (q k^T, dO v^T)
+ *   scores:   S [RG][:ncols] = A [RG][D] (row stride lda) . BT [D][BC]     (q k^T, dO v^T)
  *   rows_acc: O [RG][D] (stride ldo) += P [RG][BC] . X [n][D]              (p v, dS k)
  *   cols_acc: Y [n][D] += P [RG][BC]^T . R [RG][D] (stride ldr)            (P^T dO, dS^T q)
- * over the first n keys. Padding rows and columns hold zeros, so they add nothing. */
+ * over the first n keys. Padding rows and columns hold zeros, so they add nothing. ncols (a
+ * multiple of 16, >= every row's visible keys) lets causal tiles skip masked columns. */
 typedef struct attn_tiles {
-    void (*scores)(float *S, const float *A, int64_t lda, const float *BT, int64_t D);
+    void (*scores)(float *S, const float *A, int64_t lda, const float *BT, int64_t D,
+                   int64_t ncols);
     void (*rows_acc)(float *O, int64_t ldo, const float *P, const float *X, int64_t n,
                      int64_t D);
     void (*cols_acc)(float *Y, const float *P, const float *R, int64_t ldr, int64_t n,
@@ -104,14 +106,14 @@ typedef struct attn_tiles {
 } attn_tiles;
 
 INL void scores_c(float *restrict S, const float *restrict A, int64_t lda,
-                  const float *restrict BT, int64_t D) {
+                  const float *restrict BT, int64_t D, int64_t ncols) {
     float acc[RG][BC];
     for (int r = 0; r < RG; r++)
         for (int j = 0; j < BC; j++) acc[r][j] = 0;
     for (int64_t d = 0; d < D; d++)
         for (int r = 0; r < RG; r++) {
             float a = A[r * lda + d];
-            for (int j = 0; j < BC; j++) acc[r][j] += a * BT[d * BC + j];
+            for (int64_t j = 0; j < ncols; j++) acc[r][j] += a * BT[d * BC + j];
         }
     memcpy(S, acc, sizeof acc);
 }
@@ -137,25 +139,33 @@ INL void cols_acc_c(float *restrict Y, const float *restrict P, const float *res
 #ifdef SN_CPU_X86
 /* AVX-512 tiles for D a multiple of 16: all RG x BC scores in 16 registers; the
  * accumulations keep 2 x 16 columns of RG rows (or of the key row) in registers. */
-TGT_AVX512 static void scores_512(float *S, const float *A, int64_t lda, const float *BT,
-                                  int64_t D) {
+TGT_AVX512 static inline __attribute__((always_inline)) void
+scores_512_k(float *S, const float *A, int64_t lda, const float *BT, int64_t D, const int nck) {
     __m512 acc[RG][4];
     for (int r = 0; r < RG; r++)
-        for (int c = 0; c < 4; c++) acc[r][c] = _mm512_setzero_ps();
+        for (int c = 0; c < nck; c++) acc[r][c] = _mm512_setzero_ps();
     for (int64_t d = 0; d < D; d++) {
         const float *b = BT + d * BC;
-        __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16),
-               b2 = _mm512_loadu_ps(b + 32), b3 = _mm512_loadu_ps(b + 48);
+        __m512 bb[4];
+        for (int c = 0; c < nck; c++) bb[c] = _mm512_loadu_ps(b + 16 * c);
         for (int r = 0; r < RG; r++) {
             __m512 a = _mm512_set1_ps(A[r * lda + d]);
-            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-            acc[r][2] = _mm512_fmadd_ps(a, b2, acc[r][2]);
-            acc[r][3] = _mm512_fmadd_ps(a, b3, acc[r][3]);
+            for (int c = 0; c < nck; c++) acc[r][c] = _mm512_fmadd_ps(a, bb[c], acc[r][c]);
         }
     }
     for (int r = 0; r < RG; r++)
-        for (int c = 0; c < 4; c++) _mm512_storeu_ps(S + r * BC + 16 * c, acc[r][c]);
+        for (int c = 0; c < nck; c++) _mm512_storeu_ps(S + r * BC + 16 * c, acc[r][c]);
+}
+
+/* One instance per column count, so that the accumulators stay in registers. */
+TGT_AVX512 static void scores_512(float *S, const float *A, int64_t lda, const float *BT,
+                                  int64_t D, int64_t ncols) {
+    switch ((ncols + 15) / 16) {
+    case 1: scores_512_k(S, A, lda, BT, D, 1); break;
+    case 2: scores_512_k(S, A, lda, BT, D, 2); break;
+    case 3: scores_512_k(S, A, lda, BT, D, 3); break;
+    default: scores_512_k(S, A, lda, BT, D, 4); break;
+    }
 }
 
 TGT_AVX512 static void rows_acc_512(float *O, int64_t ldo, const float *P, const float *X,
@@ -289,7 +299,10 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
         load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
         if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
         for (int64_t g0 = 0; g0 < nr; g0 += RG) {
-            t->scores(S, Qs + g0 * D, D, KT, D);
+            int64_t last = g0 + RG - 1 < nr ? g0 + RG - 1 : nr - 1; /* sees the most keys */
+            int64_t cols = row_limit(a, i0 + last, j0, nc);
+            if (cols <= 0) continue;
+            t->scores(S, Qs + g0 * D, D, KT, D, (cols + 15) / 16 * 16);
             int64_t most = 0;
             for (int64_t r = 0; r < RG; r++) {
                 int64_t i = g0 + r, jl = i < nr ? row_limit(a, i0 + i, j0, nc) : 0;
@@ -343,10 +356,13 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
         if (first < 0) first = 0;
         for (int64_t i0 = first / RG * RG; i0 < Tq; i0 += RG) {
             int64_t g = Tq - i0 < RG ? Tq - i0 : RG, most = 0;
+            int64_t cols = row_limit(a, i0 + g - 1, j0, nc); /* the last row sees the most */
+            if (cols <= 0) continue;
+            cols = (cols + 15) / 16 * 16;
             load_rows(a, a->q, b, h, i0, g, a->scale, Qs);
             load_rows(a, a->dy, b, h, i0, g, 1.0f, dO);
-            t->scores(P, Qs, D, KT, D);
-            t->scores(dP, dO, D, VT, D);
+            t->scores(P, Qs, D, KT, D, cols);
+            t->scores(dP, dO, D, VT, D, cols);
             for (int64_t r = 0; r < RG; r++) {
                 int64_t jl = r < g ? row_limit(a, i0 + r, j0, nc) : 0;
                 float *p = P + r * BC, *ds = dP + r * BC, li = r < g ? lse[i0 + r] : 0,
@@ -390,8 +406,8 @@ typedef struct attn_isa {
 /* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512 ones) win. */
 #define TILES(sfx, TGT)                                                                       \
     TGT static void scores_##sfx(float *S, const float *A, int64_t lda, const float *BT,      \
-                                 int64_t D) {                                                 \
-        scores_c(S, A, lda, BT, D);                                                           \
+                                 int64_t D, int64_t ncols) {                                  \
+        scores_c(S, A, lda, BT, D, ncols);                                                    \
     }                                                                                         \
     TGT static void rows_acc_##sfx(float *O, int64_t ldo, const float *P, const float *X,     \
                                    int64_t n, int64_t D) {                                    \
