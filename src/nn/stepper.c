@@ -148,6 +148,10 @@ static sn_status ctx_setup(sn_stepper *s) {
                          "presets), got %s", m->name, m->layers[0]->vt->class_name);
     for (int i = 0; i < m->n_layers; i++) {
         int64_t heads, hd;
+        if (sn_layer_state_count(m->layers[i]) > 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' mixes attention with a "
+                             "recurrent layer ('%s'); stepping such a model is not implemented",
+                             m->name, m->layers[i]->name);
         if (!sn_attn_layer_cache_dims(m->layers[i], &heads, &hd)) continue;
         if (s->n_states + 2 > STEPPER_MAX_STATES)
             return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: more than %d attention blocks",
