@@ -50,7 +50,7 @@ const sn_kernel_table *sn_ref_kernels(void) {
 
 const sn_kernel_table *sn_cpu_kernels(void) {
     /* Read at every call (it is cheap) so a test can compare both tables in one process. */
-    const char *env = getenv("SN_KERNELS");
+    const char *env = sn_env(SN_ENV_KERNELS);
     if (env && strcmp(env, "ref") == 0) return sn_ref_kernels();
     pthread_once(&cpu_once, build_cpu);
     return &cpu_table;

@@ -146,6 +146,19 @@ typedef union sn_attrs {
     struct { double scale; bool causal; int64_t q_offset; } attn;
 } sn_attrs;
 
+/* The slot inputs apply_optimizer takes after (var, grad, iterations): the one place this is
+ * written (nn/optimizer.c creates that many slot variables; every backend checks a call
+ * against it). -1: an unknown kind. */
+static inline int sn_optim_slot_count(const sn_attrs *a) {
+    switch (a->optim.kind) {
+    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
+    case SN_OPTIM_ADAM:
+    case SN_OPTIM_ADAMW: return 2;
+    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
+    }
+    return -1;
+}
+
 /* A tensor as a kernel sees it: element type and shape. A kernel's buffers are contiguous and
  * row-major (the planner places every value so), so the strides follow from the shape. */
 typedef struct sn_tdesc {

@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,25 +224,21 @@ done:
     return st;
 }
 
-/* ---- test hooks (environment; see checkpoint_io.h) -------------------------------------- */
+/* ---- the test seam (see checkpoint_io.h) ----------------------------------------------- */
 
-/* Writes by this process, for SN_CKPT_TEST_KILL's N. File scope, not function-static state;
- * only touched by writers, which the caller serialises (fit writes from one thread). */
+/* Writes by this process, numbered for the hook. File scope, not function-static state; only
+ * touched by writers, which the caller serialises (fit writes from one thread). */
 static int g_writes;
+static sn_ckpt_write_hook g_hook;
+static void *g_hook_ctx;
 
-static void test_kill(const char *phase) {
-    const char *e = getenv("SN_CKPT_TEST_KILL");
-    if (!e || !*e) return;
-    char *end = NULL;
-    long n = strtol(e, &end, 10);
-    if (!end || *end != ':' || n != g_writes || strcmp(end + 1, phase) != 0) return;
-    raise(SIGKILL);
+void sn_ckpt_set_write_hook(sn_ckpt_write_hook hook, void *ctx) {
+    g_hook = hook;
+    g_hook_ctx = ctx;
 }
 
-static void test_delay(void) {
-    const char *e = getenv("SN_CKPT_TEST_DELAY_US");
-    long us = e ? strtol(e, NULL, 10) : 0;
-    if (us > 0) usleep((useconds_t)us);
+static void at_phase(const char *phase) {
+    if (g_hook) g_hook(g_writes, phase, g_hook_ctx);
 }
 
 /* ---- writing ---------------------------------------------------------------------------- */
@@ -355,7 +350,7 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
         SN_H5_TRY(sn_error_context(write_item(file, lcpl, &items[i]), "checkpoint '%s': item '%s'",
                                    path, items[i].name));
         crc = item_crc(crc, &items[i]);
-        if (i == n / 2) test_kill("data");
+        if (i == n / 2) at_phase("data");
     }
     SN_H5_TRY(write_attrs(file, kind, version, crc, n, items));
     SN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
@@ -369,7 +364,7 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
         goto done;
     }
     SN_H5_TRY(sn_ckpt_seal_fd(fd, tmp));
-    test_kill("sealed");
+    at_phase("sealed");
     if (fsync(fd) != 0) {
         st = sn_errorf(SN_ERR_IO, "checkpoint: fsync of '%s' failed: %s", tmp, strerror(errno));
         goto done;
@@ -380,15 +375,14 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
         goto done;
     }
     fd = -1;
-    test_delay();
-    test_kill("synced");
+    at_phase("synced");
     if (rename(tmp, path) != 0) {
         st = sn_errorf(SN_ERR_IO, "checkpoint: cannot rename '%s' to '%s': %s", tmp, path,
                        strerror(errno));
         goto done;
     }
     created = false;
-    test_kill("renamed");
+    at_phase("renamed");
     SN_H5_TRY(fsync_path(dir, true));
 done:
     if (fd >= 0) close(fd);

@@ -34,11 +34,7 @@ typedef struct sn_ckpt_item {
 } sn_ckpt_item;
 
 /* Writes items to `path` atomically (see above). `kind` is the root attribute "format"
- * ("sinter-checkpoint"). Test hooks, read from the environment at each call (never set in
- * normal use): SN_CKPT_TEST_DELAY_US sleeps between the fsync and the rename;
- * SN_CKPT_TEST_KILL="N:PHASE" raises SIGKILL in the N-th write of this process (1-based) at
- * PHASE "data" (half the items written), "sealed" (header written, before the fsync),
- * "synced" (before the rename) or "renamed" (before the folder's fsync). */
+ * ("sinter-checkpoint"). */
 sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
                         const sn_ckpt_item *items);
 /* Reads every item of `path` after checking its header (length, whole-file CRC), then format,
@@ -47,6 +43,14 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
  * naming the path (a caller may fall back to an older one); an HDF5 file without the header
  * (checkpoint format 1, or not sinter's) is SN_ERR_UNSUPPORTED and is not opened; a file that
  * cannot be opened is SN_ERR_IO. */
+/* A seam for tests, never set by the library or the `sinter` command: when set, every write
+ * calls hook(N, PHASE, ctx), N the write's number in this process (1-based), at PHASE "data"
+ * (half the items written), "sealed" (header written, before the fsync), "synced" (before the
+ * rename) and "renamed" (before the folder's fsync). The test-only program
+ * tests/sinter_hooked.c uses it to SIGKILL itself or to sleep inside a write. */
+typedef void (*sn_ckpt_write_hook)(int write_no, const char *phase, void *ctx);
+void sn_ckpt_set_write_hook(sn_ckpt_write_hook hook, void *ctx);
+
 sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int *n,
                        sn_ckpt_item **items);
 void sn_ckpt_items_free(int n, sn_ckpt_item *items);

@@ -226,7 +226,7 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
  * process. */
 static bool whole_layer(const sn_layer *l) {
     if (is_gru(l) && !l->rnn.reset_after) return false;
-    const char *env = getenv("SN_RNN");
+    const char *env = sn_env(SN_ENV_RNN);
     if (env && strcmp(env, "loop") == 0) return false;
     const sn_kernel *k = sn_cpu_kernels()->k[is_gru(l) ? SN_OP_GRU_LAYER : SN_OP_LSTM_LAYER];
     return k && strcmp(k->impl, "ref") != 0;

@@ -76,7 +76,7 @@ static enum MHD_Result send_body(conn_ctx *x, struct MHD_Connection *c, int code
     x->code = code;
     /* Counted before the answer is queued, not when the connection completes: a client that
      * reads its answer and then asks /monitoring/prometheus/metrics must find it counted. */
-    sn_serve_metrics_request(&x->srv->mt, code, x->predict && code == 200, sn_serve_now() - x->t0);
+    sn_serve_metrics_request(&x->srv->mt, code, x->predict && code == 200, sn_now() - x->t0);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
     MHD_destroy_response(r);
     return ret;
@@ -263,7 +263,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         x = calloc(1, sizeof *x);
         if (!x) return MHD_NO;
         x->srv = cls;
-        x->t0 = sn_serve_now();
+        x->t0 = sn_now();
         *con_cls = x;
         atomic_fetch_add(&x->srv->mt.inflight, 1);
         return first_call(x, c, url, method);
@@ -279,7 +279,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* libmicrohttpd takes no answer while a body is still arriving, so a request refused
          * here has its connection closed: a body slower than 3x the idle timeout, or one
          * over twice the size limit. */
-        if (sn_serve_now() - x->t0 > 3.0 * x->srv->o.timeout_s) return MHD_NO;
+        if (sn_now() - x->t0 > 3.0 * x->srv->o.timeout_s) return MHD_NO;
         if (x->too_big || x->len + k > x->srv->o.max_body_bytes) {
             /* A body over the limit: read and drop the rest so that the client, still
              * sending, gets its 413 at the end rather than a reset; past twice the limit the
@@ -443,9 +443,9 @@ int sn_server_drain(sn_server *s, double max_wait_s) {
     if (!s || s->stopped) return 0;
     atomic_store(&s->draining, true);
     if (s->d) s->quiesced_fd = MHD_quiesce_daemon(s->d);
-    double end = sn_serve_now() + max_wait_s;
+    double end = sn_now() + max_wait_s;
     long long left;
-    while ((left = atomic_load(&s->mt.inflight)) > 0 && sn_serve_now() < end) usleep(5000);
+    while ((left = atomic_load(&s->mt.inflight)) > 0 && sn_now() < end) usleep(5000);
     /* The batchers answer what they hold, then the daemon closes the connections. */
     for (int i = 0; i < s->n; i++) sn_serve_model_fini(&s->models[i]);
     if (s->d) MHD_stop_daemon(s->d);

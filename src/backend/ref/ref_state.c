@@ -58,17 +58,6 @@ static void store_ftz(sn_dtype dt, void *p, int64_t i, double x) {
     if (y != 0 && fabs(y) < tiny_of(dt)) sn_store(dt, p, i, copysign(0.0, y));
 }
 
-/* Slots each optimizer needs after (var, grad, iterations). */
-static int optim_slots(const sn_attrs *a) {
-    switch (a->optim.kind) {
-    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
-    case SN_OPTIM_ADAM:
-    case SN_OPTIM_ADAMW: return 2;
-    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
-    }
-    return -1;
-}
-
 static const char *optim_name(sn_optimizer_kind k) {
     switch (k) {
     case SN_OPTIM_SGD: return "sgd";
@@ -86,7 +75,7 @@ static const char *optim_name(sn_optimizer_kind k) {
  * advanced by a separate assign_add node. */
 static sn_status apply_optimizer_run(sn_kcall *c) {
     const sn_attrs *a = c->attr;
-    int need = optim_slots(a);
+    int need = sn_optim_slot_count(a);
     if (need < 0)
         return sn_errorf(SN_ERR_INVALID, "apply_optimizer: unknown optimizer kind %d",
                          (int)a->optim.kind);
