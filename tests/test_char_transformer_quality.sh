@@ -11,36 +11,35 @@
 #
 #     bash tests/test_char_transformer_quality.sh <build dir>
 set -u
+. "$(dirname "$0")/sh_test_util.sh"
 BUILD=$(cd "${1:?usage: bash tests/test_char_transformer_quality.sh <build dir>}" && pwd)
 SINTER="$BUILD/sinter"
 CORPUS="$(cd "$(dirname "$0")/.." && pwd)/../shared/data/tinyshakespeare.txt"
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-if [ ! -r "$CORPUS" ]; then
-    echo "SKIPPED: $CORPUS is not there"
-    exit 77
-fi
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_char_transformer.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+[ -r "$CORPUS" ] || sn_skip "$CORPUS is not there"
+sn_tmpdir test_char_transformer
 head -c 300000 "$CORPUS" >"$TMP/slice.txt"
-if ! "$SINTER" train --data "$TMP/slice.txt" --model char_transformer_small --batch-size 16 \
+if "$SINTER" train --data "$TMP/slice.txt" --model char_transformer_small --batch-size 16 \
     --epochs 1 --steps-per-epoch 300 --learning-rate 0.001 --seed 0 \
     --save "$TMP/w.weights.h5" >"$TMP/out" 2>&1; then
-    echo "FAIL: sinter train exited with $?"; tail -5 "$TMP/out"; exit 1
-fi
-loss=$(sed -n 's/^Validation loss: //p' "$TMP/out")
-if [ -z "$loss" ]; then echo "FAIL: no 'Validation loss:' line"; tail -5 "$TMP/out"; exit 1; fi
-if awk -v l="$loss" 'BEGIN { exit !(l < 2.5) }'; then
-    echo "ok   validation loss $loss after 300 steps (ln 62 = 4.13, bound 2.5)"
+    loss=$(sed -n 's/^Validation loss: //p' "$TMP/out")
+    if [ -n "$loss" ] && awk -v l="$loss" 'BEGIN { exit !(l < 2.5) }'; then
+        ok "validation loss $loss after 300 steps (ln 62 = 4.13, bound 2.5)"
+    else
+        bad "validation loss '$loss' after 300 steps, expected < 2.5" "$TMP/out"
+    fi
 else
-    echo "FAIL: validation loss $loss after 300 steps, expected < 2.5"; tail -5 "$TMP/out"; exit 1
+    bad "sinter train exited with an error" "$TMP/out"
 fi
-if ! "$SINTER" generate --model char_transformer_small --weights "$TMP/w.weights.h5" \
+if "$SINTER" generate --model char_transformer_small --weights "$TMP/w.weights.h5" \
     --start "ROMEO:" --length 300 --seed 1 >"$TMP/gen" 2>&1; then
-    echo "FAIL: sinter generate exited with an error:"; tail -3 "$TMP/gen"; exit 1
-fi
-chars=$(head -c 100000 "$TMP/gen" | wc -m)
-if [ "$(head -c 6 "$TMP/gen")" = "ROMEO:" ] && [ "$chars" -ge 306 ]; then
-    echo "ok   generate printed $chars characters: $(head -c 60 "$TMP/gen" | tr '\n' ' ')..."
+    chars=$(head -c 100000 "$TMP/gen" | wc -m)
+    if [ "$(head -c 6 "$TMP/gen")" = "ROMEO:" ] && [ "$chars" -ge 306 ]; then
+        ok "generate printed $chars characters: $(head -c 60 "$TMP/gen" | tr '\n' ' ')..."
+    else
+        bad "generate printed $chars characters" "$TMP/gen"
+    fi
 else
-    echo "FAIL: generate printed $chars characters: $(head -c 200 "$TMP/gen")"; exit 1
+    bad "sinter generate exited with an error" "$TMP/gen"
 fi
+sn_finish
