@@ -78,7 +78,8 @@ json_t *sn_cfg_reg_json(const sn_regularizer *r);
     "beta_initializer", "gamma_initializer", "beta_regularizer", "gamma_regularizer", \
     "beta_constraint", "gamma_constraint"
 #define SN_CFG_MHA_KEYS "num_heads", "key_dim", "value_dim", "dropout", "use_bias", \
-    "output_shape", "attention_axes", "flash_attention", "kernel_initializer", \
+    "use_gate", "output_shape", "attention_axes", "sliding_window", "flash_attention", \
+    "kernel_initializer", \
     "bias_initializer", "kernel_regularizer", "bias_regularizer", "activity_regularizer", \
     "kernel_constraint", "bias_constraint", "seed"
 sn_status sn_cfg_read_layer_norm(const json_t *cfg, sn_layer **out);

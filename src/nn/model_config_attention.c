@@ -2,7 +2,9 @@
  * MultiHeadAttention), in their own file so that the class table of model_config_layers.c
  * only gains two rows. Fields as Keras 3's get_config writes them; what sinter does not
  * implement is refused naming the field (rms_scaling, axes other than the last, attention
- * dropout, value_dim != key_dim, output_shape, attention_axes, constraints). MultiHeadAttention's
+ * dropout, value_dim != key_dim, use_gate, output_shape, sliding_window, attention_axes other
+ * than the sequence's, constraints). Checked against what Keras 3.15.1 writes
+ * (tests/test_attention_layers.c holds its configs). MultiHeadAttention's
  * use_causal_mask is an argument of Keras's call, not of the config: a Functional model's
  * call arguments set it on the layer (sn_mha_layer_opts.use_causal_mask). */
 #include <math.h>
@@ -56,7 +58,7 @@ sn_status sn_cfg_read_layer_norm(const json_t *c, sn_layer **out) {
 
 void sn_cfg_write_layer_norm(const sn_layer *l, json_t *c) {
     const sn_layer_norm_opts *o = &l->attn->ln;
-    set(c, "axis", json_integer(-1));
+    set(c, "axis", json_pack("[i]", -1));
     set(c, "epsilon", json_real(o->epsilon));
     set(c, "center", json_boolean(o->center));
     set(c, "scale", json_boolean(o->scale));
@@ -70,7 +72,7 @@ void sn_cfg_write_layer_norm(const sn_layer *l, json_t *c) {
 }
 
 sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
-    static const char *const nk[] = {"output_shape", "attention_axes", "activity_regularizer",
+    static const char *const nk[] = {"output_shape", "sliding_window", "activity_regularizer",
                                      "kernel_constraint", "bias_constraint", NULL};
     int64_t heads = 0, key_dim = 0, value_dim = 0;
     SN_TRY(sn_cfg_int(c, "num_heads", true, 1, INT32_MAX, &heads));
@@ -85,6 +87,22 @@ sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
     SN_TRY(nulls(c, nk));
+    /* Keras writes the attention axes it built with: [1] for [B, T, d] inputs (null before
+     * build); attention over other axes is not implemented. */
+    const json_t *ax = json_object_get(c, "attention_axes");
+    if (ax && !json_is_null(ax) &&
+        !(json_is_array(ax) && json_array_size(ax) == 1 &&
+          json_is_integer(json_array_get(ax, 0)) && json_integer_value(json_array_get(ax, 0)) == 1) &&
+        !(json_is_integer(ax) && json_integer_value(ax) == 1)) {
+        char b[64];
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'attention_axes' is %s; sinter attends over "
+                         "the sequence axis only ([1] or null)", sn_cfg_show(ax, b, sizeof b));
+    }
+    bool gate = false;
+    SN_TRY(sn_cfg_bool(c, "use_gate", false, &gate));
+    if (gate)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'use_gate' is true; sinter supports false "
+                         "(gated attention is not implemented)");
     /* flash_attention (Keras 3.5+) only picks Keras's backend kernel: sinter's is always the
      * fused one, so any value reads the same; seed matters only with dropout, which is 0. */
     sn_status st;
@@ -99,8 +117,10 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
     set(c, "value_dim", json_integer(o->value_dim ? o->value_dim : o->key_dim));
     set(c, "dropout", json_real(o->dropout));
     set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "use_gate", json_false());
     set(c, "output_shape", json_null());
-    set(c, "attention_axes", json_null());
+    set(c, "attention_axes", json_pack("[i]", 1));
+    set(c, "sliding_window", json_null());
     set(c, "kernel_initializer", sn_cfg_init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
     set(c, "bias_initializer", sn_cfg_init_json(&o->bias_initializer, SN_INIT_ZEROS));
     set(c, "kernel_regularizer", sn_cfg_reg_json(&o->kernel_regularizer));
