@@ -199,6 +199,21 @@ static sn_node b_broadcast(sn_graph *g, const sn_node *x) {
     return sn_broadcast_to(g, x[0], &s);
 }
 
+/* The Transformer ops (graph/op_attention.c) */
+static sn_node b_layer_norm(sn_graph *g, const sn_node *x) {
+    return sn_layer_norm(g, x[0], x[1], x[2], 1e-3);
+}
+static sn_node b_gelu_tanh(sn_graph *g, const sn_node *x) { return sn_gelu_tanh(g, x[0]); }
+static sn_node b_attention(sn_graph *g, const sn_node *x) {
+    return sn_attention(g, x[0], x[1], x[2], 0.6, false, 0);
+}
+static sn_node b_attention_causal(sn_graph *g, const sn_node *x) {
+    return sn_attention(g, x[0], x[1], x[2], 0.6, true, 0);
+}
+static sn_node b_attention_offset(sn_graph *g, const sn_node *x) {
+    return sn_attention(g, x[0], x[1], x[2], 0.6, true, 2);
+}
+
 static const op_case cases[] = {
     {"matmul", 2, {S2(3, 4), S2(4, 5)}, {RANDN, RANDN}, 0, b_matmul, 1e-5},
     {"matmul a^T", 2, {S2(4, 3), S2(4, 5)}, {RANDN, RANDN}, 0, b_matmul_ta, 1e-5},
@@ -245,6 +260,15 @@ static const op_case cases[] = {
     {"gather", 2, {S2(5, 3), S2(2, 4)}, {RANDN, INDICES}, 5, b_gather, 1e-7},
     /* cast through f32: f32 rounding limits the numeric derivative to ~1e-1 relative at
      * eps = 1e-6; the check still catches a wrong rule (0 or 2 instead of 1). */
+    {"layer_norm", 3, {S3(2, 3, 5), S1(5), S1(5)}, {RANDN, RANDN, RANDN}, 0, b_layer_norm, 1e-6},
+    {"gelu_tanh", 1, {S2(4, 5)}, {RANDN}, 0, b_gelu_tanh, 1e-7},
+    {"attention", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)}, {RANDN, RANDN, RANDN}, 0,
+     b_attention, 1e-6},
+    {"attention causal", 3, {S4(2, 4, 2, 3), S4(2, 4, 2, 3), S4(2, 4, 2, 3)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_causal, 1e-6},
+    /* a query block of 2 after 2 cached positions (generation) */
+    {"attention causal offset", 3, {S4(1, 2, 2, 3), S4(1, 4, 2, 3), S4(1, 4, 2, 3)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_offset, 1e-6},
     {"cast f64->f32->f64", 1, {S2(3, 4)}, {RANDN}, 0, b_cast, 2e-1},
 };
 

@@ -880,6 +880,7 @@ int main(void) {
     sn_ref_register_rnn(&table);
     sn_ref_register_rnn_layer(&table);
     sn_ref_register_activation(&table);
+    sn_ref_register_attention(&table);
 
     test_matmul();
     test_elementwise();

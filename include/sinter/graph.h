@@ -61,6 +61,17 @@ sn_node sn_silu(sn_graph *g, sn_node x);
 sn_node sn_elu(sn_graph *g, sn_node x, double alpha);
 sn_node sn_leaky_relu(sn_graph *g, sn_node x, double alpha);
 sn_node sn_relu6(sn_graph *g, sn_node x);
+/* Keras's gelu(approximate=True): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+sn_node sn_gelu_tanh(sn_graph *g, sn_node x);
+/* Layer normalisation over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta,
+ * x [..., C], gamma and beta [C] (Keras's LayerNormalization, axis -1). */
+sn_node sn_layer_norm(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, double epsilon);
+/* Scaled-dot-product attention, fused: softmax(scale q k^T [+ causal mask]) v per batch row
+ * and head, q [B, Tq, H, D], k and v [B, Tk, H, D] -> [B, Tq, H, D] (Keras's
+ * MultiHeadAttention layout). causal: query i sees key j when j <= i + q_offset (q_offset 0
+ * is Keras's use_causal_mask). The CPU kernel never stores the Tq x Tk matrix. */
+sn_node sn_attention(sn_graph *g, sn_node q, sn_node k, sn_node v, double scale, bool causal,
+                     int64_t q_offset);
 sn_node sn_exp(sn_graph *g, sn_node x);
 sn_node sn_log(sn_graph *g, sn_node x);
 sn_node sn_sqrt(sn_graph *g, sn_node x);

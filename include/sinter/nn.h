@@ -141,6 +141,37 @@ sn_layer *sn_layer_reshape(const sn_shape *target);
 /* GlobalAveragePooling2D: [B, H, W, C] -> [B, C] (keepdims false). */
 sn_layer *sn_layer_global_avg_pool2d(void);
 
+/* ---- attention layers (Keras names, weight layout and defaults; nn/layers_attention.c) -- */
+/* LayerNormalization over the last axis: variables gamma, beta [C] (Keras order), epsilon
+ * 1e-3, center and scale true. rms_scaling and other axes are not implemented. */
+typedef struct sn_layer_norm_opts {
+    double epsilon;     /* 1e-3 */
+    bool center, scale; /* true, true: beta and gamma exist */
+    sn_initializer beta_initializer, gamma_initializer; /* zeros, ones */
+    sn_regularizer beta_regularizer, gamma_regularizer;
+} sn_layer_norm_opts;
+sn_layer_norm_opts sn_layer_norm_defaults(void);
+sn_layer *sn_layer_layer_norm(void);
+sn_layer *sn_layer_layer_norm_ex(const sn_layer_norm_opts *o);
+/* MultiHeadAttention as self-attention, mha(x, x): [B, T, d] -> [B, T, d]. Variables in Keras's
+ * order and layout: query, key, value kernels [d, num_heads, key_dim] and biases [num_heads,
+ * key_dim], output kernel [num_heads, key_dim, d] and bias [d]. Scores scaled by
+ * 1/sqrt(key_dim). use_causal_mask is Keras's call argument, held by the layer here. Attention
+ * dropout, value_dim != key_dim, output_shape, attention_axes and return_attention_scores are
+ * refused (the fused kernel never forms the scores). */
+typedef struct sn_mha_layer_opts {
+    int num_heads;
+    int64_t key_dim;
+    int64_t value_dim;     /* 0 (Keras's None): key_dim; anything else is refused */
+    double dropout;        /* must be 0 */
+    bool use_bias;         /* true */
+    bool use_causal_mask;  /* false */
+    sn_initializer kernel_initializer, bias_initializer; /* glorot_uniform, zeros */
+    sn_regularizer kernel_regularizer, bias_regularizer;
+} sn_mha_layer_opts;
+sn_mha_layer_opts sn_mha_layer_defaults(int num_heads, int64_t key_dim);
+sn_layer *sn_layer_mha_ex(const sn_mha_layer_opts *o);
+
 /* ---- sequence layers (Keras names, weight layout and defaults) ------------------------- */
 /* Embedding(input_dim, output_dim): integer ids [B, T] (int32, or f32 holding integers, cast
  * as Keras does) -> [B, T, output_dim]; the gradient is a scatter-add into the rows used.
@@ -521,16 +552,27 @@ sn_status sn_model_preset(const char *name, sn_model **out);
  * "char_lstm_small" Embedding(vocab, 64) -> LSTM(256, return_sequences) -> Dense(vocab), the
  *                   size of ../shared/bench/char_lstm.py (one-hot -> LSTM(256) -> Linear),
  *                   which trains in minutes on 2 cores.
- * Build them with input shape (seq_length,). SN_ERR_NOT_FOUND names the accepted presets;
- * SN_ERR_INVALID when vocab_size < 2. */
+ * "char_transformer_small", "char_transformer": decoder-only Transformers at nanoGPT's
+ *                   shakespeare_char CPU size (4 layers, 4 heads, 128 wide, context 64) and
+ *                   GPU size (6, 6, 384, context 256): token + learned position embedding,
+ *                   pre-LayerNorm blocks (causal attention, 4x GELU feed-forward), final
+ *                   LayerNormalization, Dense(vocab).
+ * Build them with input shape (seq_length,) (a Transformer's seq_length at most its context).
+ * SN_ERR_NOT_FOUND names the accepted presets; SN_ERR_INVALID when vocab_size < 2. */
 sn_status sn_model_preset_text(const char *name, int64_t vocab_size, sn_model **out);
+/* The context (longest input) of a Transformer text preset; 0 for other names. */
+int64_t sn_model_preset_text_context(const char *name);
 
 /* ---- stateful stepping (generation) --------------------------------------------------------- */
 /* Runs a built sequence model (input shape (steps,), e.g. a character model) on [batch, steps]
  * inputs call after call, carrying the final state of every LSTM/GRU layer into the next call
  * (Keras's stateful=True with reset_states): feeding a prefix once and then one character per
  * call never recomputes the prefix. The stepper borrows the model (free the stepper first) and
- * adds its own nodes to the model's graph, one plan per distinct `steps`. */
+ * adds its own nodes to the model's graph, one plan per distinct `steps`. Models with attention
+ * (the char_transformer presets) carry a cache of keys and values instead: each call computes
+ * only its new positions; when the context is full the newest half is run again from
+ * position 0 (positions are learned and absolute), and a call of more tokens than the context
+ * keeps the last context-many. */
 typedef struct sn_stepper sn_stepper;
 sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out);
 /* x: [batch, steps] inputs as the model takes them (f32 ids). *out: the model's raw output

@@ -105,6 +105,7 @@ void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assig
 void sn_ref_register_rnn(sn_kernel_table *t);
 void sn_ref_register_rnn_layer(sn_kernel_table *t); /* whole-layer LSTM, GRU (ref_rnn_layer.c) */
 void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
+void sn_ref_register_attention(sn_kernel_table *t); /* layer_norm, gelu_tanh, attention */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
 void sn_cpu_register_elementwise(sn_kernel_table *t);
@@ -122,6 +123,7 @@ void sn_cpu_register_rnn_layer_loop(sn_kernel_table *t);
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */
+void sn_cpu_register_attention(sn_kernel_table *t); /* layer_norm, gelu_tanh, attention */
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */
 const sn_kernel_table *sn_ref_kernels(void);

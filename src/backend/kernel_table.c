@@ -21,6 +21,7 @@ static void build_ref(void) {
     sn_ref_register_rnn(&ref_table);
     sn_ref_register_rnn_layer(&ref_table);
     sn_ref_register_activation(&ref_table);
+    sn_ref_register_attention(&ref_table);
 }
 
 /* Plain (strong) calls on purpose: they are what pulls backend/cpu/ out of libsinter.a into
@@ -40,6 +41,7 @@ static void build_cpu(void) {
     sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
     sn_cpu_register_fused(&cpu_table);
+    sn_cpu_register_attention(&cpu_table);
     /* SN_RNN=loop: the same table with the whole-layer recurrent ops on the loop's kernels */
     cpu_loop_table = cpu_table;
     sn_cpu_register_rnn_layer_loop(&cpu_loop_table);

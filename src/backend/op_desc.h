@@ -100,6 +100,15 @@ typedef enum sn_op {
     SN_OP_GRU_LAYER_GRAD,   /* (x, w, r, b, h0, y, dy) -> dx | dw | dr | db, flat */
     /* collectives: the replicas' sum of a value (attr.allreduce names the collective) */
     SN_OP_ALL_REDUCE,       /* (x f32) -> the sum of x over every replica, x's shape */
+    /* Transformer ops (graph/op_attention.c) */
+    SN_OP_LAYER_NORM,       /* (x [..., C], gamma [C], beta [C]) -> y; attr.norm */
+    SN_OP_LAYER_NORM_GRAD,  /* (x, gamma, dy) -> dx | dgamma | dbeta, flat */
+    SN_OP_GELU_TANH,        /* Keras gelu(approximate=True): 0.5 x (1 + tanh(...)) */
+    SN_OP_GELU_TANH_GRAD,   /* (x, dy) -> dx */
+    SN_OP_ATTENTION,        /* (q [B,Tq,H,D], k, v [B,Tk,H,D]) -> [B,Tq,H,D]; attr.attn */
+    SN_OP_ATTENTION_GRAD,   /* (q, k, v, o, dy) -> dq | dk | dv, flat */
+    SN_OP_ATTENTION_CACHED, /* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos i32 [1]): keys
+                               kc[0:pos] then k, causal from pos (generation); no gradient */
     SN_OP_COUNT
 } sn_op;
 
@@ -154,6 +163,11 @@ typedef union sn_attrs {
     /* all_reduce: the collective, this plan's local replica, the phase; hoist: the planner
      * runs the node (and the concat/reshapes only it reads) as soon as its input exists */
     struct { sn_allreduce_comm *comm; int replica, phase; bool hoist; } allreduce;
+    struct { double epsilon; } norm;                          /* layer_norm */
+    /* attention: scores scale * q.k; causal: key j is seen by query i when j <= i + q_offset
+     * (q_offset 0 is Keras's use_causal_mask; a query block continuing a cached context sets
+     * it to the number of cached positions) */
+    struct { double scale; bool causal; int64_t q_offset; } attn;
 } sn_attrs;
 
 /* The slot inputs apply_optimizer takes after (var, grad, iterations): the one place this is

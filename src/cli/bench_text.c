@@ -98,13 +98,25 @@ double sn_bench_text_flops_per_token(sn_model *m) {
     sn_graph *g = sn_model_graph(m);
     for (int i = 0; i < sn_model_layer_count(m); i++) {
         const char *cls = sn_model_layer_class(m, i);
-        sn_node v[3];
-        int nv = sn_model_layer_variables(m, i, v, 3);
+        sn_node v[16];
+        int nv = sn_model_layer_variables(m, i, v, 16);
         if (!strcmp(cls, "LSTM") || !strcmp(cls, "GRU")) {
             for (int k = 0; k < 2 && k < nv; k++) { /* kernel [D, G*U], recurrent [U, G*U] */
                 sn_shape s = sn_node_shape(g, v[k]);
                 fwd += 2.0 * (double)s.dim[0] * (double)s.dim[1];
             }
+        } else if (!strcmp(cls, "sinter>TransformerBlock") ||
+                   !strcmp(cls, "MultiHeadAttention")) {
+            /* every matrix (rank >= 2) once per token, and causal attention's q.k and p.v over
+             * T/2 keys on average, 2 T d multiply-adds' worth per token */
+            sn_shape os = sn_model_output_shape(m);
+            int64_t T = os.ndim >= 2 ? os.dim[0] : 1, d = 0;
+            for (int k = 0; k < nv; k++) {
+                sn_shape s = sn_node_shape(g, v[k]);
+                if (s.ndim >= 2) fwd += 2.0 * (double)sn_shape_numel(&s);
+                if (s.ndim == 1 && !d) d = s.dim[0];
+            }
+            fwd += 2.0 * (double)T * (double)d;
         } else if (!strcmp(cls, "Dense") && nv >= 1) {
             sn_shape s = sn_node_shape(g, v[0]);
             fwd += 2.0 * (double)s.dim[0] * (double)s.dim[1];

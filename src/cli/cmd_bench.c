@@ -173,6 +173,12 @@ int sn_cmd_bench(int argc, char **argv) {
                 prog, model_name);
         return 2;
     }
+    /* A Transformer reads at most its context: 64 for char_transformer_small (nanoGPT's
+     * block_size), with nanoGPT's CPU batch of 12 */
+    if (text && sn_model_preset_text_context(model_name)) {
+        if (!sn_flags_find(&fs, "seq-length")->set) seq = sn_model_preset_text_context(model_name);
+        if (!sn_flags_find(&fs, "batch-size")->set) batch = 12;
+    }
 
     sn_tensor *xu = NULL, *yu = NULL;
     int64_t n = 0, pixels = 0;

@@ -225,6 +225,9 @@ int sn_cmd_train(int argc, char **argv) {
         /* The tutorial's EPOCHS = 20: char_lstm_small then reaches a validation loss of 1.657
          * (6 epochs: 1.968) in about 5 minutes of 2 cores (README, "Character models"). */
         if (!sn_flags_find(&fs, "epochs")->set) epochs = 20;
+        /* A Transformer preset reads at most its context (nanoGPT's block_size). */
+        if (!sn_flags_find(&fs, "seq-length")->set && sn_model_preset_text_context(model_name))
+            seq_length = sn_model_preset_text_context(model_name);
         sn_text_opts to = sn_text_defaults();
         to.seq_length = seq_length;
         to.batch_size = batch;

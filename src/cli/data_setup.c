@@ -13,7 +13,8 @@
 
 const char *const sn_cli_datasets[] = {"fashion_mnist", NULL};
 const char *const sn_cli_models[] = {"tpu_guide_cnn", "small_cnn", "mlp", "char_lstm_small",
-                                      "char_lstm", NULL};
+                                      "char_lstm", "char_transformer_small",
+                                      "char_transformer", NULL};
 
 /* Where Debian's dataset-fashion-mnist package puts the IDX files. */
 #define SN_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

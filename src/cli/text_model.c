@@ -12,7 +12,8 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 
-const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
+const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm",
+                                          "char_transformer_small", "char_transformer", NULL};
 
 bool sn_cli_is_text_model(const char *name) {
     for (int i = 0; sn_cli_text_models[i]; i++)

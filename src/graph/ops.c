@@ -73,6 +73,8 @@ extern const sn_op_def sn_def_lstm_layer;
 extern const sn_op_def sn_def_lstm_layer_grad;
 extern const sn_op_def sn_def_gru_layer;
 extern const sn_op_def sn_def_gru_layer_grad;
+extern const sn_op_def sn_def_layer_norm, sn_def_layer_norm_grad, sn_def_gelu_tanh,
+    sn_def_gelu_tanh_grad, sn_def_attention, sn_def_attention_grad, sn_def_attention_cached;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -148,6 +150,13 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_LSTM_LAYER_GRAD] = &sn_def_lstm_layer_grad,
     [SN_OP_GRU_LAYER] = &sn_def_gru_layer,
     [SN_OP_GRU_LAYER_GRAD] = &sn_def_gru_layer_grad,
+    [SN_OP_LAYER_NORM] = &sn_def_layer_norm,
+    [SN_OP_LAYER_NORM_GRAD] = &sn_def_layer_norm_grad,
+    [SN_OP_GELU_TANH] = &sn_def_gelu_tanh,
+    [SN_OP_GELU_TANH_GRAD] = &sn_def_gelu_tanh_grad,
+    [SN_OP_ATTENTION] = &sn_def_attention,
+    [SN_OP_ATTENTION_GRAD] = &sn_def_attention_grad,
+    [SN_OP_ATTENTION_CACHED] = &sn_def_attention_cached,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {
@@ -192,6 +201,15 @@ double sn_node_flops(const sn_graph *g, sn_node n) {
         const sn_shape *x = &g->nodes[nd->in[0]].shape, *r = &g->nodes[nd->in[2]].shape;
         double f = 2.0 * (double)(x->dim[0] * x->dim[1]) * (double)((x->dim[2] + r->dim[0]) * r->dim[1]);
         return nd->op == SN_OP_LSTM_LAYER || nd->op == SN_OP_GRU_LAYER ? f : 2 * f;
+    }
+    case SN_OP_ATTENTION:
+    case SN_OP_ATTENTION_GRAD: {
+        /* q.k and p.v per visible pair (about half the pairs when causal); the gradient
+         * recomputes q.k and does four more products */
+        const sn_shape *q = &g->nodes[nd->in[0]].shape, *k = &g->nodes[nd->in[1]].shape;
+        double pairs = (double)(q->dim[0] * q->dim[2]) * (double)(q->dim[1] * k->dim[1]);
+        if (nd->attr.attn.causal) pairs *= 0.5;
+        return 2.0 * pairs * (double)q->dim[3] * (nd->op == SN_OP_ATTENTION ? 2 : 5);
     }
     case SN_OP_INPUT:
     case SN_OP_VARIABLE:

@@ -69,6 +69,24 @@ json_t *sn_cfg_dtype_policy(bool mixed_bfloat16);
  * steals cfg. */
 json_t *sn_cfg_keras_object(const char *module, const char *cls, json_t *cfg);
 
+/* An initializer / regularizer as Keras serialises it (null: no regularizer). */
+json_t *sn_cfg_init_json(const sn_initializer *in, sn_initializer_type dflt);
+json_t *sn_cfg_reg_json(const sn_regularizer *r);
+
+/* ---- the attention layers (model_config_attention.c) ------------------------------------ */
+#define SN_CFG_LAYER_NORM_KEYS "axis", "epsilon", "center", "scale", "rms_scaling", \
+    "beta_initializer", "gamma_initializer", "beta_regularizer", "gamma_regularizer", \
+    "beta_constraint", "gamma_constraint"
+#define SN_CFG_MHA_KEYS "num_heads", "key_dim", "value_dim", "dropout", "use_bias", \
+    "use_gate", "output_shape", "attention_axes", "sliding_window", "flash_attention", \
+    "kernel_initializer", \
+    "bias_initializer", "kernel_regularizer", "bias_regularizer", "activity_regularizer", \
+    "kernel_constraint", "bias_constraint", "seed"
+sn_status sn_cfg_read_layer_norm(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_layer_norm(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_mha(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
+
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* A new built Sequential model from a Keras model config (Sequential, or Functional whose
  * graph is a chain), initialised from `seed`; info receives the compile settings when the

@@ -291,46 +291,12 @@ static sn_status read_gru(const json_t *c, sn_layer **out) { return read_rnn(c, 
 
 /* ---- writers ----------------------------------------------------------------------------- */
 
+/* Initializers and regularizers as Keras serialises them: model_config_util.c, shared with
+ * model_config_attention.c. */
 static json_t *init_json(const sn_initializer *in, sn_initializer_type dflt) {
-    sn_initializer v = *in;
-    if (v.type == SN_INIT_DEFAULT) v = sn_initializer_defaults(dflt);
-    json_t *c = json_object();
-    json_t *seed = v.has_seed ? json_integer((json_int_t)v.seed) : json_null();
-    switch (v.type) {
-    case SN_INIT_ZEROS: case SN_INIT_ONES: json_decref(seed); break;
-    case SN_INIT_CONSTANT:
-        json_decref(seed);
-        json_object_set_new(c, "value", json_real(v.value));
-        break;
-    case SN_INIT_RANDOM_UNIFORM:
-        json_object_set_new(c, "seed", seed);
-        json_object_set_new(c, "minval", json_real(v.minval));
-        json_object_set_new(c, "maxval", json_real(v.maxval));
-        break;
-    case SN_INIT_RANDOM_NORMAL: case SN_INIT_TRUNCATED_NORMAL:
-        json_object_set_new(c, "seed", seed);
-        json_object_set_new(c, "mean", json_real(v.mean));
-        json_object_set_new(c, "stddev", json_real(v.stddev));
-        break;
-    case SN_INIT_ORTHOGONAL:
-        json_object_set_new(c, "seed", seed);
-        json_object_set_new(c, "gain", json_real(v.gain));
-        break;
-    default: json_object_set_new(c, "seed", seed); break;
-    }
-    const char *cls = sn_initializer_class_name(v.type);
-    return sn_cfg_keras_object("keras.initializers", cls ? cls : "GlorotUniform", c);
+    return sn_cfg_init_json(in, dflt);
 }
-
-static json_t *reg_json(const sn_regularizer *r) {
-    if (r->l1 == 0 && r->l2 == 0) return json_null();
-    if (r->l2 == 0) return sn_cfg_keras_object("keras.regularizers", "L1",
-                                               json_pack("{s:f}", "l1", r->l1));
-    if (r->l1 == 0) return sn_cfg_keras_object("keras.regularizers", "L2",
-                                               json_pack("{s:f}", "l2", r->l2));
-    return sn_cfg_keras_object("keras.regularizers", "L1L2",
-                               json_pack("{s:f, s:f}", "l1", r->l1, "l2", r->l2));
-}
+static json_t *reg_json(const sn_regularizer *r) { return sn_cfg_reg_json(r); }
 
 static void set(json_t *c, const char *k, json_t *v) { json_object_set_new(c, k, v); }
 
@@ -509,6 +475,10 @@ static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_d
 static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
+/* The attention layers' readers and writers (model_config_attention.c). */
+static const char *const layer_norm_keys[] = {COMMON_KEYS, SN_CFG_LAYER_NORM_KEYS, NULL};
+static const char *const mha_keys[] = {COMMON_KEYS, SN_CFG_MHA_KEYS, NULL};
+
 static const cls_entry classes[] = {
     {"Dense", dense_keys, read_dense, write_dense},
     {"Conv2D", conv_keys, read_conv2d, write_conv2d},
@@ -523,6 +493,8 @@ static const cls_entry classes[] = {
     {"Embedding", embedding_keys, read_embedding, write_embedding},
     {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
     {"GRU", gru_keys, read_gru, write_lstm_gru},
+    {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
+    {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 

@@ -325,3 +325,46 @@ json_t *sn_cfg_dtype_policy(bool mixed_bfloat16) {
                                json_pack("{s:s}", "name", mixed_bfloat16 ? "mixed_bfloat16"
                                                                          : "float32"));
 }
+
+/* ---- writing initializers and regularizers (model_config.h) ------------------------------ */
+
+json_t *sn_cfg_init_json(const sn_initializer *in, sn_initializer_type dflt) {
+    sn_initializer v = *in;
+    if (v.type == SN_INIT_DEFAULT) v = sn_initializer_defaults(dflt);
+    json_t *c = json_object();
+    json_t *seed = v.has_seed ? json_integer((json_int_t)v.seed) : json_null();
+    switch (v.type) {
+    case SN_INIT_ZEROS: case SN_INIT_ONES: json_decref(seed); break;
+    case SN_INIT_CONSTANT:
+        json_decref(seed);
+        json_object_set_new(c, "value", json_real(v.value));
+        break;
+    case SN_INIT_RANDOM_UNIFORM:
+        json_object_set_new(c, "seed", seed);
+        json_object_set_new(c, "minval", json_real(v.minval));
+        json_object_set_new(c, "maxval", json_real(v.maxval));
+        break;
+    case SN_INIT_RANDOM_NORMAL: case SN_INIT_TRUNCATED_NORMAL:
+        json_object_set_new(c, "seed", seed);
+        json_object_set_new(c, "mean", json_real(v.mean));
+        json_object_set_new(c, "stddev", json_real(v.stddev));
+        break;
+    case SN_INIT_ORTHOGONAL:
+        json_object_set_new(c, "seed", seed);
+        json_object_set_new(c, "gain", json_real(v.gain));
+        break;
+    default: json_object_set_new(c, "seed", seed); break;
+    }
+    const char *cls = sn_initializer_class_name(v.type);
+    return sn_cfg_keras_object("keras.initializers", cls ? cls : "GlorotUniform", c);
+}
+
+json_t *sn_cfg_reg_json(const sn_regularizer *r) {
+    if (r->l1 == 0 && r->l2 == 0) return json_null();
+    if (r->l2 == 0) return sn_cfg_keras_object("keras.regularizers", "L1",
+                                               json_pack("{s:f}", "l1", r->l1));
+    if (r->l1 == 0) return sn_cfg_keras_object("keras.regularizers", "L2",
+                                               json_pack("{s:f}", "l2", r->l2));
+    return sn_cfg_keras_object("keras.regularizers", "L1L2",
+                               json_pack("{s:f, s:f}", "l1", r->l1, "l2", r->l2));
+}

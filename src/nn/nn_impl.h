@@ -7,7 +7,7 @@
 #include "graph/graph_impl.h"
 #include "sinter/nn.h"
 
-#define SN_LAYER_MAX_VARS 4
+#define SN_LAYER_MAX_VARS 16 /* a Transformer block (layers_attention.c) has 16 */
 
 /* Side-effect nodes a forward pass in training mode adds (BatchNormalization's moving
  * averages); the training plan runs them with the optimizer updates. */
@@ -48,6 +48,7 @@ struct sn_layer {
     uint64_t seed; /* dropout */
     sn_embedding_layer_opts embedding; /* Embedding (layers_seq.c) */
     sn_rnn_layer_opts rnn;             /* LSTM, GRU (layers_seq.c) */
+    struct sn_attn_layer_ext *attn;    /* attention layers (layers_attention.c): owned */
     /* A stateful LSTM/GRU's carried states h (, c), [batch_size, units] non-trainable
      * variables outside vars[] (Keras saves no state in weights files either). */
     int n_carried;

@@ -18,19 +18,35 @@
  * the steps bypass the step plans and run backend/cpu/cpu_lstm_step.c, which reads a bf16
  * copy of the recurrent kernel packed once (again after a reset): the step is bound by
  * reading that kernel, so half the bytes is nearly half the time. The table (f32) and the
- * carried states (f32) are the same as in the f32 path. */
+ * carried states (f32) are the same as in the f32 path.
+ *
+ * Models with attention (the char_transformer presets: TokenAndPositionEmbedding and decoder
+ * blocks, nn/layers_attention.h) carry the context instead: per block a cache of keys and
+ * values [batch, context, H, D] on the host, and the position. A run of s tokens computes only
+ * those s positions (attention_cached reads the cache below the position, which is a plan
+ * input read at run time, so one plan serves every position), then appends their keys and
+ * values to the cache and to the plan's own input buffers (each plan remembers how many cache
+ * rows it holds, so a step copies only the new rows). When the context is full, the newest
+ * half of it is run again from position 0 (learned positions are absolute, so old keys cannot
+ * be shifted): every context/2 steps one prefill of context/2 tokens, a flat cost per token on
+ * average. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_lstm_step.h"
+#include "nn/layers_attention.h"
 #include "nn/nn_impl.h"
 
 #define STEPPER_MAX_PLANS 4
 #define STEPPER_MAX_STATES 16
 #define STEPPER_MAX_TABLES 8
+#define STEPPER_MAX_CTX_STEPS 256
 
 typedef struct stepper_plan {
     int64_t steps;
+    sn_node pos, pos_ids;      /* context models: the inputs of the position */
+    int64_t synced;            /* context models: cache rows already in this plan's inputs */
+    uint64_t epoch;            /* ... valid while it equals the stepper's epoch */
     sn_plan *plan;
     sn_node x, out;
     sn_node sin[STEPPER_MAX_STATES], sout[STEPPER_MAX_STATES];
@@ -61,6 +77,13 @@ struct sn_stepper {
     sn_dtype precision;    /* SN_F32 (the step plans) or SN_BF16 (cpu_lstm_step) */
     sn_lstm_step *packed;  /* bf16: the packed weights, NULL until the next run packs them */
     float *logits;         /* bf16: [classes], the last step's output */
+    /* context models (attention): state[2k], state[2k+1] are block k's key and value caches
+     * [batch, ctx, row] (row = H * D), not copied whole per run */
+    bool ctx_mode;
+    int64_t ctx, pos, cache_row[STEPPER_MAX_STATES];
+    int32_t *hist;   /* [batch, ctx]: the ids at positions 0 .. pos - 1 */
+    float *window;   /* [batch, ctx]: scratch for a re-run of the newest half */
+    uint64_t epoch;  /* bumped when the caches restart */
 };
 
 void sn_stepper_free(sn_stepper *s) {
@@ -70,6 +93,8 @@ void sn_stepper_free(sn_stepper *s) {
     sn_plan_free(s->table_plan);
     sn_lstm_step_free(s->packed);
     free(s->logits);
+    free(s->hist);
+    free(s->window);
     free(s);
 }
 
@@ -77,6 +102,8 @@ void sn_stepper_reset(sn_stepper *s) {
     for (int i = 0; s && i < s->n_states; i++)
         memset(s->state[i], 0, sizeof(float) * (size_t)(s->batch * s->state_units[i]));
     if (!s) return;
+    s->pos = 0;
+    s->epoch++;
     s->tables_stale = true;
     sn_lstm_step_free(s->packed); /* the weights may have changed: packed again at the next run */
     s->packed = NULL;
@@ -110,6 +137,76 @@ static sn_status add_tables(sn_stepper *s) {
     return SN_OK;
 }
 
+/* Context models: the context (the position embedding's length, layer 0) and one key and
+ * one value cache per block. */
+static sn_status ctx_setup(sn_stepper *s) {
+    sn_model *m = s->m;
+    s->ctx = sn_attn_layer_context(m->layers[0]);
+    if (s->ctx < 2)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' has attention; stepping it "
+                         "needs a TokenAndPositionEmbedding first (the char_transformer "
+                         "presets), got %s", m->name, m->layers[0]->vt->class_name);
+    for (int i = 0; i < m->n_layers; i++) {
+        int64_t heads, hd;
+        if (sn_layer_state_count(m->layers[i]) > 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' mixes attention with a "
+                             "recurrent layer ('%s'); stepping such a model is not implemented",
+                             m->name, m->layers[i]->name);
+        if (!sn_attn_layer_cache_dims(m->layers[i], &heads, &hd)) continue;
+        if (s->n_states + 2 > STEPPER_MAX_STATES)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: more than %d attention blocks",
+                             STEPPER_MAX_STATES / 2);
+        for (int k = 0; k < 2; k++) {
+            s->cache_row[s->n_states] = heads * hd;
+            s->state[s->n_states] = sn_calloc((size_t)(s->batch * s->ctx * heads * hd),
+                                              sizeof(float));
+            if (!s->state[s->n_states++]) return SN_ERR_NOMEM;
+        }
+    }
+    s->hist = sn_calloc((size_t)(s->batch * s->ctx), sizeof *s->hist);
+    s->window = sn_calloc((size_t)(s->batch * s->ctx), sizeof *s->window);
+    return s->hist && s->window ? SN_OK : SN_ERR_NOMEM;
+}
+
+/* The step plan of a context model: inputs x, pos, pos_ids and the caches; targets the
+ * output and every block's new keys and values. */
+static sn_status build_ctx_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
+    sn_model *m = s->m;
+    sn_graph *g = m->g;
+    sp->steps = steps;
+    sp->x = sn_input(g, "stepper_x", SN_F32, &(sn_shape){.ndim = 2, .dim = {s->batch, steps}});
+    sp->pos = sn_input(g, "stepper_pos", SN_I32, &(sn_shape){.ndim = 1, .dim = {1}});
+    sp->pos_ids = sn_input(g, "stepper_pos_ids", SN_I32, &(sn_shape){.ndim = 1, .dim = {steps}});
+    sn_node y = sp->x;
+    int k = 0;
+    for (int i = 0; i < m->n_layers && sn_graph_status(g) == SN_OK; i++) {
+        sn_layer *l = m->layers[i];
+        sn_attn_step_io io = {.pos = sp->pos, .pos_ids = sp->pos_ids};
+        int64_t heads, hd;
+        bool block = sn_attn_layer_cache_dims(l, &heads, &hd);
+        if (block) {
+            sn_shape cs = {.ndim = 4, .dim = {s->batch, s->ctx, heads, hd}};
+            io.k_cache = sp->sin[k] = sn_input(g, "stepper_k_cache", SN_F32, &cs);
+            io.v_cache = sp->sin[k + 1] = sn_input(g, "stepper_v_cache", SN_F32, &cs);
+        }
+        y = sn_attn_layer_step(l, g, y, &io);
+        if (block) {
+            sp->sout[k] = io.k_new;
+            sp->sout[k + 1] = io.v_new;
+            k += 2;
+        }
+    }
+    SN_TRY(sn_error_context(sn_graph_status(g), "stepper: building model '%s'", m->name));
+    sn_shape ys = sn_node_shape(g, y);
+    y = sn_slice(g, y, (int64_t[]){0, ys.dim[1] - 1, 0}, (int64_t[]){ys.dim[0], 1, ys.dim[2]});
+    sp->out = sn_reshape(g, y, &(sn_shape){.ndim = 2, .dim = {ys.dim[0], ys.dim[2]}});
+    sn_node targets[1 + STEPPER_MAX_STATES] = {sp->out};
+    for (int j = 0; j < s->n_states; j++) targets[1 + j] = sp->sout[j];
+    SN_TRY(sn_graph_status(g));
+    sn_plan_opts po = sn_plan_opts_defaults();
+    return sn_plan_new(&sp->plan, g, 1 + s->n_states, targets, &po);
+}
+
 static const stepper_table *table_at(const sn_stepper *s, int layer, int *k) {
     for (int j = 0; j < s->n_tables; j++)
         if (s->tables[j].emb == layer) {
@@ -132,6 +229,16 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
     s->m = m;
     s->batch = batch;
     s->precision = SN_F32;
+    s->epoch = 1;
+    for (int i = 0; i < m->n_layers; i++)
+        if (sn_layer_needs_context(m->layers[i])) s->ctx_mode = true;
+    if (s->ctx_mode) {
+        sn_status st = ctx_setup(s);
+        if (st != SN_OK) {
+            sn_stepper_free(s);
+            return st;
+        }
+    }
     for (int i = 0; i < m->n_layers; i++) {
         const sn_layer *l = m->layers[i];
         for (int k = 0; k < sn_layer_state_count(l); k++) {
@@ -160,6 +267,7 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
 }
 
 static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
+    if (s->ctx_mode) return build_ctx_plan(s, steps, sp);
     sn_model *m = s->m;
     sn_graph *g = m->g;
     sp->steps = steps;
@@ -286,6 +394,98 @@ static sn_status run_bf16(sn_stepper *s, const float *x, int64_t steps, const fl
     return SN_OK;
 }
 
+/* The plan for `steps` tokens, built on first use (the oldest dropped past the limit). */
+static sn_status plan_for(sn_stepper *s, int64_t steps, stepper_plan **out) {
+    for (int i = 0; i < s->n_plans; i++)
+        if (s->plans[i].steps == steps) {
+            *out = &s->plans[i];
+            return SN_OK;
+        }
+    if (s->n_plans == STEPPER_MAX_PLANS) { /* keep the most recent: drop the oldest */
+        sn_plan_free(s->plans[0].plan);
+        memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (STEPPER_MAX_PLANS - 1));
+        s->n_plans--;
+    }
+    stepper_plan *sp = &s->plans[s->n_plans];
+    memset(sp, 0, sizeof *sp);
+    sn_status st = build_plan(s, steps, sp);
+    if (st != SN_OK) {
+        sn_plan_free(sp->plan);
+        return st;
+    }
+    s->n_plans++;
+    *out = sp;
+    return SN_OK;
+}
+
+/* Context models: `steps` tokens per batch row (x [batch, steps]) at the current position,
+ * which fit the context (run_ctx makes room first). */
+static sn_status run_ctx_fit(sn_stepper *s, const float *x, int64_t steps, const float **out) {
+    stepper_plan *sp = NULL;
+    SN_TRY(plan_for(s, steps, &sp));
+    if (sp->epoch != s->epoch) {
+        sp->epoch = s->epoch;
+        sp->synced = 0;
+    }
+    int64_t B = s->batch, C = s->ctx, pos = s->pos;
+    for (int j = 0; j < s->n_states; j++) { /* the rows this plan has not seen yet */
+        float *buf = sn_plan_buffer(sp->plan, sp->sin[j]);
+        if (!buf) return sn_errorf(SN_ERR_STATE, "stepper: cache %d has no buffer", j);
+        int64_t r = s->cache_row[j];
+        for (int64_t b = 0; pos > sp->synced && b < B; b++)
+            memcpy(buf + (b * C + sp->synced) * r, s->state[j] + (b * C + sp->synced) * r,
+                   sizeof(float) * (size_t)((pos - sp->synced) * r));
+    }
+    int32_t p32 = (int32_t)pos, ids[STEPPER_MAX_CTX_STEPS];
+    int32_t *pid = steps <= STEPPER_MAX_CTX_STEPS ? ids : sn_malloc(sizeof *pid * (size_t)steps);
+    if (!pid) return SN_ERR_NOMEM;
+    for (int64_t i = 0; i < steps; i++) pid[i] = (int32_t)(pos + i);
+    sn_status st = sn_plan_set_input(sp->plan, sp->pos_ids, pid, sizeof *pid * (size_t)steps);
+    if (pid != ids) free(pid);
+    SN_TRY(st);
+    SN_TRY(sn_plan_set_input(sp->plan, sp->pos, &p32, sizeof p32));
+    SN_TRY(sn_plan_set_input(sp->plan, sp->x, x, sizeof(float) * (size_t)(B * steps)));
+    SN_TRY(sn_error_context(sn_plan_run(sp->plan, 1, NULL, NULL), "stepper"));
+    for (int j = 0; j < s->n_states; j++) { /* append the new keys and values */
+        const float *f = sn_plan_buffer(sp->plan, sp->sout[j]);
+        float *buf = sn_plan_buffer(sp->plan, sp->sin[j]);
+        if (!f || !buf) return sn_errorf(SN_ERR_STATE, "stepper: cache %d has no buffer", j);
+        int64_t r = s->cache_row[j];
+        for (int64_t b = 0; b < B; b++) {
+            size_t n = sizeof(float) * (size_t)(steps * r);
+            memcpy(s->state[j] + (b * C + pos) * r, f + b * steps * r, n);
+            memcpy(buf + (b * C + pos) * r, f + b * steps * r, n);
+        }
+    }
+    sp->synced = pos + steps;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < steps; i++) s->hist[b * C + pos + i] = (int32_t)x[b * steps + i];
+    s->pos = pos + steps;
+    *out = sn_plan_buffer(sp->plan, sp->out);
+    return *out ? SN_OK : sn_errorf(SN_ERR_STATE, "stepper: the output has no buffer");
+}
+
+static sn_status run_ctx(sn_stepper *s, const float *x, int64_t steps, const float **out,
+                         int64_t *classes) {
+    int64_t B = s->batch, C = s->ctx;
+    if (classes) *classes = s->classes;
+    if (steps > C) { /* only the last C tokens can be seen: the rest are dropped */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < C; i++) s->window[b * C + i] = x[b * steps + steps - C + i];
+        sn_stepper_reset(s);
+        return run_ctx_fit(s, s->window, C, out);
+    }
+    if (s->pos + steps > C) { /* full: start over from the newest half, then these */
+        int64_t keep = C / 2 < C - steps ? C / 2 : C - steps;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < keep; i++)
+                s->window[b * keep + i] = (float)s->hist[b * C + s->pos - keep + i];
+        sn_stepper_reset(s);
+        if (keep > 0) SN_TRY(run_ctx_fit(s, s->window, keep, out));
+    }
+    return run_ctx_fit(s, x, steps, out);
+}
+
 sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const float **out,
                          int64_t *classes) {
     if (!s || !x || !out) return sn_errorf(SN_ERR_INVALID, "sn_stepper_run: NULL argument");
@@ -295,23 +495,8 @@ sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const flo
         return run_bf16(s, x, steps, out);
     }
     stepper_plan *sp = NULL;
-    for (int i = 0; i < s->n_plans; i++)
-        if (s->plans[i].steps == steps) sp = &s->plans[i];
-    if (!sp) {
-        if (s->n_plans == STEPPER_MAX_PLANS) { /* keep the most recent: drop the oldest */
-            sn_plan_free(s->plans[0].plan);
-            memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (STEPPER_MAX_PLANS - 1));
-            s->n_plans--;
-        }
-        sp = &s->plans[s->n_plans];
-        memset(sp, 0, sizeof *sp);
-        sn_status st = build_plan(s, steps, sp);
-        if (st != SN_OK) {
-            sn_plan_free(sp->plan);
-            return st;
-        }
-        s->n_plans++;
-    }
+    if (s->ctx_mode) return run_ctx(s, x, steps, out, classes);
+    SN_TRY(plan_for(s, steps, &sp));
     SN_TRY(run_tables(s));
     if (sp->table_version != s->table_version) {
         for (int j = 0; j < s->n_tables; j++) {

@@ -30,6 +30,11 @@
 
 #include "backend/kernel.h"
 
+/* The table these kernels were registered in (kernel_table.c's CPU table, or its SN_RNN=loop
+ * copy: their matmul and recurrence rows are the same), where the kernels they call come
+ * from. Set once while the table is built, before any plan exists. */
+static const sn_kernel_table *g_table;
+
 /* A kernel called from here: its own call description, chosen and prepared once. The struct
  * holds the attributes the call points at, so it never moves after sub_init. */
 typedef struct sub {
@@ -45,8 +50,8 @@ static sn_status sub_init(sub *s, sn_op op, const sn_attrs *a, sn_tdesc y, int n
     if (a) s->a = *a;
     s->c = (sn_kcall){.op = op, .attr = &s->a, .id = -1, .y = y, .n_in = n_in, .bf16 = bf16};
     for (int i = 0; i < n_in; i++) s->c.x[i] = x[i];
-    s->k = sn_kernel_select(sn_cpu_kernels(), &s->c);
-    if (!s->k)
+    s->k = g_table ? g_table->k[op] : NULL;
+    if (!s->k || (s->k->supports && !s->k->supports(&s->c)))
         return sn_errorf(SN_ERR_UNSUPPORTED, "%s: no CPU kernel for one of its steps (op %d)",
                          who, (int)op);
     return s->k->prepare ? s->k->prepare(&s->c, &s->scratch) : SN_OK;
@@ -406,6 +411,7 @@ static const sn_kernel k_layer_grad = {.impl = "loop", .supports = all_f32,
                                        .release = grad_release};
 
 void sn_cpu_register_rnn_layer_loop(sn_kernel_table *t) {
+    g_table = t;
     t->k[SN_OP_LSTM_LAYER] = &k_layer;
     t->k[SN_OP_LSTM_LAYER_GRAD] = &k_layer_grad;
     t->k[SN_OP_GRU_LAYER] = &k_layer;

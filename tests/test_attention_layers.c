@@ -1,0 +1,376 @@
+/* The attention layers (nn/layers_attention.c): gradients by finite differences in double
+ * (tolerance 1e-5 as test_layers.c's for layers whose loss sums many products)
+ * (LayerNormalization with and without center/scale, MultiHeadAttention plain and causal,
+ * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
+ * out in double (checks the [d, heads, key_dim] / [heads, key_dim, d] layouts and the
+ * 1/sqrt(key_dim) scale), constructor refusals, the Keras config round trip of both layers
+ * through a .keras file (same predictions), config refusals, and the char_transformer
+ * presets' shapes. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "layer_test_util.h"
+#include "nn/layers_attention.h"
+#include "nn/model_config.h"
+#include "sinter/io.h"
+
+static char dir[256];
+
+static void test_grads(void) {
+    grad_case("LayerNormalization", sn_layer_layer_norm(), (sn_shape)S2(3, 5), 2, false, 1e-5);
+    sn_layer_norm_opts o = sn_layer_norm_defaults();
+    o.center = false;
+    grad_case("LayerNormalization no center", sn_layer_layer_norm_ex(&o), (sn_shape)S1(4), 3,
+              false, 1e-5);
+    o = sn_layer_norm_defaults();
+    o.scale = false;
+    grad_case("LayerNormalization no scale", sn_layer_layer_norm_ex(&o), (sn_shape)S2(2, 4), 2,
+              false, 1e-5);
+    sn_mha_layer_opts m = sn_mha_layer_defaults(2, 3);
+    grad_case("MultiHeadAttention", sn_layer_mha_ex(&m), (sn_shape)S2(4, 5), 2, false, 1e-5);
+    m.use_causal_mask = true;
+    m.use_bias = false;
+    grad_case("MultiHeadAttention causal no bias", sn_layer_mha_ex(&m), (sn_shape)S2(5, 4), 2,
+              false, 1e-5);
+    grad_case("TransformerBlock causal", sn_layer_transformer_block(2, 4, 8, true, 1e-5),
+              (sn_shape)S2(3, 4), 2, false, 1e-5);
+}
+
+/* Keras: q = einsum("abc,cde->abde", x, Wq) + bq (likewise k, v); scores =
+ * einsum("aecd,abcd->acbe", k, q / sqrt(D)); softmax over e; o = einsum("acbe,aecd->abcd",
+ * P, v); y = einsum("abcd,cde->abe", o, Wo) + bo. */
+static void test_mha_values(void) {
+    enum { B = 2, T = 3, d = 4, H = 2, D = 3 };
+    sn_mha_layer_opts mo = sn_mha_layer_defaults(H, D);
+    mo.use_causal_mask = true;
+    fixture f;
+    if (!fx_build(&f, sn_layer_mha_ex(&mo), (sn_shape)S2(T, d), 5, SN_F32) || !fx_plan(&f, B, false)) {
+        fx_free(&f);
+        return;
+    }
+    sn_rng r;
+    sn_rng_init(&r, 3, 0);
+    float w[8][d * H * D], x[B * T * d];
+    for (int j = 0; j < 8; j++) {
+        for (int i = 0; i < d * H * D; i++) w[j][i] = (float)(0.5 * sn_rng_normal(&r));
+        set_var(&f, j, w[j]);
+    }
+    for (int i = 0; i < B * T * d; i++) x[i] = (float)sn_rng_normal(&r);
+    const float *y = run(&f, x);
+    double q[B][T][H][D], k[B][T][H][D], v[B][T][H][D], o[B][T][H][D];
+    double (*pr[3])[T][H][D] = {q, k, v};
+    for (int p = 0; p < 3; p++)
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < H; h++)
+                    for (int e = 0; e < D; e++) {
+                        double s = w[2 * p + 1][h * D + e];
+                        for (int c = 0; c < d; c++)
+                            s += x[(b * T + t) * d + c] * w[2 * p][(c * H + h) * D + e];
+                        pr[p][b][t][h][e] = s;
+                    }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                double s[T], mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    s[j] = 0;
+                    for (int e = 0; e < D; e++) s[j] += q[b][i][h][e] / sqrt((double)D) * k[b][j][h][e];
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int e = 0; e < D; e++) {
+                    o[b][i][h][e] = 0;
+                    for (int j = 0; j <= i; j++) o[b][i][h][e] += s[j] / sum * v[b][j][h][e];
+                }
+            }
+    float want[B * T * d];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < d; c++) {
+                double s = w[7][c];
+                for (int h = 0; h < H; h++)
+                    for (int e = 0; e < D; e++) s += o[b][t][h][e] * w[6][(h * D + e) * d + c];
+                want[(b * T + t) * d + c] = (float)s;
+            }
+    expect("MultiHeadAttention vs Keras's einsums", y, want, B * T * d, 1e-5);
+    fx_free(&f);
+}
+
+static void test_refusals(void) {
+    sn_mha_layer_opts m = sn_mha_layer_defaults(2, 8);
+    m.dropout = 0.1;
+    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "dropout 0.1"),
+          "dropout: '%s'", sn_last_error());
+    m = sn_mha_layer_defaults(2, 8);
+    m.value_dim = 4;
+    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "value_dim 4"),
+          "value_dim: '%s'", sn_last_error());
+    m = sn_mha_layer_defaults(0, 8);
+    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "num_heads 0"),
+          "num_heads: '%s'", sn_last_error());
+    sn_model *mm = sn_sequential_new("t");
+    sn_model_add(mm, sn_layer_mha_ex(&(sn_mha_layer_opts){.num_heads = 2, .key_dim = 4,
+                                                          .use_bias = true}));
+    CHECK_ERR(sn_model_build(mm, &(sn_shape)S1(8), 1), SN_ERR_SHAPE, "(None, steps, features)");
+    sn_model_free(mm);
+}
+
+static sn_tensor *rows(int64_t b, int64_t t, int64_t c) {
+    sn_tensor *x = NULL;
+    sn_tensor_new(&x, SN_F32, &(sn_shape){.ndim = 3, .dim = {b, t, c}});
+    float *p = sn_tensor_data(x);
+    for (int64_t i = 0; i < b * t * c; i++) p[i] = (float)sin(0.37 * (double)i);
+    return x;
+}
+
+/* Dense -> LayerNormalization -> MultiHeadAttention -> Dense saved as .keras and read back:
+ * the same config and the same predictions; then fields sinter refuses. */
+static void test_config_round_trip(void) {
+    sn_model *m = sn_sequential_new("attn");
+    sn_mha_layer_opts mo = sn_mha_layer_defaults(2, 4);
+    sn_layer_norm_opts lo = sn_layer_norm_defaults();
+    lo.epsilon = 1e-5;
+    sn_model_add(m, sn_layer_dense(8, SN_ACT_GELU));
+    sn_model_add(m, sn_layer_layer_norm_ex(&lo));
+    sn_model_add(m, sn_layer_mha_ex(&mo));
+    sn_model_add(m, sn_layer_dense(3, SN_ACT_NONE));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S2(5, 6), 4));
+    sn_tensor *x = rows(2, 5, 6), *y0 = NULL, *y1 = NULL;
+    CHECK_OK(sn_model_predict(m, x, &y0));
+    char path[300];
+    snprintf(path, sizeof path, "%s/attn.keras", dir);
+    CHECK_OK(sn_model_save(m, path));
+    sn_model *r = NULL;
+    sn_model_file_info info;
+    CHECK_OK(sn_model_load(path, 9, &r, &info));
+    if (r) {
+        CHECK_OK(sn_model_predict(r, x, &y1));
+        if (y0 && y1)
+            expect("predictions after the .keras round trip", sn_tensor_cdata(y1),
+                   sn_tensor_cdata(y0), sn_tensor_numel(y0), 0);
+        sn_model_free(r);
+    }
+    /* refusals: the layer's config edited one field at a time */
+    json_t *cfg = sn_model_to_config(m);
+    json_t *layers = cfg ? json_object_get(json_object_get(cfg, "config"), "layers") : NULL;
+    json_t *ln = NULL, *mha = NULL;
+    for (size_t i = 0; layers && i < json_array_size(layers); i++) {
+        const char *cls = json_string_value(json_object_get(json_array_get(layers, i), "class_name"));
+        json_t *c = json_object_get(json_array_get(layers, i), "config");
+        if (cls && !strcmp(cls, "LayerNormalization")) ln = c;
+        if (cls && !strcmp(cls, "MultiHeadAttention")) mha = c;
+    }
+    CHECK(ln && mha, "config has no LayerNormalization or MultiHeadAttention");
+    if (ln && mha) {
+        CHECK(json_integer_value(json_object_get(mha, "key_dim")) == 4 &&
+                  json_integer_value(json_object_get(mha, "num_heads")) == 2 &&
+                  json_real_value(json_object_get(ln, "epsilon")) == 1e-5,
+              "written fields differ");
+        struct { json_t *c; const char *k; json_t *v; const char *needle; } bad[] = {
+            {mha, "dropout", json_real(0.1), "dropout 0.1"},
+            {mha, "value_dim", json_integer(2), "value_dim 2"},
+            {mha, "attention_axes", json_pack("[i]", 2), "attention_axes"},
+            {mha, "use_gate", json_true(), "use_gate"},
+            {mha, "sliding_window", json_integer(4), "sliding_window"},
+            {ln, "rms_scaling", json_true(), "rms_scaling"},
+            {ln, "axis", json_integer(1), "field 'axis'"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            json_t *old = json_deep_copy(json_object_get(bad[i].c, bad[i].k));
+            json_object_set_new(bad[i].c, bad[i].k, bad[i].v);
+            sn_model *z = NULL;
+            sn_status s = sn_model_from_config(cfg, 1, false, &z, NULL);
+            CHECK(s != SN_OK && strstr(sn_last_error(), bad[i].needle),
+                  "%s: %s '%s'", bad[i].k, sn_status_name(s), sn_last_error());
+            sn_model_free(z);
+            json_object_set_new(bad[i].c, bad[i].k, old);
+        }
+        sn_model *z = NULL;
+        CHECK_OK(sn_model_from_config(cfg, 1, false, &z, NULL));
+        sn_model_free(z);
+    }
+    json_decref(cfg);
+    sn_tensor_free(x);
+    sn_tensor_free(y0);
+    sn_tensor_free(y1);
+    sn_model_free(m);
+}
+
+/* The configs Keras 3.15.1 writes (get_config of a built LayerNormalization and of a
+ * MultiHeadAttention(2, 4) called on [B, 5, 8]) read into the same layers, and sinter's
+ * writer gives back the same fields. */
+static const char *const keras_ln =
+    "{\"name\": \"layer_normalization\", \"trainable\": true, \"dtype\": {\"module\": \"keras\", "
+    "\"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}, \"registered_name\": "
+    "null}, \"axis\": [-1], \"epsilon\": 0.001, \"center\": true, \"scale\": true, \"rms_scaling\": "
+    "false, \"beta_initializer\": {\"module\": \"keras.initializers\", \"class_name\": \"Zeros\", "
+    "\"config\": {}, \"registered_name\": null}, \"gamma_initializer\": {\"module\": "
+    "\"keras.initializers\", \"class_name\": \"Ones\", \"config\": {}, \"registered_name\": null}, "
+    "\"beta_regularizer\": null, \"gamma_regularizer\": null, \"beta_constraint\": null, "
+    "\"gamma_constraint\": null}";
+static const char *const keras_mha =
+    "{\"name\": \"multi_head_attention\", \"trainable\": true, \"dtype\": {\"module\": \"keras\", "
+    "\"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}, \"registered_name\": "
+    "null}, \"num_heads\": 2, \"key_dim\": 4, \"value_dim\": 4, \"dropout\": 0.0, \"use_bias\": true, "
+    "\"use_gate\": false, \"output_shape\": null, \"attention_axes\": [1], \"sliding_window\": null, "
+    "\"kernel_initializer\": {\"module\": \"keras.initializers\", \"class_name\": "
+    "\"GlorotUniform\", \"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "
+    "\"registered_name\": null}, \"bias_initializer\": {\"module\": \"keras.initializers\", "
+    "\"class_name\": \"Zeros\", \"config\": {}, \"registered_name\": null}, \"kernel_regularizer\": "
+    "null, \"bias_regularizer\": null, \"activity_regularizer\": null, \"kernel_constraint\": null, "
+    "\"bias_constraint\": null, \"seed\": null}";
+
+static void test_keras_configs(void) {
+    const char *cls[2] = {"LayerNormalization", "MultiHeadAttention"}, *txt[2] = {keras_ln, keras_mha};
+    for (int i = 0; i < 2; i++) {
+        json_error_t e;
+        json_t *c = json_loads(txt[i], 0, &e);
+        CHECK(c != NULL, "fixture %s: %s", cls[i], e.text);
+        if (!c) continue;
+        sn_cfg_state st = {0};
+        sn_layer *l = NULL;
+        CHECK_OK(sn_cfg_read_layer(cls[i], c, &st, &l));
+        if (l) {
+            sn_model *m = sn_sequential_new("k");
+            sn_model_add(m, l);
+            CHECK_OK(sn_model_build(m, &(sn_shape)S2(5, 8), 1));
+            json_t *w = sn_cfg_write_layer(l, false);
+            const char *k;
+            json_t *v;
+            json_object_foreach(c, k, v) { /* every field Keras wrote, written back the same */
+                json_t *mine = w ? json_object_get(w, k) : NULL;
+                /* initializers: the same class (sinter's shared writer leaves out the
+                 * input_axes/output_axes: null that Keras 3.15 adds to every VarianceScaling,
+                 * Dense's too; Keras reads either) */
+                bool init = strstr(k, "_initializer") != NULL;
+                bool same = mine && (init ? json_equal(json_object_get(mine, "class_name"),
+                                                       json_object_get(v, "class_name"))
+                                          : json_equal(mine, v));
+                char a[256], b[256];
+                CHECK(same, "%s field '%s': Keras %s, sinter %s", cls[i], k,
+                      sn_cfg_show(v, a, sizeof a), mine ? sn_cfg_show(mine, b, sizeof b) : "absent");
+            }
+            CHECK(w && json_object_size(w) == json_object_size(c), "%s: %zu fields written, Keras "
+                  "%zu", cls[i], w ? json_object_size(w) : 0, json_object_size(c));
+            json_decref(w);
+            sn_model_free(m);
+        }
+        json_decref(c);
+    }
+}
+
+static void test_presets(void) {
+    static const struct { const char *name; int64_t ctx, width; } p[] = {
+        {"char_transformer_small", 64, 128}, {"char_transformer", 256, 384}};
+    for (int i = 0; i < 2; i++) {
+        CHECK(sn_model_preset_text_context(p[i].name) == p[i].ctx, "%s context", p[i].name);
+        sn_model *m = NULL;
+        CHECK_OK(sn_model_preset_text(p[i].name, 65, &m));
+        if (!m) continue;
+        CHECK_OK(sn_model_build(m, &(sn_shape)S1(p[i].ctx), 1));
+        sn_shape os = sn_model_output_shape(m);
+        CHECK(os.ndim == 2 && os.dim[0] == p[i].ctx && os.dim[1] == 65, "%s output shape", p[i].name);
+        sn_model_free(m);
+        /* a longer input than the context has no position embedding */
+        CHECK_OK(sn_model_preset_text(p[i].name, 65, &m));
+        CHECK_ERR(sn_model_build(m, &(sn_shape)S1(p[i].ctx + 1), 1), SN_ERR_SHAPE,
+                  "sequence_length");
+        sn_model_free(m);
+    }
+    sn_model *m = NULL;
+    CHECK_ERR(sn_model_preset_text("char_transformer_small", 1, &m), SN_ERR_INVALID, ">= 2");
+}
+
+/* Generation: a small char_transformer-shaped model (context 8) stepped with its cache of
+ * keys and values, a prompt of 3 then one token per call for 17 tokens (sliding twice), must
+ * give the logits of a fresh prefill of the window it holds (the same model run from position
+ * 0 over those tokens at once), and a full-context prefill those of the training graph's
+ * forward (sn_model_predict) at its last position. */
+static void test_generation(void) {
+    enum { V = 11, C = 8, W = 16, N = 20 };
+    sn_model *m = sn_sequential_new("tiny_transformer");
+    sn_model_add(m, sn_layer_token_pos_embedding(V, C, W));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_model_add(m, sn_layer_layer_norm());
+    sn_model_add(m, sn_layer_dense(V, SN_ACT_NONE));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S1(C), 5));
+    float ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (float)((i * 7 + 3) % V);
+    sn_stepper *st = NULL, *fresh = NULL;
+    CHECK_OK(sn_stepper_new(m, 1, &st));
+    CHECK_OK(sn_stepper_new(m, 1, &fresh));
+    if (!st || !fresh) {
+        sn_stepper_free(st);
+        sn_stepper_free(fresh);
+        sn_model_free(m);
+        return;
+    }
+    const float *y = NULL, *z = NULL;
+    int64_t classes = 0;
+    int lo = 0, pos = 0, bad = 0; /* the window the stepper holds: ids[lo .. lo + pos) */
+    for (int t = 3; t <= N; t++) {
+        int steps = t == 3 ? 3 : 1;
+        if (pos + steps > C) { /* the stepper's rule: keep the newest min(C/2, C - steps) */
+            int keep = C / 2 < C - steps ? C / 2 : C - steps;
+            lo = lo + pos - keep;
+            pos = keep;
+        }
+        pos += steps;
+        CHECK_OK(sn_stepper_run(st, ids + t - steps, steps, &y, &classes));
+        float got[V];
+        if (y) memcpy(got, y, sizeof got);
+        sn_stepper_reset(fresh);
+        CHECK_OK(sn_stepper_run(fresh, ids + lo, pos, &z, &classes));
+        if (!y || !z) break;
+        for (int c = 0; c < V; c++)
+            if (!(fabsf(got[c] - z[c]) <= 1e-4f * (1.0f + fabsf(z[c]))) && bad++ < 4)
+                fprintf(stderr, "  token %d class %d: stepped %.7g, prefill %.7g\n", t, c,
+                        got[c], z[c]);
+    }
+    CHECK(bad == 0 && classes == V, "stepped logits differ from a prefill of the window (%d)", bad);
+    /* a full-context prefill against the training graph's forward */
+    sn_tensor *x = NULL, *yp = NULL;
+    sn_tensor_new(&x, SN_F32, &(sn_shape)S2(1, C));
+    memcpy(sn_tensor_data(x), ids, sizeof(float) * C);
+    CHECK_OK(sn_model_predict(m, x, &yp));
+    sn_stepper_reset(fresh);
+    CHECK_OK(sn_stepper_run(fresh, ids, C, &z, &classes));
+    if (yp && z)
+        expect("prefill vs predict, last position", z, (const float *)sn_tensor_cdata(yp) + (C - 1) * V,
+               V, 1e-5);
+    /* longer than the context: the last C tokens */
+    sn_stepper_reset(st);
+    CHECK_OK(sn_stepper_run(st, ids, N, &y, &classes));
+    float got[V];
+    if (y) memcpy(got, y, sizeof got);
+    sn_stepper_reset(fresh);
+    CHECK_OK(sn_stepper_run(fresh, ids + N - C, C, &z, &classes));
+    if (y && z) expect("a prompt longer than the context", got, z, V, 1e-6);
+    sn_tensor_free(x);
+    sn_tensor_free(yp);
+    sn_stepper_free(st);
+    sn_stepper_free(fresh);
+    sn_model_free(m);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/sn_test_attn_XXXXXX");
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_grads();
+    test_mha_values();
+    test_refusals();
+    test_config_round_trip();
+    test_keras_configs();
+    test_presets();
+    test_generation();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return sn_test_finish("test_attention_layers");
+}
