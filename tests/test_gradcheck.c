@@ -30,6 +30,9 @@ typedef struct op_case {
 
 static sn_rng rng;
 
+/* Ops whose gradient rule a case here has checked: the ops of each case's forward graph. */
+static bool checked[SN_OP_COUNT];
+
 static void fill(double *x, int64_t n, int kind, int64_t range, int32_t *ix) {
     for (int64_t i = 0; i < n; i++) {
         double v = sn_rng_normal(&rng);
@@ -70,6 +73,7 @@ static void check_case(const op_case *c) {
         sn_graph_free(g);
         return;
     }
+    for (int i = 0; i < g->n_nodes; i++) checked[g->nodes[i].op] = true;
     /* loss = sum(y * r): a random projection exercises every output element's gradient. */
     sn_shape ys = sn_node_shape(g, y);
     int64_t ny = sn_shape_numel(&ys);
@@ -328,9 +332,55 @@ static void check_model_directional(void) {
     sn_graph_free(g);
 }
 
+/* Ops whose finite-difference gradient check lives in another test (their builders take
+ * more than this file's four inputs, or states), with a word the file must contain. */
+static const struct { sn_op op; const char *file, *word; } elsewhere[] = {
+    {SN_OP_LSTM, "test_rnn.c", "sn_lstm_seq"},
+    {SN_OP_GRU, "test_rnn.c", "sn_gru_seq"},
+    {SN_OP_GRU_RB, "test_rnn.c", "sn_gru_rb_seq"},
+    {SN_OP_LSTM_LAYER, "test_rnn.c", "sn_lstm_layer"},
+    {SN_OP_GRU_LAYER, "test_rnn.c", "sn_gru_layer"},
+    /* with the kinks' values as TensorFlow defines them, per op */
+    {SN_OP_GELU, "test_activations.c", "sn_gelu("},
+    {SN_OP_SILU, "test_activations.c", "sn_silu("},
+    {SN_OP_ELU, "test_activations.c", "sn_elu("},
+    {SN_OP_LEAKY_RELU, "test_activations.c", "sn_leaky_relu("},
+    {SN_OP_RELU6, "test_activations.c", "sn_relu6("},
+};
+
+static bool file_has(const char *file, const char *word) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/tests/%s", SN_SOURCE_DIR, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strstr(buf, word) != NULL;
+}
+
+/* Driven by the op registry: every op with a gradient rule has a gradient check, here or in
+ * the file the table above names. A new op with a rule and no check fails this test. */
+static void check_coverage(void) {
+    int n = 0;
+    for (int op = 0; op < SN_OP_COUNT; op++) {
+        if (!sn_ops[op] || !sn_ops[op]->grad) continue;
+        n++;
+        if (checked[op]) continue;
+        const char *file = NULL, *word = NULL;
+        for (size_t k = 0; k < sizeof elsewhere / sizeof elsewhere[0]; k++)
+            if ((int)elsewhere[k].op == op) file = elsewhere[k].file, word = elsewhere[k].word;
+        CHECK(file && file_has(file, word), "op '%s' has a gradient rule and no gradient check%s%s",
+              sn_ops[op]->name, file ? " (expected in tests/" : "", file ? file : "");
+    }
+    printf("ok  the %d ops with a gradient rule all have a gradient check\n", n);
+}
+
 int main(void) {
     sn_rng_init(&rng, 1234, 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     check_model_directional();
+    check_coverage();
     return sn_test_finish("test_gradcheck");
 }
