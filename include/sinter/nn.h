@@ -258,6 +258,10 @@ typedef struct sn_compile_opts {
      * AVX512-BF16; variables, optimizer state, every other op and the loss stay float32
      * (sn_plan_opts.bf16_compute). Default false. */
     bool mixed_bfloat16;
+    /* Keras's predict: the model's output as it is. Default false: sinter's predict turns a
+     * from_logits model's output into probabilities (sn_model_predict); the Python package
+     * sets it, because Keras users add the Softmax themselves. */
+    bool predict_raw;
 } sn_compile_opts;
 /* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
 sn_compile_opts sn_compile_defaults(void);
