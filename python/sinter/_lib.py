@@ -17,6 +17,12 @@ import sys
 
 
 def _load():
+    # libgomp reads its wait policy once, when it loads (with libsinter, below). Its default
+    # spins 300,000 rounds between parallel regions, which on a shared machine makes a step
+    # 50x slower; the `sinter` command sets GOMP_SPINCOUNT=1000 for itself for that reason
+    # (docs/benchmarks.md, "Threads"), and so does the package, unless the user chose.
+    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+        os.environ["GOMP_SPINCOUNT"] = "1000"
     here = os.path.dirname(os.path.abspath(__file__))
     tried = []
     for path in (os.environ.get("SINTER_LIBRARY"), os.path.join(here, "libsinter.so"),
@@ -45,8 +51,9 @@ class SinterError(RuntimeError):
     """A failure of the C library that maps to no narrower Python exception."""
 
 
-class UnsupportedError(NotImplementedError):
-    """Valid Keras, but not implemented in sinter (its message names the field and value)."""
+class UnsupportedError(ValueError, NotImplementedError):
+    """Valid Keras, but not implemented in sinter (its message names the field and value).
+    A ValueError too, as Keras raises for a config value it cannot build."""
 
 
 # Which Python exception each status becomes (Python's own taxonomy: a bad value is a

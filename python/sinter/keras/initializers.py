@@ -52,8 +52,11 @@ orthogonal = Orthogonal
 
 def serialize(init):
     """A name (passed on: the C reader knows Keras's names) or an Initializer."""
-    if init is None or isinstance(init, str):
+    if init is None:
         return init
+    if isinstance(init, str):
+        # Keras's short aliases (Embedding's default is "uniform")
+        return {"uniform": "random_uniform", "normal": "random_normal"}.get(init, init)
     if isinstance(init, Initializer):
         return init._serialize()
     if isinstance(init, dict):

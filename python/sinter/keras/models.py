@@ -214,7 +214,11 @@ class Model:
         """Builds for inputs of input_shape (with the batch dimension, as Keras)."""
         self._build(tuple(input_shape)[1:])
 
+    def _try_build(self):
+        pass
+
     def _need_built(self, what):
+        self._try_build()
         if self._h is None:
             raise ValueError(f"{what}: model '{self.name}' is not built yet; give the first "
                              "layer an input shape (keras.Input(shape)), call build(), or "
@@ -410,12 +414,18 @@ class Model:
 
     def _ensure_built_for(self, x):
         from ..data import Dataset
+        self._try_build()
+        if isinstance(x, Dataset):
+            shape = tuple(x._element_shape(0))
+        else:
+            shape = tuple(x.shape[1:])
         if self._h is None:
-            if isinstance(x, Dataset):
-                shape = x._element_shape(0)
-            else:
-                shape = x.shape[1:]
             self._build(shape)
+        want = lib.sn_model_input_shape(self._h).tuple()
+        if shape != want:
+            raise ValueError(f"model '{self.name}' expects inputs of shape "
+                             f"{(None,) + want}; got {'a dataset of' if isinstance(x, Dataset) else 'an array of shape'} "
+                             f"{(None,) + shape if isinstance(x, Dataset) else x.shape}")
 
     # -- fit ---------------------------------------------------------------------------------
     def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
@@ -755,21 +765,13 @@ class Sequential(Model):
             raise NotImplementedError("Sequential.pop after build")
         return self._layers.pop()
 
-    def _ensure_built_for(self, x):
-        if self._h is None and self._input is not None and self._input.shape is not None:
-            self._build(self._input.shape)
-        super()._ensure_built_for(x)
-
-    def summary(self, *args, **kwargs):
-        self._ensure_input_built()
-        super().summary(*args, **kwargs)
-
-    def _ensure_input_built(self):
+    def _try_build(self):
+        # built once every layer is known: at the first use that needs the C model
         if self._h is None and self._input is not None and self._input.shape is not None:
             self._build(self._input.shape)
 
     def get_weights(self):
-        self._ensure_input_built()
+        self._try_build()
         return super().get_weights()
 
 
