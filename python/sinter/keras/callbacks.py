@@ -74,10 +74,10 @@ def _py_callback(cb, ctx):
     def train_begin(_user, _model):
         cb.set_model(ctx.model)
         cb.set_params(ctx.params)
-        cb.on_train_begin(logs={})
+        cb.on_train_begin({})
 
     def epoch_begin(_user, epoch, _epochs):
-        cb.on_epoch_begin(epoch, logs={})
+        cb.on_epoch_begin(epoch, {})
 
     def batch_end(_user, logs, stop):
         d = logs.contents.dict()
@@ -95,7 +95,7 @@ def _py_callback(cb, ctx):
     def train_end(_user):
         if ctx.exc is None:
             try:
-                cb.on_train_end(logs=ctx.last_logs)
+                cb.on_train_end(ctx.last_logs)
             except BaseException as e:
                 ctx.exc = e
 
