@@ -203,7 +203,8 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
  * fails unless the file has every variable): the variables start at zero and no initialiser
  * runs - for a large LSTM the orthogonal recurrent kernel alone is a QR of [U, 4U]. */
 sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
-/* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
+/* Prints the Keras-like table (layer (type), output shape, params) with the totals; after the
+ * first training step also the optimizer's variables, as Keras 3 does. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
 /* Zeroes the carried states of every stateful LSTM/GRU layer (Keras's model.reset_states()). */

@@ -41,10 +41,11 @@ def test_models_are_freed():
         model().predict(x, verbose=0)
     gc.collect()
     before = rss_mb()
-    for _ in range(200):
+    for _ in range(300):
         model().predict(x, verbose=0)
     gc.collect()
     grown = rss_mb() - before
-    # each model holds ~0.2 MB of variables and Adam slots plus its plans: a leaked model
-    # would be 40 MB here
-    assert grown < 4, f"RSS grew {grown:.2f} MB over 200 models made and dropped"
+    # a model holds ~0.6 MB (variables, Adam slots, its prediction plan), so leaking them
+    # would grow 180 MB here; the allocator's own drift after earlier tests in the process
+    # was measured at up to 6 MB
+    assert grown < 20, f"RSS grew {grown:.2f} MB over 300 models made and dropped"
