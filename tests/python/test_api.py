@@ -308,3 +308,31 @@ def test_datasets_load_data():
     (x, y), (xt, yt) = keras.datasets.fashion_mnist.load_data()
     assert x.shape == (60000, 28, 28) and x.dtype == np.uint8 and y.shape == (60000,)
     assert xt.shape == (10000, 28, 28) and yt.dtype == np.uint8 and y.max() == 9
+
+
+def test_gil_is_released_while_c_runs():
+    import threading
+    import time
+    m = keras.Sequential([keras.Input((512,)), layers.Dense(512, activation="relu"),
+                          layers.Dense(512, activation="relu"), layers.Dense(10)])
+    x = np.random.default_rng(0).random((20000, 512), dtype=np.float32)
+    m.predict_on_batch(x[:10])
+    count, stop = [0], threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            count[0] += 1
+    t = threading.Thread(target=spin)
+    t.start()
+    time.sleep(0.05)
+    try:
+        t0 = time.perf_counter()
+        before = count[0]
+        m.predict_on_batch(x)  # one C call of ~20,000 x 0.5 MFLOP
+        during = count[0] - before
+        took = time.perf_counter() - t0
+    finally:
+        stop.set()
+        t.join()
+    # holding the GIL, the C call would leave the thread no turn at all
+    assert during > 1000, f"the thread counted {during} times in {took:.2f} s of predict"
