@@ -6,7 +6,6 @@ itself writes and has the C reader (sn_model_from_json, src/nn/model_config_laye
 it, so names, defaults and the checks of what sinter supports live in C once: a value sinter
 does not implement fails there with a message naming the layer, the field and the value.
 """
-import re
 
 from . import _naming
 from . import activations as _activations

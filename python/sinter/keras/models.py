@@ -229,7 +229,6 @@ class Model:
         g = lib.sn_model_graph(self._h)
         buf = (C.c_int32 * 256)()
         if layer_index is None:
-            n = 0
             out = []
             for i in range(lib.sn_model_layer_count(self._h)):
                 k = lib.sn_model_layer_variables(self._h, i, buf, 256)
@@ -403,8 +402,8 @@ class Model:
         from ..data import Dataset
         if isinstance(x, Dataset):
             return x
-        if isinstance(x, (list, tuple)) and len(x) == 1:
-            x = x[0]
+        if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], np.ndarray):
+            x = x[0]  # [x]: the list of a single-input model's inputs
         if isinstance(x, dict):
             raise NotImplementedError("dict inputs: sinter models have one input")
         x = np.asarray(x)
@@ -740,6 +739,7 @@ class Sequential(Model):
             # build (Keras shares them; here the two models own separate copies).
             if self._layers or self._input is not None:
                 raise NotImplementedError("Sequential: a model can only be the first layer")
+            layer._try_build()
             if layer._h is None:
                 raise ValueError(f"Sequential: model '{layer.name}' must be built first")
             self._input = _layers.InputLayer(shape=lib.sn_model_input_shape(layer._h).tuple(),
