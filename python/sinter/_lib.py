@@ -20,7 +20,7 @@ def _load():
     # libgomp reads its wait policy once, when it loads (with libsinter, below). Its default
     # spins 300,000 rounds between parallel regions, which on a shared machine makes a step
     # 50x slower; the `sinter` command sets GOMP_SPINCOUNT=1000 for itself for that reason
-    # (docs/benchmarks.md, "Threads"), and so does the package, unless the user chose.
+    # (docs/benchmarks-notes.md, "Threads"), and so does the package, unless the user chose.
     if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
         os.environ["GOMP_SPINCOUNT"] = "1000"
     here = os.path.dirname(os.path.abspath(__file__))
