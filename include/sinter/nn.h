@@ -234,7 +234,8 @@ sn_status sn_model_build(sn_model *m, const sn_shape *input_shape, uint64_t seed
  * fails unless the file has every variable): the variables start at zero and no initialiser
  * runs - for a large LSTM the orthogonal recurrent kernel alone is a QR of [U, 4U]. */
 sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
-/* Prints the Keras-like table (layer (type), output shape, params) with the totals. */
+/* Prints the Keras-like table (layer (type), output shape, params) with the totals; after the
+ * first training step also the optimizer's variables, as Keras 3 does. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
 /* Zeroes the carried states of every stateful LSTM/GRU layer (Keras's model.reset_states()). */
@@ -289,6 +290,10 @@ typedef struct sn_compile_opts {
      * AVX512-BF16; variables, optimizer state, every other op and the loss stay float32
      * (sn_plan_opts.bf16_compute). Default false. */
     bool mixed_bfloat16;
+    /* Keras's predict: the model's output as it is. Default false: sinter's predict turns a
+     * from_logits model's output into probabilities (sn_model_predict); the Python package
+     * sets it, because Keras users add the Softmax themselves. */
+    bool predict_raw;
 } sn_compile_opts;
 /* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
 sn_compile_opts sn_compile_defaults(void);

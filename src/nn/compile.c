@@ -164,7 +164,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     int nt = 0;
     if (cp->kind == SN_PLAN_PREDICT) {
         /* Keras models in the guide end in logits; predict returns probabilities. */
-        if (t->compiled && o->from_logits) {
+        if (t->compiled && o->from_logits && !o->predict_raw) {
             if (o->loss <= SN_LOSS_CATEGORICAL_CROSSENTROPY) out = sn_softmax(g, out, -1);
             else if (o->loss == SN_LOSS_BINARY_CROSSENTROPY) out = sn_sigmoid(g, out);
         }

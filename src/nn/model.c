@@ -334,14 +334,22 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
     rule(out, "└", "─", "┴", "┘", w);
     free(cells);
     double per = (double)sn_dtype_size(m->dtype);
-    int64_t tr = model_params(m, 1), non = model_params(m, 2);
+    int64_t tr = model_params(m, 1), non = model_params(m, 2), opt = 0;
+    /* Keras 3 counts the optimizer's variables too once it is built, at the first training
+     * step: its slots per trainable weight, plus iterations and the learning rate. */
+    const sn_train_state *t = m->train;
+    if (t && t->compiled && t->step > 0)
+        opt = tr * sn_optimizer_slot_count(&t->opts.optimizer) + 2;
     char c1[32], c2[32];
-    fprintf(out, " Total params: %s (%s)\n", thousands(tr + non, c1, sizeof c1),
-            mem_size((double)(tr + non) * per, c2, sizeof c2));
+    fprintf(out, " Total params: %s (%s)\n", thousands(tr + non + opt, c1, sizeof c1),
+            mem_size((double)(tr + non + opt) * per, c2, sizeof c2));
     fprintf(out, " Trainable params: %s (%s)\n", thousands(tr, c1, sizeof c1),
             mem_size((double)tr * per, c2, sizeof c2));
     fprintf(out, " Non-trainable params: %s (%s)\n", thousands(non, c1, sizeof c1),
             mem_size((double)non * per, c2, sizeof c2));
+    if (opt > 0)
+        fprintf(out, " Optimizer params: %s (%s)\n", thousands(opt, c1, sizeof c1),
+                mem_size((double)opt * per, c2, sizeof c2));
     if (ferror(out)) return sn_errorf(SN_ERR_IO, "model summary: writing failed");
     return SN_OK;
 }

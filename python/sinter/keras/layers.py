@@ -1,0 +1,429 @@
+"""keras.layers: every layer class sinter's C side has.
+
+A layer here holds only its Keras config (what `layer.get_config()` returns in Keras 3, the
+same field names and defaults). The model turns the list of configs into the JSON Keras
+itself writes and has the C reader (sn_model_from_json, src/nn/model_config_layers.c) build
+it, so names, defaults and the checks of what sinter supports live in C once: a value sinter
+does not implement fails there with a message naming the layer, the field and the value.
+"""
+
+from . import _naming
+from . import activations as _activations
+from . import initializers as _initializers
+from . import regularizers as _regularizers
+
+_FLOAT32 = {"module": "keras", "class_name": "DTypePolicy", "config": {"name": "float32"},
+            "registered_name": None}
+
+
+def _pair(v, what):
+    if isinstance(v, int):
+        return [v, v]
+    v = list(v)
+    if len(v) != 2:
+        raise ValueError(f"{what} must be an int or a tuple of 2 ints; got {v}")
+    return [int(v[0]), int(v[1])]
+
+
+def _dtype_policy(dtype):
+    if dtype is None or dtype == "float32":
+        return dict(_FLOAT32)
+    if dtype == "mixed_bfloat16":
+        return {"module": "keras", "class_name": "DTypePolicy",
+                "config": {"name": "mixed_bfloat16"}, "registered_name": None}
+    if isinstance(dtype, dict):
+        return dtype
+    return {"module": "keras", "class_name": "DTypePolicy", "config": {"name": str(dtype)},
+            "registered_name": None}
+
+
+class Layer:
+    """The base of every layer: name, trainable, dtype and the input-shape arguments Keras 3
+    still accepts on a first layer (input_shape, batch_size, input_dim)."""
+
+    _keras_class = None  # the class_name the C reader knows
+
+    def __init__(self, name=None, trainable=True, dtype=None, input_shape=None, input_dim=None,
+                 batch_size=None, batch_input_shape=None, **kwargs):
+        if kwargs:
+            raise TypeError(f"{type(self).__name__}: unrecognized keyword arguments: "
+                            f"{sorted(kwargs)}")
+        cls = self._keras_class or type(self).__name__
+        self.name = name if name is not None else _naming.unique(_naming.snake_case(cls))
+        self.trainable = bool(trainable)
+        self._dtype = dtype
+        if batch_input_shape is not None:
+            batch_size, input_shape = batch_input_shape[0], tuple(batch_input_shape[1:])
+        if input_dim is not None and input_shape is None:
+            input_shape = (int(input_dim),)
+        self._input_shape = tuple(input_shape) if input_shape is not None else None
+        self._batch_size = batch_size
+        self._model = None  # (model, index) once a built model holds it
+
+    # Keras's get_config: the common fields, then the layer's own.
+    def get_config(self):
+        c = {"name": self.name, "trainable": self.trainable,
+             "dtype": _dtype_policy(self._dtype)}
+        c.update(self._config())
+        return c
+
+    def _config(self):
+        return {}
+
+    # The entry the C reader gets; a layer sinter runs as another class (Softmax, ReLU as
+    # Activation) says so here.
+    def _serialize(self):
+        return {"module": "keras.layers", "class_name": self._keras_class or type(self).__name__,
+                "config": self.get_config(), "registered_name": None}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("dtype", None)
+        return cls(**config)
+
+    def get_weights(self):
+        if self._model is None:
+            return []
+        model, i = self._model
+        return model._layer_weights(i)
+
+    def set_weights(self, weights):
+        if self._model is None:
+            raise ValueError(f"layer '{self.name}' is not built: it has no weights yet")
+        model, i = self._model
+        model._set_layer_weights(i, weights)
+
+    @property
+    def weights(self):
+        return self.get_weights()
+
+    def count_params(self):
+        return int(sum(w.size for w in self.get_weights()))
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name}>"
+
+
+class InputLayer(Layer):
+    def __init__(self, shape=None, batch_size=None, dtype=None, name=None, **kwargs):
+        kwargs.pop("input_shape", None)
+        super().__init__(name=name, dtype=dtype, **kwargs)
+        self.shape = tuple(shape) if shape is not None else None
+        self.batch_size = batch_size
+
+    def _serialize(self):
+        return {"module": "keras.layers", "class_name": "InputLayer",
+                "config": {"batch_shape": [self.batch_size] + list(self.shape),
+                           "dtype": "float32", "sparse": False, "ragged": False,
+                           "name": self.name, "optional": False},
+                "registered_name": None}
+
+
+class KerasTensor:
+    """What keras.Input returns: a symbolic input of a known shape."""
+
+    def __init__(self, shape, batch_size=None, name=None, dtype=None):
+        if shape is None:
+            raise ValueError("Input: shape is required")
+        self.shape = (batch_size,) + tuple(shape)
+        self.dtype = dtype or "float32"
+        self._layer = InputLayer(shape=tuple(shape), batch_size=batch_size, name=name)
+        self._history = [self._layer]  # the chain of layers applied so far (Functional)
+
+    def __repr__(self):
+        return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self._layer.name}>"
+
+
+def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):
+    return KerasTensor(shape, batch_size=batch_size, name=name, dtype=dtype)
+
+
+def _call(layer, x):
+    """layer(x) on a KerasTensor: the Functional API's chain (sinter runs single chains)."""
+    if not isinstance(x, KerasTensor):
+        raise TypeError(f"{layer.name}: called on {type(x).__name__}; sinter layers are called "
+                        "on keras.Input tensors to build a Functional model (for numbers, use "
+                        "model.predict)")
+    out = KerasTensor.__new__(KerasTensor)
+    out.shape, out.dtype, out._layer = None, x.dtype, x._layer
+    out._history = x._history + [layer]
+    return out
+
+
+Layer.__call__ = lambda self, x: _call(self, x)
+
+
+class Dense(Layer):
+    def __init__(self, units, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self.units = int(units)
+        self.activation = _activations.serialize(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = _initializers.serialize(kernel_initializer)
+        self.bias_initializer = _initializers.serialize(bias_initializer)
+        self.kernel_regularizer = _regularizers.serialize(kernel_regularizer)
+        self.bias_regularizer = _regularizers.serialize(bias_regularizer)
+        self._nulls = {"activity_regularizer": activity_regularizer,
+                       "kernel_constraint": kernel_constraint, "bias_constraint": bias_constraint}
+
+    def _config(self):
+        c = {"units": self.units, "activation": self.activation, "use_bias": self.use_bias,
+             "kernel_initializer": self.kernel_initializer,
+             "bias_initializer": self.bias_initializer,
+             "kernel_regularizer": self.kernel_regularizer,
+             "bias_regularizer": self.bias_regularizer}
+        c.update(self._nulls)
+        c["quantization_config"] = None
+        return c
+
+
+class Conv2D(Layer):
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 data_format=None, dilation_rate=(1, 1), groups=1, activation=None,
+                 use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"filters": int(filters), "kernel_size": _pair(kernel_size, "kernel_size"),
+                   "strides": _pair(strides, "strides"), "padding": padding,
+                   "data_format": data_format or "channels_last",
+                   "dilation_rate": _pair(dilation_rate, "dilation_rate"), "groups": groups,
+                   "activation": _activations.serialize(activation), "use_bias": use_bias,
+                   "kernel_initializer": _initializers.serialize(kernel_initializer),
+                   "bias_initializer": _initializers.serialize(bias_initializer),
+                   "kernel_regularizer": _regularizers.serialize(kernel_regularizer),
+                   "bias_regularizer": _regularizers.serialize(bias_regularizer),
+                   "activity_regularizer": activity_regularizer,
+                   "kernel_constraint": kernel_constraint, "bias_constraint": bias_constraint}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class _Pool2D(Layer):
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", data_format=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        pool = _pair(pool_size, "pool_size")
+        self._c = {"pool_size": pool,
+                   "padding": padding,
+                   "strides": _pair(strides, "strides") if strides is not None else pool,
+                   "data_format": data_format or "channels_last"}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class MaxPooling2D(_Pool2D):
+    pass
+
+
+class AveragePooling2D(_Pool2D):
+    pass
+
+
+MaxPool2D = MaxPooling2D
+AvgPool2D = AveragePooling2D
+
+
+class GlobalAveragePooling2D(Layer):
+    def __init__(self, data_format=None, keepdims=False, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"data_format": data_format or "channels_last", "keepdims": keepdims}
+
+    def _config(self):
+        return dict(self._c)
+
+
+GlobalAvgPool2D = GlobalAveragePooling2D
+
+
+class Flatten(Layer):
+    def __init__(self, data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        self.data_format = data_format or "channels_last"
+
+    def _config(self):
+        return {"data_format": self.data_format}
+
+
+class Reshape(Layer):
+    def __init__(self, target_shape, **kwargs):
+        super().__init__(**kwargs)
+        self.target_shape = [int(d) for d in target_shape]
+
+    def _config(self):
+        return {"target_shape": list(self.target_shape)}
+
+
+class Dropout(Layer):
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"rate": float(rate), "seed": seed, "noise_shape": noise_shape}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class Activation(Layer):
+    def __init__(self, activation, **kwargs):
+        super().__init__(**kwargs)
+        self.activation = _activations.serialize(activation)
+
+    def _config(self):
+        return {"activation": self.activation}
+
+
+class Softmax(Layer):
+    """keras.layers.Softmax over the last axis; sinter runs it as Activation("softmax")."""
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        if axis != -1:
+            raise NotImplementedError(f"Softmax: axis={axis}; sinter supports axis=-1")
+        self.axis = axis
+
+    def _config(self):
+        return {"axis": self.axis}
+
+    def _serialize(self):
+        c = Layer.get_config(self)
+        c.pop("axis", None)
+        c["activation"] = "softmax"
+        return {"module": "keras.layers", "class_name": "Activation", "config": c,
+                "registered_name": None}
+
+
+class ReLU(Layer):
+    """keras.layers.ReLU with its defaults; sinter runs it as Activation("relu")."""
+
+    def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
+        super().__init__(**kwargs)
+        if max_value is not None or negative_slope != 0.0 or threshold != 0.0:
+            raise NotImplementedError("ReLU: sinter supports max_value=None, negative_slope=0, "
+                                      "threshold=0 (use Activation('relu6') for max_value=6)")
+
+    def _serialize(self):
+        c = Layer.get_config(self)
+        c["activation"] = "relu"
+        return {"module": "keras.layers", "class_name": "Activation", "config": c,
+                "registered_name": None}
+
+
+class BatchNormalization(Layer):
+    def __init__(self, axis=-1, momentum=0.99, epsilon=0.001, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones",
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
+                 gamma_constraint=None, synchronized=False, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"axis": axis, "momentum": momentum, "epsilon": epsilon, "center": center,
+                   "scale": scale,
+                   "beta_initializer": _initializers.serialize(beta_initializer),
+                   "gamma_initializer": _initializers.serialize(gamma_initializer),
+                   "moving_mean_initializer": _initializers.serialize(moving_mean_initializer),
+                   "moving_variance_initializer":
+                       _initializers.serialize(moving_variance_initializer),
+                   "beta_regularizer": _regularizers.serialize(beta_regularizer),
+                   "gamma_regularizer": _regularizers.serialize(gamma_regularizer),
+                   "beta_constraint": beta_constraint, "gamma_constraint": gamma_constraint,
+                   "synchronized": synchronized}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class Embedding(Layer):
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 embeddings_regularizer=None, embeddings_constraint=None, mask_zero=False,
+                 **kwargs):
+        kwargs.pop("input_length", None)  # Keras 2's argument, ignored by Keras 3 too
+        super().__init__(**kwargs)
+        self._c = {"input_dim": int(input_dim), "output_dim": int(output_dim),
+                   "embeddings_initializer": _initializers.serialize(embeddings_initializer),
+                   "embeddings_regularizer": _regularizers.serialize(embeddings_regularizer),
+                   "activity_regularizer": None,
+                   "embeddings_constraint": embeddings_constraint, "mask_zero": mask_zero}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class _RNN(Layer):
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
+                 bias_initializer="zeros", kernel_regularizer=None, recurrent_regularizer=None,
+                 bias_regularizer=None, activity_regularizer=None, kernel_constraint=None,
+                 recurrent_constraint=None, bias_constraint=None, dropout=0.0,
+                 recurrent_dropout=0.0, return_sequences=False, return_state=False,
+                 go_backwards=False, stateful=False, unroll=False, seed=None, **kwargs):
+        extra = {k: kwargs.pop(k) for k in ("unit_forget_bias", "reset_after", "use_cudnn")
+                 if k in kwargs}
+        super().__init__(**kwargs)
+        self._c = {"units": int(units), "activation": _activations.serialize(activation),
+                   "recurrent_activation": _activations.serialize(recurrent_activation),
+                   "use_bias": use_bias,
+                   "kernel_initializer": _initializers.serialize(kernel_initializer),
+                   "recurrent_initializer": _initializers.serialize(recurrent_initializer),
+                   "bias_initializer": _initializers.serialize(bias_initializer),
+                   "kernel_regularizer": _regularizers.serialize(kernel_regularizer),
+                   "recurrent_regularizer": _regularizers.serialize(recurrent_regularizer),
+                   "bias_regularizer": _regularizers.serialize(bias_regularizer),
+                   "activity_regularizer": activity_regularizer,
+                   "kernel_constraint": kernel_constraint,
+                   "recurrent_constraint": recurrent_constraint,
+                   "bias_constraint": bias_constraint, "dropout": dropout,
+                   "recurrent_dropout": recurrent_dropout, "return_sequences": return_sequences,
+                   "return_state": return_state, "go_backwards": go_backwards,
+                   "stateful": stateful, "unroll": unroll, "seed": seed}
+        self._c.update(self._own(extra))
+
+    def _config(self):
+        return dict(self._c)
+
+
+class LSTM(_RNN):
+    def _own(self, extra):
+        return {"unit_forget_bias": extra.get("unit_forget_bias", True)}
+
+
+class GRU(_RNN):
+    def _own(self, extra):
+        return {"reset_after": extra.get("reset_after", True)}
+
+
+class RawLayer(Layer):
+    """A layer given by the entry a model's JSON holds for it (a model used as a layer)."""
+
+    def __init__(self, entry):
+        self._entry = entry
+        self.name = entry["config"]["name"]
+        self.trainable = entry["config"].get("trainable", True)
+        self._dtype = None
+        self._input_shape = self._batch_size = None
+        self._model = None
+
+    def get_config(self):
+        return dict(self._entry["config"])
+
+    def _serialize(self):
+        return self._entry
+
+
+# Names Keras's deserializer accepts for each class (for load paths that name classes).
+_CLASSES = {c.__name__: c for c in (
+    Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape,
+    Dropout, Activation, Softmax, ReLU, BatchNormalization, Embedding, LSTM, GRU, InputLayer)}
+
+
+def deserialize(config):
+    cls = _CLASSES.get(config.get("class_name"))
+    if cls is None:
+        raise NotImplementedError(f"layer class {config.get('class_name')!r}; sinter has "
+                                  + ", ".join(sorted(_CLASSES)))
+    return cls.from_config(config.get("config", {}))
+

@@ -1,0 +1,59 @@
+"""keras.losses: the four losses sinter computes (nn.h's sn_loss_type)."""
+
+SPARSE_CCE, CCE, BCE, MSE = range(4)
+
+
+class Loss:
+    _type = None
+
+    def __init__(self, from_logits=False, reduction="sum_over_batch_size", name=None, **kw):
+        if reduction not in ("sum_over_batch_size", "auto", None):
+            raise NotImplementedError(f"{type(self).__name__}: reduction={reduction!r}; sinter "
+                                      "supports 'sum_over_batch_size'")
+        for k, v in kw.items():
+            if k in ("ignore_class", "axis") and v in (None, -1):
+                continue
+            if k == "label_smoothing" and v == 0:
+                continue
+            raise NotImplementedError(f"{type(self).__name__}: {k}={v!r} is not implemented "
+                                      "in sinter")
+        self.from_logits = bool(from_logits)
+        self.name = name
+
+
+class SparseCategoricalCrossentropy(Loss):
+    _type = SPARSE_CCE
+
+
+class CategoricalCrossentropy(Loss):
+    _type = CCE
+
+
+class BinaryCrossentropy(Loss):
+    _type = BCE
+
+
+class MeanSquaredError(Loss):
+    _type = MSE
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_squared_error"):
+        super().__init__(False, reduction, name)
+
+
+_BY_NAME = {
+    "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+    "categorical_crossentropy": CategoricalCrossentropy,
+    "binary_crossentropy": BinaryCrossentropy,
+    "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+}
+
+
+def get(identifier):
+    """A name (from_logits=False, as Keras's string losses) or a Loss object."""
+    if isinstance(identifier, Loss):
+        return identifier
+    if isinstance(identifier, type) and issubclass(identifier, Loss):
+        return identifier()
+    if isinstance(identifier, str) and identifier in _BY_NAME:
+        return _BY_NAME[identifier]()
+    raise NotImplementedError(f"loss {identifier!r}: sinter has " + ", ".join(sorted(_BY_NAME)))

@@ -1,0 +1,882 @@
+"""keras.Sequential, keras.Model (Functional chains) and keras.models.load_model over a C
+sn_model.
+
+The Python model holds its layers' Keras configs until it knows its input shape; then it
+writes the JSON Keras writes for the same model and the C reader builds it
+(sn_model_from_json). Everything after that -- compile, fit, evaluate, predict, summary,
+save -- is one C call (or one per predict chunk) on that model. Arrays are converted once per
+call (np.copyto into C memory: any dtype, any strides), never per batch.
+"""
+import ctypes as C
+import json
+import math
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+import numpy as np
+
+from .. import _lib
+from .. import _random
+from . import _naming
+from . import callbacks as _callbacks
+from . import layers as _layers
+from . import losses as _losses
+from . import metrics as _metrics
+from . import optimizers as _optimizers
+from . import mixed_precision as _mp
+
+lib = _lib.lib
+check = _lib.check
+
+_NP_OF = {_lib.SN_F32: np.float32, _lib.SN_I32: np.int32, _lib.SN_U8: np.uint8,
+          _lib.SN_F64: np.float64}
+_CT_OF = {_lib.SN_F32: C.c_float, _lib.SN_I32: C.c_int32, _lib.SN_U8: C.c_uint8,
+          _lib.SN_F64: C.c_double, _lib.SN_BF16: C.c_uint16}
+
+
+# ---- tensors: numpy <-> C ------------------------------------------------------------------
+
+def _np_view(ptr, shape, dtype):
+    n = int(np.prod(shape)) if len(shape) else 1
+    buf = (_CT_OF[dtype] * n).from_address(ptr)
+    return np.ctypeslib.as_array(buf).view(_NP_OF[dtype]).reshape(shape)
+
+
+def tensor_from_array(a, dtype):
+    """A new sn_tensor holding `a` converted to dtype (one pass: np.copyto into C memory)."""
+    a = np.asarray(a)
+    t = C.c_void_p()
+    check(lib.sn_tensor_new(C.byref(t), dtype, _lib.Shape.of(a.shape)), "array")
+    try:
+        np.copyto(_np_view(lib.sn_tensor_data(t), a.shape, dtype), a, casting="unsafe")
+    except BaseException:
+        lib.sn_tensor_free(t)
+        raise
+    return t
+
+
+def array_from_tensor(t):
+    """A numpy copy of a contiguous sn_tensor."""
+    shape = lib.sn_tensor_shape(t).contents.tuple()
+    return _np_view(lib.sn_tensor_data(t), shape, lib.sn_tensor_dtype(t)).copy()
+
+
+def _dataset_from_arrays(arrays_dtypes):
+    ts = []
+    try:
+        for a, dt in arrays_dtypes:
+            ts.append(tensor_from_array(a, dt))
+        arr = (C.c_void_p * len(ts))(*[t.value for t in ts])
+        ds = C.c_void_p()
+        check(lib.sn_dataset_from_tensors(C.byref(ds), len(ts), arr), "dataset")
+        return ds
+    finally:
+        for t in ts:
+            lib.sn_tensor_free(t)
+
+
+class _CDataset:
+    """An owned C dataset handle (freed with the object, or at close())."""
+
+    def __init__(self, handle):
+        self.h = handle
+        self._fin = weakref.finalize(self, lib.sn_dataset_free, handle)
+
+    def apply(self, fn, *args, what):
+        check(fn(C.byref(self.h), *args), what)
+        self._fin.detach()
+        self._fin = weakref.finalize(self, lib.sn_dataset_free, self.h)
+
+    def close(self):
+        self._fin()
+
+
+def _num_cores():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+# ---- the model -----------------------------------------------------------------------------
+
+def _free_model(h, strategy_ref):
+    if strategy_ref is not None:
+        lib.sn_model_set_strategy(h, None)
+    lib.sn_model_free(h)
+
+
+class Model:
+    """A Keras model over a C sn_model. Use Sequential, or Model(inputs, outputs) for a
+    Functional chain (sinter's C side runs single chains: one input, each layer once)."""
+
+    def __init__(self, *args, **kwargs):
+        inputs = kwargs.pop("inputs", args[0] if len(args) > 0 else None)
+        outputs = kwargs.pop("outputs", args[1] if len(args) > 1 else None)
+        name = kwargs.pop("name", None)
+        trainable = kwargs.pop("trainable", True)
+        if kwargs:
+            raise TypeError(f"Model: unexpected arguments {sorted(kwargs)}")
+        self._init(name or _naming.unique("functional" if inputs is not None else
+                                          _naming.snake_case(type(self).__name__)))
+        self.trainable = trainable
+        if inputs is not None or outputs is not None:
+            if isinstance(inputs, (list, tuple)):
+                if len(inputs) != 1:
+                    raise NotImplementedError("Model: sinter supports one input")
+                inputs = inputs[0]
+            if isinstance(outputs, (list, tuple)):
+                if len(outputs) != 1:
+                    raise NotImplementedError("Model: sinter supports one output")
+                outputs = outputs[0]
+            if not isinstance(inputs, _layers.KerasTensor) or \
+                    not isinstance(outputs, _layers.KerasTensor):
+                raise TypeError("Model(inputs, outputs): both must come from keras.Input")
+            if outputs._history[0] is not inputs._layer:
+                raise ValueError("Model: the outputs are not computed from these inputs")
+            self._input = inputs._layer
+            self._layers = list(outputs._history[1:])
+            self._build(tuple(inputs._layer.shape))
+
+    def _init(self, name):
+        from .. import distribute
+        self.name = name
+        self._layers = []
+        self._input = None
+        self._h = None
+        self._fin = None
+        self._strategy = distribute._current()
+        self._compile = None  # (CompileOpts, metric names, schedule) once compiled
+        self._pending_compile = None
+        self._pending_weights = []  # (model, n vars) to copy in after build
+        self._fit_calls = 0
+        self.stop_training = False
+        self.history = None
+        self.trainable = True
+
+    # -- building -----------------------------------------------------------------------
+    @property
+    def built(self):
+        return self._h is not None
+
+    @property
+    def layers(self):
+        return list(self._layers)
+
+    def _config_json(self, input_shape):
+        inp = self._input or _layers.InputLayer(shape=input_shape,
+                                                name=_naming.unique("input_layer"))
+        if inp.shape is None:
+            inp.shape = tuple(input_shape)
+        batch_shape = [inp.batch_size] + list(inp.shape)
+        return {"module": "keras", "class_name": "Sequential",
+                "config": {"name": self.name, "trainable": self.trainable,
+                           "dtype": dict(_layers._FLOAT32),
+                           "layers": [inp._serialize()] + [l._serialize() for l in
+                                                           self._layers],
+                           "build_input_shape": batch_shape},
+                "registered_name": None, "build_config": {"input_shape": batch_shape}}
+
+    def _build(self, input_shape):
+        if self._h is not None:
+            return
+        if not self._layers:
+            raise ValueError(f"model '{self.name}' has no layers")
+        text = json.dumps(self._config_json(tuple(input_shape))).encode()
+        h = C.c_void_p()
+        info = _lib.ModelFileInfo()
+        check(lib.sn_model_from_json(text, len(text), _random.next_seed(), C.byref(h),
+                                     C.byref(info)), f"model '{self.name}'")
+        self._adopt(h)
+        for i, l in enumerate(self._layers):
+            l._model = (self, i)
+        for src in self._pending_weights:  # a model given as the first layer
+            w = src.get_weights()
+            self.set_weights(w + self.get_weights()[len(w):])
+        self._pending_weights = []
+        if self._pending_compile is not None:
+            self._apply_compile(*self._pending_compile)
+            self._pending_compile = None
+
+    def _adopt(self, h):
+        self._h = h
+        strategy = self._strategy
+        if strategy is not None:
+            check(lib.sn_model_set_strategy(h, strategy._h), f"model '{self.name}'")
+        # the finalizer holds the strategy so that it outlives the model
+        self._fin = weakref.finalize(self, _free_model, h, strategy)
+
+    def build(self, input_shape):
+        """Builds for inputs of input_shape (with the batch dimension, as Keras)."""
+        self._build(tuple(input_shape)[1:])
+
+    def _try_build(self):
+        pass
+
+    def _need_built(self, what):
+        self._try_build()
+        if self._h is None:
+            raise ValueError(f"{what}: model '{self.name}' is not built yet; give the first "
+                             "layer an input shape (keras.Input(shape)), call build(), or "
+                             "fit/predict it on data first")
+
+    # -- weights --------------------------------------------------------------------------
+    def _vars(self, layer_index=None):
+        g = lib.sn_model_graph(self._h)
+        buf = (C.c_int32 * 256)()
+        if layer_index is None:
+            out = []
+            for i in range(lib.sn_model_layer_count(self._h)):
+                k = lib.sn_model_layer_variables(self._h, i, buf, 256)
+                out += list(buf[:k])
+            return g, out
+        k = lib.sn_model_layer_variables(self._h, layer_index, buf, 256)
+        return g, list(buf[:k])
+
+    def _read(self, g, nodes):
+        out = []
+        for v in nodes:
+            shape = lib.sn_node_shape(g, v).tuple()
+            out.append(_np_view(lib.sn_variable_data(g, v), shape,
+                                lib.sn_node_dtype(g, v)).copy())
+        return out
+
+    def _write(self, g, nodes, weights, what):
+        weights = list(weights)
+        if len(weights) != len(nodes):
+            raise ValueError(f"{what}: expected {len(nodes)} weight arrays, got {len(weights)}")
+        for v, w in zip(nodes, weights):
+            shape = lib.sn_node_shape(g, v).tuple()
+            w = np.asarray(w)
+            if w.shape != shape:
+                raise ValueError(f"{what}: variable '{lib.sn_node_name(g, v).decode()}' has "
+                                 f"shape {shape}; got an array of shape {w.shape}")
+        for v, w in zip(nodes, weights):
+            shape = lib.sn_node_shape(g, v).tuple()
+            np.copyto(_np_view(lib.sn_variable_data(g, v), shape, lib.sn_node_dtype(g, v)),
+                      np.asarray(w), casting="unsafe")
+
+    def get_weights(self):
+        if self._h is None:
+            return []
+        return self._read(*self._vars())
+
+    def set_weights(self, weights):
+        self._need_built("set_weights")
+        g, nodes = self._vars()
+        self._write(g, nodes, weights, f"model '{self.name}'.set_weights")
+
+    def _layer_weights(self, i):
+        return self._read(*self._vars(i))
+
+    def _set_layer_weights(self, i, weights):
+        g, nodes = self._vars(i)
+        self._write(g, nodes, weights, f"layer '{self._layers[i].name}'.set_weights")
+
+    @property
+    def weights(self):
+        return self.get_weights()
+
+    def count_params(self):
+        self._need_built("count_params")
+        return int(lib.sn_model_param_count(self._h, False))
+
+    def get_layer(self, name=None, index=None):
+        if index is not None:
+            return self._layers[index]
+        for l in self._layers:
+            if l.name == name:
+                return l
+        raise ValueError(f"no layer named {name!r}; the layers are "
+                         f"{[l.name for l in self._layers]}")
+
+    @property
+    def input_shape(self):
+        self._need_built("input_shape")
+        return (None,) + lib.sn_model_input_shape(self._h).tuple()
+
+    @property
+    def output_shape(self):
+        self._need_built("output_shape")
+        return (None,) + lib.sn_model_output_shape(self._h).tuple()
+
+    # -- compile --------------------------------------------------------------------------
+    def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
+                weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
+                jit_compile="auto", auto_scale_loss=True):
+        if loss_weights is not None or weighted_metrics is not None:
+            raise NotImplementedError("compile: loss_weights and weighted_metrics are not "
+                                      "implemented in sinter")
+        opt = _optimizers.get(optimizer)
+        o = lib.sn_compile_defaults()
+        o.optimizer = opt._opts()
+        names = []
+        if loss is None:
+            o.n_metrics = 0
+            self._pending_compile = None
+            self._compile = None
+            self._loss_less = True
+            return
+        lo = _losses.get(loss)
+        o.loss, o.from_logits = lo._type, lo.from_logits
+        ms = metrics or []
+        if isinstance(ms, (str, _metrics.Metric)):
+            ms = [ms]
+        if isinstance(ms, dict):
+            raise NotImplementedError("compile: metrics per output (a dict); sinter models "
+                                      "have one output")
+        if len(ms) > _lib.SN_MAX_METRICS:
+            raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics; got {len(ms)}")
+        o.n_metrics = len(ms)
+        for i, m in enumerate(ms):
+            t, n = _metrics.get(m)
+            o.metrics[i] = t
+            names.append(n)
+        if steps_per_execution == "auto":
+            steps_per_execution = 1
+        o.steps_per_execution = int(steps_per_execution)
+        o.mixed_bfloat16 = _mp.global_policy().name == "mixed_bfloat16"
+        o.predict_raw = True  # Keras's predict: the model's output as it is
+        sched = opt.learning_rate if isinstance(
+            opt.learning_rate, _optimizers.schedules.LearningRateSchedule) else None
+        self.optimizer, self.loss = opt, lo
+        self._loss_less = False
+        if self._h is None:
+            self._pending_compile = (o, names, sched)
+        else:
+            self._apply_compile(o, names, sched)
+
+    def _apply_compile(self, o, names, sched):
+        check(lib.sn_model_compile(self._h, C.byref(o)), f"compile model '{self.name}'")
+        self._compile = (o, names, sched)
+
+    @property
+    def metrics_names(self):
+        return ["loss"] + (self._compile[1] if self._compile else [])
+
+    # -- data ------------------------------------------------------------------------------
+    def _label_dtype(self):
+        o = self._compile[0] if self._compile else (
+            self._pending_compile[0] if self._pending_compile else None)
+        return _lib.SN_I32 if o is None or o.loss == _losses.SPARSE_CCE else _lib.SN_F32
+
+    def _labels(self, y, n):
+        y = np.asarray(y)
+        if len(y) != n:
+            raise ValueError(f"x has {n} samples but y has {len(y)}; they must match")
+        dt = self._label_dtype()
+        if dt == _lib.SN_I32:
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y[:, 0]
+            if y.ndim != 1:
+                raise ValueError(f"labels of shape {y.shape} for a sparse loss; expected "
+                                 "integer class ids of shape (n,)")
+            if y.dtype.kind == "f" and not np.all(np.equal(np.mod(y, 1), 0)):
+                raise ValueError("labels for a sparse loss must be integer class ids")
+        else:
+            out = lib.sn_model_output_shape(self._h).tuple()
+            if y.shape[1:] != out and int(np.prod(y.shape[1:], dtype=np.int64)) == \
+                    int(np.prod(out, dtype=np.int64)):
+                y = y.reshape((n,) + out)
+        return y, dt
+
+    def _arrays_dataset(self, x, y, batch_size, shuffle, seed, what):
+        n = len(x)
+        yv, ydt = self._labels(y, n)
+        h = _dataset_from_arrays([(x, _lib.SN_F32), (yv, ydt)])
+        ds = _CDataset(h)
+        if shuffle:
+            ds.apply(lib.sn_dataset_shuffle, n, seed, True, what=what)
+        ds.apply(lib.sn_dataset_batch, int(batch_size), False, what=what)
+        # As `sinter train` does (src/cli/data_setup.c): a prefetch thread only on a core the
+        # kernels' threads leave free.
+        if lib.sn_num_threads() < _num_cores():
+            ds.apply(lib.sn_dataset_prefetch, 2, what=what)
+        return ds
+
+    def _input_of(self, x):
+        from ..data import Dataset
+        if isinstance(x, Dataset):
+            return x
+        if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], np.ndarray):
+            x = x[0]  # [x]: the list of a single-input model's inputs
+        if isinstance(x, dict):
+            raise NotImplementedError("dict inputs: sinter models have one input")
+        x = np.asarray(x)
+        if x.dtype == object:
+            raise TypeError("x must be a numeric array")
+        return x
+
+    def _ensure_built_for(self, x):
+        from ..data import Dataset
+        self._try_build()
+        if isinstance(x, Dataset):
+            shape = tuple(x._element_shape(0))
+        else:
+            shape = tuple(x.shape[1:])
+        if self._h is None:
+            self._build(shape)
+        want = lib.sn_model_input_shape(self._h).tuple()
+        if shape != want:
+            raise ValueError(f"model '{self.name}' expects inputs of shape "
+                             f"{(None,) + want}; got {'a dataset of' if isinstance(x, Dataset) else 'an array of shape'} "
+                             f"{(None,) + shape if isinstance(x, Dataset) else x.shape}")
+
+    # -- fit ---------------------------------------------------------------------------------
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+            validation_batch_size=None, validation_freq=1):
+        from ..data import Dataset
+        if class_weight is not None or sample_weight is not None:
+            raise NotImplementedError("fit: class_weight and sample_weight are not "
+                                      "implemented in sinter")
+        if validation_freq != 1:
+            raise NotImplementedError("fit: sinter validates after every epoch "
+                                      "(validation_freq=1)")
+        if self._compile is None and self._pending_compile is None:
+            raise RuntimeError("You must call `compile()` before using the model "
+                               "(with a loss to fit it).")
+        x = self._input_of(x)
+        self._ensure_built_for(x)
+        batch_size = batch_size or 32
+        seed = _random.fit_seed(self._fit_calls)
+        self._fit_calls += 1
+        owned = []
+        try:
+            if isinstance(x, Dataset):
+                if y is not None:
+                    raise ValueError("fit: y must be None when x is a dataset")
+                if validation_split:
+                    raise ValueError("fit: validation_split is not supported for datasets")
+                train = x._materialize()
+                owned.append(train)
+            else:
+                if y is None:
+                    raise ValueError("fit: y is required with array inputs")
+                y = np.asarray(y)
+                if validation_split and validation_data is None:
+                    if not 0 < validation_split < 1:
+                        raise ValueError(f"validation_split must be in (0, 1); got "
+                                         f"{validation_split}")
+                    # Keras: the last fraction of the samples, before shuffling
+                    cut = int(len(x) * (1 - validation_split))
+                    validation_data = (x[cut:], y[cut:])
+                    x, y = x[:cut], y[:cut]
+                train = self._arrays_dataset(x, y, batch_size, shuffle, seed, "fit")
+                owned.append(train)
+            val = None
+            if validation_data is not None:
+                if isinstance(validation_data, Dataset):
+                    val = validation_data._materialize()
+                else:
+                    if len(validation_data) == 3:
+                        raise NotImplementedError("validation_data with sample weights")
+                    vx, vy = validation_data
+                    val = self._arrays_dataset(self._input_of(vx), vy,
+                                               validation_batch_size or batch_size, False, 0,
+                                               "validation_data")
+                owned.append(val)
+            return self._fit_c(train, val, epochs, verbose, callbacks or [], initial_epoch,
+                               steps_per_epoch, validation_steps)
+        finally:
+            for d in owned:
+                d.close()
+
+    def _fit_c(self, train, val, epochs, verbose, callbacks, initial_epoch, steps_per_epoch,
+               validation_steps):
+        ctx = _FitContext(self)
+        ctx.params = {"verbose": verbose, "epochs": epochs, "steps": steps_per_epoch}
+        o = lib.sn_fit_defaults()
+        o.epochs, o.initial_epoch = int(epochs), int(initial_epoch)
+        o.steps_per_epoch = int(steps_per_epoch or 0)
+        o.validation = val.h if val is not None else None
+        o.validation_steps = int(validation_steps or 0)
+        cbs, to_free, backup = [], [], None
+        stream = None
+        old_handler = None
+        try:
+            sched = self._compile[2] if self._compile else None
+            if sched is not None:
+                p = _lib.check_ptr(lib.sn_callback_lr_schedule(sched._struct()),
+                                   "learning-rate schedule")
+                cbs.append(p)
+                to_free.append(p)
+            for cb in callbacks:
+                if isinstance(cb, _callbacks.BackupAndRestore):
+                    backup = cb
+                    o.backup = C.pointer(cb._backup(ctx))
+                    continue
+                ptr, own = cb._make(ctx)
+                if ptr:
+                    cbs.append(ptr)
+                    if own:
+                        to_free.append(ptr)
+            if verbose == "auto":
+                verbose = 1
+            if verbose:
+                stream = _lib.CStream()
+                p = _lib.check_ptr(lib.sn_callback_progress_bar(stream.f, int(verbose)),
+                                   "progress bar")
+                cbs.append(p)
+                to_free.append(p)
+            cbs.append(ctx.collector())
+            arr = (C.c_void_p * len(cbs))(*cbs)
+            o.n_callbacks, o.callbacks = len(cbs), C.cast(arr, C.POINTER(C.c_void_p))
+            # Ctrl-C: the handler only raises a flag; the collector stops fit at the next
+            # execution's end, and fit raises KeyboardInterrupt with the model intact.
+            if threading.current_thread() is threading.main_thread():
+                def on_sigint(signum, frame):
+                    ctx.interrupted = True
+                old_handler = signal.signal(signal.SIGINT, on_sigint)
+            self.stop_training = False
+            st = lib.sn_model_fit(self._h, train.h, C.byref(o), None)
+            err = _lib.error(st, "fit") if st != _lib.SN_OK else None
+        finally:
+            if old_handler is not None:
+                signal.signal(signal.SIGINT, old_handler)
+            for p in to_free:
+                lib.sn_callback_free(p)
+            if stream is not None:
+                stream.close()
+        if ctx.interrupted:
+            raise KeyboardInterrupt
+        if ctx.exc is not None:
+            raise ctx.exc
+        if err is not None:
+            raise err
+        if backup is not None:
+            backup._done()
+        h = _callbacks.History()
+        h.set_model(self)
+        h.set_params(ctx.params)
+        h.epoch = ctx.epochs
+        h.history = ctx.history()
+        self.history = h
+        return h
+
+    # -- evaluate / predict -------------------------------------------------------------------
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
+                 steps=None, callbacks=None, return_dict=False):
+        from ..data import Dataset
+        if sample_weight is not None:
+            raise NotImplementedError("evaluate: sample_weight is not implemented in sinter")
+        if self._compile is None and self._pending_compile is None:
+            raise RuntimeError("You must call `compile()` before using the model "
+                               "(with a loss to evaluate it).")
+        x = self._input_of(x)
+        self._ensure_built_for(x)
+        batch_size = batch_size or 32
+        if isinstance(x, Dataset):
+            ds = x._materialize()
+        else:
+            if y is None:
+                raise ValueError("evaluate: y is required with array inputs")
+            ds = self._arrays_dataset(x, np.asarray(y), batch_size, False, 0, "evaluate")
+        try:
+            vals = (C.c_double * (_lib.SN_MAX_METRICS + 1))()
+            n = C.c_int()
+            t0 = time.perf_counter()
+            check(lib.sn_model_evaluate(self._h, ds.h, int(steps or 0), vals, len(vals),
+                                        C.byref(n)), "evaluate")
+            secs = time.perf_counter() - t0
+            nsteps = steps or (lib.sn_dataset_cardinality(ds.h) if isinstance(x, Dataset)
+                               else math.ceil(len(x) / batch_size))
+        finally:
+            ds.close()
+        names = self.metrics_names
+        logs = {k: float(vals[i]) for i, k in enumerate(names[:n.value])}
+        if verbose:
+            _print_line(nsteps, secs, logs)
+        if return_dict:
+            return {k: logs[k] for k in sorted(logs)}
+        values = [logs[k] for k in names[:n.value]]
+        return values[0] if len(values) == 1 else values
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        from ..data import Dataset
+        x = self._input_of(x)
+        self._ensure_built_for(x)
+        t0 = time.perf_counter()
+        if isinstance(x, Dataset):
+            parts = [self._predict_array(b[0] if isinstance(b, tuple) else b, None)
+                     for b in x.take(steps or -1)]
+            out = np.concatenate(parts) if parts else np.zeros(
+                (0,) + self.output_shape[1:], np.float32)
+            nsteps = len(parts)
+        else:
+            batch_size = batch_size or 32
+            out = self._predict_array(x, batch_size)
+            nsteps = math.ceil(len(x) / batch_size)
+        if verbose:
+            _print_line(nsteps, time.perf_counter() - t0, {})
+        return out
+
+    def _predict_array(self, x, batch_size):
+        x = np.ascontiguousarray(x, dtype=np.float32)  # converted once, not per batch
+        n = len(x)
+        b = batch_size or max(n, 1)
+        out = np.empty((n,) + lib.sn_model_output_shape(self._h).tuple(), np.float32)
+        xp, op = x.ctypes.data, out.ctypes.data
+        xrow, orow = x[0].nbytes if n else 0, out[0].nbytes if n else 0
+        prepared = set()
+        for i in range(0, n, b):
+            k = min(b, n - i)
+            if k not in prepared:
+                check(lib.sn_model_predict_prepare(self._h, k), "predict")
+                prepared.add(k)
+            check(lib.sn_model_predict_into(self._h, k, xp + i * xrow, op + i * orow),
+                  "predict")
+        return out
+
+    def predict_on_batch(self, x):
+        x = self._input_of(x)
+        self._ensure_built_for(x)
+        return self._predict_array(x, None)
+
+    def __call__(self, x, training=False):
+        if isinstance(x, _layers.KerasTensor):
+            raise NotImplementedError("calling a model on a keras.Input (nesting models): "
+                                      "put its layers in the Sequential instead")
+        return self.predict_on_batch(x)
+
+    def reset_states(self):
+        if self._h is not None:
+            lib.sn_model_reset_states(self._h)
+
+    # -- text and files -------------------------------------------------------------------------
+    def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
+                show_trainable=False, layer_range=None):
+        self._need_built("summary")
+        text = _lib.capture(lambda f: check(lib.sn_model_summary(self._h, f), "summary"))
+        if print_fn is not None:
+            for line in text.rstrip("\n").split("\n"):
+                print_fn(line)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+    def to_json(self, **kwargs):
+        self._need_built("to_json")
+        p = C.c_void_p()
+        check(lib.sn_model_to_json(self._h, C.byref(p)), "to_json")
+        try:
+            return C.string_at(p).decode()
+        finally:
+            _lib.libc.free(p)
+
+    def get_config(self):
+        return json.loads(self.to_json())["config"]
+
+    def save(self, filepath, overwrite=True, zipped=None, **kwargs):
+        self._need_built("save")
+        path = os.fspath(filepath)
+        if not (path.endswith(".keras") or path.endswith(".json")):
+            raise ValueError(f"save: the filepath must end in .keras (or .json for the "
+                             f"architecture); got {path!r}")
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(path)
+        check(lib.sn_model_save(self._h, path.encode()), "save")
+
+    def save_weights(self, filepath, overwrite=True):
+        self._need_built("save_weights")
+        path = os.fspath(filepath)
+        if not path.endswith(".weights.h5"):
+            raise ValueError(f"save_weights: the filename must end in `.weights.h5`; got "
+                             f"{path!r}")
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(path)
+        check(lib.sn_model_save_weights(self._h, path.encode()), "save_weights")
+
+    def load_weights(self, filepath, skip_mismatch=False, **kwargs):
+        self._need_built("load_weights")
+        check(lib.sn_model_load_weights(self._h, os.fspath(filepath).encode()), "load_weights")
+
+    def __repr__(self):
+        return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _fmt_step(s):
+    # Keras's per-step time: s, ms or us
+    if s >= 1:
+        return f"{s:.0f}s/step"
+    if s >= 1e-3:
+        return f"{s * 1e3:.0f}ms/step"
+    return f"{s * 1e6:.0f}us/step"
+
+
+def _print_line(steps, secs, logs):
+    """The one line Keras prints for evaluate/predict outside a terminal (verbose 2)."""
+    line = f"{steps}/{steps} - {secs:.0f}s - {_fmt_step(secs / max(steps, 1))}"
+    for k in sorted(logs):
+        v = logs[k]
+        line += f" - {k}: {v:.4f}" if abs(v) > 1e-3 else f" - {k}: {v:.4e}"
+    print(line)
+
+
+class Sequential(Model):
+    def __init__(self, layers=None, trainable=True, name=None):
+        self._init(name or _naming.unique("sequential"))
+        self.trainable = trainable
+        for l in layers or []:
+            self.add(l)
+
+    def add(self, layer):
+        if isinstance(layer, _layers.KerasTensor):
+            if self._layers or self._input is not None:
+                raise ValueError("Sequential: keras.Input must come first")
+            self._input = layer._layer
+            return
+        if isinstance(layer, _layers.InputLayer):
+            self._input = layer
+            return
+        if isinstance(layer, Model):
+            # A model as a layer: its layers join this one, and its weights are copied in at
+            # build (Keras shares them; here the two models own separate copies).
+            if self._layers or self._input is not None:
+                raise NotImplementedError("Sequential: a model can only be the first layer")
+            layer._try_build()
+            if layer._h is None:
+                raise ValueError(f"Sequential: model '{layer.name}' must be built first")
+            self._input = _layers.InputLayer(shape=lib.sn_model_input_shape(layer._h).tuple(),
+                                             name=_naming.unique("input_layer"))
+            entries = json.loads(layer.to_json())["config"]["layers"]
+            self._layers += [_layers.RawLayer(e) for e in entries
+                             if e["class_name"] != "InputLayer"]
+            self._pending_weights.append(layer)
+            return
+        if not isinstance(layer, _layers.Layer):
+            raise TypeError(f"Sequential.add: expected a keras layer, got {layer!r}")
+        if self._h is not None:
+            raise NotImplementedError("Sequential.add after the model is built: sinter builds "
+                                      "the C model once; add every layer first")
+        if not self._layers and self._input is None and layer._input_shape is not None:
+            self._input = _layers.InputLayer(shape=layer._input_shape,
+                                             batch_size=layer._batch_size,
+                                             name=_naming.unique("input_layer"))
+        self._layers.append(layer)  # built lazily: more layers may follow
+
+    def pop(self):
+        if self._h is not None:
+            raise NotImplementedError("Sequential.pop after build")
+        return self._layers.pop()
+
+    def _try_build(self):
+        # built once every layer is known: at the first use that needs the C model
+        if self._h is None and self._input is not None and self._input.shape is not None:
+            self._build(self._input.shape)
+
+    def get_weights(self):
+        self._try_build()
+        return super().get_weights()
+
+
+
+class _FitContext:
+    """What one fit's Python callbacks share: the model, Python objects C points to (kept
+    alive until fit returns), the first exception raised in a callback, the Ctrl-C flag and
+    the epoch logs that become History."""
+
+    def __init__(self, model):
+        self.model = model
+        self.keep = []
+        self.exc = None
+        self.interrupted = False
+        self.epochs = []
+        self.rows = []
+        self.last_logs = {}
+        self.params = {}
+
+    def collector(self):
+        def batch_end(_user, logs, stop):
+            if self.interrupted:
+                return _lib.SN_ERR_STATE  # stop now, not after validation
+            return 0
+
+        def epoch_end(_user, logs, stop):
+            d = logs.contents.dict()
+            self.epochs.append(int(logs.contents.epoch))
+            self.rows.append(d)
+            self.last_logs = d
+            if self.interrupted:
+                return _lib.SN_ERR_STATE
+            return 0
+
+        s = _lib.Callback()
+        s.on_batch_end = _lib.ON_BATCH_END(batch_end)
+        s.on_epoch_end = _lib.ON_EPOCH_END(epoch_end)
+        self.keep.append(s)
+        return C.addressof(s)
+
+    def history(self):
+        # Keras 3's order: the training logs by name, then the validation logs by name.
+        keys = []
+        for r in self.rows:
+            keys += [k for k in r if k not in keys]
+        keys = sorted(k for k in keys if not k.startswith("val_")) + \
+            sorted(k for k in keys if k.startswith("val_"))
+        return {k: [r.get(k, float("nan")) for r in self.rows] for k in keys}
+
+
+# ---- loading -------------------------------------------------------------------------------
+
+class _LoadedLayer(_layers.Layer):
+    """A layer of a model read from a file: its name and Keras class (the C model has the
+    rest)."""
+
+    def __init__(self, name, cls):
+        self.name, self._cls, self.trainable = name, cls, True
+        self._input_shape = self._batch_size = None
+        self._model = None
+        self._dtype = None
+
+    def __repr__(self):
+        return f"<{self._cls} name={self.name}>"
+
+
+def _wrap_c_model(h, info, compile=True):
+    m = Sequential.__new__(Sequential)
+    m._init(None)
+    m._strategy = None
+    m._adopt(h)
+    m.name = json.loads(m.to_json())["config"]["name"]
+    for i in range(lib.sn_model_layer_count(h)):
+        l = _LoadedLayer(lib.sn_model_layer_name(h, i).decode(),
+                         lib.sn_model_layer_class(h, i).decode())
+        l._model = (m, i)
+        m._layers.append(l)
+    if compile and info.has_compile:
+        o = info.compile
+        o.predict_raw = True
+        names = ["accuracy" if o.metrics[i] == _metrics.ACCURACY
+                 else "sparse_categorical_accuracy" for i in range(o.n_metrics)]
+        m._apply_compile(o, names, None)
+    return m
+
+
+def load_model(filepath, custom_objects=None, compile=True, safe_mode=True):
+    """keras.models.load_model: a Keras 3 .keras archive or a model JSON file."""
+    if custom_objects:
+        raise NotImplementedError("load_model: custom objects are not supported by sinter")
+    h = C.c_void_p()
+    info = _lib.ModelFileInfo()
+    check(lib.sn_model_load(os.fspath(filepath).encode(), _random.next_seed(), C.byref(h),
+                            C.byref(info)), "load_model")
+    return _wrap_c_model(h, info, compile)
+
+
+def model_from_json(json_string, custom_objects=None):
+    text = json_string.encode() if isinstance(json_string, str) else json_string
+    h = C.c_void_p()
+    info = _lib.ModelFileInfo()
+    check(lib.sn_model_from_json(text, len(text), _random.next_seed(), C.byref(h),
+                                 C.byref(info)), "model_from_json")
+    return _wrap_c_model(h, info, compile=False)
+
+
+def clone_model(model):
+    return model_from_json(model.to_json())
