@@ -14,8 +14,9 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
- (f) Functional models (FUNCTIONAL below: a residual CNN, and two inputs / two outputs with a
-     shared layer, Concatenate and Subtract), saved by Keras as .keras: `sinter summary`
+ (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
+     shared layer, Concatenate and Subtract, and a mix of the other merge and activation
+     layers), saved by Keras as .keras: `sinter summary`
      prints Keras's table byte for byte, sinter predicts every output within TOL, one SGD
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
@@ -192,7 +193,24 @@ def two_in_two_out():
     return keras.Model([a, b], [o1, o2], name="two_in_two_out"), ["mse", "mse"]
 
 
-FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out}
+def layer_mix():
+    """The other merges and the layer-form activations: Rescaling, LeakyReLU, Multiply,
+    Average, Maximum, Minimum, Concatenate, ZeroPadding2D, ReLU(max_value=6),
+    GlobalMaxPooling2D, Softmax; fan-out of the input into four uses."""
+    inp = keras.Input((6, 6, 2))
+    r = layers.Rescaling(0.5, offset=-0.25)(inp)
+    lk = layers.LeakyReLU(0.2)(r)
+    q = layers.Conv2D(2, 1, activation="tanh")(inp)
+    av = layers.Average()([layers.Multiply()([lk, q, r]), q, inp])
+    c = layers.Concatenate()([layers.Maximum()([av, lk]), layers.Minimum()([av, q])])
+    z = layers.ReLU(max_value=6.0)(layers.ZeroPadding2D(((1, 0), (2, 1)))(c))
+    s = layers.Softmax()(layers.GlobalMaxPooling2D()(z))
+    out = layers.Dense(3)(s)
+    m = keras.Model(inp, out, name="layer_mix")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix}
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one

@@ -137,7 +137,9 @@ static sn_model *merges(sn_dtype dt) {
     sn_ftensor su = T(m, sn_layer_merge(SN_MERGE_SUBTRACT), gm, ga);
     sn_ftensor sm = T(m, sn_layer_softmax(-1), su);
     sn_ftensor r6 = T(m, sn_layer_relu_ex(&(sn_relu_layer_opts){.max_value = 6}), cat);
-    sn_ftensor outs[2] = {sm, r6};
+    sn_ftensor zp = T(m, sn_layer_zero_padding2d(1, 0, 2, 1), r6);
+    sn_ftensor mx = T(m, sn_layer_merge(SN_MERGE_MAXIMUM), zp, T(m, sn_layer_merge(SN_MERGE_MINIMUM), zp, zp, T(m, sn_layer_rescaling(-1, 0), zp)));
+    sn_ftensor outs[2] = {sm, mx};
     CHECK_OK(sn_functional_set_outputs(m, outs, 2));
     return m;
 }
@@ -262,6 +264,8 @@ static void test_gradients(void) {
     grad_case("Rescaling", sn_layer_rescaling(1.0 / 255, -1), (sn_shape)S1(5), 3, false, 1e-7);
     grad_case("GlobalMaxPooling2D", sn_layer_global_pool2d(true, false), (sn_shape)S3(3, 2, 2),
               2, false, 1e-7);
+    grad_case("ZeroPadding2D (1, 2), (0, 3)", sn_layer_zero_padding2d(1, 2, 0, 3),
+              (sn_shape)S3(2, 3, 2), 2, false, 1e-7);
     grad_case("GlobalAveragePooling2D keepdims", sn_layer_global_pool2d(false, true),
               (sn_shape)S3(3, 2, 2), 2, false, 1e-7);
 }

@@ -189,12 +189,13 @@ sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o);
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 
 /* ---- merge layers and layer-form activations (Keras names, configs and semantics) ------ */
-/* Add, Subtract (two inputs), Multiply, Average: elementwise over inputs of one shape, in
- * Keras's order of operations (Average: the sum, then / n); Concatenate along `axis` (of the batched tensor: -1 last, 0 refused), the
+/* Add, Subtract (two inputs), Multiply, Average, Maximum, Minimum: elementwise over inputs
+ * of one shape, in Keras's order of operations (Average: the sum, then / n; at a tie of
+ * Maximum/Minimum the gradient goes to the first input, as TensorFlow's); Concatenate along `axis` (of the batched tensor: -1 last, 0 refused), the
  * other dimensions equal. A shape that does not meet is an error at build naming the layer. */
 typedef enum sn_merge_op {
     SN_MERGE_ADD = 0, SN_MERGE_SUBTRACT, SN_MERGE_MULTIPLY, SN_MERGE_AVERAGE,
-    SN_MERGE_CONCATENATE
+    SN_MERGE_CONCATENATE, SN_MERGE_MAXIMUM, SN_MERGE_MINIMUM
 } sn_merge_op;
 typedef struct sn_merge_layer_opts {
     sn_merge_op op;
@@ -218,6 +219,8 @@ sn_layer *sn_layer_leaky_relu(double negative_slope);
 sn_layer *sn_layer_softmax(int axis);
 /* Rescaling: x * scale + offset. */
 sn_layer *sn_layer_rescaling(double scale, double offset);
+/* ZeroPadding2D ((top, bottom), (left, right)) of [B, H, W, C]: zeros around H and W. */
+sn_layer *sn_layer_zero_padding2d(int top, int bottom, int left, int right);
 /* GlobalAveragePooling2D / GlobalMaxPooling2D: [B, H, W, C] -> [B, C] ([B, 1, 1, C] with
  * keepdims). */
 sn_layer *sn_layer_global_pool2d(bool max, bool keepdims);

@@ -1,7 +1,7 @@
-/* Keras's merge layers (Add, Subtract, Multiply, Average, Concatenate), which take several
- * tensors (the vtable's build_n / forward_n), and the layer forms of activations and
+/* Keras's merge layers (Add, Subtract, Multiply, Average, Maximum, Minimum, Concatenate),
+ * which take several tensors (sn_layer_vtable_n), and the layer forms of activations and
  * scalings (ReLU, LeakyReLU, Softmax, Rescaling, GlobalMaxPooling2D, GlobalAveragePooling2D
- * with keepdims). Each is composed of existing graph ops in Keras's order of operations, so
+ * with keepdims, ZeroPadding2D). Each is composed of existing graph ops in Keras's order of operations, so
  * the results are the same floats as Keras's and the gradients are those ops' (checked by
  * tests/test_gradcheck.c); no new kernel. */
 #include <math.h>
@@ -18,6 +18,9 @@ static sn_status merge_build(sn_layer *l, sn_graph *g, int n, const sn_shape *in
     (void)g;
     (void)rng;
     char a[160], b[160];
+    if (n > 64)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s) merges %d tensors; sinter takes "
+                         "at most 64", l->name, merge_what(l), n);
     if (l->merge.op == SN_MERGE_SUBTRACT && n != 2)
         return sn_errorf(SN_ERR_INVALID, "layer '%s' (Subtract) is called on %d tensors, "
                          "expected exactly 2", l->name, n);
@@ -57,6 +60,21 @@ static sn_node merge_forward(sn_layer *l, sn_graph *g, int n, const sn_node *x, 
     (void)u;
     if (l->merge.op == SN_MERGE_CONCATENATE) return sn_concat(g, n, x, l->merge.axis);
     if (l->merge.op == SN_MERGE_SUBTRACT) return sn_sub(g, x[0], x[1]);
+    if (l->merge.op == SN_MERGE_MAXIMUM || l->merge.op == SN_MERGE_MINIMUM) {
+        /* The inputs stacked on a new last axis and reduced by max there: the exact maximum,
+         * and reduce_max's gradient goes to the first input at a tie, as TensorFlow's
+         * maximum does; Minimum is -max(-x). */
+        bool min = l->merge.op == SN_MERGE_MINIMUM;
+        sn_node parts[64];
+        sn_shape s = sn_node_shape(g, x[0]);
+        s.dim[s.ndim++] = 1;
+        for (int k = 0; k < n && k < 64; k++)
+            parts[k] = sn_reshape(g, min ? sn_neg(g, x[k]) : x[k], &s);
+        int axis = s.ndim - 1;
+        sn_node y = sn_reduce_max(g, n > 1 ? sn_concat(g, n, parts, axis) : parts[0], 1, &axis,
+                                  false);
+        return min ? sn_neg(g, y) : y;
+    }
     sn_node y = x[0];
     for (int k = 1; k < n; k++)
         y = l->merge.op == SN_MERGE_MULTIPLY ? sn_mul(g, y, x[k]) : sn_add(g, y, x[k]);
@@ -72,11 +90,14 @@ MERGE_VT(subtract_vt, "Subtract", "subtract");
 MERGE_VT(multiply_vt, "Multiply", "multiply");
 MERGE_VT(average_vt, "Average", "average");
 MERGE_VT(concatenate_vt, "Concatenate", "concatenate");
+MERGE_VT(maximum_vt, "Maximum", "maximum");
+MERGE_VT(minimum_vt, "Minimum", "minimum");
 
 sn_layer *sn_layer_merge(sn_merge_op op) {
     static const sn_layer_vtable_n *const vts[] = {&add_vt, &subtract_vt, &multiply_vt,
-                                                 &average_vt, &concatenate_vt};
-    if ((int)op < 0 || (int)op > SN_MERGE_CONCATENATE)
+                                                 &average_vt, &concatenate_vt, &maximum_vt,
+                                                 &minimum_vt};
+    if ((int)op < 0 || (int)op > SN_MERGE_MINIMUM)
         return sn_layer_bad_arg("merge layer: %s %g is not an sn_merge_op", "op", (double)op);
     sn_layer *l = sn_layer_alloc(&vts[op]->base);
     if (l) l->merge = (sn_merge_layer_opts){.op = op, .axis = -1};
@@ -221,5 +242,60 @@ sn_layer *sn_layer_global_pool2d(bool max, bool keepdims) {
     sn_layer *l = max || keepdims ? sn_layer_alloc(max ? &gmp_vt : &gap_k_vt)
                                   : sn_layer_global_avg_pool2d();
     if (l) l->keepdims = keepdims;
+    return l;
+}
+
+/* ---- ZeroPadding2D ------------------------------------------------------------------------ */
+static sn_status zpad_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    (void)g;
+    (void)rng;
+    if (in->ndim != 3) return sn_layer_shape_error(l, in, "(None, height, width, channels)");
+    l->out_shape = *in;
+    l->out_shape.dim[0] += l->pad[0] + l->pad[1];
+    l->out_shape.dim[1] += l->pad[2] + l->pad[3];
+    return SN_OK;
+}
+
+/* Zeros of the batch's shape with `size` along axis, or SN_NONE for size 0. */
+static sn_node zeros_like_axis(sn_graph *g, sn_node x, int axis, int size) {
+    if (size == 0) return SN_NONE;
+    sn_shape s = sn_node_shape(g, x);
+    s.dim[axis] = size;
+    void *z = sn_calloc((size_t)sn_shape_numel(&s), sn_dtype_size(sn_node_dtype(g, x)));
+    if (!z) return sn_graph_fail(g, SN_ERR_NOMEM, "ZeroPadding2D: out of memory");
+    sn_node c = sn_const(g, sn_node_dtype(g, x), &s, z);
+    free(z);
+    return c;
+}
+
+/* Concatenation with constant zeros: the values exact, the gradient a slice of dy. */
+static sn_node zpad_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    (void)training;
+    (void)u;
+    for (int a = 0; a < 2; a++) {
+        sn_node parts[3];
+        int n = 0;
+        sn_node before = zeros_like_axis(g, x, a + 1, l->pad[2 * a]);
+        sn_node after = zeros_like_axis(g, x, a + 1, l->pad[2 * a + 1]);
+        if (before != SN_NONE) parts[n++] = before;
+        parts[n++] = x;
+        if (after != SN_NONE) parts[n++] = after;
+        if (n > 1) x = sn_concat(g, n, parts, a + 1);
+    }
+    return x;
+}
+
+static const sn_layer_vtable zpad_vt = {"ZeroPadding2D", "zero_padding2d", zpad_build,
+                                        zpad_forward, NULL};
+
+sn_layer *sn_layer_zero_padding2d(int top, int bottom, int left, int right) {
+    const int p[4] = {top, bottom, left, right};
+    static const char *const names[4] = {"top", "bottom", "left", "right"};
+    for (int k = 0; k < 4; k++)
+        if (p[k] < 0)
+            return sn_layer_bad_arg("ZeroPadding2D: %s padding is %g, expected >= 0", names[k],
+                                    p[k]);
+    sn_layer *l = sn_layer_alloc(&zpad_vt);
+    if (l) memcpy(l->pad, p, sizeof p);
     return l;
 }

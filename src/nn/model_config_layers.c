@@ -475,6 +475,42 @@ static sn_status read_add(const json_t *c, sn_layer **out) { (void)c; return rea
 static sn_status read_subtract(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_SUBTRACT, out); }
 static sn_status read_multiply(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MULTIPLY, out); }
 static sn_status read_average(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_AVERAGE, out); }
+static sn_status read_maximum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MAXIMUM, out); }
+static sn_status read_minimum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MINIMUM, out); }
+
+/* padding: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
+static sn_status read_zero_padding(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    const json_t *v = json_object_get(c, "padding");
+    int64_t p[4] = {1, 1, 1, 1};
+    char b[96];
+    bool ok = true;
+    if (json_is_integer(v)) {
+        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        for (int a = 0; a < 2 && ok; a++) {
+            const json_t *e = json_array_get(v, (size_t)a);
+            if (json_is_integer(e)) {
+                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
+            } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                       json_is_integer(json_array_get(e, 0)) && json_is_integer(json_array_get(e, 1))) {
+                p[2 * a] = json_integer_value(json_array_get(e, 0));
+                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
+            } else {
+                ok = false;
+            }
+        }
+    } else if (v) {
+        ok = false;
+    }
+    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
+    if (!ok)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is %s, expected an int, a pair or "
+                         "[[top, bottom], [left, right]] of ints >= 0", sn_cfg_show(v, b, sizeof b));
+    sn_status st;
+    *out = made(sn_layer_zero_padding2d((int)p[0], (int)p[1], (int)p[2], (int)p[3]), &st);
+    return st;
+}
 
 static sn_status read_concatenate(const json_t *c, sn_layer **out) {
     int64_t axis = -1;
@@ -548,6 +584,11 @@ static void write_leaky_relu(const sn_layer *l, json_t *c) {
 static void write_softmax(const sn_layer *l, json_t *c) {
     json_object_set_new(c, "axis", json_integer(l->relu.axis));
 }
+static void write_zero_padding(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "padding", json_pack("[[i, i], [i, i]]", l->pad[0], l->pad[1],
+                                                l->pad[2], l->pad[3]));
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+}
 static void write_rescaling(const sn_layer *l, json_t *c) {
     json_object_set_new(c, "scale", json_real(l->scale));
     json_object_set_new(c, "offset", json_real(l->offset));
@@ -560,6 +601,7 @@ static const char *const relu_keys[] = {COMMON_KEYS, "max_value", "negative_slop
 static const char *const leaky_relu_keys[] = {COMMON_KEYS, "negative_slope", NULL};
 static const char *const softmax_keys[] = {COMMON_KEYS, "axis", NULL};
 static const char *const rescaling_keys[] = {COMMON_KEYS, "scale", "offset", NULL};
+static const char *const zero_padding_keys[] = {COMMON_KEYS, "padding", "data_format", NULL};
 
 /* ---- the table --------------------------------------------------------------------------- */
 
@@ -622,12 +664,15 @@ static const cls_entry classes[] = {
     {"Subtract", merge_keys, read_subtract, write_nothing},
     {"Multiply", merge_keys, read_multiply, write_nothing},
     {"Average", merge_keys, read_average, write_nothing},
+    {"Maximum", merge_keys, read_maximum, write_nothing},
+    {"Minimum", merge_keys, read_minimum, write_nothing},
     {"Concatenate", concatenate_keys, read_concatenate, write_concatenate},
     {"ReLU", relu_keys, read_relu, write_relu},
     {"LeakyReLU", leaky_relu_keys, read_leaky_relu, write_leaky_relu},
     {"Softmax", softmax_keys, read_softmax, write_softmax},
     {"Rescaling", rescaling_keys, read_rescaling, write_rescaling},
     {"GlobalMaxPooling2D", gap_keys, read_gmp, write_gap},
+    {"ZeroPadding2D", zero_padding_keys, read_zero_padding, write_zero_padding},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 
