@@ -167,7 +167,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             int64_t b = 0;
             st = sn_cfg_read_input(lc, &io.shape, &io.int_ids, &b);
             if (b > 0) *batch = b;
-            sn_ftensor t;
+            sn_ftensor t = {-1};
             if (st == SN_OK) st = sn_functional_input(m, &io, &t);
             en->input_node = t.id;
         } else if (!strcmp(en->cls, "Functional") || !strcmp(en->cls, "Sequential") ||

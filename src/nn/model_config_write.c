@@ -97,7 +97,13 @@ static json_t *tensor_json(const sn_fgraph *f, int node) {
     return json_pack("{s:s, s:o}", "class_name", "__keras_tensor__", "config", c);
 }
 
+/* [["name", call, 0], ...]; one endpoint alone as ["name", call, 0], as Keras writes it (a
+ * list would make Keras's model.inputs a list of one). */
 static json_t *endpoints_json(const sn_fgraph *f, const int *nodes, int n) {
+    if (n == 1) {
+        const sn_fnode *p = &f->nodes[nodes[0]];
+        return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+    }
     json_t *a = json_array();
     for (int k = 0; k < n; k++) {
         const sn_fnode *p = &f->nodes[nodes[k]];
