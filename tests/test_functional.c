@@ -338,6 +338,29 @@ static void test_train_and_files(void) {
     sn_model_free(m);
 }
 
+/* The layers take Keras's order (map_graph: by depth from the outputs, then walk order), not
+ * the order of the calls: Keras's model.layers for this graph is in, a, a2, b, add, so its
+ * weights are dense (a), dense_1 (a2), dense_2 (b). */
+static void test_keras_order(void) {
+    sn_model *m = sn_functional_new("order");
+    sn_ftensor x = input(m, "in", (sn_shape)S1(4));
+    sn_layer *b = sn_layer_dense(3, SN_ACT_NONE), *a = sn_layer_dense(3, SN_ACT_NONE),
+             *a2 = sn_layer_dense(3, SN_ACT_NONE), *add = sn_layer_merge(SN_MERGE_ADD);
+    sn_layer_set_name(b, "b");
+    sn_layer_set_name(a, "a");
+    sn_layer_set_name(a2, "a2");
+    sn_layer_set_name(add, "add");
+    sn_ftensor bo = T(m, b, x), a1 = T(m, a, x), a2o = T(m, a2, a1), out = T(m, add, a2o, bo);
+    CHECK_OK(sn_functional_set_outputs(m, &out, 1));
+    CHECK_OK(sn_model_build(m, NULL, 0));
+    const char *want[] = {"a", "a2", "b", "add"};
+    bool ok = sn_model_layer_count(m) == 4;
+    for (int i = 0; ok && i < 4; i++) ok = !strcmp(sn_model_layer_name(m, i), want[i]);
+    CHECK(ok, "layer order %s %s %s %s, Keras's is a a2 b add", sn_model_layer_name(m, 0),
+          sn_model_layer_name(m, 1), sn_model_layer_name(m, 2), sn_model_layer_name(m, 3));
+    sn_model_free(m);
+}
+
 static void test_errors(void) {
     sn_model *m = sn_functional_new("bad");
     sn_ftensor a = input(m, "a", (sn_shape)S1(4)), b = input(m, "b", (sn_shape)S1(5)), o;
@@ -426,6 +449,7 @@ int main(void) {
     test_summary();
     test_gradients();
     test_train_and_files();
+    test_keras_order();
     test_errors();
     test_config_errors();
     return sn_test_finish("test_functional");

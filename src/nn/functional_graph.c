@@ -42,6 +42,99 @@ static uint64_t mix64(uint64_t x) { /* as model.c's: the same streams as a Seque
     return x ^ (x >> 31);
 }
 
+/* ---- Keras's layer order ------------------------------------------------------------------
+ * keras.Model's layers (and so its config, summary and the names of its weights, "dense",
+ * "dense_1", ... counted in that order) come from keras/src/ops/function.py's map_graph: a
+ * depth-first walk from the outputs numbers each operation when first seen; each node's depth
+ * is the longest path to an output (an operation takes its deepest node's); operations then go
+ * by depth, deepest first, ties in walk order. The same here, so that a model made with the
+ * builder names its weights as Keras would. */
+typedef struct korder {
+    const sn_fgraph *f;
+    int *op_index;   /* per node: walk index of its operation (layer or input), -1 unseen */
+    int *post;       /* nodes in walk post-order (inputs -> outputs) */
+    int n_post, next_index;
+    bool *done;
+} korder;
+
+static int op_key(const sn_fgraph *f, int node) { /* nodes of one layer share an operation */
+    const sn_layer *l = f->nodes[node].layer;
+    if (!l) return node;
+    for (int i = 0; i < f->n_nodes; i++)
+        if (f->nodes[i].layer == l) return i;
+    return node;
+}
+
+static void walk(korder *k, int node) {
+    if (k->done[node]) return;
+    int key = op_key(k->f, node);
+    if (k->op_index[key] < 0) k->op_index[key] = k->next_index++;
+    for (int a = 0; a < k->f->nodes[node].n_in; a++) walk(k, k->f->nodes[node].in[a]);
+    k->done[node] = true;
+    k->post[k->n_post++] = node;
+}
+
+static sn_status keras_order(sn_model *m) {
+    sn_fgraph *f = m->fn;
+    int n = f->n_nodes;
+    korder k = {.f = f, .op_index = sn_calloc((size_t)n, sizeof(int)),
+                .post = sn_calloc((size_t)n, sizeof(int)), .done = sn_calloc((size_t)n, 1)};
+    int *depth = sn_calloc((size_t)n, sizeof(int)), *op_depth = sn_calloc((size_t)n, sizeof(int));
+    int *order = sn_calloc((size_t)n, sizeof(int));
+    sn_layer **layers = sn_calloc((size_t)(m->n_layers ? m->n_layers : 1), sizeof *layers);
+    sn_status st = k.op_index && k.post && k.done && depth && op_depth && order && layers
+                       ? SN_OK : SN_ERR_NOMEM;
+    if (st == SN_OK) {
+        for (int i = 0; i < n; i++) k.op_index[i] = op_depth[i] = -1;
+        for (int o = 0; o < f->n_outputs; o++) walk(&k, f->outputs[o]);
+        for (int i = 0; i < n; i++) depth[i] = -1;
+        for (int r = k.n_post - 1; r >= 0; r--) {
+            int node = k.post[r], key = op_key(f, node);
+            int d = depth[node] < 0 ? 0 : depth[node];
+            if (op_depth[key] > d) d = op_depth[key];
+            op_depth[key] = d;
+            depth[node] = d;
+            for (int a = 0; a < f->nodes[node].n_in; a++) {
+                int p = f->nodes[node].in[a];
+                if (depth[p] < d + 1) depth[p] = d + 1;
+            }
+        }
+        /* the operations (first node of each), by depth descending, then walk index */
+        int no = 0;
+        for (int i = 0; i < n; i++)
+            if (op_key(f, i) == i && k.op_index[i] >= 0) order[no++] = i;
+        for (int a = 1; a < no; a++) { /* insertion sort: a few hundred at most */
+            int v = order[a], b = a - 1;
+            while (b >= 0 && (op_depth[order[b]] < op_depth[v] ||
+                              (op_depth[order[b]] == op_depth[v] &&
+                               k.op_index[order[b]] > k.op_index[v]))) {
+                order[b + 1] = order[b];
+                b--;
+            }
+            order[b + 1] = v;
+        }
+        int nl = 0;
+        for (int r = 0; r < no && st == SN_OK; r++)
+            if (f->nodes[order[r]].layer) layers[nl++] = f->nodes[order[r]].layer;
+        /* Calls that reach no output are not in Keras's model (sn_functional_build refuses
+         * them); the order is only applied when every layer and input is in it. */
+        if (nl == m->n_layers && no - nl == f->n_inputs) {
+            memcpy(m->layers, layers, sizeof *layers * (size_t)nl);
+            f->n_ops = 0;
+            for (int r = 0, li = 0; r < no; r++)
+                f->ops[f->n_ops++] = f->nodes[order[r]].layer ? li++ : -1 - order[r];
+        }
+    }
+    free(k.op_index);
+    free(k.post);
+    free(k.done);
+    free(depth);
+    free(op_depth);
+    free(order);
+    free(layers);
+    return st;
+}
+
 sn_status sn_functional_build(sn_model *m, sn_graph *g, uint64_t seed, bool init) {
     sn_fgraph *f = m->fn;
     if (f->n_inputs == 0)
@@ -68,6 +161,7 @@ sn_status sn_functional_build(sn_model *m, sn_graph *g, uint64_t seed, bool init
                          d->layer ? " (" : "", d->layer ? d->layer->vt->class_name : "",
                          d->layer ? ")" : "", d->call_index, m->name);
     }
+    SN_TRY(keras_order(m));
     sn_shape shapes[64];
     for (int i = 0; i < f->n_nodes; i++) {
         sn_fnode *nd = &f->nodes[i];

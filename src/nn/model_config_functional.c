@@ -3,9 +3,8 @@
  * arguments of each of its calls ("inbound_nodes": args holding __keras_tensor__ objects whose
  * keras_history is [layer, call, tensor]); a call may name a layer listed later (a shared
  * layer's second call), so the calls are made as their arguments become available, as
- * Keras's from_config does, and the model's layer order is then set back to the config's
- * (the order Keras names weights by). A call whose arguments never become available names a
- * cycle or an unknown layer. */
+ * Keras's from_config does; the model's layer order is then Keras's (functional_graph.c).
+ * A call whose arguments never become available names a cycle or an unknown layer. */
 #include <string.h>
 
 #include "nn/model_config.h"
@@ -240,33 +239,8 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
         if (st == SN_OK) st = sn_functional_set_outputs(m, o, n_outs);
         free(o);
     }
-    /* Keras's layer order is its graph's (by depth), which is the config's order when Keras
-     * wrote it; the calls were made in config order then too, except that the inputs went
-     * first. Put them back where the config has them when that order is a valid one (each
-     * layer after what its first call takes); otherwise keep the order of first calls. */
-    bool config_order = st == SN_OK;
-    for (size_t i = 0; config_order && i < n; i++) {
-        if (!es[i].layer) continue;
-        const sn_fnode *nd = &m->fn->nodes[es[i].node_of_call[0]];
-        for (int k = 0; config_order && k < nd->n_in; k++) {
-            const sn_fnode *p = &m->fn->nodes[nd->in[k]];
-            for (size_t j = i; config_order && j < n; j++)
-                config_order = p->layer ? p->layer != es[j].layer
-                                        : es[j].layer || es[j].input_node != nd->in[k];
-        }
-    }
-    if (config_order) {
-        int nl = 0;
-        m->fn->n_ops = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (es[i].layer) {
-                m->fn->ops[m->fn->n_ops++] = nl;
-                m->layers[nl++] = es[i].layer;
-            } else {
-                m->fn->ops[m->fn->n_ops++] = -1 - es[i].input_node;
-            }
-        }
-    }
+    /* The model's layer order is Keras's (sn_functional_build: map_graph's), which is the
+     * config's when Keras wrote it. */
     for (size_t i = 0; es && i < n; i++) {
         if (es[i].layer && !es[i].owned) sn_layer_destroy(es[i].layer);
         free(es[i].node_of_call);
