@@ -4,7 +4,8 @@
  *
  *   test_dist                          the in-process tests (CTest runs this)
  *   test_dist --train KIND OUT         K training steps under KIND (none, one_device,
- *                                      mirrored2, multi_worker) and write the
+ *                                      mirrored2, multi_worker, multi_worker2: two local
+ *                                      replicas per worker) and write the
  *                                      trainable weights (f32) to OUT (rank 0 only)
  *   test_dist --train-die STEP         multi_worker training forever; rank 1 kills itself
  *                                      with SIGKILL at STEP (the dead-worker test)
@@ -13,7 +14,8 @@
  *                                      of the gradient all-reduce waited after the backward
  *                                      pass (docs/distributed.md)
  *   test_dist --bench-local PRESET B STEPS N   ms/step mirrored on N logical CPU devices
- *                                      ($SN_DIST_CONCURRENT=0: replicas one after another) */
+ *                                      ($SN_DIST_CONCURRENT=0: replicas one after another;
+ *                                      $SN_BENCH_SPE=K: K steps per execution, default 1) */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,19 +253,21 @@ typedef struct feeder {
     sn_cached_plan *cp;
 } feeder;
 
-/* The same contract as fit's feed: the global batch into the plan's x and y. */
-static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
+/* The same contract as fit's: the global batch; each replica copies its rows. */
+static sn_status feed(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
     feeder *f = ctx;
     int64_t b = f->next++ % 4;
     size_t xn = (size_t)GLOBAL_BATCH * IMG * IMG;
-    SN_TRY(sn_plan_set_input(p, f->cp->x, f->x + b * xn, xn * sizeof(float)));
-    return sn_plan_set_input(p, f->cp->y, f->y + b * GLOBAL_BATCH, GLOBAL_BATCH * sizeof(int32_t));
+    *x = f->x + b * xn;
+    *y = f->y + b * GLOBAL_BATCH;
+    return SN_OK;
 }
 
 /* With regularizers (L2 on the conv kernel, L1L2 on the hidden Dense kernel, L2 on the output
  * bias), large enough that counting the penalty once per replica instead of once per step
  * would move the weights far past the tolerances below. */
-static sn_model *make_model(bool bn_dropout) {
+static sn_model *make_model_spe(bool bn_dropout, int spe) {
     sn_model *m = sn_sequential_new("dist_test");
     sn_conv2d_layer_opts co2 = sn_conv2d_layer_defaults(4, 3, 3);
     co2.activation = SN_ACT_RELU;
@@ -283,37 +287,39 @@ static sn_model *make_model(bool bn_dropout) {
     if (sn_model_build(m, &in, 7) != SN_OK) return NULL;
     sn_compile_opts co = sn_compile_defaults();
     co.optimizer.learning_rate = 0.01;
+    co.steps_per_execution = spe;
     if (sn_model_compile(m, &co) != SN_OK) return NULL;
     return m;
 }
 
+static sn_model *make_model(bool bn_dropout) { return make_model_spe(bn_dropout, 1); }
+
 /* STEPS steps of the same 4 global batches (a fixed synthetic set) under strategy s (NULL:
  * fit's own plan); returns the model (the caller frees it) or NULL. */
+static float *data_x;
+static int32_t *data_y;
+
 static sn_model *train(sn_strategy *s, bool bn_dropout, int64_t steps, double *loss) {
-    static float *x;
-    static int32_t *y;
-    if (!x) {
+    if (!data_x) {
         size_t n = (size_t)4 * GLOBAL_BATCH * IMG * IMG;
-        x = malloc(n * sizeof *x);
-        y = malloc((size_t)4 * GLOBAL_BATCH * sizeof *y);
+        data_x = malloc(n * sizeof *data_x);
+        data_y = malloc((size_t)4 * GLOBAL_BATCH * sizeof *data_y);
         sn_rng rng;
         sn_rng_init(&rng, 99, 0);
-        for (size_t i = 0; i < n; i++) x[i] = (float)sn_rng_uniform(&rng);
+        for (size_t i = 0; i < n; i++) data_x[i] = (float)sn_rng_uniform(&rng);
         for (int i = 0; i < 4 * GLOBAL_BATCH; i++) {
-            y[i] = (int32_t)sn_rng_below(&rng, CLASSES);
+            data_y[i] = (int32_t)sn_rng_below(&rng, CLASSES);
             /* a learnable signal: brighten a class-dependent pixel */
-            x[(size_t)i * IMG * IMG + (size_t)y[i] * 7] += 2.0f;
+            data_x[(size_t)i * IMG * IMG + (size_t)data_y[i] * 7] += 2.0f;
         }
     }
     sn_model *m = make_model(bn_dropout);
     if (!m) return NULL;
     sn_model_set_strategy(m, s);
     sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
-    feeder f = {.x = x, .y = y};
-    sn_status st = s ? sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &f.cp)
-                     : sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
-    if (st == SN_OK)
-        st = s ? sn_dist_plan_run(m, f.cp, steps, feed, &f) : sn_plan_run(f.cp->plan, steps, feed, &f);
+    feeder f = {.x = data_x, .y = data_y};
+    sn_status st = sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &f.cp);
+    if (st == SN_OK) st = sn_train_run(m, f.cp, steps, feed, &f);
     if (st != SN_OK) {
         fprintf(stderr, "train: %s\n", sn_last_error());
         sn_model_set_strategy(m, NULL);
@@ -431,7 +437,7 @@ static void test_training(void) {
     sn_model_set_strategy(m, many);
     sn_cached_plan *cp;
     sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
-    CHECK_ERR(sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp), SN_ERR_SHAPE,
+    CHECK_ERR(sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp), SN_ERR_SHAPE,
               "cannot give each of the 32 replicas");
     free_model(m);
     sn_strategy_free(many);
@@ -449,6 +455,10 @@ static int train_mode(const char *kind, const char *out) {
         st = sn_device_configure_cpu(2);
         if (st == SN_OK) st = sn_strategy_mirrored(2, NULL, &s);
     } else if (!strcmp(kind, "multi_worker")) st = sn_strategy_multi_worker(1, &s);
+    else if (!strcmp(kind, "multi_worker2")) { /* 2 local replicas per worker */
+        st = sn_device_configure_cpu(2);
+        if (st == SN_OK) st = sn_strategy_multi_worker(2, &s);
+    }
     else if (strcmp(kind, "none") != 0) {
         fprintf(stderr, "test_dist: unknown kind '%s'\n", kind);
         return 2;
@@ -507,9 +517,9 @@ static int die_mode(int64_t die_at, bool hang) {
         }
         sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
         sn_cached_plan *cp;
-        if (sn_dist_train_plan(m, GLOBAL_BATCH, &ys, SN_I32, &cp) != SN_OK) break;
-        /* Feed nothing new: the plan's inputs keep the last batch. */
-        if (sn_dist_plan_run(m, cp, 1, NULL, NULL) != SN_OK) {
+        if (sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp) != SN_OK) break;
+        /* Feed nothing new: the plans' inputs keep the last batch. */
+        if (sn_train_run(m, cp, 1, NULL, NULL) != SN_OK) {
             fprintf(stderr, "test_dist: worker %d: %s\n", sn_strategy_worker_rank(s),
                     sn_last_error());
             sn_dist_shutdown(false);
@@ -517,6 +527,21 @@ static int die_mode(int64_t die_at, bool hang) {
         }
     }
     return 1;
+}
+
+typedef struct bench_batch {
+    float *x;
+    int32_t *y;
+} bench_batch;
+
+static int64_t bench_spe; /* steps per execution ($SN_BENCH_SPE, default 1) */
+
+static sn_status bench_next(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
+    bench_batch *b = ctx;
+    *x = b->x;
+    *y = b->y;
+    return SN_OK;
 }
 
 /* The measurement in docs/distributed.md: STEPS steps (after one warm-up) of a preset on
@@ -537,19 +562,25 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
         st = sn_model_compile(m, &co);
     }
     if (st == SN_OK) st = sn_model_set_strategy(m, s);
-    if (st == SN_OK) st = sn_dist_train_plan(m, batch, &ys, SN_I32, &cp);
+    if (st == SN_OK) st = sn_train_plan(m, SN_PLAN_TRAIN, batch, &ys, SN_I32, &cp);
+    /* Synthetic inputs (the speed does not depend on the values), fed every step as fit does:
+     * each replica copies its rows. */
+    bench_batch bb = {0};
     if (st == SN_OK) {
-        /* Synthetic inputs: the speed does not depend on the values. */
-        float *x = sn_plan_buffer(cp->plan, cp->x);
-        int32_t *y = sn_plan_buffer(cp->plan, cp->y);
-        for (int64_t i = 0; x && y && i < batch * 28 * 28; i++) x[i] = (float)(i % 17) / 17.0f;
-        for (int64_t i = 0; x && y && i < batch; i++) y[i] = (int32_t)(i % 10);
-        st = sn_dist_plan_run(m, cp, 1, NULL, NULL);
+        bb.x = malloc((size_t)batch * 28 * 28 * sizeof *bb.x);
+        bb.y = malloc((size_t)batch * sizeof *bb.y);
+        for (int64_t i = 0; bb.x && bb.y && i < batch * 28 * 28; i++) bb.x[i] = (float)(i % 17) / 17.0f;
+        for (int64_t i = 0; bb.x && bb.y && i < batch; i++) bb.y[i] = (int32_t)(i % 10);
+        st = bb.x && bb.y ? sn_train_run(m, cp, 1, bench_next, &bb) : SN_ERR_NOMEM;
     }
     int64_t nb0 = 0, e0 = 0, nb = 0, early = 0;
     double w0 = 0, w = 0, t0 = sn_now();
     sn_dist_allreduce_stats(m, &nb0, &e0, &w0);
-    if (st == SN_OK) st = sn_dist_plan_run(m, cp, steps, NULL, NULL);
+    /* The steps per execution of the last argument (default 1): one entry of the executor
+     * per that many steps. */
+    int64_t spe = bench_spe > 0 ? bench_spe : 1;
+    for (int64_t done = 0; st == SN_OK && done < steps; done += spe)
+        st = sn_train_run(m, cp, steps - done < spe ? steps - done : spe, bench_next, &bb);
     double dt = sn_now() - t0;
     sn_dist_allreduce_stats(m, &nb, &early, &w);
     if (st != SN_OK) {
@@ -571,11 +602,13 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
                1e3 * (w - w0) / (double)steps);
     free_model(m);
     sn_strategy_free(s);
+    free(bb.x);
+    free(bb.y);
     sn_dist_shutdown(true);
     return 0;
 }
 
-/* Replicas run at once (one host thread each, step_runner.c) give the bits of the replicas
+/* Replicas run at once (one host thread each, distribute/replicas.c) give the bits of the replicas
  * run one after another ($SN_DIST_CONCURRENT=0): every variable (weights, optimizer slots,
  * batch normalization's moving statistics) and the loss. Four logical devices on a 2-core
  * machine also checks more devices than cores (each a one-thread share, threads sharing
@@ -617,7 +650,135 @@ static void test_concurrent(void) {
     }
 }
 
+/* Mirrored variables: every replica but the first has its own copy, reloaded only when
+ * something outside the replicas may have written the graph's buffer. A weight changed by the
+ * host between executions must reach every replica: after more steps, each replica's copy of
+ * every variable still equals the graph's, bit for bit. */
+static void test_replica_copies(void) {
+    CHECK_OK(sn_device_configure_cpu(2));
+    sn_strategy *mir = NULL;
+    CHECK_OK(sn_strategy_mirrored(2, NULL, &mir));
+    sn_model *m = mir ? train(mir, true, 3, NULL) : NULL;
+    CHECK(m != NULL, "training under mirrored");
+    if (!m) {
+        sn_strategy_free(mir);
+        return;
+    }
+    sn_node v[64];
+    int nt = sn_graph_variables(m->g, true, v, 64);
+    float *w = nt > 0 ? sn_variable_data(m->g, v[0]) : NULL;
+    if (w) w[0] += 0.5f;
+    sn_shape ys = {.ndim = 1, .dim = {GLOBAL_BATCH}};
+    sn_cached_plan *cp = NULL;
+    feeder f = {.x = data_x, .y = data_y};
+    CHECK_OK(sn_train_plan(m, SN_PLAN_TRAIN, GLOBAL_BATCH, &ys, SN_I32, &cp));
+    if (cp) CHECK_OK(sn_train_run(m, cp, 3, feed, &f));
+    int n = sn_graph_variables(m->g, false, v, 64), compared = 0, differ = 0;
+    for (int i = 0; cp && cp->n_rep == 2 && i < n; i++) {
+        const void *mine = sn_plan_buffer(cp->rep[1].plan, v[i]);
+        if (!mine) continue; /* not read by the training plan (evaluation's accumulators) */
+        sn_shape sh = sn_node_shape(m->g, v[i]);
+        size_t bytes = (size_t)sn_shape_numel(&sh) * sn_dtype_size(sn_node_dtype(m->g, v[i]));
+        compared++;
+        if (memcmp(mine, sn_variable_cdata(m->g, v[i]), bytes)) {
+            fprintf(stderr, "replica 1's %s differs from the graph's\n", sn_node_name(m->g, v[i]));
+            differ++;
+        }
+    }
+    CHECK(compared > nt && differ == 0, "%d of %d variables of replica 1 differ from replica 0's "
+          "after a host write", differ, compared);
+    free_model(m);
+    sn_strategy_free(mir);
+}
+
+/* steps_per_execution under a strategy: fit enters each replica's plan once per N steps (the
+ * executor runs the N steps, all-reduce and update included, without returning), and the
+ * weights are bitwise those of one step per execution. 9 batches of 24 and a last one of 10:
+ * with N = 4, executions of 4, 4 and 1 full batches, then the partial batch's own plan. */
+static void test_steps_per_execution(void) {
+    enum { FULL = 9, LAST = 10 };
+    int64_t n = FULL * GLOBAL_BATCH + LAST;
+    sn_shape xs = {.ndim = 4, .dim = {n, IMG, IMG, 1}}, ys = {.ndim = 1, .dim = {n}};
+    sn_tensor *x = NULL, *y = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &xs));
+    CHECK_OK(sn_tensor_new(&y, SN_I32, &ys));
+    if (!x || !y) return;
+    sn_rng rng;
+    sn_rng_init(&rng, 5, 0);
+    float *xd = sn_tensor_data(x);
+    int32_t *yd = sn_tensor_data(y);
+    for (int64_t i = 0; i < n * IMG * IMG; i++) xd[i] = (float)sn_rng_uniform(&rng);
+    for (int64_t i = 0; i < n; i++) {
+        yd[i] = (int32_t)sn_rng_below(&rng, CLASSES);
+        xd[i * IMG * IMG + yd[i] * 7] += 2.0f;
+    }
+    CHECK_OK(sn_device_configure_cpu(2));
+    sn_strategy *mir = NULL;
+    CHECK_OK(sn_strategy_mirrored(2, NULL, &mir));
+    sn_model *ms[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        int spe = k == 0 ? 1 : 4;
+        sn_dataset *ds = NULL;
+        CHECK_OK(sn_dataset_from_tensors(&ds, 2, (sn_tensor *[]){x, y}));
+        CHECK_OK(sn_dataset_batch(&ds, GLOBAL_BATCH, false));
+        sn_model *m = ms[k] = make_model_spe(true, spe);
+        CHECK(m != NULL, "model with steps_per_execution %d", spe);
+        if (!m || !ds) {
+            sn_dataset_free(ds);
+            continue;
+        }
+        CHECK_OK(sn_model_set_strategy(m, mir));
+        sn_fit_opts fo = sn_fit_defaults();
+        fo.epochs = 2;
+        CHECK_OK(sn_model_fit(m, ds, &fo, NULL));
+        CHECK(sn_model_distributed_steps(m) == 2 * (FULL + 1), "%lld distributed steps, want %d",
+              (long long)sn_model_distributed_steps(m), 2 * (FULL + 1));
+        const sn_train_state *t = m->train;
+        int found = 0;
+        for (int i = 0; i < t->n_plans; i++) {
+            const sn_cached_plan *cp = &t->plans[i];
+            if (cp->kind != SN_PLAN_TRAIN) continue;
+            CHECK(cp->n_rep == 2, "batch %lld: %d replica plans", (long long)cp->batch, cp->n_rep);
+            /* per epoch: ceil(9 / spe) executions of the full batch, one of the partial one */
+            int64_t want = cp->batch == GLOBAL_BATCH ? 2 * ((FULL + spe - 1) / spe) : 2;
+            for (int r = 0; r < cp->n_rep; r++) {
+                int64_t runs = sn_plan_run_count(cp->rep[r].plan);
+                CHECK(runs == want, "steps_per_execution %d, batch %lld: replica %d's plan was "
+                      "entered %lld times, want %lld", spe, (long long)cp->batch, r,
+                      (long long)runs, (long long)want);
+            }
+            found++;
+        }
+        CHECK(found == 2, "%d training plans (full and partial batch), want 2", found);
+        sn_dataset_free(ds);
+    }
+    if (ms[0] && ms[1]) {
+        sn_node v0[64], v1[64];
+        int n0 = sn_graph_variables(ms[0]->g, false, v0, 64);
+        int n1 = sn_graph_variables(ms[1]->g, false, v1, 64);
+        CHECK(n0 == n1 && n0 > 0, "variable counts %d and %d", n0, n1);
+        int differ = 0;
+        for (int i = 0; i < n0 && i < n1; i++) {
+            sn_shape sh = sn_node_shape(ms[0]->g, v0[i]);
+            size_t bytes = (size_t)sn_shape_numel(&sh) * sn_dtype_size(sn_node_dtype(ms[0]->g, v0[i]));
+            if (memcmp(sn_variable_data(ms[0]->g, v0[i]), sn_variable_data(ms[1]->g, v1[i]), bytes)) {
+                fprintf(stderr, "variable %s differs\n", sn_node_name(ms[0]->g, v0[i]));
+                differ++;
+            }
+        }
+        CHECK(differ == 0, "%d variables differ between 1 and 4 steps per execution under "
+              "mirrored (BN and dropout on)", differ);
+    }
+    free_model(ms[0]);
+    free_model(ms[1]);
+    sn_strategy_free(mir);
+    sn_tensor_free(x);
+    sn_tensor_free(y);
+}
+
 int main(int argc, char **argv) {
+    const char *spe = getenv("SN_BENCH_SPE");
+    bench_spe = spe ? atoll(spe) : 1;
     if (argc == 5 && !strcmp(argv[1], "--bench"))
         return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), 0);
     if (argc == 6 && !strcmp(argv[1], "--bench-local"))
@@ -630,5 +791,7 @@ int main(int argc, char **argv) {
     test_datasets();
     test_training();
     test_concurrent();
+    test_steps_per_execution();
+    test_replica_copies();
     return sn_test_finish("test_dist");
 }

@@ -1,4 +1,5 @@
 /* Graph builder, registry, planner and executor: behaviour and bad inputs. */
+#include <math.h>
 #include <omp.h>
 
 #include "graph/graph_impl.h"
@@ -218,6 +219,78 @@ static void test_devices(void) {
     CHECK_ERR(sn_device_get(5, &d), SN_ERR_INVALID, "outside");
 }
 
+/* all_reduce under a stand-in collective that doubles its input (two replicas holding the
+ * same value) and records the order of its calls: a hoisted node runs right after its input
+ * exists, before nodes created earlier than it; hoisted nodes keep their creation order; a
+ * wait node writes in place and runs where it was created. */
+typedef struct fake_comm {
+    sn_allreduce_comm base;
+    int calls, phases[8];
+} fake_comm;
+
+static sn_status fake_run(sn_allreduce_comm *c, int replica, int phase, const float *in,
+                          float *out, size_t n, void *stream) {
+    fake_comm *f = (fake_comm *)c;
+    (void)replica;
+    (void)stream;
+    if (f->calls < 8) f->phases[f->calls] = phase;
+    f->calls++;
+    if (phase == SN_ALLREDUCE_WAIT) {
+        if (in != out) return sn_errorf(SN_ERR_INVALID, "wait phase not in place");
+        return SN_OK;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = 2 * in[i];
+    return SN_OK;
+}
+
+static void test_all_reduce_hoisting(void) {
+    static const sn_allreduce_vt vt = {.name = "fake", .run = fake_run};
+    fake_comm fc = {.base = {.vt = &vt}};
+    sn_graph *g = sn_graph_new();
+    sn_shape s = {.ndim = 1, .dim = {4}};
+    float v[4] = {1, -2, 3, -4};
+    sn_node x = sn_const(g, SN_F32, &s, v);
+    sn_node a = sn_relu(g, x);                  /* the "gradient" made first */
+    sn_node b = sn_exp(g, sn_neg(g, x));        /* the rest of the "backward pass" */
+    sn_node c = sn_sqrt(g, sn_exp(g, b));
+    sn_node s1 = sn_all_reduce(g, a, &fc.base, 0, SN_ALLREDUCE_START, true);
+    sn_node s2 = sn_all_reduce(g, c, &fc.base, 0, SN_ALLREDUCE_START, true);
+    sn_node w1 = sn_all_reduce(g, s1, &fc.base, 0, SN_ALLREDUCE_WAIT, false);
+    sn_node w2 = sn_all_reduce(g, s2, &fc.base, 0, SN_ALLREDUCE_WAIT, false);
+    sn_node out = sn_add(g, w1, w2);
+    CHECK_OK(sn_graph_status(g));
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 1, &out, NULL));
+    if (!p) {
+        sn_graph_free(g);
+        return;
+    }
+    int ca = sn_plan_call_of(p, a), cb = sn_plan_call_of(p, b), cs1 = sn_plan_call_of(p, s1),
+        cs2 = sn_plan_call_of(p, s2), cc = sn_plan_call_of(p, c), cw1 = sn_plan_call_of(p, w1);
+    CHECK(cs1 == ca + 1 && cs1 < cb, "hoisted start at call %d: its input at %d, the next node "
+          "created before it at %d", cs1, ca, cb);
+    CHECK(cs2 == cc + 1 && cs2 < cw1, "second start at %d (input at %d, first wait at %d)", cs2, cc,
+          cw1);
+    CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+    const float *r = sn_plan_buffer(p, out);
+    bool ok = r != NULL;
+    for (int i = 0; ok && i < 4; i++) {
+        double want = 2.0 * (v[i] > 0 ? v[i] : 0) + 2.0 * sqrt(exp(exp(-(double)v[i])));
+        ok = fabs(r[i] - want) < 1e-5 * fabs(want);
+    }
+    CHECK(ok, "all_reduce result");
+    CHECK(fc.calls == 4 && fc.phases[0] == SN_ALLREDUCE_START && fc.phases[1] == SN_ALLREDUCE_START &&
+          fc.phases[2] == SN_ALLREDUCE_WAIT && fc.phases[3] == SN_ALLREDUCE_WAIT,
+          "%d collective calls, starts before waits", fc.calls);
+    /* no gradient rule, f32 only */
+    sn_shape si = {.ndim = 0};
+    sn_node xi = sn_input(g, "i", SN_I32, &si);
+    CHECK(sn_all_reduce(g, xi, &fc.base, 0, SN_ALLREDUCE_WHOLE, false) == SN_NONE,
+          "all_reduce of int32 accepted");
+    sn_plan_free(p);
+    sn_graph_free(g);
+}
+
 int main(void) {
     test_registry_complete();
     test_eager_matmul();
@@ -227,5 +300,6 @@ int main(void) {
     test_bias_relu_fusion();
     test_devices();
     test_plan_threads_follow_device();
+    test_all_reduce_hoisting();
     return sn_test_finish("test_graph");
 }

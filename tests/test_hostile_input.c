@@ -2,6 +2,9 @@
  * overflows, lengths past the end, and the fuzzers' crashing inputs, each crafted here byte by
  * byte. Every reader must refuse them with a message naming the file, the declared size and
  * what the file can hold — before allocating what the header claims — and never crash.
+ * Files that go through libzip, jansson and HDF5 (.keras archives, model JSON, vocabularies,
+ * :predict bodies) must fail with one line a user can read: no line break, no "0x..." text
+ * (HDF5 records pointers, jansson writes byte values so), the file named.
  * (docs/reliability.md lists what each case shows.) */
 #include <malloc.h>
 #include <stdint.h>
@@ -10,7 +13,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "io/keras_file.h"
+#include "serve/serve_impl.h"
 #include "sinter/data.h"
+#include "sinter/nn.h"
 #include "sn_test.h"
 
 static char dir[64];
@@ -192,6 +198,140 @@ static void test_example_claims(void) {
     sn_example_free(ex);
 }
 
+/* ---- libzip, jansson, HDF5: one-line messages ------------------------------------------- */
+
+/* The message of a failed call: one line, no 0x text, mentioning `needle`. */
+static void check_line(const char *what, const char *msg, const char *needle) {
+    CHECK(msg && *msg, "%s: empty message", what);
+    if (!msg) return;
+    CHECK(!strpbrk(msg, "\n\r"), "%s: the message has a line break: '%s'", what, msg);
+    CHECK(!strstr(msg, "0x") && !strstr(msg, "0X"), "%s: the message has 0x text: '%s'", what,
+          msg);
+    bool ctl = false;
+    for (const char *p = msg; *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
+    CHECK(!ctl, "%s: the message has a control byte: '%s'", what, msg);
+    CHECK(!needle || strstr(msg, needle), "%s: '%s' does not mention '%s'", what, msg, needle);
+}
+
+/* A .keras archive with these members, written by sinter's own writer. */
+static const char *archive(const char *name, const char *config, const void *w, size_t wn) {
+    const char *p = tmp_path(name);
+    sn_keras_archive a = {.config = (char *)config, .config_len = strlen(config),
+                          .weights = (void *)w, .weights_len = wn};
+    CHECK_OK(sn_keras_archive_write(p, &a));
+    return p;
+}
+
+static void expect_load_fails(const char *what, const char *path, const char *needle) {
+    sn_model *m = NULL;
+    sn_status s = sn_model_load(path, 1, &m, NULL);
+    CHECK(s != SN_OK && !m, "%s: loaded (%s)", what, sn_status_name(s));
+    if (s != SN_OK) check_line(what, sn_last_error(), needle);
+    sn_model_free(m);
+}
+
+static void test_foreign_messages(void) {
+    /* libzip: bytes that are not a zip, a zip cut in half, an empty file. */
+    const char *junk = tmp_path("junk.keras");
+    write_file(junk, "PK\x03\x04\xff\x00\n\x01not a zip at all", 22, false);
+    expect_load_fails("junk .keras", junk, "junk.keras");
+    const char *good = archive("good.keras", "{\"class_name\": \"Sequential\"}", NULL, 0);
+    FILE *f = fopen(good, "rb");
+    char buf[4096];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    const char *cut = tmp_path("cut.keras");
+    write_file(cut, buf, n / 2, false);
+    expect_load_fails("truncated .keras", cut, "cut.keras");
+    const char *empty = tmp_path("empty.keras");
+    write_file(empty, "", 0, false);
+    expect_load_fails("empty .keras", empty, "empty.keras");
+    CHECK(sn_keras_archive_read(tmp_path("absent.keras"), &(sn_keras_archive){0}) == SN_ERR_IO,
+          "a missing archive is not SN_ERR_IO");
+    check_line("missing .keras", sn_last_error(), "No such file or directory");
+
+    /* jansson on config.json: a raw control byte and a line break inside a string (jansson
+     * quotes the token, and writes the byte as 0x..), invalid UTF-8, duplicate keys, deep
+     * nesting, and a valid document whose values hold line breaks (sinter's own messages
+     * quote them). */
+    static const struct {
+        const char *name, *config, *needle;
+    } js[] = {
+        {"ctl.keras", "{\"class_name\": \"Seq\x01\nuential\"}", "control character"},
+        {"utf8.keras", "{\"class_name\": \"\xff\xfe\"}", "unable to decode byte"},
+        {"dup.keras", "{\"a\": 1, \"a\": 2}", "duplicate object key"},
+        {"nul.keras", "{\"class_name\": \"a\\u0000b\"}", NULL},
+        {"deep.keras", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                       "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+         NULL},
+        {"newline_value.keras", "{\"class_name\": \"Seq\\nuential\\r\\u0007\"}", NULL},
+        {"newline_layer.keras", "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", "
+                                "\"layers\": [{\"class_name\": \"Den\\nse\\u001b[31m\", \"config\": {}}]}}",
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof js / sizeof js[0]; i++) {
+        const char *p = archive(js[i].name, js[i].config, NULL, 0);
+        expect_load_fails(js[i].name, p, js[i].needle);
+        sn_model *m = NULL;
+        if (sn_model_from_json(js[i].config, strlen(js[i].config), 1, &m, NULL) == SN_OK) {
+            CHECK(0, "%s: the JSON loaded as a model", js[i].name);
+            sn_model_free(m);
+        } else {
+            check_line(js[i].name, sn_last_error(), js[i].needle);
+        }
+    }
+
+    /* HDF5 behind libzip: a weights member that is not HDF5, and one that is cut short (a
+     * real Keras 3 weights image, half of it). */
+    const char *cfg = "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", \"layers\": ["
+                      "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 3]}},"
+                      "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 2}}]}}";
+    sn_model *m = NULL;
+    sn_status s = sn_model_from_json(cfg, strlen(cfg), 1, &m, NULL);
+    CHECK(s == SN_OK, "the small model's JSON: %s", sn_last_error());
+    if (s == SN_OK) {
+        const char *wpath = tmp_path("d.weights.h5");
+        CHECK_OK(sn_model_save_weights(m, wpath));
+        FILE *wf = fopen(wpath, "rb");
+        static char img[1 << 16];
+        size_t wn = wf ? fread(img, 1, sizeof img, wf) : 0;
+        if (wf) fclose(wf);
+        CHECK(wn > 1000 && wn < sizeof img, "weights file of %zu bytes", wn);
+        expect_load_fails("weights not HDF5", archive("w_junk.keras", cfg, "junk", 4), "HDF5");
+        expect_load_fails("weights cut", archive("w_cut.keras", cfg, img, wn / 2), NULL);
+        /* HDF5's own error stack for a torn file: one line, no record. */
+        const char *torn = tmp_path("torn.weights.h5");
+        write_file(torn, img, wn / 2, false);
+        CHECK(sn_model_load_weights(m, torn) != SN_OK, "a torn weights file loaded");
+        check_line("torn weights file", sn_last_error(), "torn.weights.h5");
+        sn_model_free(m);
+    }
+
+    /* jansson on a vocabulary file and on :predict bodies. */
+    const char *voc = tmp_path("bad.vocab.json");
+    write_file(voc, "{\"format\": \"\x02\xc3\"}", 15, false);
+    sn_vocab *v = NULL;
+    CHECK(sn_vocab_load(&v, voc) != SN_OK, "a hostile vocabulary loaded");
+    check_line("hostile vocabulary", sn_last_error(), "bad.vocab.json");
+    sn_serve_model sm = {.name = "m", .in = {.ndim = 1, .dim = {3}},
+                         .out = {.ndim = 1, .dim = {2}}, .in_numel = 3, .out_numel = 2};
+    sn_serve_limits lim = {.max_depth = 8, .max_instances = 4};
+    static const char *bodies[] = {"{\"instances\": [\"\x01\n\"]}", "{\"instances\": \xff}",
+                                   "{\"instances\": [[1, 2, 3]], \"instances\": 1}",
+                                   "{\"inst\x7f\": [[1,2,3]]}"};
+    for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) {
+        float *x = NULL;
+        int64_t rows = 0;
+        sn_serve_format fmt;
+        char err[512] = "";
+        bool ok = sn_serve_parse_predict(bodies[i], strlen(bodies[i]), &sm, &lim, &x, &rows,
+                                         &fmt, err, sizeof err);
+        CHECK(!ok, "body %zu parsed", i);
+        free(x);
+        check_line("a :predict body", err, NULL);
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/sn_test_hostile_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -201,6 +341,7 @@ int main(void) {
     test_idx_claims();
     test_tfrecord_claims();
     test_example_claims();
+    test_foreign_messages();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

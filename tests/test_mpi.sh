@@ -2,7 +2,8 @@
 # Multi-worker tests over Open MPI (2 processes; CI runs as root, hence --allow-run-as-root).
 #   1. two MPI workers end with exactly the weights of two mirrored replicas in one process
 #      (the same per-element sums g0 + g1), after the same steps, batches and seed; also with
-#      1 KB buckets (most started during the backward pass) and with the overlap off;
+#      1 KB buckets (most started during the backward pass) and with the overlap off; and
+#      2 workers of 2 local replicas each give the same bits overlapped or not;
 #   2. a worker killed mid-training (SIGKILL) makes the job exit non-zero within 30 s;
 #   3. a worker that stops responding makes the others fail with "stopped responding" after
 #      $SN_DIST_TIMEOUT and the job exit non-zero, within 30 s;
@@ -59,6 +60,17 @@ if cmp -s "$tmp/w_noovl.bin" "$tmp/w_mirrored.bin" && grep -q " 0 started during
     ok "SN_DIST_OVERLAP=0 (all-reduce after the backward pass): bit for bit"
 else
     bad "SN_DIST_OVERLAP=0: weights differ or buckets started early"; echo "$out"
+fi
+
+# 1c. Two local replicas per worker (the in-process barrier and sum, then MPI from replica 0,
+#     the others copying its result): the overlapped all-reduce and the one after the backward
+#     pass give the same bits.
+SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker2 "$tmp/w_mw2.bin" >/dev/null 2>&1 &&
+SN_DIST_OVERLAP=0 SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker2 "$tmp/w_mw2_noovl.bin" >/dev/null 2>&1
+if [ $? -eq 0 ] && cmp -s "$tmp/w_mw2.bin" "$tmp/w_mw2_noovl.bin"; then
+    ok "2 workers x 2 local replicas: overlapped == after the backward pass, bit for bit"
+else
+    bad "2 workers x 2 local replicas: a run failed or the weights differ"
 fi
 
 # 2. A dead worker.

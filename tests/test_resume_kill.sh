@@ -5,9 +5,9 @@
 #
 # The 20 moments, all deterministic (no assertion depends on timing):
 #   - 12 at seeded pseudo-random delays after training started, while every checkpoint write
-#     sleeps 20 ms between its fsync and its rename (SN_CKPT_TEST_DELAY_US), so that many of
+#     sleeps 20 ms between its fsync and its rename (tests/sinter_hooked --delay-us), so that many of
 #     them land inside a write; some runs are killed twice before the final rerun;
-#   - 8 inside a checkpoint write for certain (SN_CKPT_TEST_KILL=N:PHASE makes the process
+#   - 8 inside a checkpoint write for certain (sinter_hooked --kill N:PHASE makes the process
 #     SIGKILL itself): half-way through the items, after the header is written (before the
 #     fsync), after the fsync before the rename, and after the rename before the folder's
 #     fsync, in various writes.
@@ -20,6 +20,7 @@
 set -u
 B=$(cd "${1:-build}" && pwd)
 S=$B/sinter
+H=$B/tests/sinter_hooked # the same commands with the checkpoint seam set (test-only)
 FM=/usr/share/datasets/fashion-mnist
 if [ ! -r $FM/train-images-idx3-ubyte.gz ]; then
     echo "test_resume_kill: SKIPPED: Fashion-MNIST is not installed"; exit 77
@@ -75,7 +76,7 @@ finish() {
 # "Epoch" line), sleeps DELAY_S and sends SIGKILL (the run may have ended by then: fine).
 killed_run() {
     local d=$1 delay=$2
-    SN_NUM_THREADS=1 SN_CKPT_TEST_DELAY_US=20000 "$S" "${ARGS[@]}" "${CK[@]}" \
+    SN_NUM_THREADS=1 "$H" --delay-us 20000 "${ARGS[@]}" "${CK[@]}" \
         --checkpoint-dir "$d" --save "$d.h5" >"$d.killed.log" 2>&1 &
     local pid=$! n=0
     while ! grep -q "^Epoch" "$d.killed.log" 2>/dev/null && kill -0 $pid 2>/dev/null &&
@@ -91,7 +92,7 @@ self_killed() {
     local d=$1 k=$2
     shift 2
     # in the background and waited for: bash reports no "Killed" line then
-    SN_NUM_THREADS=1 SN_CKPT_TEST_KILL=$k timeout 120 "$S" "${ARGS[@]}" "${CK[@]}" "$@" \
+    SN_NUM_THREADS=1 timeout 120 "$H" --kill "$k" "${ARGS[@]}" "${CK[@]}" "$@" \
         --checkpoint-dir "$d" --save "$d.h5" >"$d.killed.log" 2>&1 &
     wait $! 2>/dev/null
 }
@@ -132,7 +133,7 @@ for i in $(seq 0 7); do
     self_killed "$d" "${phases[$i]}"
     rc=$?
     if [ $rc -ne 137 ]; then
-        bad "SN_CKPT_TEST_KILL=${phases[$i]}: exit $rc, expected death by SIGKILL (137)"; continue
+        bad "--kill ${phases[$i]}: exit $rc, expected death by SIGKILL (137)"; continue
     fi
     check "$d" "SIGKILL inside write ${phases[$i]}"
 done
@@ -203,7 +204,7 @@ strategy_case() { # strategy_case NAME RUNNER... -- FLAGS...
     local d=$W/$name
     SN_NUM_THREADS=1 timeout 180 "${runner[@]}" "$S" "${ARGS[@]}" "$@" --quiet --save "$d.ref.h5" \
         >"$d.ref.log" 2>&1 || { bad "$name: the uninterrupted run failed"; cat "$d.ref.log"; return; }
-    SN_NUM_THREADS=1 SN_CKPT_TEST_KILL=11:synced timeout 180 "${runner[@]}" "$S" "${ARGS[@]}" "$@" \
+    SN_NUM_THREADS=1 timeout 180 "${runner[@]}" "$H" --kill 11:synced "${ARGS[@]}" "$@" \
         "${CK[@]}" --checkpoint-dir "$d" --save "$d.h5" >"$d.killed.log" 2>&1 &
     wait $! 2>/dev/null
     local rc=$?

@@ -1,4 +1,9 @@
-/* oneDNN's LSTM primitives (backend/cpu/cpu_rnn_dnnl.c) against sinter's reference: the
+/* The CPU kernels of the whole-layer recurrent ops against sinter's reference: oneDNN's LSTM
+ * and LBR-GRU primitives (backend/cpu/cpu_rnn_dnnl.c, cpu_rnn_layer.c), and, in builds without
+ * oneDNN or under SN_RNN=loop (CTest's test_rnn_dnnl_loop), the same ops on the loop's kernels
+ * (cpu_rnn_layer_loop.c), through the graph ops and their linked gradient calls.
+ *
+ * oneDNN's LSTM primitives against sinter's reference: the
  * outputs (y, final h and c) and every gradient (x, kernel, recurrent kernel, bias, initial h
  * and c) of loss = sum(y * P) + sum(h_T * Q) + sum(c_T * S), in f32 and, where oneDNN has it
  * on this CPU, bf16. The reference is the LSTM graph in double on the reference kernels
@@ -18,6 +23,9 @@
 #include "graph/plan_impl.h"
 #include "sinter/graph.h"
 #include "sn_test.h"
+
+/* The kernel the graph ops must run on: "dnnl", or "loop" (no oneDNN, or SN_RNN=loop). */
+static const char *want_impl = "dnnl";
 
 typedef struct lstm_case {
     int64_t B, T, D, U;
@@ -238,7 +246,7 @@ static void check_case(const char *name, lstm_case c, bool bf16, double tol) {
     problem_free(&pb);
 }
 
-/* The calls of op (the forward, node fwd) and of op's gradient in plan p: both on oneDNN,
+/* The calls of op (the forward, node fwd) and of op's gradient in plan p: both on want_impl,
  * and the gradient's call linked to the forward's (sn_kcall.fwd), whose workspace it reads
  * instead of running the forward again. */
 static void check_dnnl_linked(const char *name, const sn_plan *p, const sn_graph *g,
@@ -256,8 +264,8 @@ static void check_dnnl_linked(const char *name, const sn_plan *p, const sn_graph
         if (which >= 0) impl[which] = im, calls[which] = cl;
     }
     for (int k = 0; k < 2; k++)
-        CHECK(strcmp(impl[k], "dnnl") == 0, "%s: %s runs on '%s', expected dnnl", name,
-              k ? grad_op : op, impl[k]);
+        CHECK(strcmp(impl[k], want_impl) == 0, "%s: %s runs on '%s', expected %s", name,
+              k ? grad_op : op, impl[k], want_impl);
     CHECK(calls[1] >= 0 && p->calls[calls[1]].fwd && p->calls[calls[1]].fwd->id == fwd,
           "%s: the gradient's call is not linked to the forward's (node %d)", name, (int)fwd);
 }
@@ -359,11 +367,15 @@ static void check_grad_alone(void) {
     for (int i = 0; i < 8; i++) k.x[i] = (sn_tdesc){.dtype = SN_F32, .shape = sh[i]}, k.in[i] = bufs[i];
     k.out = out;
     const sn_kernel *kern = sn_kernel_select(sn_cpu_kernels(), &k);
-    CHECK(kern && strcmp(kern->impl, "dnnl") == 0, "grad alone: kernel %s, expected dnnl",
-          kern ? kern->impl : "none");
+    CHECK(kern && strcmp(kern->impl, want_impl) == 0, "grad alone: kernel %s, expected %s",
+          kern ? kern->impl : "none", want_impl);
     size_t scratch = 0;
     bool ready = ok && dy && out && kern && kern->prepare && kern->prepare(&k, &scratch) == SN_OK;
     CHECK(ready, "grad alone: prepare failed: %s", sn_last_error());
+    void *scratch_buf = ready && scratch ? malloc(scratch) : NULL;
+    k.scratch = scratch_buf;
+    k.scratch_bytes = scratch;
+    ready = ready && (!scratch || scratch_buf);
     if (ready) {
         CHECK_OK(kern->run(&k));
         const float *got = out;
@@ -378,6 +390,7 @@ static void check_grad_alone(void) {
         printf("ok  lstm_layer_grad alone (forward rerun)\n");
     }
     if (kern && kern->release) kern->release(&k);
+    free(scratch_buf);
     free(dy);
     free(out);
     problem_free(&pb);
@@ -445,32 +458,42 @@ static void check_gru_layer_op(const char *name, int64_t B, int64_t T, int64_t D
 }
 
 int main(void) {
+    const char *rnn = sn_env(SN_ENV_RNN);
+    bool loop = rnn && strcmp(rnn, "loop") == 0;
     sn_dnnl_rnn *l = NULL;
     sn_status s = sn_dnnl_lstm_new(&l, 2, 3, 4, 5, false);
-    if (s == SN_ERR_UNSUPPORTED) {
+    if (s == SN_ERR_UNSUPPORTED) { /* no oneDNN: its wrapper says so, the loop's kernels run */
         CHECK(l == NULL && strstr(sn_last_error(), "no oneDNN"), "unsupported, but: %s",
               sn_last_error());
-        sn_test_skip("this build has no oneDNN");
-        return sn_test_finish("test_rnn_dnnl");
+        printf("this build has no oneDNN: the whole-layer ops on the loop's kernels\n");
+        loop = true;
+    } else {
+        CHECK_OK(s);
+        sn_dnnl_rnn_free(l);
+        l = NULL;
+        CHECK_ERR(sn_dnnl_lstm_new(&l, 0, 3, 4, 5, false), SN_ERR_INVALID, "B=0");
     }
-    CHECK_OK(s);
-    sn_dnnl_rnn_free(l);
-    l = NULL;
-    CHECK_ERR(sn_dnnl_lstm_new(&l, 0, 3, 4, 5, false), SN_ERR_INVALID, "B=0");
-    /* f32: oneDNN against double; its f32 GEMMs and exp/tanh leave ~1e-6 */
+    want_impl = loop ? "loop" : "dnnl";
+    /* f32 against double: f32 GEMMs and exp/tanh leave ~1e-6 */
     const double f32_tol = 1e-4;
-    check_case("f32 given states", (lstm_case){3, 5, 4, 6, false, false}, false, f32_tol);
-    check_case("f32 zero states, T=1", (lstm_case){3, 1, 4, 6, true, false}, false, f32_tol);
-    check_case("f32 zero states, T=5", (lstm_case){3, 5, 4, 6, true, false}, false, f32_tol);
-    check_case("f32 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, false, f32_tol);
     /* bf16: 8 significant bits in the GEMMs' operands (and the saved activations): ~1e-2 */
     const double bf16_tol = 5e-2;
+    if (!loop) { /* the oneDNN wrapper itself */
+        check_case("f32 given states", (lstm_case){3, 5, 4, 6, false, false}, false, f32_tol);
+        check_case("f32 zero states, T=1", (lstm_case){3, 1, 4, 6, true, false}, false, f32_tol);
+        check_case("f32 zero states, T=5", (lstm_case){3, 5, 4, 6, true, false}, false, f32_tol);
+        check_case("f32 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, false,
+                   f32_tol);
+        check_case("bf16 given states", (lstm_case){3, 5, 4, 6, false, false}, true, bf16_tol);
+        check_case("bf16 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, true,
+                   bf16_tol);
+    }
     check_layer_op("graph op, given states", (lstm_case){3, 5, 4, 6, false, false}, f32_tol);
     check_layer_op("graph op keep_c, zero states", (lstm_case){16, 6, 24, 40, true, false}, f32_tol);
+    check_layer_op("graph op keep_c, T=1", (lstm_case){4, 1, 3, 5, true, false}, f32_tol);
     check_grad_alone();
     check_gru_layer_op("gru graph op B=3 T=5 D=4 U=6", 3, 5, 4, 6);
     check_gru_layer_op("gru graph op B=16 T=6 D=24 U=40", 16, 6, 24, 40);
-    check_case("bf16 given states", (lstm_case){3, 5, 4, 6, false, false}, true, bf16_tol);
-    check_case("bf16 B=16 T=6 D=24 U=40", (lstm_case){16, 6, 24, 40, true, false}, true, bf16_tol);
+    check_gru_layer_op("gru graph op B=2 T=1 D=3 U=17", 2, 1, 3, 17);
     return sn_test_finish("test_rnn_dnnl");
 }

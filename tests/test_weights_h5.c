@@ -477,7 +477,7 @@ static void test_errors(void) {
               "not Keras weights");
 
     CHECK_ERR(sn_weights_save_h5("/nonexistent/dir/x.weights.h5", a.nl, a.layers, NULL), SN_ERR_IO,
-              "cannot create");
+              "cannot write weights file '/nonexistent/dir/x.weights.h5': No such file or directory");
 
     /* Layer counts: a file with 4 weighted layers and a model with 5, and the reverse. */
     model big;

@@ -5,8 +5,8 @@
  *
  *   one_device    one replica on one named device;
  *   mirrored      one replica per local logical device (sn_device_configure_cpu), in this
- *                 process: synchronous data parallel, variables mirrored (one copy shared by
- *                 the replicas of a process, which is what "mirrored" guarantees);
+ *                 process: synchronous data parallel, variables mirrored (a copy per replica,
+ *                 each updated with the same bits; the first is the model's own);
  *   multi_worker  one process per worker, started by mpirun, each with one replica (or
  *                 several local ones): data sharded per worker, gradients all-reduced over
  *                 MPI, rank 0 alone prints and writes files. Only in builds with MPI
@@ -22,8 +22,9 @@
  * Training: with a strategy attached, fit splits every global batch B into per-replica
  * batches (B / replicas, the first B % replicas replicas one more), each replica computes
  * gradients of sum(per-example loss) / B (compute_average_loss), the gradients are summed in
- * replica order (then across workers by MPI_Allreduce in buckets), and one optimizer update
- * is applied to the mirrored variables. Loss and metrics are global sums. Batch
+ * replica order (then across workers by MPI_Allreduce) by all_reduce nodes inside each
+ * replica's plan, and every replica applies the same optimizer update to its copy of the
+ * variables; steps_per_execution steps run per entry of each replica's plan. Loss and metrics are global sums. Batch
  * normalization uses each replica's batch statistics and its moving averages take the mean
  * of the replicas' new values (TensorFlow's MirroredVariable with aggregation MEAN).
  * Dropout masks differ per replica (keyed by step * replicas + replica id). */

@@ -145,6 +145,10 @@ typedef struct sn_plan_opts {
      * CPU has AVX512-BF16; every other op, the variables and the loss stay float32; ignored
      * elsewhere. Default false. */
     bool bf16_compute;
+    /* The plan keeps its own copy of the variable buffer, refreshed from the graph's by
+     * sn_plan_load_vars and never written back: a mirrored replica other than the first,
+     * which updates its copy with the same bits as the first. Default false. */
+    bool private_vars;
 } sn_plan_opts;
 sn_plan_opts sn_plan_opts_defaults(void);
 
@@ -172,6 +176,20 @@ int sn_plan_node_count(const sn_plan *p);       /* nodes that execute per step *
 /* The plan's step counter (feeds dropout masks); advanced by every executed step. */
 int64_t sn_plan_step(const sn_plan *p);
 void sn_plan_set_step(sn_plan *p, int64_t step);
+/* How many sn_plan_run calls ran at least one step: steps_per_execution enters the executor
+ * once per N steps, which tests check with this count. */
+int64_t sn_plan_run_count(const sn_plan *p);
+/* A hook the executor calls after each kernel call c (node n) of every step: the strategy's
+ * MPI progress while gradient all-reduces are in flight. A non-SN_OK return stops the run with
+ * that status. NULL unsets it. */
+typedef sn_status (*sn_node_hook)(void *ctx, sn_plan *p, int call, sn_node n);
+void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx);
+/* A private_vars plan: copy the graph's variables into its own copy (before a run); nothing
+ * to do when they did not change since it was loaded or marked synced. */
+sn_status sn_plan_load_vars(sn_plan *p);
+/* A private_vars plan whose run applied exactly the updates the graph's buffer received (a
+ * mirrored replica, after a run of every replica): its copy equals the buffer again. */
+void sn_plan_vars_synced(sn_plan *p);
 const char *sn_plan_device(const sn_plan *p);
 
 /* Eager use: evaluates one node at once on a device (a one-node plan) and returns a new tensor

@@ -116,6 +116,9 @@ void sn_cpu_register_state(sn_kernel_table *t);
 void sn_cpu_register_rnn(sn_kernel_table *t);
 void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */
 void sn_cpu_register_rnn_layer(sn_kernel_table *t); /* oneDNN LSTM, GRU (cpu_rnn_layer.c) */
+/* the same ops on the loop's kernels (cpu_rnn_layer_loop.c): where oneDNN is not built, and
+ * the whole table under SN_RNN=loop */
+void sn_cpu_register_rnn_layer_loop(sn_kernel_table *t);
 void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */

@@ -6,7 +6,7 @@
 
 #include "backend/kernel.h"
 
-static sn_kernel_table ref_table, cpu_table;
+static sn_kernel_table ref_table, cpu_table, cpu_loop_table;
 static pthread_once_t ref_once = PTHREAD_ONCE_INIT, cpu_once = PTHREAD_ONCE_INIT;
 
 static void build_ref(void) {
@@ -35,10 +35,14 @@ static void build_cpu(void) {
     sn_cpu_register_state(&cpu_table);
     sn_cpu_register_rnn(&cpu_table);
     sn_cpu_register_gru_rb(&cpu_table);
+    sn_cpu_register_rnn_layer_loop(&cpu_table);
     sn_cpu_register_rnn_layer(&cpu_table);
     sn_cpu_register_shape(&cpu_table);
     sn_cpu_register_activation(&cpu_table);
     sn_cpu_register_fused(&cpu_table);
+    /* SN_RNN=loop: the same table with the whole-layer recurrent ops on the loop's kernels */
+    cpu_loop_table = cpu_table;
+    sn_cpu_register_rnn_layer_loop(&cpu_loop_table);
 }
 
 const sn_kernel_table *sn_ref_kernels(void) {
@@ -48,10 +52,11 @@ const sn_kernel_table *sn_ref_kernels(void) {
 
 const sn_kernel_table *sn_cpu_kernels(void) {
     /* Read at every call (it is cheap) so a test can compare both tables in one process. */
-    const char *env = getenv("SN_KERNELS");
+    const char *env = sn_env(SN_ENV_KERNELS);
     if (env && strcmp(env, "ref") == 0) return sn_ref_kernels();
     pthread_once(&cpu_once, build_cpu);
-    return &cpu_table;
+    const char *rnn = sn_env(SN_ENV_RNN);
+    return rnn && strcmp(rnn, "loop") == 0 ? &cpu_loop_table : &cpu_table;
 }
 
 const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c) {

@@ -98,6 +98,8 @@ typedef enum sn_op {
     SN_OP_LSTM_LAYER_GRAD,  /* (x, w, r, b, h0, c0, y, dy) -> dx | dw | dr | db, flat */
     SN_OP_GRU_LAYER,        /* Keras reset_after=True: (x, w, r, b [4U], h0) -> y [B, T, U] */
     SN_OP_GRU_LAYER_GRAD,   /* (x, w, r, b, h0, y, dy) -> dx | dw | dr | db, flat */
+    /* collectives: the replicas' sum of a value (attr.allreduce names the collective) */
+    SN_OP_ALL_REDUCE,       /* (x f32) -> the sum of x over every replica, x's shape */
     SN_OP_COUNT
 } sn_op;
 
@@ -107,6 +109,25 @@ typedef enum sn_optimizer_kind {
     SN_OPTIM_ADAMW,
     SN_OPTIM_RMSPROP,
 } sn_optimizer_kind;
+
+/* The collective an all_reduce node calls. The distribution layer (src/distribute) provides
+ * the table and the object behind it (its replicas, barrier and MPI communicator), so that the
+ * graph and the kernels below it carry a handle without knowing what is behind it: a kernel
+ * calls vt->run and nothing else. Phases: WHOLE computes the sum at once; START begins it (the
+ * in-process sum, then a non-blocking MPI start) as soon as the gradient exists, and the WAIT
+ * node that reads START's output, in place, completes it before anything reads the sum.
+ * in and out are device memory of the kernel's backend (a CPU collective takes host memory
+ * and a NULL stream; an NCCL one would take the CUDA stream). */
+enum { SN_ALLREDUCE_WHOLE = 0, SN_ALLREDUCE_START, SN_ALLREDUCE_WAIT };
+typedef struct sn_allreduce_comm sn_allreduce_comm;
+typedef struct sn_allreduce_vt {
+    const char *name;
+    sn_status (*run)(sn_allreduce_comm *c, int replica, int phase, const float *in, float *out,
+                     size_t n, void *stream);
+} sn_allreduce_vt;
+struct sn_allreduce_comm {
+    const sn_allreduce_vt *vt;
+};
 
 /* Per-op attributes. One small struct per op family; the op's row says which one it uses.
  * `padding` holds an sn_padding (include/sinter/graph.h): kept as int so this header needs
@@ -130,7 +151,23 @@ typedef union sn_attrs {
     struct { double value; } scalar;
     struct { double alpha; } act;                             /* elu, leaky_relu */
     struct { bool keep_c; } lstm; /* lstm_layer: row T of each batch row holds c_T */
+    /* all_reduce: the collective, this plan's local replica, the phase; hoist: the planner
+     * runs the node (and the concat/reshapes only it reads) as soon as its input exists */
+    struct { sn_allreduce_comm *comm; int replica, phase; bool hoist; } allreduce;
 } sn_attrs;
+
+/* The slot inputs apply_optimizer takes after (var, grad, iterations): the one place this is
+ * written (nn/optimizer.c creates that many slot variables; every backend checks a call
+ * against it). -1: an unknown kind. */
+static inline int sn_optim_slot_count(const sn_attrs *a) {
+    switch (a->optim.kind) {
+    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
+    case SN_OPTIM_ADAM:
+    case SN_OPTIM_ADAMW: return 2;
+    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
+    }
+    return -1;
+}
 
 /* A tensor as a kernel sees it: element type and shape. A kernel's buffers are contiguous and
  * row-major (the planner places every value so), so the strides follow from the shape. */

@@ -9,6 +9,9 @@ typedef struct sn_cli_command {
 
 #include <stdbool.h>
 
+/* The whole command line: argv[1] names the command. Returns the exit code (dispatch.c). */
+int sn_cli_main(int argc, char **argv);
+
 int sn_cmd_devices(int argc, char **argv);
 int sn_cmd_train(int argc, char **argv);
 int sn_cmd_evaluate(int argc, char **argv);

@@ -17,17 +17,12 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "nn/nn_impl.h"
+#include "core/core.h"
+#include "sinter/nn.h"
 #include "sinter/device.h"
 
 const char *const sn_cli_text_models[] = {"char_lstm_small", "char_lstm", NULL};
 static const char *const precisions[] = {"auto", "f32", "bf16", NULL};
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 int sn_cmd_generate(int argc, char **argv) {
     const char *prog = "sinter generate";
@@ -69,7 +64,7 @@ int sn_cmd_generate(int argc, char **argv) {
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
     sn_cli_set_threads(threads);
-    double tl = now_s();
+    double tl = sn_now();
     if (!*start) {
         fprintf(stderr, "%s: --start is empty; give at least one character to start from\n", prog);
         return 2;
@@ -115,9 +110,9 @@ int sn_cmd_generate(int argc, char **argv) {
     fflush(stdout);
     const float *logits = NULL;
     int64_t classes = 0;
-    double t0 = now_s();
+    double t0 = sn_now();
     if (sn_stepper_run(st, x, n, &logits, &classes) != SN_OK) goto fail;
-    double t1 = now_s();
+    double t1 = sn_now();
     for (int64_t i = 0; i < length; i++) {
         int32_t id;
         if (sn_sample_logits(logits, classes, temperature, (uint64_t)seed, (uint64_t)i, &id) != SN_OK)
@@ -130,7 +125,7 @@ int sn_cmd_generate(int argc, char **argv) {
         float xi = (float)id;
         if (sn_stepper_run(st, &xi, 1, &logits, &classes) != SN_OK) goto fail;
     }
-    double t2 = now_s();
+    double t2 = sn_now();
     fputc('\n', stdout);
     if (report)
         fprintf(stderr, "framework=sinter workload=generate model=%s threads=%d start_chars=%lld "

@@ -1,29 +1,9 @@
-/* The `sinter` command: one subcommand per file (cmd_*.c), dispatched from the table below. */
-#include <stdio.h>
+/* The `sinter` command: main() only; the commands are dispatched by sn_cli_main
+ * (dispatch.c). */
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
-
-static const sn_cli_command commands[] = {
-    {"devices", "list the logical devices of this machine", sn_cmd_devices},
-    {"train", "train a model (Fashion-MNIST by default) and report its test accuracy", sn_cmd_train},
-    {"evaluate", "loss and accuracy of saved weights on the test split", sn_cmd_evaluate},
-    {"predict", "predicted class and probabilities per test image", sn_cmd_predict},
-    {"summary", "print a model's layers, output shapes and parameter counts", sn_cmd_summary},
-    {"export", "write a model with its weights as a Keras .keras archive or model JSON", sn_cmd_export},
-    {"generate", "write text with a trained character model (sinter train --data ... --save)", sn_cmd_generate},
-    {"bench", "time training steps of a preset model (key=value line, --profile per op)", sn_cmd_bench},
-    {"plot", "draw loss and accuracy per epoch from a CSV log as a PNG", sn_cmd_plot},
-    {"serve", "serve models with TensorFlow Serving's REST API (batched predictions)", sn_cmd_serve},
-};
-
-static void usage(FILE *f) {
-    fprintf(f, "usage: sinter <command> [flags]   (sinter <command> --help for its flags)\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-}
 
 /* libgomp spin-waits up to 300,000 rounds between parallel regions unless told otherwise, and it
  * reads that setting once, when it loads. On cores that something else also uses, spinning
@@ -40,17 +20,5 @@ static void tune_openmp_wait(char **argv) {
 
 int main(int argc, char **argv) {
     tune_openmp_wait(argv);
-    if (argc < 2) {
-        usage(stderr);
-        return 2;
-    }
-    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(stdout);
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "sinter: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
-    return 2;
+    return sn_cli_main(argc, argv);
 }

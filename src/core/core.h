@@ -17,6 +17,15 @@ sn_status sn_errorf(sn_status code, const char *fmt, ...) __attribute__((format(
 sn_status sn_error_context(sn_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Every message is one line: sn_errorf and sn_error_context turn control characters
+ * (newlines from a foreign library's text) into spaces. */
+
+/* Copies a foreign library's text (jansson, libzip, HDF5, libmicrohttpd) into dst (cap > 0)
+ * as one line a user can read: line breaks and tabs become one space, other control bytes
+ * \xNN, a byte value written "0xNN" becomes "\xNN", and longer "0x..." numbers (memory
+ * addresses) are dropped; surrounding spaces are trimmed. Returns dst. */
+char *sn_foreign_text(char *dst, size_t cap, const char *src);
+
 /* Propagate a failing status. */
 #define SN_TRY(expr)                                                                           \
     do {                                                                                       \
@@ -105,5 +114,27 @@ struct sn_tensor {
 
 /* Monotonic seconds, for progress bars and benchmarks. */
 double sn_now(void);
+
+/* ---- environment switches (env.c: the one place they are read and listed) --------------- */
+typedef enum sn_env_var {
+    SN_ENV_NUM_THREADS,
+    SN_ENV_KERNELS,
+    SN_ENV_CPU_ISA,
+    SN_ENV_CONV_ALGO,
+    SN_ENV_FUSE,
+    SN_ENV_RNN,
+    SN_ENV_DIST_TIMEOUT,
+    SN_ENV_DIST_BUCKET_MB,
+    SN_ENV_DIST_OVERLAP,
+    SN_ENV_DIST_CONCURRENT,
+    SN_ENV_COUNT
+} sn_env_var;
+/* The switch's value, NULL when unset or empty. Read at each call (cheap), so one process
+ * (a test, an A/B benchmark) can compare both settings. */
+const char *sn_env(sn_env_var v);
+/* Its value as a number in [lo, hi]; dflt when unset, unparsable or out of range. */
+double sn_env_double(sn_env_var v, double dflt, double lo, double hi);
+const char *sn_env_name(sn_env_var v); /* "SN_NUM_THREADS"; NULL past the last */
+const char *sn_env_doc(sn_env_var v);
 
 #endif

@@ -8,17 +8,6 @@
 #include "core/core.h"
 #include "sinter/tensor.h"
 
-static const char *np_dtype(sn_dtype t) {
-    switch (t) {
-    case SN_F32: return "float32";
-    case SN_BF16: return "bfloat16";
-    case SN_I32: return "int32";
-    case SN_U8: return "uint8";
-    case SN_F64: return "float64";
-    default: return "?";
-    }
-}
-
 /* Fraction digits NumPy's "maxprec" mode gives x: the fewest (up to 8) that print it back
  * to within its precision. */
 static int frac_digits(double x, bool f32) {
@@ -103,6 +92,6 @@ sn_status sn_tensor_print_tf(const sn_tensor *t, FILE *o) {
     fputs(", shape=(", o);
     for (int i = 0; i < s->ndim; i++)
         fprintf(o, "%s%lld", i ? ", " : "", (long long)s->dim[i]);
-    fprintf(o, "%s), dtype=%s)", s->ndim == 1 ? "," : "", np_dtype(dt));
+    fprintf(o, "%s), dtype=%s)", s->ndim == 1 ? "," : "", sn_dtype_name(dt));
     return SN_OK;
 }

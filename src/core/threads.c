@@ -15,8 +15,8 @@ static _Thread_local int tl_threads = 0;
 static void threads_init(void) {
     if (sn_threads > 0) return;
     int n = 0;
-    const char *env = getenv("SN_NUM_THREADS");
-    if (env && *env) n = atoi(env);
+    const char *env = sn_env(SN_ENV_NUM_THREADS);
+    if (env) n = atoi(env);
     if (n <= 0) n = omp_get_num_procs();
     sn_set_num_threads(n);
 }

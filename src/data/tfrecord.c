@@ -239,8 +239,8 @@ sn_status sn_tfrecord_write(sn_tfrecord_writer *w, const void *data, size_t len)
         !gz_write_all(w->f, tail, 4)) {
         int errnum = 0;
         const char *msg = gzerror(w->f, &errnum);
-        return sn_errorf(SN_ERR_IO, "tfrecord: %s: writing record %lld failed: %s", w->path,
-                         (long long)w->record, errnum == Z_ERRNO ? strerror(errno) : msg);
+        return sn_errorf(SN_ERR_IO, "cannot write '%s': %s (record %lld)", w->path,
+                         errnum == Z_ERRNO ? strerror(errno) : msg, (long long)w->record);
     }
     w->record++;
     return SN_OK;
@@ -252,7 +252,7 @@ sn_status sn_tfrecord_writer_flush(sn_tfrecord_writer *w) {
     if (rc != Z_OK) {
         int errnum = 0;
         const char *msg = gzerror(w->f, &errnum);
-        return sn_errorf(SN_ERR_IO, "tfrecord: %s: flushing failed: %s", w->path,
+        return sn_errorf(SN_ERR_IO, "cannot write '%s': %s", w->path,
                          errnum == Z_ERRNO ? strerror(errno) : msg);
     }
     return SN_OK;
@@ -262,9 +262,11 @@ sn_status sn_tfrecord_writer_close(sn_tfrecord_writer *w) {
     if (!w) return SN_OK;
     int rc = gzclose(w->f);
     sn_status s = SN_OK;
-    if (rc != Z_OK)
-        s = sn_errorf(SN_ERR_IO, "tfrecord: closing %s failed (zlib error %d)%s%s", w->path, rc,
-                      rc == Z_ERRNO ? ": " : "", rc == Z_ERRNO ? strerror(errno) : "");
+    /* gzclose writes what zlib still buffers: its failure is a failed write. */
+    if (rc == Z_ERRNO)
+        s = sn_errorf(SN_ERR_IO, "cannot write '%s': %s", w->path, strerror(errno));
+    else if (rc != Z_OK)
+        s = sn_errorf(SN_ERR_IO, "cannot write '%s': zlib error %d on close", w->path, rc);
     free(w->path);
     free(w);
     return s;

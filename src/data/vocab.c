@@ -385,8 +385,9 @@ sn_status sn_vocab_load(sn_vocab **out, const char *path) {
     if (!root) {
         if (access(path, R_OK) != 0)
             return sn_errorf(SN_ERR_IO, "vocab: cannot read %s: %s", path, strerror(errno));
+        char why[JSON_ERROR_TEXT_LENGTH * 4]; /* jansson quotes the token: any byte */
         return sn_errorf(SN_ERR_FORMAT, "vocab: %s is not valid JSON (line %d, column %d): %s",
-                         path, err.line, err.column, err.text);
+                         path, err.line, err.column, sn_foreign_text(why, sizeof why, err.text));
     }
     sn_status s = SN_OK;
     uint32_t *chars = NULL;

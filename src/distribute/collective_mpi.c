@@ -8,10 +8,11 @@
  * others sooner; the deadline covers a rank that hangs, and launchers that do not.)
  *
  * Gradients are reduced in buckets (1 MB by default, in a fixed order), many in flight at
- * once so the network streams while MPI progresses them. step_runner.c starts each bucket from
- * the executor's node hook as soon as its gradients exist (start_f32), calls progress after
- * every later kernel, and finish before the optimizer update: the all-reduce overlaps the
- * rest of the backward pass. */
+ * once so the network streams while MPI progresses them. replicas.c starts each all_reduce
+ * node's sum (start_f32) where the planner hoisted the node, right after its gradient is
+ * computed; the executor's node hook calls progress after every later kernel, and the first
+ * wait node calls finish before the optimizer update: the all-reduce overlaps the rest of the
+ * backward pass. */
 #include <mpi.h>
 #include <string.h>
 #include <time.h>

@@ -1,6 +1,6 @@
 /* Internal to src/distribute/: the strategy's fields and the collectives behind one
- * interface. The layers above use the public sinter/dist.h and the step runner
- * (distribute/step_runner.h), never this header.
+ * interface. The layers above use the public sinter/dist.h and distribute/replicas.h,
+ * never this header.
  *
  * Layering: distribute depends on core, backend, graph and data; nothing below depends on
  * it, and it knows nothing of nn (models, losses, optimizers). MPI is touched only by
@@ -67,7 +67,11 @@ struct sn_strategy {
     bool overlap;        /* start each bucket's all-reduce during the backward pass as soon as
                           * its gradients exist ($SN_DIST_OVERLAP=0 turns it off) */
     bool concurrent;     /* local replicas run at once, one host thread each
-                          * ($SN_DIST_CONCURRENT=0: one after another; step_runner.c) */
+                          * ($SN_DIST_CONCURRENT=0: one after another; replicas.c) */
+    struct sn_replicas *rep; /* the all-reduce and the replica workers (replicas.c), on first use */
 };
+
+/* Ends the replica workers and frees the collective (sn_strategy_free). */
+void sn_replicas_free(struct sn_replicas *r);
 
 #endif

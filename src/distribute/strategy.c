@@ -1,21 +1,13 @@
 /* Strategies (one device, mirrored, multi-worker), strategy.run, per-replica values, their
  * printing and reduce. The distributed datasets are dist_dataset.c; the training step under a
- * strategy is nn/fit_distributed.c over this layer's step runner (step_runner.c); the
- * collectives are in collective_*.c. */
+ * strategy is nn's one training plan per replica, run by this layer's replica workers with
+ * the all-reduce inside the plans (replicas.c); the collectives are in collective_*.c. */
 #include <math.h>
 #include <string.h>
 
 #include "distribute/distribute_impl.h"
 
 /* ---- construction ------------------------------------------------------------------------ */
-
-static double env_double(const char *name, double dflt, double lo, double hi) {
-    const char *e = getenv(name);
-    if (!e || !*e) return dflt;
-    char *end;
-    double v = strtod(e, &end);
-    return (*end || !(v >= lo && v <= hi)) ? dflt : v;
-}
 
 static sn_status strategy_alloc(sn_strategy_kind kind, int n_local, const int *devices,
                                 sn_strategy **out) {
@@ -37,10 +29,10 @@ static sn_status strategy_alloc(sn_strategy_kind kind, int n_local, const int *d
     }
     s->rank = 0;
     s->workers = 1;
-    s->timeout_s = env_double("SN_DIST_TIMEOUT", 25.0, 0.001, 1e9);
-    s->bucket_bytes = (size_t)(env_double("SN_DIST_BUCKET_MB", 1.0, 0.001, 4096.0) * 1048576.0);
-    s->overlap = env_double("SN_DIST_OVERLAP", 1.0, 0.0, 1.0) != 0.0;
-    s->concurrent = env_double("SN_DIST_CONCURRENT", 1.0, 0.0, 1.0) != 0.0;
+    s->timeout_s = sn_env_double(SN_ENV_DIST_TIMEOUT, 25.0, 0.001, 1e9);
+    s->bucket_bytes = (size_t)(sn_env_double(SN_ENV_DIST_BUCKET_MB, 1.0, 0.001, 4096.0) * 1048576.0);
+    s->overlap = sn_env_double(SN_ENV_DIST_OVERLAP, 1.0, 0.0, 1.0) != 0.0;
+    s->concurrent = sn_env_double(SN_ENV_DIST_CONCURRENT, 1.0, 0.0, 1.0) != 0.0;
     *out = s;
     return SN_OK;
 }
@@ -124,6 +116,7 @@ sn_status sn_strategy_multi_worker(int local_replicas, sn_strategy **out) {
 
 void sn_strategy_free(sn_strategy *s) {
     if (!s) return;
+    sn_replicas_free(s->rep);
     if (s->coll) s->coll->vt->destroy(s->coll);
     free(s->device_names);
     free(s);

@@ -23,6 +23,7 @@ static sn_status upload_inputs(sn_plan *p) {
 static sn_status download(sn_plan *p, sn_node n) {
     sn_node r = sn_plan_root(p, n);
     const sn_node_t *nd = &p->g->nodes[n];
+    if (p->loc[r].kind == LOC_VAR && p->private_vars) return SN_OK; /* never written back */
     if (p->loc[r].kind == LOC_VAR)
         return sn_backend_copy_to_host(p->backend, p->g->vars + p->g->nodes[r].var_offset,
                                        p->ptr[n], sn_plan_node_bytes(nd));
@@ -32,7 +33,8 @@ static sn_status download(sn_plan *p, sn_node n) {
 }
 
 static sn_status download_all(sn_plan *p) {
-    SN_TRY(sn_backend_copy_to_host(p->backend, p->g->vars, p->dvars, p->g->vars_bytes));
+    if (!p->private_vars)
+        SN_TRY(sn_backend_copy_to_host(p->backend, p->g->vars, p->dvars, p->g->vars_bytes));
     for (int i = 0; i < p->n_nodes; i++)
         if (p->host[i] && p->is_target[i]) SN_TRY(download(p, i));
     return SN_OK;
@@ -46,9 +48,10 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
             if (fs != SN_OK) return sn_error_context(fs, "feeding step %lld", (long long)p->step);
         }
         if (p->mirror) SN_TRY(upload_inputs(p));
+        int64_t key = p->step * p->step_mul + p->step_add;
         for (int c = 0; c < p->n_calls; c++) {
             sn_kcall *k = &p->calls[c];
-            k->step = p->step;
+            k->step = key;
             double t0 = p->prof ? sn_now() : 0;
             sn_status st = p->kern[c]->run(k);
             if (p->prof) p->prof[c] += sn_now() - t0;
@@ -70,13 +73,16 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
      * (all of them when the CPU is one device): the backend's bracket. */
     int tok = sn_backend_enter(p->backend);
     sn_status s = SN_OK;
-    if (p->mirror)
+    if (p->mirror && !p->private_vars)
         s = sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes);
+    if (steps > 0) p->runs++;
     p->running = true;
     if (s == SN_OK) s = run_steps(p, steps, feed, ctx);
     p->running = false;
     sn_status sy = sn_backend_synchronize(p->backend);
     if (s == SN_OK) s = sy;
+    /* Its side effects wrote the graph's variables (a private copy is the plan's own). */
+    if (!p->private_vars && steps > 0) p->g->vars_version++;
     /* Even after a failed step: the host's variables then hold what the device computed, as
      * they would on the CPU. */
     if (p->mirror) {
@@ -100,10 +106,14 @@ void *sn_plan_buffer(sn_plan *p, sn_node n) {
         return NULL;
     }
     if (sn_plan_stale(p) && sn_plan_bind(p) != SN_OK) return NULL;
+    if (!p->private_vars && p->loc[sn_plan_root(p, n)].kind == LOC_VAR) p->g->vars_version++;
     if (!p->mirror) return p->ptr[n];
     if (p->running && nd->op != SN_OP_INPUT && download(p, n) != SN_OK) return NULL;
     sn_node r = sn_plan_root(p, n);
-    if (p->loc[r].kind == LOC_VAR) return p->g->vars + p->g->nodes[r].var_offset;
+    if (p->loc[r].kind == LOC_VAR && !p->private_vars) {
+        p->g->vars_version++; /* the caller may write it */
+        return p->g->vars + p->g->nodes[r].var_offset;
+    }
     return p->host[n];
 }
 

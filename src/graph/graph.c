@@ -161,6 +161,7 @@ sn_node sn_variable(sn_graph *g, const char *name, sn_dtype dtype, const sn_shap
     }
     memset(g->vars + offset, 0, need - offset);
     g->vars_bytes = need;
+    g->vars_version++;
     g->nodes[id].var_offset = offset;
     if (trainable) g->nodes[id].flags |= SN_NODE_TRAINABLE;
     return id;
@@ -228,10 +229,12 @@ void *sn_variable_data(sn_graph *g, sn_node var) {
         sn_errorf(SN_ERR_INVALID, "node %d is not a variable", (int)var);
         return NULL;
     }
+    g->vars_version++; /* the caller may write it */
     return g->vars + g->nodes[var].var_offset;
 }
 
 void *sn_graph_variable_buffer(sn_graph *g, size_t *bytes) {
     if (bytes) *bytes = g ? g->vars_bytes : 0;
+    if (g) g->vars_version++;
     return g ? g->vars : NULL;
 }

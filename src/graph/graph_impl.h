@@ -35,6 +35,11 @@ struct sn_graph {
     sn_status status; /* first builder error (sticky) */
     unsigned char *vars; /* the one variable buffer, 64-byte aligned */
     size_t vars_bytes, vars_cap;
+    /* Advanced whenever something outside a training replica may have written the buffer (a
+     * mutable accessor handed it out, a plan without private variables ran, a variable was
+     * added): a private-variables plan reloads its copy only when it changed
+     * (sn_plan_load_vars). Reading without advancing it: sn_variable_cdata. */
+    uint64_t vars_version;
 };
 
 /* One row of the op registry. */
@@ -79,17 +84,27 @@ sn_node sn_broadcast_to(sn_graph *g, sn_node x, const sn_shape *shape);
 /* Used by the optimizers of nn/: one fused update op over a variable. */
 sn_node sn_apply_optimizer(sn_graph *g, int n_in, const sn_node *in, const sn_attrs *attr);
 
+/* A variable's storage, read only (does not advance vars_version). */
+static inline const void *sn_variable_cdata(const sn_graph *g, sn_node var) {
+    return g->vars + g->nodes[var].var_offset;
+}
+
+/* The replicas' sum of x (f32) through the collective comm, for local replica `replica` of
+ * the plan that runs it (op_desc.h: phases, and what the distribution layer provides). With
+ * hoist the planner runs it as soon as x exists (the gradient all-reduce overlapping the rest
+ * of the backward pass); a WAIT node runs where it was created and writes in place. */
+sn_node sn_all_reduce(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica, int phase,
+                      bool hoist);
+
 /* Profiling, for `sinter bench --profile`: with profiling on, every kernel call of a plan is
  * timed (two clock reads per call); entry c gives the node, the kernel implementation and the
  * seconds accumulated since profiling was turned on. Returns false past the last call. */
 sn_status sn_plan_profile(sn_plan *p, bool on);
 bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
                            double *seconds);
-/* A hook the executor calls after each kernel call c (node n) of every step, e.g. to start the
- * all-reduce of a gradient bucket as soon as its last gradient is computed, overlapping it with
- * the rest of the backward pass. A non-SN_OK return stops the run with that status. */
-typedef sn_status (*sn_node_hook)(void *ctx, sn_plan *p, int call, sn_node n);
-void sn_plan_set_node_hook(sn_plan *p, sn_node_hook hook, void *ctx);
+/* Dropout masks are keyed by the plan step; replica r of R keys step s as s * R + r so that
+ * replicas draw distinct masks: the kernels see step * mul + add (default 1 and 0). */
+void sn_plan_set_step_key(sn_plan *p, int64_t mul, int64_t add);
 /* The position of node n in the plan's execution order, or -1 when it does not execute. */
 int sn_plan_call_of(const sn_plan *p, sn_node n);
 

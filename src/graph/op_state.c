@@ -72,3 +72,29 @@ const sn_op_def sn_def_assign_add = {.name = "assign_add", .n_in = 2, .infer = i
     .side_effect = true};
 const sn_op_def sn_def_apply_optimizer = {.name = "apply_optimizer", .n_in = -1,
     .infer = infer_apply, .side_effect = true};
+
+/* all_reduce: the sum of x over every replica (attr.allreduce), so x's shape; f32 only, as
+ * the collectives add floats. It sits between the gradients and the optimizer update, so
+ * nothing differentiates through it: no gradient rule. */
+static sn_status infer_all_reduce(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *x = IN(g, node, 0);
+    if (x->dtype != SN_F32)
+        return sn_errorf(SN_ERR_SHAPE, "all_reduce: the value is %s; the collectives sum f32",
+                         sn_dtype_name(x->dtype));
+    if (!node->attr.allreduce.comm)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce: no collective given");
+    if (node->attr.allreduce.phase == SN_ALLREDUCE_WAIT && x->op != SN_OP_ALL_REDUCE)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce: a wait phase reads its start phase, got a "
+                         "%s node", sn_ops[x->op]->name);
+    node->shape = x->shape;
+    node->dtype = SN_F32;
+    return SN_OK;
+}
+
+sn_node sn_all_reduce(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica, int phase,
+                      bool hoist) {
+    sn_attrs a = {.allreduce = {.comm = comm, .replica = replica, .phase = phase, .hoist = hoist}};
+    return sn_graph_add(g, SN_OP_ALL_REDUCE, 1, &x, &a);
+}
+
+const sn_op_def sn_def_all_reduce = {.name = "all_reduce", .n_in = 1, .infer = infer_all_reduce};

@@ -62,6 +62,7 @@ extern const sn_op_def sn_def_gelu, sn_def_silu, sn_def_elu, sn_def_leaky_relu, 
     sn_def_gelu_grad, sn_def_silu_grad, sn_def_elu_grad, sn_def_leaky_relu_grad,
     sn_def_relu6_grad;
 extern const sn_op_def sn_def_apply_optimizer;
+extern const sn_op_def sn_def_all_reduce;
 extern const sn_op_def sn_def_lstm;
 extern const sn_op_def sn_def_lstm_grad;
 extern const sn_op_def sn_def_gru;
@@ -136,6 +137,7 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_ASSIGN] = &sn_def_assign,
     [SN_OP_ASSIGN_ADD] = &sn_def_assign_add,
     [SN_OP_APPLY_OPTIMIZER] = &sn_def_apply_optimizer,
+    [SN_OP_ALL_REDUCE] = &sn_def_all_reduce,
     [SN_OP_LSTM] = &sn_def_lstm,
     [SN_OP_LSTM_GRAD] = &sn_def_lstm_grad,
     [SN_OP_GRU] = &sn_def_gru,

@@ -30,6 +30,16 @@ sn_status sn_plan_bind(sn_plan *p) {
             p->dvars_bytes = g->vars_bytes;
         }
         vars = p->dvars;
+    } else if (p->private_vars) {
+        if (g->vars_bytes > p->pvars_bytes || !p->pvars) {
+            unsigned char *d = sn_backend_alloc(p->backend, g->vars_bytes ? g->vars_bytes : 64);
+            if (!d) return SN_ERR_NOMEM;
+            memcpy(d, g->vars, g->vars_bytes);
+            sn_backend_free(p->backend, p->pvars);
+            p->pvars = d;
+            p->pvars_bytes = g->vars_bytes;
+        }
+        vars = p->pvars;
     }
     for (int i = 0; i < p->n_nodes; i++) {
         if (!p->needed[i]) continue;
@@ -196,10 +206,102 @@ void sn_plan_free(sn_plan *p) {
     sn_backend_free(p->backend, p->arena);
     sn_backend_free(p->backend, p->scratch);
     sn_backend_free(p->backend, p->dvars);
+    sn_backend_free(p->backend, p->pvars);
     sn_backend_free(p->backend, p->dconst);
     for (int i = 0; p->host && i < p->n_nodes; i++) sn_free_aligned(p->host[i]);
     free(p->host);
     free(p);
+}
+
+/* Overlap of the gradient all-reduce with the backward pass. Creation order puts the
+ * all_reduce nodes after every gradient (they are added once sn_gradients returns); a hoisted
+ * one (attr.allreduce.hoist), with the concats only it reads (a bucket's packing), moves up to
+ * just after the call that makes the last of its inputs, so its collective starts while the
+ * rest of the backward pass runs. Hoisted calls keep their creation order among themselves
+ * (first in, first out), so every replica and every worker starts the same collectives in the
+ * same sequence, which the in-process barrier and MPI's matching both need. Runs after fusion:
+ * a fused call may make a value (an extra output) at another position than its node had. */
+static sn_status hoist_collectives(sn_plan *p, int n) {
+    sn_graph *g = p->g;
+    int nn = p->n_nodes, n_hoist = 0;
+    for (int c = 0; c < n; c++) {
+        const sn_node_t *nd = &g->nodes[p->order[c]];
+        if (nd->op == SN_OP_ALL_REDUCE && nd->attr.allreduce.hoist &&
+            nd->attr.allreduce.phase != SN_ALLREDUCE_WAIT)
+            n_hoist++;
+    }
+    if (n_hoist == 0) return SN_OK;
+    unsigned char *hoist = sn_calloc((size_t)nn, 1);
+    int *uses = sn_calloc((size_t)nn, sizeof *uses), *hoist_uses = sn_calloc((size_t)nn, sizeof *uses);
+    int *made_at = sn_malloc((size_t)nn * sizeof *made_at);
+    sn_node *out = sn_malloc((size_t)(n ? n : 1) * sizeof *out);
+    sn_node *pend = sn_malloc((size_t)(n ? n : 1) * sizeof *pend);
+    sn_status st = SN_OK;
+    if (!hoist || !uses || !hoist_uses || !made_at || !out || !pend) {
+        st = SN_ERR_NOMEM;
+        goto done;
+    }
+    for (int i = 0; i < nn; i++)
+        if (p->needed[i])
+            for (int j = 0; j < g->nodes[i].n_in; j++) uses[g->nodes[i].in[j]]++;
+    /* Inputs have smaller indices than their readers: one descending pass finds the packing
+     * nodes every reader of which is hoisted. */
+    for (int i = nn - 1; i >= 0; i--) {
+        if (!p->needed[i]) continue;
+        const sn_node_t *nd = &g->nodes[i];
+        bool h = nd->op == SN_OP_ALL_REDUCE ? nd->attr.allreduce.hoist &&
+                                                  nd->attr.allreduce.phase != SN_ALLREDUCE_WAIT
+                 : (nd->op == SN_OP_CONCAT || nd->op == SN_OP_RESHAPE) && uses[i] > 0 &&
+                       hoist_uses[i] == uses[i] && !p->is_target[i];
+        if (!h) continue;
+        hoist[i] = 1;
+        for (int j = 0; j < nd->n_in; j++) hoist_uses[nd->in[j]]++;
+    }
+    for (int i = 0; i < nn; i++) made_at[i] = -1;
+    int w = 0, np = 0, head = 0;
+    for (int c = 0; c < n; c++) {
+        sn_node id = p->order[c];
+        if (hoist[id]) pend[np++] = id;
+    }
+    for (int c = 0; c <= n; c++) {
+        if (c < n) {
+            sn_node id = p->order[c];
+            if (hoist[id]) continue;
+            /* Side effects never feed a collective: whatever is pending goes before them. */
+            if (!(g->nodes[id].flags & SN_NODE_SIDE_EFFECT)) {
+                out[w] = id;
+                made_at[id] = w++;
+                const sn_fusion *f = &p->fusion[id];
+                for (int j = 0; j < f->n_out2; j++) made_at[f->out2[j]] = made_at[id];
+                if (head == np) continue;
+            }
+        }
+        /* Start the pending ones, in order, while the first of them has its inputs. */
+        while (head < np) {
+            const sn_node_t *hn = &g->nodes[pend[head]];
+            bool ready = true;
+            for (int j = 0; j < hn->n_in && ready; j++) {
+                sn_node r = sn_plan_root(p, hn->in[j]);
+                int k = g->nodes[r].op;
+                ready = k == SN_OP_INPUT || k == SN_OP_VARIABLE || k == SN_OP_CONST ||
+                        made_at[r] >= 0;
+            }
+            if (!ready && c < n && !(g->nodes[p->order[c]].flags & SN_NODE_SIDE_EFFECT)) break;
+            out[w] = pend[head];
+            made_at[pend[head++]] = w++;
+        }
+        if (c < n && (g->nodes[p->order[c]].flags & SN_NODE_SIDE_EFFECT)) out[w++] = p->order[c];
+    }
+    SN_ASSERT(w == n && head == np);
+    memcpy(p->order, out, (size_t)n * sizeof *out);
+done:
+    free(hoist);
+    free(uses);
+    free(hoist_uses);
+    free(made_at);
+    free(out);
+    free(pend);
+    return st;
 }
 
 static sn_status plan_fail(sn_plan *p, sn_status s) {
@@ -243,6 +345,8 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     p->n_nodes = nn;
     p->backend = be;
     p->mirror = !sn_backend_get_caps(be).host_visible;
+    p->private_vars = o.private_vars;
+    p->step_mul = 1;
     p->loc = sn_calloc((size_t)nn, sizeof *p->loc);
     p->needed = sn_calloc((size_t)nn, 1);
     p->is_target = sn_calloc((size_t)nn, 1);
@@ -287,7 +391,11 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         case SN_OP_CONST: p->loc[i].kind = LOC_CONST; break;
         case SN_OP_RESHAPE: p->loc[i] = (sn_loc){.kind = LOC_ALIAS, .alias = nd->in[0]}; break;
         default:
-            if (nd->flags & SN_NODE_SIDE_EFFECT) p->loc[i] = (sn_loc){.kind = LOC_ALIAS, .alias = nd->in[0]};
+            /* Side effects write their variable; an all_reduce's wait phase completes its start
+             * phase's sum where it is. */
+            if ((nd->flags & SN_NODE_SIDE_EFFECT) ||
+                (nd->op == SN_OP_ALL_REDUCE && nd->attr.allreduce.phase == SN_ALLREDUCE_WAIT))
+                p->loc[i] = (sn_loc){.kind = LOC_ALIAS, .alias = nd->in[0]};
             else p->loc[i].kind = LOC_ARENA;
         }
     }
@@ -296,6 +404,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     sn_status fs = sn_plan_fuse(p, n, &n);
     if (fs != SN_OK) return plan_fail(p, fs);
     p->n_calls = n;
+    if ((fs = hoist_collectives(p, n)) != SN_OK) return plan_fail(p, fs);
     const unsigned char *fuse_relu = p->fuse_relu;
 
     /* Kernels: choose and prepare each call once. */
@@ -364,6 +473,28 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
 size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes + p->scratch_bytes : 0; }
 int sn_plan_node_count(const sn_plan *p) { return p ? p->n_calls : 0; }
 int64_t sn_plan_step(const sn_plan *p) { return p ? p->step : 0; }
+int64_t sn_plan_run_count(const sn_plan *p) { return p ? p->runs : 0; }
+void sn_plan_set_step_key(sn_plan *p, int64_t mul, int64_t add) {
+    if (!p || mul < 1) return;
+    p->step_mul = mul;
+    p->step_add = add;
+}
+
+sn_status sn_plan_load_vars(sn_plan *p) {
+    if (!p) return sn_errorf(SN_ERR_INVALID, "plan_load_vars: plan is NULL");
+    if (!p->private_vars) return SN_OK;
+    if (sn_plan_stale(p)) SN_TRY(sn_plan_bind(p));
+    if (p->vars_loaded == p->g->vars_version + 1) return SN_OK; /* nothing changed since */
+    if (p->mirror)
+        SN_TRY(sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes));
+    else memcpy(p->pvars, p->g->vars, p->g->vars_bytes);
+    p->vars_loaded = p->g->vars_version + 1;
+    return SN_OK;
+}
+
+void sn_plan_vars_synced(sn_plan *p) {
+    if (p && p->private_vars) p->vars_loaded = p->g->vars_version + 1;
+}
 void sn_plan_set_step(sn_plan *p, int64_t step) {
     if (p) p->step = step;
 }

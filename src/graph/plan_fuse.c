@@ -174,7 +174,7 @@ sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {
     unsigned char *fuse_relu = p->fuse_relu = sn_calloc((size_t)nn, 1);
     p->fusion = sn_calloc((size_t)nn, sizeof *p->fusion);
     if (!fuse_relu || !p->fusion) return SN_ERR_NOMEM;
-    const char *fuse_env = getenv("SN_FUSE");
+    const char *fuse_env = sn_env(SN_ENV_FUSE);
     if (fuse_env && !strcmp(fuse_env, "0")) return SN_OK;
     int *readers = sn_calloc((size_t)nn, sizeof *readers);
     unsigned char *drop = sn_calloc((size_t)nn, 1);

@@ -63,6 +63,15 @@ struct sn_plan {
     unsigned char *dconst; /* device copies of the constants (LOC_CONST offsets) */
     void **host;           /* per graph node: host shadow of an input or arena target */
     bool running;          /* inside sn_plan_run (a node hook may read buffers) */
+    /* sn_plan_opts.private_vars: the kernels read and write this plan's own copy of the
+     * variables (pvars on a host-visible device, dvars on a mirrored one), which
+     * sn_plan_load_vars refreshes from the graph's buffer; a run never writes it back. */
+    bool private_vars;
+    unsigned char *pvars;
+    size_t pvars_bytes;
+    int64_t step_mul, step_add; /* the kernels see step * step_mul + step_add (dropout keys) */
+    int64_t runs;               /* sn_plan_run calls that ran steps (sn_plan_run_count) */
+    uint64_t vars_loaded;       /* private_vars: g->vars_version its copy equals (+1; 0 none) */
     int n_nodes; /* graph size when planned */
 };
 
@@ -86,7 +95,8 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
                          const sn_plan_opts *opts, sn_backend *backend);
 static inline bool sn_plan_stale(const sn_plan *p) {
     return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen ||
-           (p->mirror && p->g->vars_bytes > p->dvars_bytes);
+           (p->mirror && p->g->vars_bytes > p->dvars_bytes) ||
+           (p->private_vars && !p->mirror && p->g->vars_bytes > p->pvars_bytes);
 }
 
 /* The fusion pass (plan_fuse.c): over the first n calls of p->order, marks in p->fuse_relu

@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "io/atomic_file.h"
 #include "io/h5_util.h"
 #include "sinter/data.h" /* sn_crc32c: the one CRC-32C of the project (src/data/tfrecord.c) */
 
@@ -131,6 +131,16 @@ static sn_status crc_range(int fd, const char *path, uint64_t from, uint64_t to,
     return st;
 }
 
+/* The header for a file of `size` bytes whose bytes after the header have CRC-32 `crc`. */
+static void make_header(unsigned char h[SN_CKPT_USERBLOCK], uint64_t size, uint32_t crc) {
+    memset(h, 0, SN_CKPT_USERBLOCK);
+    memcpy(h, hdr_magic, sizeof hdr_magic);
+    put32(h + 12, HDR_VERSION);
+    put64(h + 16, size);
+    put32(h + 24, crc);
+    put32(h + 28, (uint32_t)crc32(0L, h, 28));
+}
+
 sn_status sn_ckpt_seal_fd(int fd, const char *path) {
     struct stat sb;
     if (fstat(fd, &sb) != 0)
@@ -139,14 +149,9 @@ sn_status sn_ckpt_seal_fd(int fd, const char *path) {
         return sn_errorf(SN_ERR_INVALID, "checkpoint '%s': %lld bytes, no room for the %d-byte "
                          "header", path, (long long)sb.st_size, SN_CKPT_USERBLOCK);
     unsigned char h[SN_CKPT_USERBLOCK];
-    memset(h, 0, sizeof h);
     uint32_t crc = 0;
     SN_TRY(crc_range(fd, path, SN_CKPT_USERBLOCK, (uint64_t)sb.st_size, &crc));
-    memcpy(h, hdr_magic, sizeof hdr_magic);
-    put32(h + 12, HDR_VERSION);
-    put64(h + 16, (uint64_t)sb.st_size);
-    put32(h + 24, crc);
-    put32(h + 28, (uint32_t)crc32(0L, h, 28));
+    make_header(h, (uint64_t)sb.st_size, crc);
     for (size_t done = 0; done < sizeof h;) {
         ssize_t w = pwrite(fd, h + done, sizeof h - done, (off_t)done);
         if (w < 0 && errno == EINTR) continue;
@@ -225,26 +230,27 @@ done:
     return st;
 }
 
-/* ---- test hooks (environment; see checkpoint_io.h) -------------------------------------- */
+/* ---- the test seam (see checkpoint_io.h) ----------------------------------------------- */
 
-/* Writes by this process, for SN_CKPT_TEST_KILL's N. File scope, not function-static state;
- * only touched by writers, which the caller serialises (fit writes from one thread). */
+/* Writes by this process, numbered for the hook. File scope, not function-static state; only
+ * touched by writers, which the caller serialises (fit writes from one thread). */
 static int g_writes;
+static sn_ckpt_write_hook g_hook;
+static void *g_hook_ctx;
 
-static void test_kill(const char *phase) {
-    const char *e = getenv("SN_CKPT_TEST_KILL");
-    if (!e || !*e) return;
-    char *end = NULL;
-    long n = strtol(e, &end, 10);
-    if (!end || *end != ':' || n != g_writes || strcmp(end + 1, phase) != 0) return;
-    raise(SIGKILL);
+void sn_ckpt_set_write_hook(sn_ckpt_write_hook hook, void *ctx) {
+    g_hook = hook;
+    g_hook_ctx = ctx;
 }
 
-static void test_delay(void) {
-    const char *e = getenv("SN_CKPT_TEST_DELAY_US");
-    long us = e ? strtol(e, NULL, 10) : 0;
-    if (us > 0) usleep((useconds_t)us);
+static void at_phase(const char *phase) {
+    if (g_hook) g_hook(g_writes, phase, g_hook_ctx);
 }
+
+/* The phases of sn_atomic_write under the seam's names: its "written" (every byte, header
+ * included, in the temporary file; not yet fsync'ed) is "sealed"; "synced" and "renamed"
+ * are the same. */
+static void write_phase(const char *phase) { at_phase(strcmp(phase, "written") ? phase : "sealed"); }
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
@@ -309,96 +315,69 @@ done:
     return st;
 }
 
-static sn_status fsync_path(const char *path, bool dir) {
-    int fd = open(path, (dir ? O_DIRECTORY : 0) | O_RDONLY);
-    if (fd < 0) return sn_errorf(SN_ERR_IO, "checkpoint: cannot open '%s' to sync it: %s", path,
-                                 strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0) return sn_errorf(SN_ERR_IO, "checkpoint: fsync of '%s' failed: %s", path, strerror(e));
-    return SN_OK;
-}
-
+/* The whole file is built in memory (HDF5's core driver, nothing on disk) and written by
+ * sn_atomic_write in one piece: a full disk or a file size limit then fails in one write(2)
+ * with its errno, never inside HDF5, whose failed H5Fclose on a full disk leaves a file
+ * object that crashes the library at exit (HDF5 1.10.8), and whose message is a record of
+ * descriptors and pointers. The price is the file's size in memory, twice, while it is
+ * written (docs/checkpoints.md). */
 sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
                         const sn_ckpt_item *items) {
     if (!path || !*path || !kind || n < 0 || (n > 0 && !items))
         return sn_errorf(SN_ERR_INVALID, "checkpoint write: bad arguments (path %s, %d items)",
                          path ? path : "NULL", n);
     g_writes++;
-    size_t plen = strlen(path) + 32;
-    char *tmp = sn_malloc(plen), *dir = sn_strdup(path);
-    if (!tmp || !dir) {
-        free(tmp);
-        free(dir);
-        return SN_ERR_NOMEM;
-    }
-    /* Same folder as the target, so the rename is atomic; the pid keeps two writers apart. */
-    snprintf(tmp, plen, "%s.tmp%ld", path, (long)getpid());
-    char *slash = strrchr(dir, '/');
-    if (slash) *(slash == dir ? slash + 1 : slash) = '\0';
-    else snprintf(dir, strlen(path) + 1, ".");
-
     sn_status st = SN_OK;
-    hid_t file = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID;
-    bool created = false;
+    hid_t file = H5I_INVALID_HID, lcpl = H5I_INVALID_HID, fcpl = H5I_INVALID_HID,
+          fapl = H5I_INVALID_HID;
     uint32_t crc = 0;
-    int fd = -1;
+    unsigned char *img = NULL;
+    size_t total = 0;
     sn_h5_lock();
     SN_H5(lcpl = H5Pcreate(H5P_LINK_CREATE));
     SN_H5(H5Pset_create_intermediate_group(lcpl, 1));
     SN_H5(fcpl = H5Pcreate(H5P_FILE_CREATE));
     SN_H5(H5Pset_userblock(fcpl, SN_CKPT_USERBLOCK));
-    SN_H5(file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT));
-    created = true;
+    SN_H5(fapl = H5Pcreate(H5P_FILE_ACCESS));
+    SN_H5(H5Pset_fapl_core(fapl, (size_t)1 << 20, 0)); /* grow by 1 MiB; no backing store */
+    SN_H5(file = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl));
     for (int i = 0; i < n; i++) {
         SN_H5_TRY(sn_error_context(write_item(file, lcpl, &items[i]), "checkpoint '%s': item '%s'",
                                    path, items[i].name));
         crc = item_crc(crc, &items[i]);
-        if (i == n / 2) test_kill("data");
+        if (i == n / 2) at_phase("data");
     }
     SN_H5_TRY(write_attrs(file, kind, version, crc, n, items));
     SN_H5(H5Fflush(file, H5F_SCOPE_GLOBAL));
-    SN_H5(H5Fclose(file));
-    file = H5I_INVALID_HID;
-    /* HDF5 is done with the file: seal it (length and CRC of everything after the header,
-     * which HDF5 left zero) and make it durable before the rename publishes it. */
-    if ((fd = open(tmp, O_RDWR | O_CLOEXEC)) < 0) {
-        st = sn_errorf(SN_ERR_IO, "checkpoint: cannot reopen '%s' to seal it: %s", tmp,
-                       strerror(errno));
+    /* The core driver's image starts at the superblock: the user block is not in it, and
+     * goes in front (the file is then byte for byte what the sec2 driver would write). */
+    ssize_t len;
+    SN_H5(len = H5Fget_file_image(file, NULL, 0));
+    total = SN_CKPT_USERBLOCK + (size_t)len;
+    if (!(img = sn_malloc(total))) {
+        st = sn_errorf(SN_ERR_NOMEM, "cannot write checkpoint '%s': out of memory for its %zu "
+                       "bytes", path, total);
         goto done;
     }
-    SN_H5_TRY(sn_ckpt_seal_fd(fd, tmp));
-    test_kill("sealed");
-    if (fsync(fd) != 0) {
-        st = sn_errorf(SN_ERR_IO, "checkpoint: fsync of '%s' failed: %s", tmp, strerror(errno));
+    ssize_t got;
+    SN_H5(got = H5Fget_file_image(file, img + SN_CKPT_USERBLOCK, (size_t)len));
+    if (got != len) {
+        st = sn_errorf(SN_ERR_BACKEND, "checkpoint '%s': HDF5 gave a file image of %zd bytes, "
+                       "expected %zd", path, got, len);
         goto done;
     }
-    if (close(fd) != 0) {
-        fd = -1;
-        st = sn_errorf(SN_ERR_IO, "checkpoint: closing '%s' failed: %s", tmp, strerror(errno));
-        goto done;
-    }
-    fd = -1;
-    test_delay();
-    test_kill("synced");
-    if (rename(tmp, path) != 0) {
-        st = sn_errorf(SN_ERR_IO, "checkpoint: cannot rename '%s' to '%s': %s", tmp, path,
-                       strerror(errno));
-        goto done;
-    }
-    created = false;
-    test_kill("renamed");
-    SN_H5_TRY(fsync_path(dir, true));
 done:
-    if (fd >= 0) close(fd);
     sn_h5_close(&file);
+    sn_h5_close(&fapl);
     sn_h5_close(&fcpl);
     sn_h5_close(&lcpl);
     sn_h5_unlock();
-    if (created) remove(tmp); /* best effort: the error that matters is recorded */
-    free(tmp);
-    free(dir);
+    if (st == SN_OK) {
+        uLong c = crc32_z(crc32(0L, Z_NULL, 0), img + SN_CKPT_USERBLOCK, total - SN_CKPT_USERBLOCK);
+        make_header(img, (uint64_t)total, (uint32_t)c);
+        st = sn_atomic_write(path, "checkpoint", img, total, write_phase);
+    }
+    free(img);
     return st;
 }
 

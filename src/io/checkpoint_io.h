@@ -2,8 +2,10 @@
  * named, typed arrays (variables, counters, history, callback state) in one HDF5 file; this
  * layer knows nothing of models. docs/checkpoints.md describes the file.
  *
- * Writing is atomic: a temporary file beside the target, closed by HDF5, sealed, fsync'ed,
- * renamed over it, the folder fsync'ed. The seal is a header in HDF5's user block (the file's
+ * Writing is atomic: the file is built in memory (HDF5's core driver), sealed, and written by
+ * sn_atomic_write (io/atomic_file.h: a temporary file beside the target, fsync'ed, renamed
+ * over it, the folder fsync'ed; on failure the temporary file is removed and an existing
+ * target untouched). The seal is a header in HDF5's user block (the file's
  * first SN_CKPT_USERBLOCK bytes): magic, length of the file and a CRC-32 of everything after
  * the header. The reader checks it before HDF5 sees the file, so a torn or corrupted file is
  * SN_ERR_FORMAT and never reaches HDF5's parser; a CRC-32C over every item (name, type,
@@ -34,11 +36,7 @@ typedef struct sn_ckpt_item {
 } sn_ckpt_item;
 
 /* Writes items to `path` atomically (see above). `kind` is the root attribute "format"
- * ("sinter-checkpoint"). Test hooks, read from the environment at each call (never set in
- * normal use): SN_CKPT_TEST_DELAY_US sleeps between the fsync and the rename;
- * SN_CKPT_TEST_KILL="N:PHASE" raises SIGKILL in the N-th write of this process (1-based) at
- * PHASE "data" (half the items written), "sealed" (header written, before the fsync),
- * "synced" (before the rename) or "renamed" (before the folder's fsync). */
+ * ("sinter-checkpoint"). */
 sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
                         const sn_ckpt_item *items);
 /* Reads every item of `path` after checking its header (length, whole-file CRC), then format,
@@ -47,12 +45,20 @@ sn_status sn_ckpt_write(const char *path, const char *kind, int version, int n,
  * naming the path (a caller may fall back to an older one); an HDF5 file without the header
  * (checkpoint format 1, or not sinter's) is SN_ERR_UNSUPPORTED and is not opened; a file that
  * cannot be opened is SN_ERR_IO. */
+/* A seam for tests, never set by the library or the `sinter` command: when set, every write
+ * calls hook(N, PHASE, ctx), N the write's number in this process (1-based), at PHASE "data"
+ * (half the items written), "sealed" (header written, before the fsync), "synced" (before the
+ * rename) and "renamed" (before the folder's fsync). The test-only program
+ * tests/sinter_hooked.c uses it to SIGKILL itself or to sleep inside a write. */
+typedef void (*sn_ckpt_write_hook)(int write_no, const char *phase, void *ctx);
+void sn_ckpt_set_write_hook(sn_ckpt_write_hook hook, void *ctx);
+
 sn_status sn_ckpt_read(const char *path, const char *kind, int max_version, int *n,
                        sn_ckpt_item **items);
 void sn_ckpt_items_free(int n, sn_ckpt_item *items);
-/* Writes the header into the first SN_CKPT_USERBLOCK bytes of the open file fd (HDF5 has
- * closed it): its length and the CRC-32 of the bytes after the header. sn_ckpt_write calls
- * it; fuzz_checkpoint's CRC-bypass mode uses it to hand HDF5 arbitrary sealed bytes. */
+/* Writes the header into the first SN_CKPT_USERBLOCK bytes of the open file fd: its length
+ * and the CRC-32 of the bytes after the header (sn_ckpt_write seals its image in memory the
+ * same way). fuzz_checkpoint's CRC-bypass mode uses it to hand HDF5 arbitrary sealed bytes. */
 sn_status sn_ckpt_seal_fd(int fd, const char *path);
 /* The item called name (NULL when absent). */
 const sn_ckpt_item *sn_ckpt_find(int n, const sn_ckpt_item *items, const char *name);

@@ -2,6 +2,7 @@
 #include "io/h5_util.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 static pthread_mutex_t h5_mutex = PTHREAD_MUTEX_INITIALIZER;
@@ -15,19 +16,41 @@ void sn_h5_lock(void) {
 void sn_h5_unlock(void) { pthread_mutex_unlock(&h5_mutex); }
 
 typedef struct {
-    char desc[256];
+    char desc[512];
     char minor[128];
+    int err; /* the innermost errno HDF5 recorded; 0 when none */
 } h5_err_walk;
 
 /* Walking downward ends at the innermost frame, where HDF5 says what actually went wrong
- * ("unable to open file: name = 'x', errno = 2, ..."): keep the last frame seen. */
+ * ("unable to open file: name = 'x', errno = 2, ..."): keep the last frame seen, and the
+ * last errno any frame quotes. */
 static herr_t h5_err_cb(unsigned n, const H5E_error2_t *e, void *data) {
     h5_err_walk *w = data;
     (void)n;
     snprintf(w->desc, sizeof w->desc, "%s", e->desc ? e->desc : "");
     w->minor[0] = '\0';
     if (H5Eget_msg(e->min_num, NULL, w->minor, sizeof w->minor) < 0) w->minor[0] = '\0';
+    const char *p = e->desc ? strstr(e->desc, "errno = ") : NULL;
+    if (p) {
+        int v = atoi(p + 8);
+        if (v > 0) w->err = v;
+    }
     return 0;
+}
+
+/* HDF5's innermost text is often a record: "file write failed: time = Tue Dec  1 ...\n,
+ * filename = 'x', file descriptor = 3, errno = 28, error message = '...', buf = 0x55..,
+ * total write size = 96, ...". A user needs its head ("file write failed") and the errno;
+ * the record (pointers, descriptors, offsets, a line break) is for HDF5's developers. The
+ * head ends at the last ':' or ',' before the first " = ". */
+static void h5_desc_head(char *desc) {
+    char *eq = strstr(desc, " = ");
+    if (!eq) return;
+    char *cut = NULL;
+    for (char *p = desc; p < eq; p++)
+        if (*p == ':' || *p == ',') cut = p;
+    if (cut) *cut = '\0';
+    else *desc = '\0'; /* nothing but the record */
 }
 
 /* __FILE__ is absolute under CMake; a message reads better from src/. */
@@ -37,7 +60,7 @@ static const char *short_file(const char *file) {
 }
 
 sn_status sn_h5_fail(const char *call, const char *file, int line) {
-    h5_err_walk w = {{0}, {0}};
+    h5_err_walk w = {{0}, {0}, 0};
     if (H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, h5_err_cb, &w) < 0) w.desc[0] = '\0';
     H5Eclear2(H5E_DEFAULT);
     const char *fn = call;
@@ -50,13 +73,16 @@ sn_status sn_h5_fail(const char *call, const char *file, int line) {
         name[k] = '\0';
         fn = name;
     }
-    if (w.desc[0] && w.minor[0])
-        return sn_errorf(SN_ERR_BACKEND, "HDF5 %s failed at %s:%d: %s (%s)", fn,
-                         short_file(file), line, w.desc, w.minor);
-    if (w.desc[0])
-        return sn_errorf(SN_ERR_BACKEND, "HDF5 %s failed at %s:%d: %s", fn, short_file(file),
-                         line, w.desc);
-    return sn_errorf(SN_ERR_BACKEND, "HDF5 %s failed at %s:%d", fn, short_file(file), line);
+    h5_desc_head(w.desc);
+    char what[512];
+    sn_foreign_text(what, sizeof what, w.desc[0] ? w.desc : w.minor);
+    if (!what[0]) snprintf(what, sizeof what, "failed");
+    /* An OS error is the user's to fix (disk, permissions, a missing file): SN_ERR_IO, with
+     * strerror's words; the call and the source line stay at the end, for bug reports. */
+    if (w.err)
+        return sn_errorf(SN_ERR_IO, "%s: %s (HDF5 %s at %s:%d)", what, strerror(w.err), fn,
+                         short_file(file), line);
+    return sn_errorf(SN_ERR_BACKEND, "%s (HDF5 %s at %s:%d)", what, fn, short_file(file), line);
 }
 
 void sn_h5_close(hid_t *id) {

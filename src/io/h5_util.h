@@ -14,8 +14,11 @@
 void sn_h5_lock(void);
 void sn_h5_unlock(void);
 
-/* Records "HDF5 <call> failed at <file>:<line>: <HDF5's innermost message>" and returns
- * SN_ERR_BACKEND. Used through SN_H5. */
+/* Records one line from HDF5's error stack: the innermost frame's text without HDF5's
+ * record of descriptors and pointers, strerror of the errno HDF5 saw, and the call and its
+ * source line at the end: "unable to open file: No such file or directory (HDF5 H5Fopen at
+ * src/io/weights_h5.c:902)". Returns SN_ERR_IO when HDF5 saw an errno, else SN_ERR_BACKEND.
+ * Used through SN_H5. */
 sn_status sn_h5_fail(const char *call, const char *file, int line);
 
 /* Wraps one HDF5 call (which return a negative hid_t/herr_t/htri_t on failure). The enclosing

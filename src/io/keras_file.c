@@ -1,80 +1,14 @@
-/* .keras archives (libzip), JSON documents (jansson) and atomic file writes: see keras_file.h. */
+/* .keras archives (libzip) and JSON documents (jansson): see keras_file.h. */
 #include "io/keras_file.h"
+
+#include "io/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zip.h>
-
-/* ---- atomic writes ----------------------------------------------------------------------- */
-
-/* fsync of the folder holding `path`, so that the rename itself survives a power cut. */
-static sn_status sync_dir_of(const char *path) {
-    char *copy = sn_strdup(path);
-    if (!copy) return SN_ERR_NOMEM;
-    const char *dir = dirname(copy);
-    sn_status st = SN_OK;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0 || fsync(fd) != 0)
-        st = sn_errorf(SN_ERR_IO, "'%s': syncing its folder '%s' failed: %s", path, dir,
-                       strerror(errno));
-    if (fd >= 0) close(fd);
-    free(copy);
-    return st;
-}
-
-static sn_status sync_file(const char *path) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return sn_errorf(SN_ERR_IO, "cannot reopen '%s': %s", path, strerror(errno));
-    sn_status st = SN_OK;
-    if (fsync(fd) != 0) st = sn_errorf(SN_ERR_IO, "fsync of '%s' failed: %s", path, strerror(errno));
-    close(fd);
-    return st;
-}
-
-/* "<path>.tmp<pid>": beside the target, so the rename stays on one file system. */
-static char *tmp_name(const char *path) {
-    size_t n = strlen(path) + 32;
-    char *t = sn_malloc(n);
-    if (t) snprintf(t, n, "%s.tmp%ld", path, (long)getpid());
-    return t;
-}
-
-/* Renames the synced temporary over `path` and syncs the folder; removes tmp on failure. */
-static sn_status commit_tmp(const char *tmp, const char *path) {
-    sn_status st = sync_file(tmp);
-    if (st == SN_OK && rename(tmp, path) != 0)
-        st = sn_errorf(SN_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-    if (st != SN_OK) {
-        remove(tmp); /* best effort: the error that matters is already recorded */
-        return st;
-    }
-    return sync_dir_of(path);
-}
-
-sn_status sn_write_file_atomic(const char *path, const void *data, size_t n) {
-    if (!path) return sn_errorf(SN_ERR_INVALID, "sn_write_file_atomic: path is NULL");
-    char *tmp = tmp_name(path);
-    if (!tmp) return SN_ERR_NOMEM;
-    sn_status st = SN_OK;
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        st = sn_errorf(SN_ERR_IO, "'%s': cannot create '%s': %s", path, tmp, strerror(errno));
-        free(tmp);
-        return st;
-    }
-    if ((n && fwrite(data, 1, n, f) != n) || fflush(f) != 0)
-        st = sn_errorf(SN_ERR_IO, "'%s': writing '%s' failed: %s", path, tmp, strerror(errno));
-    if (fclose(f) != 0 && st == SN_OK)
-        st = sn_errorf(SN_ERR_IO, "'%s': closing '%s' failed: %s", path, tmp, strerror(errno));
-    if (st == SN_OK) st = commit_tmp(tmp, path);
-    else remove(tmp);
-    free(tmp);
-    return st;
-}
 
 /* ---- zip --------------------------------------------------------------------------------- */
 
@@ -155,6 +89,11 @@ sn_status sn_keras_archive_read(const char *path, sn_keras_archive *out) {
     if (!path || !out) return sn_errorf(SN_ERR_INVALID, "sn_keras_archive_read: NULL argument");
     *out = (sn_keras_archive){0};
     int err = 0;
+    /* zip_open's error code drops errno ("Can't open file" without the cause): the OS says
+     * first why a file cannot be read. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return sn_errorf(SN_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    close(fd);
     /* ZIP_CHECKCONS: a truncated or inconsistent archive is refused at open. */
     zip_t *z = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &err);
     if (!z) {
@@ -186,52 +125,85 @@ static sn_status add_member(zip_t *z, const char *path, const char *name, const 
                             size_t n) {
     zip_source_t *src = zip_source_buffer(z, data, n, 0);
     if (!src)
-        return sn_errorf(SN_ERR_IO, "'%s': adding %s: %s", path, name, zip_strerror(z));
+        return sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': adding %s: %s", path,
+                         name, zip_strerror(z));
     zip_int64_t idx = zip_file_add(z, name, src, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8);
     if (idx < 0) {
         zip_source_free(src);
-        return sn_errorf(SN_ERR_IO, "'%s': adding %s: %s", path, name, zip_strerror(z));
+        return sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': adding %s: %s", path,
+                         name, zip_strerror(z));
     }
     /* Stored, as Keras stores its members: the weights barely compress and stay mappable. */
     if (zip_set_file_compression(z, (zip_uint64_t)idx, ZIP_CM_STORE, 0) != 0)
-        return sn_errorf(SN_ERR_IO, "'%s': %s: %s", path, name, zip_strerror(z));
+        return sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': %s: %s", path, name,
+                         zip_strerror(z));
     return SN_OK;
 }
 
+/* The archive is built in memory and written by sn_atomic_write: libzip writing a file
+ * itself goes through its own temporary file, and on a full disk answers with its own text
+ * ("Write error") and leaves that file's clean-up to libzip; in memory, the only disk write
+ * is ours, with errno's text. The weights member is in memory already, so this costs one more
+ * copy of the archive at most. */
 sn_status sn_keras_archive_write(const char *path, const sn_keras_archive *a) {
     if (!path || !a || !a->config)
         return sn_errorf(SN_ERR_INVALID, "sn_keras_archive_write: %s is NULL",
                          !path ? "path" : !a ? "archive" : "config.json");
-    char *tmp = tmp_name(path);
-    if (!tmp) return SN_ERR_NOMEM;
-    int err = 0;
-    zip_t *z = zip_open(tmp, ZIP_CREATE | ZIP_TRUNCATE, &err);
+    zip_error_t ze;
+    zip_error_init(&ze);
     sn_status st = SN_OK;
-    if (!z) {
-        st = sn_errorf(SN_ERR_IO, "'%s': cannot create '%s': %s", path, tmp, zip_errstr(err));
-        free(tmp);
-        return st;
+    void *bytes = NULL;
+    zip_int64_t nbytes = 0;
+    zip_t *z = NULL;
+    zip_source_t *buf = zip_source_buffer_create(NULL, 0, 0, &ze);
+    if (!buf || !(z = zip_open_from_source(buf, ZIP_TRUNCATE, &ze))) {
+        st = sn_errorf(SN_ERR_NOMEM, "cannot write .keras archive '%s': %s", path,
+                       zip_error_strerror(&ze));
+        zip_source_free(buf);
+        goto done;
     }
+    zip_source_keep(buf); /* zip_close would free it; its bytes are read below */
     if (a->metadata) st = add_member(z, path, "metadata.json", a->metadata, a->metadata_len);
     if (st == SN_OK) st = add_member(z, path, "config.json", a->config, a->config_len);
     if (st == SN_OK && a->weights)
         st = add_member(z, path, "model.weights.h5", a->weights, a->weights_len);
     if (st != SN_OK) {
         zip_discard(z);
-        remove(tmp);
-        free(tmp);
-        return st;
+        zip_source_free(buf);
+        goto done;
     }
-    /* zip_close writes the whole archive (libzip itself goes through a temporary file). */
     if (zip_close(z) != 0) {
-        st = sn_errorf(SN_ERR_IO, "'%s': writing '%s' failed: %s", path, tmp, zip_strerror(z));
+        st = sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': %s", path, zip_strerror(z));
         zip_discard(z);
-        remove(tmp);
-        free(tmp);
-        return st;
+        zip_source_free(buf);
+        goto done;
     }
-    st = commit_tmp(tmp, path);
-    free(tmp);
+    zip_stat_t zs;
+    zip_stat_init(&zs);
+    if (zip_source_stat(buf, &zs) != 0 || !(zs.valid & ZIP_STAT_SIZE) ||
+        zip_source_open(buf) != 0) {
+        st = sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': %s", path,
+                       zip_error_strerror(zip_source_error(buf)));
+        zip_source_free(buf);
+        goto done;
+    }
+    bytes = sn_malloc(zs.size ? (size_t)zs.size : 1);
+    if (bytes) nbytes = zip_source_read(buf, bytes, zs.size);
+    zip_source_close(buf);
+    zip_source_free(buf);
+    if (!bytes) {
+        st = SN_ERR_NOMEM;
+        goto done;
+    }
+    if (nbytes < 0 || (zip_uint64_t)nbytes != zs.size) {
+        st = sn_errorf(SN_ERR_IO, "cannot write .keras archive '%s': libzip gave %lld of its "
+                       "%llu bytes", path, (long long)nbytes, (unsigned long long)zs.size);
+        goto done;
+    }
+    st = sn_atomic_write(path, ".keras archive", bytes, (size_t)nbytes, NULL);
+done:
+    free(bytes);
+    zip_error_fini(&ze);
     return st;
 }
 
@@ -242,9 +214,13 @@ sn_status sn_json_parse(const char *text, size_t len, const char *shown, json_t 
     json_error_t e;
     /* Duplicate keys are refused: which of two "units" Keras meant cannot be known. */
     json_t *j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-    if (!j)
+    if (!j) {
+        /* jansson quotes the offending token ("near '...'"), which may hold any byte. */
+        char why[JSON_ERROR_TEXT_LENGTH * 4];
         return sn_errorf(SN_ERR_FORMAT, "%s is not valid JSON: %s at line %d, column %d",
-                         shown ? shown : "text", e.text, e.line, e.column);
+                         shown ? shown : "text", sn_foreign_text(why, sizeof why, e.text),
+                         e.line, e.column);
+    }
     *out = j;
     return SN_OK;
 }

@@ -5,8 +5,7 @@
  *     (keras/src/saving/saving_lib.py); libzip reads and writes it;
  *   - JSON (config.json, metadata.json, model.to_json() files) is parsed by jansson, strictly
  *     (RFC 8259, no duplicate keys, no NaN), with the line and column of a syntax error;
- *   - files are written atomically: a temporary file beside the target, fsync'ed, renamed
- *     over it, the folder fsync'ed.
+ *   - files are written atomically (io/atomic_file.h).
  * The weights inside an archive are an HDF5 file image in memory; sn_weights_load_h5_image /
  * sn_weights_save_h5_image (sinter/io.h) read and write it without a temporary file. */
 #ifndef SN_IO_KERAS_FILE_H
@@ -16,6 +15,7 @@
 #include <stdbool.h>
 
 #include "core/core.h"
+#include "io/atomic_file.h" /* sn_write_file_atomic, for model JSON files */
 
 /* The members of a .keras archive, each a malloc'd buffer (NUL-terminated for the JSON
  * ones) and its length; a member that is absent is NULL with length 0. */
@@ -51,8 +51,5 @@ sn_status sn_json_read_file(const char *path, json_t **out);
 /* Serialises `j` (indent 0: one line, Python json.dumps' separators) into a malloc'd string
  * the caller frees; NULL with the error set when out of memory. */
 char *sn_json_dump(const json_t *j, int indent);
-
-/* Writes `n` bytes to `path` atomically (see above). */
-sn_status sn_write_file_atomic(const char *path, const void *data, size_t n);
 
 #endif

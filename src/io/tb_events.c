@@ -97,10 +97,14 @@ sn_status sn_event_writer_open(const char *dir, sn_event_writer **out) {
         if (s == SN_OK) s = sn_tfrecord_writer_flush(w->rec);
     }
     if (s != SN_OK) {
+        /* The close fails too on a full disk: its message must not replace the first. */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", sn_last_error());
         sn_tfrecord_writer_close(w->rec);
         free(w->path);
         free(w);
-        return sn_error_context(s, "opening a TensorBoard event file in '%s'", dir);
+        if (s == SN_ERR_IO) return sn_errorf(s, "%s", why); /* it names the file */
+        return sn_errorf(s, "opening a TensorBoard event file in '%s': %s", dir, why);
     }
     *out = w;
     return SN_OK;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/atomic_file.h"
 #include "io/h5_util.h"
 
 /* Keras splits a string-list attribute into name0, name1, ... above this many bytes
@@ -413,49 +414,18 @@ done:
     return st;
 }
 
+/* Built in memory (sn_weights_save_h5_image) and written by sn_atomic_write, for the same
+ * reasons as checkpoints (io/checkpoint_io.c): the only disk write is one write(2) whose errno
+ * becomes the message, and a failure leaves an existing file as it was. */
 sn_status sn_weights_save_h5(const char *path, int n_layers, const sn_weight_layer *layers,
                              const sn_weights_h5_options *opt) {
-    sn_weights_h5_options o = opt ? *opt : sn_weights_h5_defaults();
     if (!path) return sn_errorf(SN_ERR_INVALID, "weights file path is NULL");
-    sn_status st = check_layers(n_layers, layers);
+    void *img = NULL;
+    size_t n = 0;
+    sn_status st = sn_weights_save_h5_image(n_layers, layers, opt, &img, &n);
     if (st != SN_OK) return sn_error_context(st, "weights file '%s'", path);
-
-    size_t plen = strlen(path) + 8;
-    char *tmp = sn_malloc(plen);
-    if (!tmp) return SN_ERR_NOMEM;
-    snprintf(tmp, plen, "%s.tmp", path);
-    /* fopen first: its errno says plainly why a file cannot be created, where HDF5's stack
-     * buries it in an "unable to truncate a file which is already open"-style chain. */
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        st = sn_errorf(SN_ERR_IO, "weights file '%s': cannot create '%s': %s", path, tmp,
-                       strerror(errno));
-        free(tmp);
-        return st;
-    }
-    fclose(fp);
-
-    hid_t file = H5I_INVALID_HID;
-    sn_h5_lock();
-    SN_H5(file = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-    if (o.layout == SN_WEIGHTS_KERAS2)
-        SN_H5_TRY(save_keras2(file, n_layers, layers, &o));
-    else
-        SN_H5_TRY(save_keras3(file, n_layers, layers, &o));
-    /* The close flushes: its failure is a failed write. */
-    herr_t cr = H5Fclose(file);
-    file = H5I_INVALID_HID;
-    SN_H5(cr);
-    if (rename(tmp, path) != 0)
-        st = sn_errorf(SN_ERR_IO, "cannot rename '%s' to it: %s", tmp, strerror(errno));
-done:
-    sn_h5_close(&file);
-    sn_h5_unlock();
-    if (st != SN_OK) {
-        remove(tmp); /* best effort: the error that matters is already recorded */
-        sn_error_context(st, "weights file '%s'", path);
-    }
-    free(tmp);
+    st = sn_atomic_write(path, "weights file", img, n, NULL);
+    free(img);
     return st;
 }
 

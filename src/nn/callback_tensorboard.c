@@ -134,8 +134,13 @@ static sn_status tb_epoch_end(void *user, const sn_logs *l, bool *stop) {
 /* Cannot report: a failed final flush only loses what the epoch-end flush did not write. */
 static void tb_train_end(void *user) {
     tensorboard *t = user;
+    /* Nor may it replace the message of the failure that ended training (a full disk makes
+     * the close fail after the flush did). */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", sn_last_error());
     sn_event_writer_close(t->train);
     sn_event_writer_close(t->val);
+    sn_errorf(SN_OK, "%s", why);
     t->train = t->val = NULL;
     t->steps_before = t->last_step = 0;
     t->model = NULL;

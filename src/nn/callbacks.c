@@ -265,7 +265,8 @@ static sn_status csv_rewrite(csvlog *c, const sn_history *h, int next) {
     if (rc) e = errno;
     rc |= fclose(f) != 0;
     sn_status s = SN_OK;
-    if (rc) s = sn_errorf(SN_ERR_IO, "csv_logger: writing '%s' failed: %s", tmp, strerror(e));
+    if (rc)
+        s = sn_errorf(SN_ERR_IO, "csv_logger: cannot write '%s': %s", c->path, strerror(e));
     else if (rename(tmp, c->path) != 0)
         s = sn_errorf(SN_ERR_IO, "csv_logger: cannot rename '%s' to '%s': %s", tmp, c->path,
                       strerror(errno));
@@ -330,7 +331,7 @@ static sn_status csv_epoch_end(void *user, const sn_logs *l, bool *stop) {
     }
     rc |= fprintf(c->f, "\n") < 0;
     if (rc || fflush(c->f) != 0)
-        return sn_errorf(SN_ERR_IO, "csv_logger: writing '%s' failed: %s", c->path,
+        return sn_errorf(SN_ERR_IO, "csv_logger: cannot write '%s': %s", c->path,
                          strerror(errno));
     return SN_OK;
 }

@@ -480,13 +480,35 @@ static void prune(const sn_backup_opts *b) {
     closedir(d);
 }
 
+/* The message of a failed save says what a user wants to know next: whether the run can
+ * still be resumed, and from which file ("(the previous checkpoint 'ckpt/ckpt-000004.h5' is
+ * kept)"). The failed file itself never appears: it was written under a temporary name. */
+static sn_status backup_failed(sn_status s, const sn_backup_opts *b, const char *path) {
+    char why[768];
+    snprintf(why, sizeof why, "%s", sn_last_error());
+    int n = 0;
+    char **paths = NULL;
+    int64_t *nums = NULL;
+    const char *prev = NULL;
+    if (sn_ckpt_list(b->dir, CKPT_PREFIX, &n, &paths, &nums) == SN_OK)
+        for (int i = 0; i < n && !prev; i++)
+            if (strcmp(paths[i], path) != 0) prev = paths[i];
+    if (prev)
+        s = sn_errorf(s, "%s (the previous checkpoint '%s' is kept)", why, prev);
+    else
+        s = sn_errorf(s, "%s (no earlier checkpoint in '%s')", why, b->dir);
+    sn_ckpt_list_free(n, paths, nums);
+    return s;
+}
+
 sn_status sn_fit_backup_save(sn_model *m, const sn_backup_opts *b) {
     /* Under multi_worker the workers' states are identical: the chief writes. */
     if (!b->dir || (m->strategy && !sn_strategy_is_chief(m->strategy))) return SN_OK;
     SN_TRY(sn_ckpt_mkdir(b->dir));
     char path[4096];
     snprintf(path, sizeof path, "%s/%s-%06lld.h5", b->dir, CKPT_PREFIX, (long long)m->train->step);
-    SN_TRY(sn_error_context(sn_fit_checkpoint_write(m, path), "BackupAndRestore"));
+    sn_status s = sn_fit_checkpoint_write(m, path);
+    if (s != SN_OK) return backup_failed(s, b, path);
     prune(b);
     return SN_OK;
 }

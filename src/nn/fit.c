@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "distribute/replicas.h"
 #include "nn/train_impl.h"
 
 sn_fit_opts sn_fit_defaults(void) {
@@ -98,12 +99,15 @@ static sn_status check_batch(const runner *r, sn_tensor *const *b) {
 
 static bool fits_plan(const runner *r, sn_tensor *const *b) {
     const sn_cached_plan *cp = r->cp;
-    sn_shape xs = sn_node_shape(r->m->g, cp->x);
+    sn_shape xs = {.ndim = r->m->input_shape.ndim + 1};
+    xs.dim[0] = cp->batch;
+    for (int i = 0; i < r->m->input_shape.ndim; i++) xs.dim[i + 1] = r->m->input_shape.dim[i];
     return sn_tensor_dtype(b[0]) == SN_F32 && sn_shape_equal(sn_tensor_shape(b[0]), &xs) &&
            sn_tensor_dtype(b[1]) == cp->y_dtype && sn_shape_equal(sn_tensor_shape(b[1]), &cp->y_shape);
 }
 
-static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
+static sn_status next_batch(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
     runner *r = ctx;
     if (!r->have_pending) {
         bool end = false;
@@ -121,13 +125,79 @@ static sn_status feed(void *ctx, sn_plan *p, int64_t step) {
         r->stopped = true;
         return sn_errorf(SN_ERR_STATE, "next batch needs another plan");
     }
-    SN_TRY(sn_plan_set_input(p, r->cp->x, sn_tensor_cdata(r->pending[0]),
-                             (size_t)sn_tensor_numel(r->pending[0]) * sizeof(float)));
-    SN_TRY(sn_plan_set_input(p, r->cp->y, sn_tensor_cdata(r->pending[1]),
-                             (size_t)sn_tensor_numel(r->pending[1]) *
-                                 sn_dtype_size(sn_tensor_dtype(r->pending[1]))));
+    /* The tensors stay valid until the next sn_dataset_next, which comes after every replica
+     * has copied its rows (sn_train_run). */
+    *x = sn_tensor_cdata(r->pending[0]);
+    *y = sn_tensor_cdata(r->pending[1]);
     r->have_pending = false;
     return SN_OK;
+}
+
+/* ---- running a cached plan: one path, with or without a strategy ---------------------------- */
+
+typedef struct train_feed {
+    sn_model *m;
+    sn_cached_plan *cp;
+    sn_batch_fn next;
+    void *ctx;
+    const char *x, *y; /* the step's global batch */
+} train_feed;
+
+static sn_status tf_next(void *ctx, int64_t step) {
+    train_feed *f = ctx;
+    const void *x = NULL, *y = NULL;
+    SN_TRY(f->next(f->ctx, step, &x, &y));
+    f->x = x;
+    f->y = y;
+    return SN_OK;
+}
+
+/* Replica r's rows of the global batch into its plan (the whole batch without a strategy). */
+static sn_status tf_fill(void *ctx, int rep, sn_plan *p, int64_t step) {
+    (void)step;
+    train_feed *f = ctx;
+    const sn_cached_plan *cp = f->cp;
+    const sn_model *m = f->m;
+    size_t xrow = (size_t)sn_shape_numel(&m->input_shape) * sizeof(float);
+    size_t yrow = (size_t)(sn_shape_numel(&cp->y_shape) / cp->batch) * sn_dtype_size(cp->y_dtype);
+    if (!cp->rep) {
+        SN_TRY(sn_plan_set_input(p, cp->x, f->x, (size_t)cp->batch * xrow));
+        if (cp->y != SN_NONE) SN_TRY(sn_plan_set_input(p, cp->y, f->y, (size_t)cp->batch * yrow));
+        return SN_OK;
+    }
+    const sn_replica_plan *rp = &cp->rep[rep];
+    SN_TRY(sn_plan_set_input(p, rp->x, f->x + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
+    return sn_plan_set_input(p, rp->y, f->y + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow);
+}
+
+sn_status sn_train_run(sn_model *m, sn_cached_plan *cp, int64_t steps, sn_batch_fn next,
+                       void *ctx) {
+    sn_plan *plans[SN_MAX_LOGICAL_DEVICES];
+    int n = cp->rep ? cp->n_rep : 1;
+    for (int r = 0; r < n; r++) plans[r] = cp->rep ? cp->rep[r].plan : cp->plan;
+    sn_strategy *s = cp->rep ? m->strategy : NULL;
+    if (s && !m->dist_synced) {
+        /* Every worker starts from rank 0's variables (optimizer state and counters too). */
+        size_t bytes = 0;
+        void *buf = sn_graph_variable_buffer(m->g, &bytes);
+        SN_TRY(sn_error_context(sn_strategy_broadcast(s, buf, bytes),
+                                "distributed training: broadcasting rank 0's variables"));
+        m->dist_synced = true;
+    }
+    train_feed f = {.m = m, .cp = cp, .next = next, .ctx = ctx};
+    sn_replica_feed rf = {.next = tf_next, .fill = tf_fill, .ctx = &f};
+    int64_t before = sn_plan_step(cp->plan);
+    sn_status st = sn_replicas_run(s, plans, steps, next ? &rf : NULL);
+    if (s) m->dist_steps += sn_plan_step(cp->plan) - before;
+    return st;
+}
+
+void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
+                             double *wait_s) {
+    if (buckets) *buckets = 0;
+    if (early) *early = 0;
+    if (wait_s) *wait_s = 0;
+    if (m && m->strategy) sn_strategy_allreduce_stats(m->strategy, buckets, early, wait_s);
 }
 
 /* Runs up to max_steps steps; *ran receives how many ran (0 at the end of the data). */
@@ -151,15 +221,16 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
                                           sn_tensor_shape(r->pending[1]),
                                           sn_tensor_dtype(r->pending[1]), &r->cp),
                             "%s", r->what));
-    sn_plan *p = r->cp->plan;
+    sn_cached_plan *cp = r->cp;
+    sn_plan *p = cp->plan;
     /* Dropout masks are keyed by the plan step: the global step keeps them identical
      * whatever the steps per execution and whichever plan (full or partial batch) runs. */
-    if (r->kind == SN_PLAN_TRAIN) sn_plan_set_step(p, t->step);
+    if (r->kind == SN_PLAN_TRAIN)
+        for (int i = 0; i < (cp->rep ? cp->n_rep : 1); i++)
+            sn_plan_set_step(cp->rep ? cp->rep[i].plan : p, t->step);
     int64_t before = sn_plan_step(p);
     r->stopped = false;
-    sn_status s = r->kind == SN_PLAN_TRAIN && r->m->strategy
-                      ? sn_dist_plan_run(r->m, r->cp, max_steps, feed, r)
-                      : sn_plan_run(p, max_steps, feed, r);
+    sn_status s = sn_train_run(r->m, cp, max_steps, next_batch, r);
     *ran = sn_plan_step(p) - before;
     if (r->kind == SN_PLAN_TRAIN) t->step += *ran;
     if (s != SN_OK && !r->stopped) {
@@ -183,9 +254,10 @@ static void zero_acc(sn_model *m, int which) {
 static int read_acc(sn_model *m, int which, double *values) {
     sn_train_state *t = m->train;
     int nm = t->opts.n_metrics;
-    double count = *(const float *)sn_variable_data(m->g, t->acc[which][nm + 1]);
+    /* Read only: a handed-out mutable pointer would make the replicas reload the variables. */
+    double count = *(const float *)sn_variable_cdata(m->g, t->acc[which][nm + 1]);
     for (int i = 0; i < nm + 1; i++) {
-        double sum = *(const float *)sn_variable_data(m->g, t->acc[which][i]);
+        double sum = *(const float *)sn_variable_cdata(m->g, t->acc[which][i]);
         values[i] = count > 0 ? sum / count : NAN;
     }
     return nm + 1;

@@ -2,16 +2,14 @@
  * reset_after=False), with Keras's variable names, shapes and gate order so that weights files
  * interchange with Keras.
  *
- * The recurrent layers compute the input projection of every step as one GEMM over B * T rows
- * (x @ kernel + bias), then run the recurrence as one op (graph/op_rnn.h) and slice the
- * outputs from its workspace. Initial states are zeros; sn_stepper (stepper.c) runs the same
- * layers from carried states, which is how stateful use (generation) works here.
- *
- * The LSTM and the reset_after=True GRU in fit/evaluate/predict are the exception where the
- * CPU backend has oneDNN's RNN primitives: those take the input projection themselves, and are
- * faster than the loop (docs/kernels.md), so the layer builds one whole-layer op (lstm_layer,
- * gru_layer) instead. SN_RNN=loop keeps the loop's ops (A/B runs); the stepper always runs the
- * loop's, whose batch-1 step is tuned for generation.
+ * In fit/evaluate/predict the LSTM and the reset_after=True GRU are one whole-layer op each
+ * (lstm_layer, gru_layer: graph/op_rnn.h), input projection included; the backend's kernel
+ * table decides how it runs (oneDNN's RNN primitives, or the loop's kernels: one GEMM over
+ * B * T rows for x @ kernel + bias, then the recurrence; backend/cpu/cpu_rnn_layer*.c). The
+ * reset_after=False GRU, and sn_stepper (stepper.c, generation from carried states, whose
+ * batch-1 step is tuned), build the loop's ops themselves: the projection as a matmul node,
+ * the recurrence as one op whose workspace the outputs are sliced from. Initial states are
+ * zeros.
  *
  * Decisions (docs/design.md): return_state is refused in a Sequential model (the next layer
  * takes one tensor; Keras's Sequential fails on it too) - the stepper hands out the states
@@ -24,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/kernel.h"
 #include "graph/op_rnn.h"
 #include "nn/layers_impl.h"
 
@@ -220,17 +217,11 @@ sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_
     return out;
 }
 
-/* Whether a recurrent layer's forward in fit/evaluate/predict is a whole-layer op: for the
- * LSTM and the reset_after=True GRU, where the CPU kernels have a fast one (oneDNN), unless
- * SN_RNN=loop. Read at each build (cheap), so a test or a benchmark can build both in one
- * process. */
-static bool whole_layer(const sn_layer *l) {
-    if (is_gru(l) && !l->rnn.reset_after) return false;
-    const char *env = getenv("SN_RNN");
-    if (env && strcmp(env, "loop") == 0) return false;
-    const sn_kernel *k = sn_cpu_kernels()->k[is_gru(l) ? SN_OP_GRU_LAYER : SN_OP_LSTM_LAYER];
-    return k && strcmp(k->impl, "ref") != 0;
-}
+/* Whether a recurrent layer's forward in fit/evaluate/predict is a whole-layer op: always for
+ * the LSTM and the reset_after=True GRU. Which kernel runs it (oneDNN's primitives, the loop's
+ * kernels, cuDNN) is the backend's choice, not the layer's (backend/cpu/cpu_rnn_layer*.c).
+ * Keras's reset_after=False GRU has no whole-layer op: it is the loop's gru_reset_before op. */
+static bool whole_layer(const sn_layer *l) { return !(is_gru(l) && !l->rnn.reset_after); }
 
 /* The layer as one lstm_layer / gru_layer op; the final states (stateful) are rows of its
  * output (the LSTM keeps its c for them). */

@@ -12,8 +12,8 @@
 void sn_train_set_lr(sn_model *m, double lr) {
     m->train->opts.optimizer.learning_rate = lr;
     sn_graph *g = m->g;
-    /* Every update node of the graph: fit's plans (one per batch shape) and a strategy's
-     * apply plan each have their own. Nodes of an earlier compile are unused either way. */
+    /* Every update node of the graph: fit's plans (one per batch shape, and under a strategy
+     * one per replica) each have their own. Nodes of an earlier compile are unused either way. */
     for (int i = 0; i < g->n_nodes; i++)
         if (g->nodes[i].op == SN_OP_APPLY_OPTIMIZER) g->nodes[i].attr.optim.lr = lr;
 }
@@ -40,7 +40,7 @@ static double f32(double x) { return (double)(float)x; }
 static int64_t iterations(sn_model *m) {
     sn_train_state *t = m->train;
     if (!t || t->iterations == SN_NONE) return 0;
-    return *(const int32_t *)sn_variable_data(m->g, t->iterations);
+    return *(const int32_t *)sn_variable_cdata(m->g, t->iterations); /* read only: no reload */
 }
 
 static bool mode_max(const char *mode, const char *monitor) {

@@ -1,6 +1,6 @@
 /* The Sequential model: layers in order, building (variables and Keras initialisers from one
  * seed), accessors and Keras 3's summary table. The forward chain is model_forward.c: compile
- * and distributed fit build on it, and this file frees their state with the model, so it
+ * and fit build on it, and this file frees their state with the model, so it
  * lives apart (no two files of nn call each other).
  *
  * Determinism: layer i draws its initial values from sn_rng stream i of the model seed, and a
@@ -34,7 +34,6 @@ sn_model *sn_sequential_new(const char *name) {
 void sn_model_free(sn_model *m) {
     if (!m) return;
     /* The training state holds plans over the graph: it goes first. */
-    sn_dist_train_free(m->dist); /* plans go before the graph */
     if (m->train) sn_train_state_free(m->train);
     for (int i = 0; i < m->n_layers; i++) layer_free(m->layers[i]);
     free(m->layers);

@@ -158,9 +158,11 @@ sn_status sn_model_save(sn_model *m, const char *path) {
     sn_status st = sn_model_to_json(m, &config);
     if (st == SN_OK) {
         st = keras ? save_archive(m, path, config)
-                   : sn_write_file_atomic(path, config, strlen(config));
+                   : sn_atomic_write(path, "model JSON", config, strlen(config), NULL);
     }
     free(config);
+    /* A failed write already says "cannot write ... '<path>': <why>". */
+    if (st == SN_ERR_IO) return st;
     if (st != SN_OK) return sn_error_context(st, "saving model '%s' to '%s'", m->name, path);
     return SN_OK;
 }

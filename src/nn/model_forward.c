@@ -1,7 +1,7 @@
 /* The models' forward pass: a Sequential model's input x through every layer in order, a
  * Functional model's inputs through its calls in node order, adding nodes to the model's
- * graph. Its one home, below compile.c (fit's plans) and fit_distributed.c (the
- * replicas' graphs), which both build on it; model.c, which frees their state with the
+ * graph. Its one home, below compile.c (fit's plans, one per replica under a strategy),
+ * which builds on it; model.c, which frees their state with the
  * model, does not call it. */
 #include "nn/layers_impl.h"
 

@@ -165,10 +165,11 @@ struct sn_model {
     /* Variables' dtype: SN_F32; SN_F64 only for the gradient checks of tests/test_layers.c
      * (set before sn_model_build). */
     sn_dtype dtype;
-    /* Distribution (src/nn/fit_distributed.c): the attached strategy (NULL: none) and its
-     * per-model training state, freed by sn_dist_train_free. */
+    /* Distribution: the attached strategy (NULL: none); training steps run under it since it
+     * was attached or since the last compile; whether rank 0's variables were broadcast. */
     struct sn_strategy *strategy;
-    struct sn_dist_train *dist;
+    int64_t dist_steps;
+    bool dist_synced;
     /* A Functional model's graph (NULL: Sequential, layers[] in order). layers[] then holds
      * each layer once, in Keras's model.layers order without the InputLayers. */
     sn_fgraph *fn;

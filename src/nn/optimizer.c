@@ -91,14 +91,12 @@ sn_status sn_optimizer_validate(const sn_optimizer_opts *o) {
     return SN_OK;
 }
 
+static sn_attrs optim_attrs(const sn_optimizer_opts *o);
+
 int sn_optimizer_slot_count(const sn_optimizer_opts *o) {
-    switch (o->type) {
-    case SN_SGD: return o->momentum != 0 ? 1 : 0;
-    case SN_ADAM:
-    case SN_ADAMW: return 2;
-    case SN_RMSPROP: return 1 + (o->momentum > 0 ? 1 : 0);
-    }
-    return 0;
+    sn_attrs a = optim_attrs(o);
+    int n = sn_optim_slot_count(&a);
+    return n < 0 ? 0 : n;
 }
 
 static sn_attrs optim_attrs(const sn_optimizer_opts *o) {

@@ -45,16 +45,26 @@ const char *sn_metric_name(sn_metric_type m);
 /* What a cached plan computes. */
 typedef enum sn_plan_kind { SN_PLAN_TRAIN = 0, SN_PLAN_EVAL, SN_PLAN_PREDICT } sn_plan_kind;
 
+/* Under a strategy, one local replica of a training plan: its own plan on its device, which
+ * reads rows [lo, lo + rows) of the global batch from its inputs x and y. */
+typedef struct sn_replica_plan {
+    sn_plan *plan;
+    sn_node x, y;
+    int64_t lo, rows;
+} sn_replica_plan;
+
 /* One plan per (kind, batch shape): a last partial batch gets its own. */
 typedef struct sn_cached_plan {
     sn_plan_kind kind;
     int64_t batch;
     sn_shape y_shape; /* labels with the batch dimension (unused for predict) */
     sn_dtype y_dtype;
-    sn_plan *plan;
-    sn_node x, y, out; /* out: predict's result */
+    sn_plan *plan;     /* the plan (under a strategy: replica 0's, rep[0].plan) */
+    sn_node x, y, out; /* the whole batch's inputs (SN_NONE under a strategy); out: predict's */
     int n_targets;
     sn_node *targets;
+    int n_rep;         /* local replicas of a training plan under a strategy; 0 otherwise */
+    sn_replica_plan *rep;
 } sn_cached_plan;
 
 /* Accumulators: [0] loss sum, [1 .. n_metrics] metric sums, [n_metrics + 1] example count. */
@@ -134,27 +144,22 @@ void sn_repr_double(char *buf, size_t cap, double v);
 /* Sets the learning rate every optimizer update node of m's graph reads (lr_schedule.c). */
 void sn_train_set_lr(sn_model *m, double lr);
 
-/* ---- training under a strategy (fit_distributed.c): the hooks fit and compile call ------- */
-typedef struct sn_dist_train sn_dist_train; /* per model, in struct sn_model (dist field) */
-
-/* compile.c, sn_train_plan, for SN_PLAN_TRAIN when m->strategy is set: the "plan" fit feeds.
- * Its x and y are global-batch inputs; sn_dist_plan_run runs the replicas from them. */
-sn_status sn_dist_train_plan(sn_model *m, int64_t batch, const sn_shape *y_shape,
-                             sn_dtype y_dtype, sn_cached_plan **out);
-/* fit.c, execute, instead of sn_plan_run for a training plan under a strategy: the same
- * contract (feed before each step, a feed failure ends the execution and is returned, the
- * plan's step advances by the steps run). */
-sn_status sn_dist_plan_run(sn_model *m, sn_cached_plan *cp, int64_t steps,
-                           sn_status (*feed)(void *ctx, sn_plan *p, int64_t step), void *ctx);
-/* What the gradient all-reduce of model m has done so far (multi-worker; zeros otherwise):
- * all-reduces started (one per bucket_bytes piece), how many of them from the node hook
- * during the backward pass, and the
- * seconds the steps spent after the replicas' runs summing and waiting for the all-reduce
- * (the communication the backward pass did not hide). For tests and measurements. */
+/* ---- running a cached plan (fit.c): one path with and without a strategy ---------------- */
+/* The global batch of a step: next sets *x and *y to its images and labels, contiguous, of
+ * cp's shapes; they stay valid until the next call. A non-SN_OK return ends the execution
+ * before that step and is returned. */
+typedef sn_status (*sn_batch_fn)(void *ctx, int64_t step, const void **x, const void **y);
+/* Runs cp for up to `steps` steps in one entry of the executor per plan (steps_per_execution):
+ * without a strategy cp's plan, under one every local replica's plan at once, each reading its
+ * rows of the batch next gives (next NULL: the inputs keep what they hold). Each plan's step
+ * advances by the steps run. */
+sn_status sn_train_run(sn_model *m, sn_cached_plan *cp, int64_t steps, sn_batch_fn next,
+                       void *ctx);
+/* What the gradient all-reduce of m's strategy has done so far (multi-worker; zeros
+ * otherwise): all-reduces started (one per bucket_bytes piece), how many of them before the
+ * backward pass ended, and the seconds spent waiting for them after it. For tests and
+ * measurements. */
 void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
                              double *wait_s);
-/* model.c, sn_model_free (and compile, through m->train changing): frees the per-model
- * state; plans go before the graph. */
-void sn_dist_train_free(sn_dist_train *d);
 
 #endif

@@ -80,10 +80,11 @@ sn_status sn_model_save_weights(sn_model *m, const char *path) {
     o.model_name = m->name;
     sn_status st = sn_weights_save_h5(path, d.n_layers, d.layers, &o);
     desc_free(&d);
-    if (st != SN_OK)
+    /* A failed write already says "cannot write weights file '<path>': <why>". */
+    if (st != SN_OK && st != SN_ERR_IO)
         return sn_error_context(st, "saving weights of model '%s' to '%s'", m->name,
                                 path ? path : "(null)");
-    return SN_OK;
+    return st;
 }
 
 sn_status sn_model_load_weights(sn_model *m, const char *path) {

@@ -20,12 +20,6 @@
 #include "core/core.h"
 #include "serve/serve_impl.h"
 
-double sn_serve_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Probe rows in [0, 1): a fixed sequence (splitmix64), so every start checks the same rows. */
 static void probe_rows(float *x, int64_t n) {
     uint64_t s = 0x5eed;
@@ -171,7 +165,7 @@ static void *batcher_main(void *arg) {
          * (a request already partly run goes at once). */
         if (sm->head->next == 0 && sm->timeout_us > 0) {
             struct timespec ts;
-            deadline_after(&ts, sn_serve_now() + 1e-6 * (double)sm->timeout_us);
+            deadline_after(&ts, sn_now() + 1e-6 * (double)sm->timeout_us);
             while (sm->queued_rows < sm->max_batch && !sm->stop)
                 if (pthread_cond_timedwait(&sm->cv, &sm->mu, &ts) == ETIMEDOUT) break;
         }

@@ -76,7 +76,7 @@ static enum MHD_Result send_body(conn_ctx *x, struct MHD_Connection *c, int code
     x->code = code;
     /* Counted before the answer is queued, not when the connection completes: a client that
      * reads its answer and then asks /monitoring/prometheus/metrics must find it counted. */
-    sn_serve_metrics_request(&x->srv->mt, code, x->predict && code == 200, sn_serve_now() - x->t0);
+    sn_serve_metrics_request(&x->srv->mt, code, x->predict && code == 200, sn_now() - x->t0);
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)code, r);
     MHD_destroy_response(r);
     return ret;
@@ -263,7 +263,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         x = calloc(1, sizeof *x);
         if (!x) return MHD_NO;
         x->srv = cls;
-        x->t0 = sn_serve_now();
+        x->t0 = sn_now();
         *con_cls = x;
         atomic_fetch_add(&x->srv->mt.inflight, 1);
         return first_call(x, c, url, method);
@@ -279,7 +279,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         /* libmicrohttpd takes no answer while a body is still arriving, so a request refused
          * here has its connection closed: a body slower than 3x the idle timeout, or one
          * over twice the size limit. */
-        if (sn_serve_now() - x->t0 > 3.0 * x->srv->o.timeout_s) return MHD_NO;
+        if (sn_now() - x->t0 > 3.0 * x->srv->o.timeout_s) return MHD_NO;
         if (x->too_big || x->len + k > x->srv->o.max_body_bytes) {
             /* A body over the limit: read and drop the rest so that the client, still
              * sending, gets its 413 at the end rather than a reset; past twice the limit the
@@ -323,10 +323,32 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     atomic_fetch_sub(&srv->mt.inflight, 1);
 }
 
+/* While sn_server_start runs MHD_start_daemon, libmicrohttpd's messages (on that thread) are
+ * kept here: the first one is why the daemon did not start ("Failed to bind to port 8501:
+ * Address already in use"), and becomes part of the returned error instead of a line on
+ * stderr. */
+#define MHD_WHY_CAP 256
+static _Thread_local char *mhd_start_why;
+
+/* libmicrohttpd's messages end in "\n" and may quote what a client sent: one clean line. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     (void)cls;
-    fprintf(stderr, "sinter serve: http: ");
-    vfprintf(stderr, fmt, ap);
+    char raw[512], line[MHD_WHY_CAP];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    sn_foreign_text(line, sizeof line, raw);
+    if (mhd_start_why) {
+        /* "Failed to bind to port 0: Address already in use": MHD names the port it was
+         * given (0 with a socket address), so the OS's words after the last ": " are kept
+         * and the error names the address itself. */
+        const char *cause = strrchr(line, ':');
+        if (cause)
+            while (*++cause == ' ') {}
+        if (!mhd_start_why[0])
+            snprintf(mhd_start_why, MHD_WHY_CAP, "%s", cause && *cause ? cause : line);
+        return;
+    }
+    /* Serving: the server's own log (a request cut off, a socket error); the app layer. */
+    fprintf(stderr, "sinter serve: http: %s\n", line);
 }
 
 /* ---- start and stop ----------------------------------------------------------------------- */
@@ -405,6 +427,8 @@ sn_status sn_server_start(int n, sn_model *const *models, const char *const *nam
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
                      MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    char why[MHD_WHY_CAP] = "";
+    mhd_start_why = why;
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
@@ -414,9 +438,13 @@ sn_status sn_server_start(int n, sn_model *const *models, const char *const *nam
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_END);
+    mhd_start_why = NULL;
     freeaddrinfo(ai);
     if (!s->d) {
         sn_server_free(s);
+        if (why[0])
+            return sn_errorf(SN_ERR_IO, "serve: cannot listen on %s port %d: %s", opts.host,
+                             opts.port, why);
         return sn_errorf(SN_ERR_IO, "serve: cannot listen on %s port %d (in use, or not an "
                          "address of this machine?)", opts.host, opts.port);
     }
@@ -443,9 +471,9 @@ int sn_server_drain(sn_server *s, double max_wait_s) {
     if (!s || s->stopped) return 0;
     atomic_store(&s->draining, true);
     if (s->d) s->quiesced_fd = MHD_quiesce_daemon(s->d);
-    double end = sn_serve_now() + max_wait_s;
+    double end = sn_now() + max_wait_s;
     long long left;
-    while ((left = atomic_load(&s->mt.inflight)) > 0 && sn_serve_now() < end) usleep(5000);
+    while ((left = atomic_load(&s->mt.inflight)) > 0 && sn_now() < end) usleep(5000);
     /* The batchers answer what they hold, then the daemon closes the connections. */
     for (int i = 0; i < s->n; i++) sn_serve_model_fini(&s->models[i]);
     if (s->d) MHD_stop_daemon(s->d);

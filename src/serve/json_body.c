@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "serve/serve_impl.h"
 
 #define SN_SERVE_INPUT_NAME "input"
@@ -237,9 +238,11 @@ bool sn_serve_parse_predict(const char *body, size_t len, const sn_serve_model *
     if (!prescan(body, len, lim->max_depth, max_values, err, errcap)) return false;
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root)
-        return fail(err, errcap, "JSON Parse error: %s at line %d column %d", je.text, je.line,
-                    je.column);
+    if (!root) {
+        char why[JSON_ERROR_TEXT_LENGTH * 4]; /* jansson quotes the token: any byte */
+        return fail(err, errcap, "JSON Parse error: %s at line %d column %d",
+                    sn_foreign_text(why, sizeof why, je.text), je.line, je.column);
+    }
     bool ok = parse_tree(root, sm, lim, x, n, format, err, errcap);
     json_decref(root);
     return ok;

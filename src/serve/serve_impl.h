@@ -13,9 +13,6 @@
 
 #include "serve/serve.h"
 
-/* Seconds on a monotonic clock. */
-double sn_serve_now(void);
-
 /* ---- metrics (metrics.c) ------------------------------------------------------------------ */
 #define SN_SERVE_BATCH_HIST 12 /* batch-size buckets 1, 2, 4, ..., 2048 */
 typedef struct sn_serve_metrics {

@@ -7,7 +7,7 @@
  * activation operands into the blocked layout in scratch and its output back (sn_dnnl_op does
  * that: the primitive's operands are declared "any" here). bench/bench_conv_algo.c measured
  * those reorders at a few % of the convolution they serve, and the Winograd ops at ~0.6x the
- * direct ones on the guide CNN's second layer (docs/benchmarks.md, "guide CNN: Winograd").
+ * direct ones on the guide CNN's second layer (docs/benchmarks-notes.md, "guide CNN: Winograd").
  *
  * The Winograd transforms round differently from a direct sum: relative differences of a few
  * 1e-6 on that layer (tests/test_conv_wino.c bounds them), and the one-epoch test accuracy
@@ -42,7 +42,7 @@ bool sn_cpu_conv_wino_applies(const sn_kcall *c) {
 
 bool sn_cpu_conv_wino_enabled(void) {
     /* Read at every prepare (cheap) so that one process can build both for a comparison. */
-    const char *e = getenv("SN_CONV_ALGO");
+    const char *e = sn_env(SN_ENV_CONV_ALGO);
     return !(e && strcmp(e, "direct") == 0);
 }
 

@@ -9,12 +9,12 @@
  * Why these ops exist beside lstm/gru and their gradients (our loop over per-step GEMMs,
  * cpu_rnn.c): on the char_lstm_small layer shape oneDNN's primitives take 0.75-0.91x our
  * loop's time in f32 and 0.58-0.60x in bf16, LSTM and GRU (bench/bench_rnn, docs/kernels.md),
- * so the layers build them where they are available (nn/layers_seq.c). In bf16 plans
+ * so the kernel table takes them where the build has them (kernel_table.c). In bf16 plans
  * (sn_plan_opts.bf16_compute) the primitives compute in bfloat16 where oneDNN has it on this
  * CPU, f32 otherwise.
  *
- * Builds without oneDNN register nothing: the reference kernels (ref_rnn_layer.c) remain,
- * and the layers build the loop's ops instead. */
+ * Builds without oneDNN register nothing here: the loop's kernels (cpu_rnn_layer_loop.c) run
+ * the same ops. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_rnn_dnnl.h"

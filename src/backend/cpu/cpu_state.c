@@ -214,19 +214,8 @@ static const st_isa isa_avx512 = {"avx512", opt_avx512}, isa_avx2 = {"avx2", opt
 
 static const st_isa *isa = &isa_generic;
 
-/* Slots after (var, grad, iterations), as the reference counts them; -1: unknown kind. */
-static int optim_slots(const sn_attrs *a) {
-    switch (a->optim.kind) {
-    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
-    case SN_OPTIM_ADAM:
-    case SN_OPTIM_ADAMW: return 2;
-    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
-    }
-    return -1;
-}
-
 static bool optimizer_supports(const sn_kcall *c) {
-    int need = optim_slots(c->attr);
+    int need = sn_optim_slot_count(c->attr);
     if (need < 0 || c->n_in < 3 + need || c->y.dtype != SN_F32) return false;
     int64_t n = sn_shape_numel(&c->x[0].shape);
     if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32 ||
@@ -261,7 +250,7 @@ static void opt_task(void *vctx, int ith, int nth) {
  * gradient) -> var and slots updated in place */
 static sn_status optimizer_run(sn_kcall *k) {
     const sn_attrs *a = k->attr;
-    int need = optim_slots(a);
+    int need = sn_optim_slot_count(a);
     opt_ctx c = {.kind = a->optim.kind, .n = sn_shape_numel(&k->x[0].shape),
                  .var = var_storage(k), .grad = k->in[1]};
     for (int s = 0; s < need; s++) c.slot[s] = (float *)(uintptr_t)k->in[3 + s];

@@ -139,7 +139,7 @@ INL float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
 static inline const void *pick_variant(const void *generic, const void *avx2,
                                        const void *avx512) {
     const sn_cpu_features *f = sn_cpu();
-    const char *env = getenv("SN_CPU_ISA");
+    const char *env = sn_env(SN_ENV_CPU_ISA);
     bool want512 = !env || strcmp(env, "avx512") == 0;
     bool want2 = want512 || strcmp(env, "avx2") == 0;
     if (want512 && f->avx512f && f->avx512bw && f->avx512vl) return avx512;

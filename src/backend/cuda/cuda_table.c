@@ -293,14 +293,8 @@ static sn_status optimizer_run(sn_kcall *c) {
                        .momentum = a->optim.momentum, .rho = a->optim.rho,
                        .weight_decay = a->optim.weight_decay, .nesterov = a->optim.nesterov,
                        .centered = a->optim.centered};
-    int need = 0;
-    switch (a->optim.kind) {
-    case SN_OPTIM_SGD: need = a->optim.momentum != 0; break;
-    case SN_OPTIM_ADAM:
-    case SN_OPTIM_ADAMW: need = 2; break;
-    case SN_OPTIM_RMSPROP: need = 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0); break;
-    }
-    if (c->n_in < 3 + need)
+    int need = sn_optim_slot_count(a);
+    if (need < 0 || c->n_in < 3 + need)
         return sn_errorf(SN_ERR_INVALID, "apply_optimizer (GPU): %d slot inputs, expected %d",
                          c->n_in - 3, need);
     float *slot[3] = {0};

@@ -58,17 +58,6 @@ static void store_ftz(sn_dtype dt, void *p, int64_t i, double x) {
     if (y != 0 && fabs(y) < tiny_of(dt)) sn_store(dt, p, i, copysign(0.0, y));
 }
 
-/* Slots each optimizer needs after (var, grad, iterations). */
-static int optim_slots(const sn_attrs *a) {
-    switch (a->optim.kind) {
-    case SN_OPTIM_SGD: return a->optim.momentum != 0 ? 1 : 0;
-    case SN_OPTIM_ADAM:
-    case SN_OPTIM_ADAMW: return 2;
-    case SN_OPTIM_RMSPROP: return 1 + (a->optim.momentum > 0) + (a->optim.centered ? 1 : 0);
-    }
-    return -1;
-}
-
 static const char *optim_name(sn_optimizer_kind k) {
     switch (k) {
     case SN_OPTIM_SGD: return "sgd";
@@ -86,7 +75,7 @@ static const char *optim_name(sn_optimizer_kind k) {
  * advanced by a separate assign_add node. */
 static sn_status apply_optimizer_run(sn_kcall *c) {
     const sn_attrs *a = c->attr;
-    int need = optim_slots(a);
+    int need = sn_optim_slot_count(a);
     if (need < 0)
         return sn_errorf(SN_ERR_INVALID, "apply_optimizer: unknown optimizer kind %d",
                          (int)a->optim.kind);
@@ -167,7 +156,27 @@ static sn_status apply_optimizer_run(sn_kcall *c) {
 static const sn_kernel k_assign = REF_KERNEL(assign_run), k_assign_add = REF_KERNEL(assign_add_run),
                        k_apply_optimizer = REF_KERNEL(apply_optimizer_run);
 
+/* x [any] f32 -> the replicas' sum [x's shape]: the collective the node's attributes name
+ * (op_desc.h) does the work, on host memory; every backend whose memory the host addresses
+ * shares this row. A GPU backend gets its own row (NCCL on the call's stream). */
+static sn_status all_reduce_run(sn_kcall *c) {
+    const sn_attrs *a = c->attr;
+    if (!a->allreduce.comm)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce (node %d): no collective attached", (int)c->id);
+    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, a->allreduce.phase,
+                                      c->in[0], c->out, (size_t)sn_shape_numel(&c->y.shape),
+                                      c->stream);
+}
+
+static bool all_reduce_supports(const sn_kcall *c) {
+    return c->y.dtype == SN_F32 && c->x[0].dtype == SN_F32;
+}
+
+static const sn_kernel k_all_reduce = {.impl = "ref", .supports = all_reduce_supports,
+                                       .run = all_reduce_run};
+
 void sn_ref_register_state(sn_kernel_table *t) {
+    t->k[SN_OP_ALL_REDUCE] = &k_all_reduce;
     t->k[SN_OP_ASSIGN] = &k_assign;
     t->k[SN_OP_ASSIGN_ADD] = &k_assign_add;
     t->k[SN_OP_APPLY_OPTIMIZER] = &k_apply_optimizer;
