@@ -14,21 +14,33 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
+ (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
+     shared layer, Concatenate and Subtract, and a mix of the other merge and activation
+     layers), saved by Keras as .keras: `sinter summary`
+     prints Keras's table byte for byte, sinter predicts every output within TOL, one SGD
+     step (sinter's fit for the one-output model, BatchNormalization's moving statistics
+     included; the graph's gradients of the summed MSEs for the other) changes every weight as
+     Keras's train_on_batch does within STEP_TOL relative, and Keras loads sinter's .keras and
+     predicts the same within TOL.
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
 Keras predicts int32 ids, sinter reads the same ids as float32.
 Exit status 0 when everything matched, 1 on a mismatch, 77 (SKIPPED) when a part could not
 be checked yet.
 """
+import contextlib
 import csv
+import io
 import os
 import struct
 import subprocess
 import sys
+import zipfile
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+os.environ["COLUMNS"] = "80"  # Keras's summary is as wide as the terminal; sinter prints 80
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -150,6 +162,187 @@ def text_lstm_stateful():
 MODELS = {"guide": guide, "bn_cnn": bn_cnn, "mlp_gelu": mlp_gelu, "text_lstm": text_lstm,
           "text_gru": text_gru, "text_gru_rb": text_gru_rb,
           "text_lstm_stateful": text_lstm_stateful}
+
+
+def residual():
+    """Input -> Conv2D -> BN -> ReLU -> Conv2D -> Add(skip) -> GlobalAveragePooling2D -> Dense;
+    trained with sparse categorical cross-entropy from logits. The Conv2D before BN has no
+    bias, as in Keras's own applications: BN's batch mean takes a bias away, so its gradient
+    is 0 in exact arithmetic and only rounding noise in float32 (see STEP_TOL)."""
+    inp = keras.Input((8, 8, 3))
+    x = layers.Conv2D(4, 3, padding="same", use_bias=False)(inp)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    y = layers.Conv2D(4, 3, padding="same")(x)
+    x = layers.Add()([x, y])
+    x = layers.GlobalAveragePooling2D()(x)
+    out = layers.Dense(5)(x)
+    m = keras.Model(inp, out, name="residual")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def two_in_two_out():
+    """Two inputs through one shared Dense, Concatenate and Subtract, two outputs; trained
+    with the sum of each output's mean squared error."""
+    a = keras.Input((6,), name="a")
+    b = keras.Input((6,), name="b")
+    shared = layers.Dense(4, activation="relu", name="shared")
+    xa, xb = shared(a), shared(b)
+    o1 = layers.Dense(3, name="o1")(layers.Concatenate()([xa, xb]))
+    o2 = layers.Dense(1, name="o2")(layers.Subtract()([xa, xb]))
+    return keras.Model([a, b], [o1, o2], name="two_in_two_out"), ["mse", "mse"]
+
+
+def layer_mix():
+    """The other merges and the layer-form activations: Rescaling, LeakyReLU, Multiply,
+    Average, Maximum, Minimum, Concatenate, ZeroPadding2D, ReLU(max_value=6),
+    GlobalMaxPooling2D, Softmax; fan-out of the input into four uses."""
+    inp = keras.Input((6, 6, 2))
+    r = layers.Rescaling(0.5, offset=-0.25)(inp)
+    lk = layers.LeakyReLU(0.2)(r)
+    q = layers.Conv2D(2, 1, activation="tanh")(inp)
+    av = layers.Average()([layers.Multiply()([lk, q, r]), q, inp])
+    c = layers.Concatenate()([layers.Maximum()([av, lk]), layers.Minimum()([av, q])])
+    z = layers.ReLU(max_value=6.0)(layers.ZeroPadding2D(((1, 0), (2, 1)))(c))
+    s = layers.Softmax()(layers.GlobalMaxPooling2D()(z))
+    out = layers.Dense(3)(s)
+    m = keras.Model(inp, out, name="layer_mix")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix}
+# One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
+# weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
+# 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
+# (sinter's 5e-6), so float32 Keras is no reference at 1e-5. Each element's change must
+# agree within STEP_TOL of the variable's largest change plus 2 float32 ulps of the weight
+# (sinter rounds w - lr * g to float32: a change of 4e-4 on a weight near 1 is exact to 1.5e-4
+# of itself only). A change that vanishes in exact arithmetic (a Conv2D bias before BN, which
+# the batch mean takes away) would be rounding noise on both sides: residual() has none.
+STEP_TOL = 1e-5
+STEP_LR = 1.0
+ROWS = 64
+
+
+def keras_summary(m):
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        m.summary()
+    return buf.getvalue()
+
+
+def keras_step(path, loss, xs, ys, w0, f64):
+    """Keras's train_on_batch with SGD(STEP_LR) from weights w0, in float32 or float64 (the
+    same config with every dtype policy float64); returns the weights after the step."""
+    if f64:
+        with zipfile.ZipFile(path) as z:
+            cfg = z.read("config.json").decode()
+        m = keras.models.model_from_json(cfg.replace('"float32"', '"float64"'))
+        m.set_weights([w.astype(np.float64) for w in w0])
+        xs = [x.astype(np.float64) for x in xs]
+        ys = [y.astype(np.float64) if y.dtype == np.float32 else y for y in ys]
+    else:
+        m = keras.models.load_model(path)
+    m.compile(optimizer=keras.optimizers.SGD(learning_rate=STEP_LR), loss=loss)
+    m.train_on_batch(xs if len(xs) > 1 else xs[0], ys if len(ys) > 1 else ys[0])
+    return [np.asarray(w, np.float64) for w in m.get_weights()]
+
+
+def check_functional(build, work, rng):
+    """Part (f); returns True when everything matched."""
+    ok = True
+    work = os.path.join(work, "functional")  # its own folder: test_model_files does only these
+    os.makedirs(work, exist_ok=True)
+    sinter = os.path.join(build, "sinter")
+    names = []
+    ref = {}
+    for name, make in FUNCTIONAL.items():
+        m, loss = make()
+        randomize(m, rng)
+        xs = [rng.random((ROWS,) + tuple(t.shape[1:])).astype(np.float32) for t in m.inputs]
+        for k, x in enumerate(xs):
+            x.tofile(os.path.join(work, f"{name}.in{k}.f32"))
+        if isinstance(loss, list):
+            ys = [rng.standard_normal((ROWS,) + tuple(t.shape[1:])).astype(np.float32)
+                  for t in m.outputs]
+            for j, y in enumerate(ys):
+                y.tofile(os.path.join(work, f"{name}.y{j}.f32"))
+        else:
+            ys = [rng.integers(0, m.outputs[0].shape[-1], (ROWS,)).astype(np.int32)]
+            ys[0].tofile(os.path.join(work, f"{name}.y0.i32"))
+        path = os.path.join(work, f"{name}.keras")
+        m.save(path)
+        pred = m.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+        pred = [np.asarray(p) for p in (pred if isinstance(pred, list) else [pred])]
+        ref[name] = (m, loss, xs, ys, pred, keras_summary(m))
+        names.append(f"{name} {ROWS} {STEP_LR}")
+    with open(os.path.join(work, "functional.txt"), "w") as f:
+        f.write("\n".join(names) + "\n")
+    exe = os.path.join(build, "tests", "test_model_files")
+    r = subprocess.run([exe], env=dict(os.environ, SN_KERAS_MODELS_DIR=work),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stdout.strip())
+        print(r.stderr.strip())
+        print("FAIL (f) sinter could not load, predict or train a Functional model")
+        ok = False
+    for name, (m, loss, xs, ys, pred, table) in ref.items():
+        path = os.path.join(work, f"{name}.keras")
+        r = subprocess.run([sinter, "summary", "--model", path], capture_output=True, text=True,
+                           env=dict(os.environ, COLUMNS="80"))
+        good = r.returncode == 0 and r.stdout == table
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (f) sinter summary --model {name}.keras "
+              f"{'equals' if good else 'differs from'} Keras's table")
+        if not good:
+            print("Keras:\n" + table + "sinter:\n" + r.stdout + r.stderr)
+        d = 0.0
+        for j, p in enumerate(pred):
+            f = os.path.join(work, f"{name}.out{j}.f32")
+            got = np.fromfile(f, np.float32).reshape(p.shape) if os.path.exists(f) else None
+            d = max(d, float(np.max(np.abs(got - p))) if got is not None else float("inf"))
+        good = d <= TOL
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (f) sinter predicts {name} ({len(pred)} outputs, "
+              f"{ROWS} rows) like Keras: max abs diff {d:.3g} (bound {TOL})")
+        # one SGD step from the same weights and batch, against Keras's in float64
+        w0 = [np.asarray(w) for w in m.get_weights()]
+        w32 = keras_step(path, loss, xs, ys, w0, False)
+        w64 = keras_step(path, loss, xs, ys, w0, True)
+        ms = keras.models.load_model(path)
+        step = os.path.join(work, f"{name}.step.weights.h5")
+        worst, where, k32 = float("inf"), "no weights from sinter", 0.0
+        if os.path.exists(step):
+            ms.load_weights(step)
+            worst, where = 0.0, "all equal"
+            for v, a, b, c, k in zip(m.weights, w0, w64, [np.asarray(w) for w in ms.get_weights()], w32):
+                dr, ds = b - a, c - a
+                scale = float(np.max(np.abs(dr)))
+                excess = np.maximum(np.abs(ds - dr) - 2 * np.spacing(np.abs(c)), 0)
+                e = float(np.max(excess)) / scale if scale > 0 else float(np.max(excess))
+                if e > worst:
+                    worst, where = e, v.path
+                if scale > 0:
+                    k32 = max(k32, float(np.max(np.abs((k - a) - dr))) / scale)
+        good = worst <= STEP_TOL
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+              f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
+              f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
+              f"{k32:.3g})")
+        # Keras reopens sinter's .keras
+        sp = os.path.join(work, f"{name}.sinter.keras")
+        d2 = float("inf")
+        if os.path.exists(sp):
+            m2 = keras.models.load_model(sp)
+            p2 = m2.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+            p2 = [np.asarray(p) for p in (p2 if isinstance(p2, list) else [p2])]
+            d2 = max(float(np.max(np.abs(a - b))) for a, b in zip(p2, pred))
+        good = d2 <= TOL
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (f) Keras {keras.__version__} loads sinter's "
+              f"{name}.sinter.keras and predicts within {d2:.3g} of the original (bound {TOL})")
+    return ok
 
 
 def randomize(m, rng):
@@ -287,6 +480,7 @@ def main():
               f"guide.keras: first-step loss {loss:.6f}; Keras: cross-entropy {ce:.6f} + L2 "
               f"{l2:.6f} = {ce + l2:.6f} (bound 1e-4)"
               + (" -- sinter's fit does not add the regularizers' penalty yet" if pending else ""))
+    ok &= check_functional(build, work, rng)
     print("PASS" if ok and not skipped else "SKIPPED (part)" if ok else "FAIL")
     return 1 if not ok else 77 if skipped else 0
 

@@ -219,6 +219,43 @@ sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 
+/* ---- merge layers and layer-form activations (Keras names, configs and semantics) ------ */
+/* Add, Subtract (two inputs), Multiply, Average, Maximum, Minimum: elementwise over inputs
+ * of one shape, in Keras's order of operations (Average: the sum, then / n; at a tie of
+ * Maximum/Minimum the gradient goes to the first input, as TensorFlow's); Concatenate along `axis` (of the batched tensor: -1 last, 0 refused), the
+ * other dimensions equal. A shape that does not meet is an error at build naming the layer. */
+typedef enum sn_merge_op {
+    SN_MERGE_ADD = 0, SN_MERGE_SUBTRACT, SN_MERGE_MULTIPLY, SN_MERGE_AVERAGE,
+    SN_MERGE_CONCATENATE, SN_MERGE_MAXIMUM, SN_MERGE_MINIMUM
+} sn_merge_op;
+typedef struct sn_merge_layer_opts {
+    sn_merge_op op;
+    int axis; /* Concatenate: -1 */
+} sn_merge_layer_opts;
+sn_layer *sn_layer_merge(sn_merge_op op);
+sn_layer *sn_layer_concatenate(int axis);
+/* ReLU(max_value, negative_slope, threshold) as keras.activations.relu; sinter runs the
+ * forms its ops compute exactly: plain relu, max_value 6 (relu6), or a negative_slope in
+ * (0, 1) (leaky relu), with threshold 0; others are refused naming the field. LeakyReLU is
+ * negative_slope alone (Keras's default 0.3), Softmax a softmax over `axis` (-1). */
+typedef struct sn_relu_layer_opts {
+    double max_value;      /* < 0: none (Keras's null) */
+    double negative_slope; /* 0 */
+    double threshold;      /* 0 */
+    int axis;              /* Softmax: -1 */
+} sn_relu_layer_opts;
+sn_relu_layer_opts sn_relu_layer_defaults(void);
+sn_layer *sn_layer_relu_ex(const sn_relu_layer_opts *o);
+sn_layer *sn_layer_leaky_relu(double negative_slope);
+sn_layer *sn_layer_softmax(int axis);
+/* Rescaling: x * scale + offset. */
+sn_layer *sn_layer_rescaling(double scale, double offset);
+/* ZeroPadding2D ((top, bottom), (left, right)) of [B, H, W, C]: zeros around H and W. */
+sn_layer *sn_layer_zero_padding2d(int top, int bottom, int left, int right);
+/* GlobalAveragePooling2D / GlobalMaxPooling2D: [B, H, W, C] -> [B, C] ([B, 1, 1, C] with
+ * keepdims). */
+sn_layer *sn_layer_global_pool2d(bool max, bool keepdims);
+
 /* ---- the Sequential model -------------------------------------------------------------- */
 typedef struct sn_model sn_model;
 
@@ -238,6 +275,34 @@ sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
  * first training step also the optimizer's variables, as Keras 3 does. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
+
+/* ---- Functional models: keras.Model(inputs, outputs) over a graph of layer calls --------- */
+/* A tensor of a Functional model being built: an input or the output of a layer call. */
+typedef struct sn_ftensor {
+    int id;
+} sn_ftensor;
+typedef struct sn_functional_input_opts {
+    const char *name; /* NULL: Keras's automatic "input_layer", "input_layer_1", ... */
+    sn_shape shape;   /* without the batch */
+    bool int_ids;     /* Keras's Input(dtype="int32"): ids for an Embedding (fed as f32) */
+} sn_functional_input_opts;
+sn_functional_input_opts sn_functional_input_defaults(const sn_shape *shape);
+/* An empty Functional model ("functional" when name is NULL): add inputs, call layers on
+ * tensors, name the outputs, then sn_model_build(m, NULL, seed) (the shapes come from the
+ * inputs). */
+sn_model *sn_functional_new(const char *name);
+sn_status sn_functional_input(sn_model *m, const sn_functional_input_opts *o, sn_ftensor *out);
+/* layer(in[0], ..., in[n-1]) -> *out. The model owns the layer from its first call on (also
+ * when that call fails); calling the same layer again shares its weights (the call must take
+ * the same shapes). A merge layer takes n >= 2 tensors, any other layer one. */
+sn_status sn_layer_call(sn_model *m, sn_layer *layer, const sn_ftensor *in, int n,
+                        sn_ftensor *out);
+/* The model's outputs, in order (each once). */
+sn_status sn_functional_set_outputs(sn_model *m, const sn_ftensor *outputs, int n);
+/* Inputs and outputs of a model (1 and 1 for Sequential), and their shapes without batch. */
+int sn_model_input_count(const sn_model *m);
+int sn_model_output_count(const sn_model *m);
+sn_shape sn_model_output_shape_at(const sn_model *m, int i);
 /* Zeroes the carried states of every stateful LSTM/GRU layer (Keras's model.reset_states()). */
 void sn_model_reset_states(sn_model *m);
 sn_graph *sn_model_graph(sn_model *m);

@@ -52,6 +52,7 @@ sn_train_state *sn_train_state_get(sn_model *m) {
 }
 
 sn_shape sn_model_out_shape(const sn_model *m) {
+    if (m->fn) return m->fn->n_outputs > 0 ? m->fn->nodes[m->fn->outputs[0]].shape : m->input_shape;
     return m->n_layers > 0 ? m->layers[m->n_layers - 1]->out_shape : m->input_shape;
 }
 

@@ -17,6 +17,8 @@ static void layer_free(sn_layer *l) {
     free(l);
 }
 
+void sn_layer_destroy(sn_layer *l) { layer_free(l); }
+
 sn_model *sn_sequential_new(const char *name) {
     sn_model *m = sn_calloc(1, sizeof *m);
     if (!m) return NULL;
@@ -35,14 +37,17 @@ void sn_model_free(sn_model *m) {
     if (m->train) sn_train_state_free(m->train);
     for (int i = 0; i < m->n_layers; i++) layer_free(m->layers[i]);
     free(m->layers);
+    sn_fgraph_free(m->fn);
     sn_graph_free(m->g);
     free(m->name);
     free(m);
 }
 
-static bool name_taken(const sn_model *m, const char *name) {
+bool sn_model_name_taken(const sn_model *m, const char *name) {
     for (int i = 0; i < m->n_layers; i++)
         if (strcmp(m->layers[i]->name, name) == 0) return true;
+    for (int i = 0; m->fn && i < m->fn->n_inputs; i++)
+        if (strcmp(m->fn->nodes[m->fn->inputs[i]].input_name, name) == 0) return true;
     return false;
 }
 
@@ -58,8 +63,13 @@ sn_status sn_model_add(sn_model *m, sn_layer *layer) {
                        "sn_model_build", m->name);
         goto fail;
     }
+    if (m->fn && !m->fn->adding) {
+        st = sn_errorf(SN_ERR_INVALID, "model '%s' is Functional: add layers by calling them "
+                       "(sn_layer_call), not with sn_model_add", m->name);
+        goto fail;
+    }
     if (layer->name) {
-        if (name_taken(m, layer->name)) {
+        if (sn_model_name_taken(m, layer->name)) {
             st = sn_errorf(SN_ERR_INVALID, "model '%s': a layer named '%s' already exists; layer "
                            "names must be unique", m->name, layer->name);
             goto fail;
@@ -68,7 +78,7 @@ sn_status sn_model_add(sn_model *m, sn_layer *layer) {
         /* Keras's automatic names: "dense", "dense_1", "dense_2", ... skipping taken ones. */
         char buf[128];
         snprintf(buf, sizeof buf, "%s", layer->vt->base_name);
-        for (int k = 1; name_taken(m, buf); k++)
+        for (int k = 1; sn_model_name_taken(m, buf); k++)
             snprintf(buf, sizeof buf, "%s_%d", layer->vt->base_name, k);
         if (!(layer->name = sn_strdup(buf))) {
             st = SN_ERR_NOMEM;
@@ -100,9 +110,39 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
+/* A Functional model takes its input shapes from its inputs: input_shape may be NULL, or
+ * must be the first input's. */
+static sn_status build_functional(sn_model *m, const sn_shape *input_shape, uint64_t seed,
+                                  bool init) {
+    if (input_shape && m->fn->n_inputs > 0 &&
+        !sn_shape_equal(input_shape, &m->fn->nodes[m->fn->inputs[0]].shape)) {
+        char a[160], b[160];
+        return sn_errorf(SN_ERR_SHAPE, "sn_model_build: model '%s' is Functional with input "
+                         "shape %s, but %s was given (pass NULL)", m->name,
+                         sn_shape_str(&m->fn->nodes[m->fn->inputs[0]].shape, a, sizeof a),
+                         sn_shape_str(input_shape, b, sizeof b));
+    }
+    if (m->dtype != SN_F32 && m->dtype != SN_F64)
+        return sn_errorf(SN_ERR_INVALID, "model '%s': variables of dtype %s are not supported",
+                         m->name, sn_dtype_name(m->dtype));
+    sn_graph *g = sn_graph_new();
+    if (!g) return SN_ERR_NOMEM;
+    sn_status st = sn_functional_build(m, g, seed, init);
+    if (st != SN_OK) {
+        for (int i = 0; i < m->n_layers; i++) m->layers[i]->n_vars = m->layers[i]->n_regs = 0;
+        sn_graph_free(g);
+        return sn_error_context(st, "building model '%s'", m->name);
+    }
+    m->g = g;
+    m->seed = seed;
+    m->built = true;
+    return SN_OK;
+}
+
 /* init false: no initialiser runs (sn_model_build_for_loading); the RNG streams of a model
  * that is initialised are the same either way, as nothing else draws from them. */
 static sn_status build(sn_model *m, const sn_shape *input_shape, uint64_t seed, bool init) {
+    if (m && m->fn && !m->built) return build_functional(m, input_shape, seed, init);
     if (!m || !input_shape)
         return sn_errorf(SN_ERR_INVALID, "sn_model_build: %s is NULL", !m ? "model" : "input_shape");
     if (m->built)
@@ -133,6 +173,11 @@ static sn_status build(sn_model *m, const sn_shape *input_shape, uint64_t seed, 
         l->n_vars = 0;
         l->n_regs = 0;
         l->in_shape = cur;
+        if (sn_layer_vt_n(l)) {
+            st = sn_errorf(SN_ERR_INVALID, "layer '%s' (%s) merges several tensors: use it in a "
+                           "Functional model (sn_layer_call)", l->name, l->vt->class_name);
+            break;
+        }
         st = l->vt->build(l, g, &cur, init ? &rng : NULL);
         if (st == SN_OK && sn_graph_status(g) != SN_OK)
             st = sn_error_context(sn_graph_status(g), "layer '%s' (%s)", l->name, l->vt->class_name);
@@ -242,97 +287,161 @@ static char *mem_size(double bytes, char *buf, size_t cap) {
 }
 
 static void rule(FILE *out, const char *l, const char *fill, const char *mid, const char *r,
-                 const int *w) {
+                 const int *w, int ncol) {
     fputs(l, out);
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < ncol; c++) {
         for (int k = 0; k < w[c]; k++) fputs(fill, out);
-        fputs(c < 2 ? mid : r, out);
+        fputs(c < ncol - 1 ? mid : r, out);
     }
     fputc('\n', out);
 }
 
-/* Splits `text` into lines of at most `width` characters as rich does: at spaces, a word
- * longer than the width cut where it must be. Returns the number of lines; line k is
- * text[start[k], start[k] + len[k]). */
-static int wrap(const char *text, int width, int *start, int *len, int cap) {
+/* Splits `text` into lines of at most `width` characters as rich does (a Column's overflow
+ * "ellipsis"): words at spaces, a word longer than the width alone on its line and cut to
+ * width - 1 characters and "…" (Keras's "(GlobalAveragePool…"). Returns the number of lines;
+ * line k is text[start[k], start[k] + len[k]), followed by "…" when cut[k]. */
+static int wrap(const char *text, int width, int *start, int *len, bool *cut, int cap) {
     int n = 0, pos = 0, total = (int)strlen(text);
     while (pos < total && n < cap) {
         while (text[pos] == ' ') pos++;
-        int end = pos + width < total ? pos + width : total;
-        if (end < total) { /* break at the last space that fits, if any */
-            int sp = end;
-            while (sp > pos && text[sp] != ' ') sp--;
-            if (sp > pos) end = sp;
+        if (pos >= total) break;
+        int wend = pos;
+        while (wend < total && text[wend] != ' ') wend++;
+        if (wend - pos > width) { /* a long word: its own line, cut */
+            start[n] = pos;
+            len[n] = width - 1;
+            cut[n++] = true;
+            pos = wend;
+            continue;
+        }
+        int end = wend; /* add the following words while they fit */
+        while (end < total) {
+            int s = end;
+            while (s < total && text[s] == ' ') s++;
+            int e = s;
+            while (e < total && text[e] != ' ') e++;
+            if (s >= total || e - pos > width) break;
+            end = e;
         }
         start[n] = pos;
-        len[n++] = end - pos;
+        len[n] = end - pos;
+        cut[n++] = false;
         pos = end;
     }
     if (n == 0) {
         start[0] = len[0] = 0;
+        cut[0] = false;
         n = 1;
     }
     return n;
 }
 
-/* One table row of three cells, wrapped; the third right-aligned. */
-static void row(FILE *out, const char *bar, const int *w, const char *a, const char *b,
-                const char *c) {
-    enum { MAXL = 16 };
-    const char *t[3] = {a, b, c};
-    int st[3][MAXL], ln[3][MAXL], nl[3], lines = 0;
-    for (int k = 0; k < 3; k++) {
-        nl[k] = wrap(t[k], w[k] - 2, st[k], ln[k], MAXL);
+/* One table row of ncol cells, wrapped; column `right` right-aligned. */
+static void row(FILE *out, const char *bar, const int *w, int ncol, int right,
+                const char *const *t) {
+    enum { MAXL = 16, MAXCOL = 4 };
+    int st[MAXCOL][MAXL], ln[MAXCOL][MAXL], nl[MAXCOL], lines = 0;
+    bool cut[MAXCOL][MAXL];
+    for (int k = 0; k < ncol; k++) {
+        nl[k] = wrap(t[k], w[k] - 2, st[k], ln[k], cut[k], MAXL);
         if (nl[k] > lines) lines = nl[k];
     }
     for (int i = 0; i < lines; i++) {
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < ncol; k++) {
             const char *p = i < nl[k] ? t[k] + st[k][i] : "";
-            int n = i < nl[k] ? ln[k][i] : 0, pad = w[k] - 2 - n;
+            int n = i < nl[k] ? ln[k][i] : 0;
+            bool c = i < nl[k] && cut[k][i];
+            int pad = w[k] - 2 - n - c;
             fprintf(out, "%s ", bar);
-            if (k == 2) fprintf(out, "%*s%.*s ", pad, "", n, p);
-            else fprintf(out, "%.*s%*s ", n, p, pad, "");
+            if (k == right) fprintf(out, "%*s%.*s%s ", pad, "", n, p, c ? "…" : "");
+            else fprintf(out, "%.*s%s%*s ", n, p, c ? "…" : "", pad, "");
         }
         fprintf(out, "%s\n", bar);
     }
 }
 
-/* Keras 3's table as rich draws it (show_lines) on an 80-column terminal: columns of 33, 24
- * and 15 characters with their padding; a cell too long for its column wraps onto more
- * lines, as "batch_normalization (BatchNormalization)" does in Keras. */
+enum { CELL = 512 };
+typedef char summary_row[4][CELL];
+
+static void shape_cell(const sn_shape *s, char *buf) {
+    size_t k = (size_t)snprintf(buf, CELL, "(None");
+    for (int d = 0; d < s->ndim && k < CELL; d++)
+        k += (size_t)snprintf(buf + k, CELL - k, ", %lld", (long long)s->dim[d]);
+    if (k < CELL) snprintf(buf + k, CELL - k, ")");
+}
+
+/* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ". */
+static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < f->n_nodes; i++) {
+        if (f->nodes[i].layer != l) continue;
+        for (int a = 0; a < f->nodes[i].n_in && k < CELL; a++) {
+            const sn_fnode *p = &f->nodes[f->nodes[i].in[a]];
+            k += (size_t)snprintf(buf + k, CELL - k, "%s%s[%d][0]", k ? ", " : "",
+                                  p->layer ? p->layer->name : p->input_name, p->call_index);
+        }
+    }
+    if (!k) snprintf(buf, CELL, "-");
+}
+
+/* Row cells of Keras's model.layers order (Functional: the InputLayers too). */
+static int summary_rows(const sn_model *m, summary_row *rows) {
+    const sn_fgraph *f = m->fn;
+    int n = f ? f->n_ops : m->n_layers;
+    for (int r = 0; r < n; r++) {
+        int op = f ? f->ops[r] : r;
+        if (op < 0) { /* an input */
+            const sn_fnode *in = &f->nodes[-1 - op];
+            snprintf(rows[r][0], CELL, "%s (InputLayer)", in->input_name);
+            shape_cell(&in->shape, rows[r][1]);
+            snprintf(rows[r][2], CELL, "0");
+            snprintf(rows[r][3], CELL, "-");
+            continue;
+        }
+        const sn_layer *l = m->layers[op];
+        snprintf(rows[r][0], CELL, "%s (%s)", l->name, l->vt->class_name);
+        if (m->built) {
+            sn_shape s = l->out_shape; /* Keras shows the last call's */
+            for (int i = 0; f && i < f->n_nodes; i++)
+                if (f->nodes[i].layer == l) s = f->nodes[i].shape;
+            shape_cell(&s, rows[r][1]);
+            thousands(layer_params(m, l, 0), rows[r][2], CELL);
+        } else {
+            snprintf(rows[r][1], CELL, "?");
+            snprintf(rows[r][2], CELL, "0 (unbuilt)");
+        }
+        if (f) connections(f, l, rows[r][3]);
+    }
+    return n;
+}
+
+/* Keras 3's table as rich draws it (show_lines) on an 80-column terminal: a Sequential model,
+ * or a Functional chain, in columns of 33, 24 and 15 characters with their padding; any
+ * other Functional graph in 21, 19, 12 and 19 with "Connected to". A cell too long for its
+ * column wraps onto more lines, as "batch_normalization (BatchNormalization)" does in Keras. */
 sn_status sn_model_summary(const sn_model *m, FILE *out) {
     if (!m || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_summary: %s is NULL",
                                      !m ? "model" : "out");
-    enum { MAXC = 256 };
-    int n = m->n_layers;
-    char(*cells)[3][MAXC] = sn_calloc((size_t)(n ? n : 1), sizeof *cells);
-    if (!cells) return SN_ERR_NOMEM;
-    const int w[3] = {33, 24, 15};
-    for (int i = 0; i < n; i++) {
-        const sn_layer *l = m->layers[i];
-        snprintf(cells[i][0], MAXC, "%s (%s)", l->name, l->vt->class_name);
-        if (m->built) {
-            size_t k = (size_t)snprintf(cells[i][1], MAXC, "(None");
-            for (int d = 0; d < l->out_shape.ndim && k < MAXC; d++)
-                k += (size_t)snprintf(cells[i][1] + k, MAXC - k, ", %lld",
-                                      (long long)l->out_shape.dim[d]);
-            if (k < MAXC) snprintf(cells[i][1] + k, MAXC - k, ")");
-            thousands(layer_params(m, l, 0), cells[i][2], MAXC);
-        } else {
-            snprintf(cells[i][1], MAXC, "?");
-            snprintf(cells[i][2], MAXC, "0 (unbuilt)");
-        }
-    }
+    int n = m->fn ? m->fn->n_ops : m->n_layers;
+    summary_row *rows = sn_calloc((size_t)(n ? n : 1), sizeof *rows);
+    if (!rows) return SN_ERR_NOMEM;
+    n = summary_rows(m, rows);
+    const bool four = m->fn && !sn_functional_is_chain(m);
+    static const int w3[3] = {33, 24, 15}, w4[4] = {21, 19, 12, 19};
+    const int *w = four ? w4 : w3, ncol = four ? 4 : 3;
     fprintf(out, "Model: \"%s\"\n", m->name);
-    rule(out, "┏", "━", "┳", "┓", w);
-    row(out, "┃", w, "Layer (type)", "Output Shape", "Param #");
-    rule(out, "┡", "━", "╇", "┩", w);
+    rule(out, "┏", "━", "┳", "┓", w, ncol);
+    row(out, "┃", w, ncol, 2,
+        (const char *const[]){"Layer (type)", "Output Shape", "Param #", "Connected to"});
+    rule(out, "┡", "━", "╇", "┩", w, ncol);
     for (int i = 0; i < n; i++) {
-        if (i > 0) rule(out, "├", "─", "┼", "┤", w);
-        row(out, "│", w, cells[i][0], cells[i][1], cells[i][2]);
+        if (i > 0) rule(out, "├", "─", "┼", "┤", w, ncol);
+        row(out, "│", w, ncol, 2,
+            (const char *const[]){rows[i][0], rows[i][1], rows[i][2], rows[i][3]});
     }
-    rule(out, "└", "─", "┴", "┘", w);
-    free(cells);
+    rule(out, "└", "─", "┴", "┘", w, ncol);
+    free(rows);
     double per = (double)sn_dtype_size(m->dtype);
     int64_t tr = model_params(m, 1), non = model_params(m, 2), opt = 0;
     /* Keras 3 counts the optimizer's variables too once it is built, at the first training

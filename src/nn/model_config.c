@@ -1,58 +1,11 @@
-/* Keras model config -> built Sequential model, and compile_config -> sn_compile_opts
- * (model_config.h). A Sequential config's layers are read in order; a Functional config is
- * accepted when its graph is a single chain from one InputLayer to one output, which is what
- * Keras writes for keras.Model(inputs, outputs) over a straight stack of layers. */
+/* Keras model config -> built model, and compile_config -> sn_compile_opts (model_config.h).
+ * A Sequential config's layers are read in order; a Functional config's graph of layer calls
+ * by model_config_functional.c. */
 #include <math.h>
 #include <string.h>
 
 #include "nn/model_config.h"
 
-/* ---- input shape ------------------------------------------------------------------------- */
-
-/* [null, d1, ...] -> (d1, ...) without the batch. */
-static sn_status batch_shape(const json_t *v, const char *field, sn_shape *out) {
-    char b[128];
-    if (!json_is_array(v) || json_array_size(v) < 2 || json_array_size(v) > SN_MAX_DIMS)
-        return sn_errorf(SN_ERR_FORMAT, "field '%s' is %s, expected [null, d1, ...] with 1 to %d "
-                         "dimensions after the batch", field, sn_cfg_show(v, b, sizeof b),
-                         SN_MAX_DIMS - 1);
-    sn_shape s = {.ndim = (int)json_array_size(v) - 1};
-    for (int i = 0; i < s.ndim; i++) {
-        const json_t *d = json_array_get(v, (size_t)i + 1);
-        if (!json_is_integer(d) || json_integer_value(d) <= 0)
-            return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %s: dimension %d is %s; sinter "
-                             "builds static shapes (every dimension but the batch a positive "
-                             "integer)", field, sn_cfg_show(v, b, sizeof b), i + 1,
-                             sn_cfg_show(d, b + 64, 64));
-        s.dim[i] = json_integer_value(d);
-    }
-    *out = s;
-    return SN_OK;
-}
-
-static sn_status read_input_layer(const json_t *c, sn_shape *shape) {
-    static const char *const keys[] = {"batch_shape", "dtype", "sparse", "ragged", "name",
-                                       "optional", NULL};
-    if (!c) return sn_errorf(SN_ERR_FORMAT, "InputLayer has no config");
-    SN_TRY(sn_cfg_known_keys(c, "InputLayer", keys));
-    const json_t *bs = json_object_get(c, "batch_shape");
-    if (!bs) return sn_errorf(SN_ERR_FORMAT, "field 'batch_shape' is missing");
-    SN_TRY(batch_shape(bs, "batch_shape", shape));
-    const char *dt = "float32";
-    SN_TRY(sn_cfg_str(c, "dtype", false, &dt));
-    /* Integer inputs feed Embedding; sinter carries them in float32 (exact below 2^24). */
-    if (strcmp(dt, "float32") && strcmp(dt, "int32") && strcmp(dt, "int64"))
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is \"%s\"; sinter "
-                         "supports float32, int32 and int64 inputs", dt);
-    bool sparse = false, ragged = false, optional = false;
-    SN_TRY(sn_cfg_bool(c, "sparse", false, &sparse));
-    SN_TRY(sn_cfg_bool(c, "ragged", false, &ragged));
-    SN_TRY(sn_cfg_bool(c, "optional", false, &optional));
-    if (sparse || ragged || optional)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports "
-                         "dense inputs only", sparse ? "sparse" : ragged ? "ragged" : "optional");
-    return SN_OK;
-}
 
 /* ---- layers ------------------------------------------------------------------------------ */
 
@@ -65,7 +18,7 @@ typedef struct reader {
 } reader;
 
 /* One entry of config.layers: {"module", "class_name", "config", ...}. */
-static sn_status read_entry(reader *r, const json_t *e, int index, bool functional) {
+static sn_status read_entry(reader *r, const json_t *e, int index) {
     const char *cls = NULL;
     const json_t *cfg = NULL;
     char what[64];
@@ -73,20 +26,17 @@ static sn_status read_entry(reader *r, const json_t *e, int index, bool function
     SN_TRY(sn_cfg_object(e, what, "layers", &cls, &cfg));
     static const char *const seq_keys[] = {"module", "class_name", "config", "registered_name",
                                            "build_config", NULL};
-    static const char *const fn_keys[] = {"module", "class_name", "config", "registered_name",
-                                          "build_config", "name", "inbound_nodes", NULL};
     const char *lname = NULL;
+    bool ids = false;
     if (cfg) sn_cfg_str(cfg, "name", false, &lname);
-    sn_status st = sn_cfg_known_keys(e, "a layer entry", functional ? fn_keys : seq_keys);
+    sn_status st = sn_cfg_known_keys(e, "a layer entry", seq_keys);
     if (st == SN_OK && !strcmp(cls, "InputLayer")) {
         if (r->have_input || sn_model_layer_count(r->m) > 0)
             st = sn_errorf(SN_ERR_UNSUPPORTED, "an InputLayer after other layers; sinter "
                            "supports one input, first");
         else
-            st = read_input_layer(cfg, &r->input);
+            st = sn_cfg_read_input(cfg, &r->input, &ids, &r->batch);
         r->have_input = st == SN_OK;
-        const json_t *b0 = cfg ? json_array_get(json_object_get(cfg, "batch_shape"), 0) : NULL;
-        r->batch = json_is_integer(b0) && json_integer_value(b0) > 0 ? json_integer_value(b0) : 0;
     } else if (st == SN_OK) {
         sn_layer *l = NULL;
         st = sn_cfg_read_layer(cls, cfg, &r->cs, &l);
@@ -94,128 +44,6 @@ static sn_status read_entry(reader *r, const json_t *e, int index, bool function
     }
     if (st != SN_OK)
         return sn_error_context(st, "layer %d '%s' (%s)", index, lname ? lname : "?", cls);
-    return SN_OK;
-}
-
-/* The one tensor argument of a Functional layer call: keras_history [layer, 0, 0]. */
-static sn_status inbound_of(const json_t *e, const char *name, const char **from) {
-    const json_t *nodes = json_object_get(e, "inbound_nodes");
-    *from = NULL;
-    if (!json_is_array(nodes))
-        return sn_errorf(SN_ERR_FORMAT, "layer '%s': field 'inbound_nodes' is %s, expected a "
-                         "list", name, sn_cfg_type(nodes));
-    if (json_array_size(nodes) == 0) return SN_OK; /* an input */
-    if (json_array_size(nodes) > 1)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called %zu times (a shared layer); "
-                         "sinter supports Functional models whose graph is a single chain",
-                         name, json_array_size(nodes));
-    const json_t *node = json_array_get(nodes, 0);
-    const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
-    /* Keras records training=false for layers that take `training` (Dropout, BN) when the
-     * graph is traced; Functional.call passes the real mode at run time, so it is no
-     * argument of the model's. Anything else is. */
-    bool plain = json_is_object(kwargs) &&
-                 (json_object_size(kwargs) == 0 ||
-                  (json_object_size(kwargs) == 1 && json_object_get(kwargs, "training")));
-    if (kwargs && !plain) {
-        char b[96];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword arguments %s; "
-                         "sinter supports plain calls layer(x)", name,
-                         sn_cfg_show(kwargs, b, sizeof b));
-    }
-    const json_t *t = json_is_array(args) && json_array_size(args) == 1 ? json_array_get(args, 0)
-                                                                        : NULL;
-    const json_t *cfg = t ? json_object_get(t, "config") : NULL;
-    const json_t *h = cfg ? json_object_get(cfg, "keras_history") : NULL;
-    if (!json_is_object(t) || !json_is_array(h) || json_array_size(h) != 3 ||
-        !json_is_string(json_array_get(h, 0))) {
-        char b[128];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' takes %s; sinter supports Functional "
-                         "models whose graph is a single chain (each layer called once on "
-                         "one tensor)", name, sn_cfg_show(args, b, sizeof b));
-    }
-    *from = json_string_value(json_array_get(h, 0));
-    return SN_OK;
-}
-
-/* Orders a Functional config's layers as a chain; `order` receives entry indices. */
-static sn_status functional_chain(const json_t *layers, size_t n, size_t *order) {
-    const char **from = sn_calloc(n ? n : 1, sizeof *from);
-    const char **names = sn_calloc(n ? n : 1, sizeof *names);
-    if (!from || !names) {
-        free(from);
-        free(names);
-        return SN_ERR_NOMEM;
-    }
-    sn_status st = SN_OK;
-    size_t start = n;
-    for (size_t i = 0; i < n && st == SN_OK; i++) {
-        const json_t *e = json_array_get(layers, i);
-        names[i] = json_string_value(json_object_get(e, "name"));
-        if (!names[i]) {
-            st = sn_errorf(SN_ERR_FORMAT, "layer %zu of the Functional model has no 'name'", i);
-            break;
-        }
-        st = inbound_of(e, names[i], &from[i]);
-        if (st == SN_OK && !from[i]) {
-            if (start != n)
-                st = sn_errorf(SN_ERR_UNSUPPORTED, "the Functional model has two inputs ('%s' "
-                               "and '%s'); sinter supports one input and a single chain",
-                               names[start], names[i]);
-            start = i;
-        }
-    }
-    if (st == SN_OK && start == n)
-        st = sn_errorf(SN_ERR_FORMAT, "the Functional model has no input layer");
-    /* Walk: each layer must feed exactly one next layer. */
-    size_t cur = start, k = 0;
-    while (st == SN_OK) {
-        order[k++] = cur;
-        size_t next = n;
-        for (size_t i = 0; i < n && st == SN_OK; i++) {
-            if (!from[i] || strcmp(from[i], names[cur])) continue;
-            if (next != n)
-                st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' feeds both '%s' and '%s' (a "
-                               "branch); sinter supports Functional models whose graph is a "
-                               "single chain", names[cur], names[next], names[i]);
-            next = i;
-        }
-        if (st != SN_OK || next == n) break;
-        if (k >= n) {
-            st = sn_errorf(SN_ERR_FORMAT, "the Functional model's layers form a cycle");
-            break;
-        }
-        cur = next;
-    }
-    if (st == SN_OK && k != n) {
-        for (size_t i = 0; i < n; i++) {
-            bool used = false;
-            for (size_t j = 0; j < k && !used; j++) used = order[j] == i;
-            if (!used) {
-                st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (input '%s') is not on the chain "
-                               "from the input '%s'; sinter supports Functional models whose "
-                               "graph is a single chain", names[i], from[i] ? from[i] : "none",
-                               names[start]);
-                break;
-            }
-        }
-    }
-    free(from);
-    free(names);
-    return st;
-}
-
-/* ["name", 0, 0] or [["name", 0, 0]]: the one input or output of a Functional config. */
-static sn_status endpoint(const json_t *cfg, const char *key, const char **name) {
-    const json_t *v = json_object_get(cfg, key);
-    if (json_is_array(v) && json_array_size(v) == 1 && json_is_array(json_array_get(v, 0)))
-        v = json_array_get(v, 0);
-    if (!json_is_array(v) || json_array_size(v) != 3 || !json_is_string(json_array_get(v, 0))) {
-        char b[96];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %s; sinter supports one input and "
-                         "one output ([\"name\", 0, 0])", key, sn_cfg_show(v, b, sizeof b));
-    }
-    *name = json_string_value(json_array_get(v, 0));
     return SN_OK;
 }
 
@@ -380,6 +208,10 @@ static sn_status read_compile(const json_t *c, sn_compile_opts *o) {
 static bool ends_in_probabilities(const sn_model *m) {
     if (m->n_layers == 0) return false;
     const sn_layer *l = m->layers[m->n_layers - 1];
+    if (m->fn) { /* the layer of the (first) output */
+        l = m->fn->n_outputs ? m->fn->nodes[m->fn->outputs[0]].layer : NULL;
+        if (!l) return false;
+    }
     const char *c = l->vt->class_name;
     sn_activation a = !strcmp(c, "Activation") ? l->act
                       : !strcmp(c, "Dense")    ? l->dense.activation
@@ -421,37 +253,30 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
         return sn_errorf(SN_ERR_FORMAT, "the model's field 'layers' is %s, expected a list",
                          sn_cfg_type(layers));
     size_t n = json_array_size(layers);
-    size_t *order = sn_calloc(n ? n : 1, sizeof *order);
-    if (!order) return SN_ERR_NOMEM;
     sn_status st = SN_OK;
-    for (size_t i = 0; i < n; i++) order[i] = i;
+    reader r = {0};
     if (functional) {
-        st = functional_chain(layers, n, order);
-        const char *in = NULL, *outn = NULL;
-        if (st == SN_OK) st = endpoint(cfg, "input_layers", &in);
-        if (st == SN_OK) st = endpoint(cfg, "output_layers", &outn);
-        if (st == SN_OK && n > 0) {
-            const char *first = json_string_value(json_object_get(json_array_get(layers, order[0]), "name"));
-            const char *last = json_string_value(json_object_get(json_array_get(layers, order[n - 1]), "name"));
-            if (strcmp(in, first) || strcmp(outn, last))
-                st = sn_errorf(SN_ERR_UNSUPPORTED, "the model's input is '%s' and output '%s', "
-                               "but its chain runs from '%s' to '%s'", in, outn, first, last);
+        st = sn_cfg_read_functional(cfg, name, &r.cs, &r.m, &r.batch);
+        if (st == SN_OK) {
+            r.have_input = true;
+            r.input = r.m->fn->nodes[r.m->fn->inputs[0]].shape;
         }
+    } else {
+        r.m = sn_sequential_new(name);
+        if (!r.m) st = SN_ERR_NOMEM;
     }
-    reader r = {.m = sn_sequential_new(name)};
-    if (st == SN_OK && !r.m) st = SN_ERR_NOMEM;
-    for (size_t i = 0; i < n && st == SN_OK; i++)
-        st = read_entry(&r, json_array_get(layers, order[i]), (int)order[i], functional);
+    for (size_t i = 0; !functional && i < n && st == SN_OK; i++)
+        st = read_entry(&r, json_array_get(layers, i), (int)i);
     if (st == SN_OK && !functional) {
         /* Without an InputLayer, Keras records the shape the model was built for. */
         const json_t *bis = json_object_get(cfg, "build_input_shape");
         const json_t *bc = json_object_get(root, "build_config");
         const json_t *bci = bc ? json_object_get(bc, "input_shape") : NULL;
         if (!r.have_input && bis && !json_is_null(bis)) {
-            st = batch_shape(bis, "build_input_shape", &r.input);
+            st = sn_cfg_batch_shape(bis, "build_input_shape", &r.input);
             r.have_input = st == SN_OK;
         } else if (!r.have_input && bci && !json_is_null(bci)) {
-            st = batch_shape(bci, "build_config.input_shape", &r.input);
+            st = sn_cfg_batch_shape(bci, "build_config.input_shape", &r.input);
             r.have_input = st == SN_OK;
         }
         if (st == SN_OK) st = sn_cfg_policy(cfg, &r.cs);
@@ -482,7 +307,6 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
     }
     co.mixed_bfloat16 = r.cs.mixed_bfloat16;
     if (st == SN_OK && !has_compile) co.from_logits = !ends_in_probabilities(r.m);
-    free(order);
     if (st != SN_OK) {
         sn_model_free(r.m);
         return st;

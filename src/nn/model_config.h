@@ -1,4 +1,4 @@
-/* Internal to nn: Keras model configs (jansson documents) <-> Sequential models.
+/* Internal to nn: Keras model configs (jansson documents) <-> Sequential and Functional models.
  *
  * model_config.c reads what Keras 3 writes (config.json of a .keras archive, model.to_json())
  * through the layer constructors of sinter/nn.h; model_config_layers.c holds the per-class
@@ -88,8 +88,16 @@ sn_status sn_cfg_read_mha(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
 
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
-/* A new built Sequential model from a Keras model config (Sequential, or Functional whose
- * graph is a chain), initialised from `seed`; info receives the compile settings when the
+/* [null, d1, ...] (field `field`) -> (d1, ...) without the batch; every d a positive int. */
+sn_status sn_cfg_batch_shape(const json_t *v, const char *field, sn_shape *out);
+/* An InputLayer's config (model_config_util.c): its shape without the batch, whether it takes integer ids (dtype
+ * int32/int64) and its fixed batch size (0: null). */
+sn_status sn_cfg_read_input(const json_t *c, sn_shape *shape, bool *int_ids, int64_t *batch);
+/* A Functional model's config (model_config_functional.c) -> an unbuilt Functional model;
+ * *batch receives an InputLayer's fixed batch size when one has it. */
+sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_state *cs,
+                                 sn_model **out, int64_t *batch);
+/* A new built model from a Keras model config (Sequential or Functional), initialised from `seed`; info receives the compile settings when the
  * config has them. for_loading: no initialiser runs (sn_model_build_for_loading), for a model
  * whose weights are loaded next (a .keras archive's). */
 sn_status sn_model_from_config(const json_t *root, uint64_t seed, bool for_loading,

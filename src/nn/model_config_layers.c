@@ -116,11 +116,8 @@ static sn_status read_gap(const json_t *c, sn_layer **out) {
     SN_TRY(must_str(c, "data_format", "channels_last"));
     bool keep = false;
     SN_TRY(sn_cfg_bool(c, "keepdims", false, &keep));
-    if (keep)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'keepdims' is true; sinter supports false "
-                         "(output (None, channels))");
     sn_status st;
-    *out = made(sn_layer_global_avg_pool2d(), &st);
+    *out = made(sn_layer_global_pool2d(false, keep), &st);
     return st;
 }
 
@@ -347,7 +344,7 @@ static void write_pool(const sn_layer *l, json_t *c) {
 
 static void write_gap(const sn_layer *l, json_t *c) {
     set(c, "data_format", json_string("channels_last"));
-    set(c, "keepdims", json_false());
+    set(c, "keepdims", json_boolean(l->keepdims));
 }
 
 static void write_flatten(const sn_layer *l, json_t *c) {
@@ -433,6 +430,145 @@ static void write_lstm_gru(const sn_layer *l, json_t *c) {
     set(c, "seed", json_null());
 }
 
+/* ---- merge layers and layer-form activations (layers_merge.c) ---------------------------- */
+
+static sn_status read_merge_op(sn_merge_op op, sn_layer **out) {
+    sn_status st;
+    *out = made(sn_layer_merge(op), &st);
+    return st;
+}
+static sn_status read_add(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_ADD, out); }
+static sn_status read_subtract(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_SUBTRACT, out); }
+static sn_status read_multiply(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MULTIPLY, out); }
+static sn_status read_average(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_AVERAGE, out); }
+static sn_status read_maximum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MAXIMUM, out); }
+static sn_status read_minimum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MINIMUM, out); }
+
+/* padding: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
+static sn_status read_zero_padding(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    const json_t *v = json_object_get(c, "padding");
+    int64_t p[4] = {1, 1, 1, 1};
+    char b[96];
+    bool ok = true;
+    if (json_is_integer(v)) {
+        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        for (int a = 0; a < 2 && ok; a++) {
+            const json_t *e = json_array_get(v, (size_t)a);
+            if (json_is_integer(e)) {
+                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
+            } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                       json_is_integer(json_array_get(e, 0)) && json_is_integer(json_array_get(e, 1))) {
+                p[2 * a] = json_integer_value(json_array_get(e, 0));
+                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
+            } else {
+                ok = false;
+            }
+        }
+    } else if (v) {
+        ok = false;
+    }
+    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
+    if (!ok)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is %s, expected an int, a pair or "
+                         "[[top, bottom], [left, right]] of ints >= 0", sn_cfg_show(v, b, sizeof b));
+    sn_status st;
+    *out = made(sn_layer_zero_padding2d((int)p[0], (int)p[1], (int)p[2], (int)p[3]), &st);
+    return st;
+}
+
+static sn_status read_concatenate(const json_t *c, sn_layer **out) {
+    int64_t axis = -1;
+    SN_TRY(sn_cfg_int(c, "axis", false, -SN_MAX_DIMS, SN_MAX_DIMS, &axis));
+    sn_status st;
+    *out = made(sn_layer_concatenate((int)axis), &st);
+    return st;
+}
+
+static sn_status read_relu(const json_t *c, sn_layer **out) {
+    sn_relu_layer_opts o = sn_relu_layer_defaults();
+    const json_t *mv = json_object_get(c, "max_value");
+    if (mv && !json_is_null(mv)) SN_TRY(sn_cfg_num(c, "max_value", true, 0, HUGE_VAL, &o.max_value));
+    SN_TRY(sn_cfg_num(c, "negative_slope", false, 0, HUGE_VAL, &o.negative_slope));
+    SN_TRY(sn_cfg_num(c, "threshold", false, -HUGE_VAL, HUGE_VAL, &o.threshold));
+    sn_status st;
+    *out = made(sn_layer_relu_ex(&o), &st);
+    return st;
+}
+
+static sn_status read_leaky_relu(const json_t *c, sn_layer **out) {
+    double a = 0.3;
+    SN_TRY(sn_cfg_num(c, "negative_slope", false, 0, HUGE_VAL, &a));
+    sn_status st;
+    *out = made(sn_layer_leaky_relu(a), &st);
+    return st;
+}
+
+static sn_status read_softmax(const json_t *c, sn_layer **out) {
+    int64_t axis = -1;
+    SN_TRY(sn_cfg_int(c, "axis", false, -SN_MAX_DIMS, SN_MAX_DIMS, &axis));
+    sn_status st;
+    *out = made(sn_layer_softmax((int)axis), &st);
+    return st;
+}
+
+static sn_status read_rescaling(const json_t *c, sn_layer **out) {
+    double scale = 1, offset = 0;
+    SN_TRY(sn_cfg_num(c, "scale", true, -HUGE_VAL, HUGE_VAL, &scale));
+    SN_TRY(sn_cfg_num(c, "offset", false, -HUGE_VAL, HUGE_VAL, &offset));
+    sn_status st;
+    *out = made(sn_layer_rescaling(scale, offset), &st);
+    return st;
+}
+
+static sn_status read_gmp(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    bool keep = false;
+    SN_TRY(sn_cfg_bool(c, "keepdims", false, &keep));
+    sn_status st;
+    *out = made(sn_layer_global_pool2d(true, keep), &st);
+    return st;
+}
+
+static void write_nothing(const sn_layer *l, json_t *c) {
+    (void)l;
+    (void)c;
+}
+static void write_concatenate(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "axis", json_integer(l->merge.axis));
+}
+static void write_relu(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "max_value", l->relu.max_value < 0 ? json_null()
+                                                              : json_real(l->relu.max_value));
+    json_object_set_new(c, "negative_slope", json_real(l->relu.negative_slope));
+    json_object_set_new(c, "threshold", json_real(l->relu.threshold));
+}
+static void write_leaky_relu(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "negative_slope", json_real(l->relu.negative_slope));
+}
+static void write_softmax(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "axis", json_integer(l->relu.axis));
+}
+static void write_zero_padding(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "padding", json_pack("[[i, i], [i, i]]", l->pad[0], l->pad[1],
+                                                l->pad[2], l->pad[3]));
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+}
+static void write_rescaling(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "scale", json_real(l->scale));
+    json_object_set_new(c, "offset", json_real(l->offset));
+}
+
+static const char *const merge_keys[] = {COMMON_KEYS, NULL};
+static const char *const concatenate_keys[] = {COMMON_KEYS, "axis", NULL};
+static const char *const relu_keys[] = {COMMON_KEYS, "max_value", "negative_slope", "threshold",
+                                        NULL};
+static const char *const leaky_relu_keys[] = {COMMON_KEYS, "negative_slope", NULL};
+static const char *const softmax_keys[] = {COMMON_KEYS, "axis", NULL};
+static const char *const rescaling_keys[] = {COMMON_KEYS, "scale", "offset", NULL};
+static const char *const zero_padding_keys[] = {COMMON_KEYS, "padding", "data_format", NULL};
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 typedef struct cls_entry {
@@ -495,6 +631,20 @@ static const cls_entry classes[] = {
     {"GRU", gru_keys, read_gru, write_lstm_gru},
     {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
     {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
+    /* merge layers and layer-form activations (issue 23, Functional models) */
+    {"Add", merge_keys, read_add, write_nothing},
+    {"Subtract", merge_keys, read_subtract, write_nothing},
+    {"Multiply", merge_keys, read_multiply, write_nothing},
+    {"Average", merge_keys, read_average, write_nothing},
+    {"Maximum", merge_keys, read_maximum, write_nothing},
+    {"Minimum", merge_keys, read_minimum, write_nothing},
+    {"Concatenate", concatenate_keys, read_concatenate, write_concatenate},
+    {"ReLU", relu_keys, read_relu, write_relu},
+    {"LeakyReLU", leaky_relu_keys, read_leaky_relu, write_leaky_relu},
+    {"Softmax", softmax_keys, read_softmax, write_softmax},
+    {"Rescaling", rescaling_keys, read_rescaling, write_rescaling},
+    {"GlobalMaxPooling2D", gap_keys, read_gmp, write_gap},
+    {"ZeroPadding2D", zero_padding_keys, read_zero_padding, write_zero_padding},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 
@@ -541,7 +691,7 @@ sn_status sn_cfg_read_layer(const char *cls, const json_t *cfg, sn_cfg_state *s,
     *out = NULL;
     const cls_entry *e = find_class(cls);
     if (!e) {
-        char list[512] = "InputLayer";
+        char list[1024] = "InputLayer";
         size_t n = strlen(list);
         for (int i = 0; i < N_CLASSES && n < sizeof list; i++)
             n += (size_t)snprintf(list + n, sizeof list - n, ", %s", classes[i].cls);

@@ -368,3 +368,53 @@ json_t *sn_cfg_reg_json(const sn_regularizer *r) {
     return sn_cfg_keras_object("keras.regularizers", "L1L2",
                                json_pack("{s:f, s:f}", "l1", r->l1, "l2", r->l2));
 }
+
+/* ---- inputs ------------------------------------------------------------------------------ */
+
+/* [null, d1, ...] -> (d1, ...) without the batch. */
+sn_status sn_cfg_batch_shape(const json_t *v, const char *field, sn_shape *out) {
+    char b[128];
+    if (!json_is_array(v) || json_array_size(v) < 2 || json_array_size(v) > SN_MAX_DIMS)
+        return sn_errorf(SN_ERR_FORMAT, "field '%s' is %s, expected [null, d1, ...] with 1 to %d "
+                         "dimensions after the batch", field, sn_cfg_show(v, b, sizeof b),
+                         SN_MAX_DIMS - 1);
+    sn_shape s = {.ndim = (int)json_array_size(v) - 1};
+    for (int i = 0; i < s.ndim; i++) {
+        const json_t *d = json_array_get(v, (size_t)i + 1);
+        if (!json_is_integer(d) || json_integer_value(d) <= 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %s: dimension %d is %s; sinter "
+                             "builds static shapes (every dimension but the batch a positive "
+                             "integer)", field, sn_cfg_show(v, b, sizeof b), i + 1,
+                             sn_cfg_show(d, b + 64, 64));
+        s.dim[i] = json_integer_value(d);
+    }
+    *out = s;
+    return SN_OK;
+}
+
+sn_status sn_cfg_read_input(const json_t *c, sn_shape *shape, bool *int_ids, int64_t *batch) {
+    static const char *const keys[] = {"batch_shape", "dtype", "sparse", "ragged", "name",
+                                       "optional", NULL};
+    if (!c) return sn_errorf(SN_ERR_FORMAT, "InputLayer has no config");
+    SN_TRY(sn_cfg_known_keys(c, "InputLayer", keys));
+    const json_t *bs = json_object_get(c, "batch_shape");
+    if (!bs) return sn_errorf(SN_ERR_FORMAT, "field 'batch_shape' is missing");
+    SN_TRY(sn_cfg_batch_shape(bs, "batch_shape", shape));
+    const json_t *b0 = json_array_get(bs, 0);
+    *batch = json_is_integer(b0) && json_integer_value(b0) > 0 ? json_integer_value(b0) : 0;
+    const char *dt = "float32";
+    SN_TRY(sn_cfg_str(c, "dtype", false, &dt));
+    /* Integer inputs feed Embedding; sinter carries them in float32 (exact below 2^24). */
+    if (strcmp(dt, "float32") && strcmp(dt, "int32") && strcmp(dt, "int64"))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is \"%s\"; sinter "
+                         "supports float32, int32 and int64 inputs", dt);
+    *int_ids = strcmp(dt, "float32") != 0;
+    bool sparse = false, ragged = false, optional = false;
+    SN_TRY(sn_cfg_bool(c, "sparse", false, &sparse));
+    SN_TRY(sn_cfg_bool(c, "ragged", false, &ragged));
+    SN_TRY(sn_cfg_bool(c, "optional", false, &optional));
+    if (sparse || ragged || optional)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports "
+                         "dense inputs only", sparse ? "sparse" : ragged ? "ragged" : "optional");
+    return SN_OK;
+}

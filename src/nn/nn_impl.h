@@ -29,6 +29,19 @@ typedef struct sn_layer_vtable {
     void (*destroy)(sn_layer *l); /* optional: free per-layer extras */
 } sn_layer_vtable;
 
+/* Layers of several inputs (Keras's merge layers: Add, Concatenate, ...): their vtable is the
+ * `base` of this one with base.build and base.forward NULL, which is how they are told apart
+ * (every one-input layer has both); n input shapes / nodes, in the call's order. */
+typedef struct sn_layer_vtable_n {
+    sn_layer_vtable base;
+    sn_status (*build_n)(sn_layer *l, sn_graph *g, int n, const sn_shape *in, sn_rng *rng);
+    sn_node (*forward_n)(sn_layer *l, sn_graph *g, int n, const sn_node *x, bool training,
+                         sn_updates *updates);
+} sn_layer_vtable_n;
+
+/* l's multi-input vtable, or NULL for a one-input layer. */
+static inline const sn_layer_vtable_n *sn_layer_vt_n(const sn_layer *l);
+
 struct sn_layer {
     const sn_layer_vtable *vt;
     char *name;
@@ -49,6 +62,11 @@ struct sn_layer {
     sn_embedding_layer_opts embedding; /* Embedding (layers_seq.c) */
     sn_rnn_layer_opts rnn;             /* LSTM, GRU (layers_seq.c) */
     struct sn_attn_layer_ext *attn;    /* attention layers (layers_attention.c): owned */
+    sn_merge_layer_opts merge;         /* Add ... Concatenate (layers_merge.c) */
+    sn_relu_layer_opts relu;           /* ReLU, LeakyReLU (negative_slope), Softmax (axis) */
+    double scale, offset;              /* Rescaling */
+    int pad[4];                        /* ZeroPadding2D: top, bottom, left, right */
+    bool keepdims;                     /* GlobalAveragePooling2D, GlobalMaxPooling2D */
     /* A stateful LSTM/GRU's carried states h (, c), [batch_size, units] non-trainable
      * variables outside vars[] (Keras saves no state in weights files either). */
     int n_carried;
@@ -59,6 +77,10 @@ struct sn_layer {
     int n_regs;
     struct sn_layer_reg { sn_node var; sn_regularizer r; } regs[SN_LAYER_MAX_VARS];
 };
+
+static inline const sn_layer_vtable_n *sn_layer_vt_n(const sn_layer *l) {
+    return l->vt->build ? NULL : (const sn_layer_vtable_n *)(const void *)l->vt;
+}
 
 /* Registers `r` on variable `var` of layer l (at build, after creating the variable): compile
  * adds l1 * sum|var| + l2 * sum(var^2) to the training loss. A regularizer with l1 = l2 = 0
@@ -94,6 +116,44 @@ bool sn_activation_valid(sn_activation a);
 
 typedef struct sn_train_state sn_train_state; /* compile/fit's own (compile.c) */
 
+/* A Functional model's graph of layer calls (functional.c). Node i is an input (layer NULL)
+ * or a call of a layer on the outputs of earlier nodes: nodes are kept in an order where
+ * every node comes after its inputs (a builder can only name tensors that exist, and the
+ * config reader sorts), so one pass in order is the forward pass. A layer called k times
+ * has k nodes; its variables are made at its first call. */
+typedef struct sn_fnode {
+    sn_layer *layer;   /* NULL: an input of the model */
+    char *input_name;  /* inputs: the InputLayer's name */
+    bool int_ids;      /* inputs: Keras's dtype int32 (ids for an Embedding), carried in f32 */
+    int n_in;
+    int *in;           /* node indices of the call's arguments */
+    int call_index;    /* which call of its layer this is (Keras's node_index) */
+    sn_shape shape;    /* output shape without the batch (inputs: as given) */
+} sn_fnode;
+
+typedef struct sn_fgraph {
+    int n_nodes, cap_nodes;
+    sn_fnode *nodes;
+    int n_inputs, cap_inputs, n_outputs;
+    int *inputs, *outputs; /* node indices, in the model's order */
+    /* Keras's model.layers order, InputLayers included: ops[k] >= 0 is layers[ops[k]], < 0
+     * the input node -1 - ops[k]. */
+    int n_ops, cap_ops;
+    int *ops;
+    bool adding; /* sn_layer_call is adding a layer (sn_model_add refuses others) */
+} sn_fgraph;
+
+void sn_fgraph_free(sn_fgraph *f);
+/* Whether a layer or input of m is called `name` (model.c); frees a layer no model owns. */
+bool sn_model_name_taken(const sn_model *m, const char *name);
+void sn_layer_destroy(sn_layer *l);
+/* Builds a Functional model's layers in node order (model.c's build for m->fn != NULL):
+ * variables at each layer's first call, a later call checked to take the same shapes. */
+sn_status sn_functional_build(sn_model *m, sn_graph *g, uint64_t seed, bool init);
+/* Whether Keras prints the model's summary as a chain (3 columns): one node per depth with
+ * one input each and no shared layer. */
+bool sn_functional_is_chain(const sn_model *m);
+
 struct sn_model {
     char *name;
     sn_graph *g;
@@ -111,11 +171,18 @@ struct sn_model {
     struct sn_strategy *strategy;
     int64_t dist_steps;
     bool dist_synced;
+    /* A Functional model's graph (NULL: Sequential, layers[] in order). layers[] then holds
+     * each layer once, in Keras's model.layers order without the InputLayers. */
+    sn_fgraph *fn;
 };
 
 /* Forward pass of all layers for a batch input node x [B, input_shape...]. */
 sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *updates,
                            sn_node *out);
+/* The same for a model of any number of inputs and outputs (x[i] for input i, out[j] for
+ * output j); a Sequential model has one of each. */
+sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_updates *updates,
+                             sn_node *out);
 /* Frees the training state (compile.c). */
 void sn_train_state_free(sn_train_state *t);
 

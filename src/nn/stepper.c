@@ -224,6 +224,9 @@ sn_status sn_stepper_new(sn_model *m, int64_t batch, sn_stepper **out) {
         return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' must be an f32 sequence model "
                          "with input shape (steps,), got rank %d", m->name, m->input_shape.ndim);
     if (batch < 1) return sn_errorf(SN_ERR_INVALID, "stepper: batch %lld, expected >= 1", (long long)batch);
+    if (m->fn) /* the stepper walks layers[] as a chain */
+        return sn_errorf(SN_ERR_UNSUPPORTED, "stepper: model '%s' is Functional; generation "
+                         "steps Sequential models", m->name);
     sn_stepper *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     s->m = m;

@@ -32,7 +32,10 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
                          "float32", what, m->name, sn_dtype_name(m->dtype));
     int nv = 0;
     for (int i = 0; i < m->n_layers; i++) nv += m->layers[i]->n_vars;
-    d->layers = sn_calloc((size_t)m->n_layers, sizeof *d->layers);
+    /* A Functional model lists its InputLayers too, where Keras's model.layers has them:
+     * Keras 3 writes an empty group for each ("input_layer", "input_layer_1"). */
+    int n = m->fn ? m->fn->n_ops : m->n_layers;
+    d->layers = sn_calloc((size_t)(n ? n : 1), sizeof *d->layers);
     d->vars = sn_calloc((size_t)(nv ? nv : 1), sizeof *d->vars);
     d->tensors = sn_calloc((size_t)(nv ? nv : 1), sizeof *d->tensors);
     if (!d->layers || !d->vars || !d->tensors) {
@@ -40,9 +43,15 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
         return SN_ERR_NOMEM;
     }
     int k = 0;
-    for (int i = 0; i < m->n_layers; i++) {
+    for (int r = 0; r < n; r++) {
+        int i = m->fn ? m->fn->ops[r] : r;
+        if (i < 0) {
+            d->layers[r] = (sn_weight_layer){.class_name = "InputLayer",
+                                             .name = m->fn->nodes[-1 - i].input_name};
+            continue;
+        }
         const sn_layer *l = m->layers[i];
-        d->layers[i] = (sn_weight_layer){.class_name = l->vt->class_name, .name = l->name,
+        d->layers[r] = (sn_weight_layer){.class_name = l->vt->class_name, .name = l->name,
                                          .n_vars = l->n_vars, .vars = d->vars + k};
         for (int j = 0; j < l->n_vars; j++, k++) {
             struct sn_tensor *t = &d->tensors[k];
@@ -60,7 +69,7 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
             d->vars[k] = (sn_weight_var){.name = l->var_names[j], .value = t};
         }
     }
-    d->n_layers = m->n_layers;
+    d->n_layers = n;
     return SN_OK;
 }
 
