@@ -322,8 +322,22 @@ static void test_train_and_files(void) {
         CHECK_OK(sn_model_predict(m2, x, &p2));
         CHECK(p1 && p2 && !memcmp(sn_tensor_data(p1), sn_tensor_data(p2), sizeof(float) * N * 5),
               "predictions differ after the .keras round trip");
+        /* The same table and weights; the trained model's summary also counts its optimizer's
+         * variables ("Optimizer params", in the total too, as Keras 3 prints once the
+         * optimizer is built), which the reloaded one has not built yet. */
         char *a = summary_of(m), *b = summary_of(m2);
-        CHECK(a && b && !strcmp(a, b), "summary differs after the round trip:\n%s\n%s", a, b);
+        char *ta = a ? strstr(a, " Total params") : NULL, *tb = b ? strstr(b, " Total params") : NULL;
+        CHECK(ta && tb && ta - a == tb - b && !strncmp(a, b, (size_t)(ta - a)),
+              "summary table differs after the round trip:\n%s\n%s", a, b);
+        const char *lines[] = {" Trainable params:", " Non-trainable params:"};
+        for (int k = 0; ta && tb && k < 2; k++) {
+            const char *la = strstr(ta, lines[k]), *lb = strstr(tb, lines[k]);
+            size_t na = la ? strcspn(la, "\n") : 0, nb = lb ? strcspn(lb, "\n") : 0;
+            CHECK(la && lb && na == nb && !strncmp(la, lb, na), "'%s' differs after the round "
+                  "trip:\n%s\n%s", lines[k], a, b);
+        }
+        CHECK(ta && strstr(ta, " Optimizer params:"), "the trained model's summary has no "
+              "Optimizer params line:\n%s", a);
         free(a);
         free(b);
     }
