@@ -4,7 +4,7 @@
  *     equal predict's over the whole sequence (1e-5, as tests/test_rnn.c);
  *   - bf16 follows f32: the probabilities at every one of 160 steps differ by at most
  *     BF16_TOL (absolute, per character; the measured worst is printed);
- *   - bf16 gives the same bits on 1, 2 and 3 threads, and again after a reset;
+ *   - bf16 gives the same bits on 1, 2 and 3 threads, and again after a reset; so does f32;
  *   - after the weights change and a reset, bf16 follows the new weights;
  *   - refusals: batch 2, a GRU model, an id outside the vocabulary.
  * Skipped (77) on CPUs without AVX512-BF16. */
@@ -154,6 +154,17 @@ static void check_size(int64_t units) {
           "units %lld: bf16 logits differ between 1, 2 and 3 threads", (long long)units);
     run_steps(st, ids, vocab, b1); /* after a reset (which repacks): the same bits */
     CHECK(memcmp(b1, b2, bytes) == 0, "units %lld: bf16 not deterministic", (long long)units);
+    /* f32 too: the step plans (the table's matmul, the LSTM, the Dense) on 1 and 3 threads
+     * give the bits f gave on the default count. */
+    CHECK_OK(sn_stepper_set_precision(st, SN_F32));
+    sn_set_num_threads(1);
+    run_steps(st, ids, vocab, b1);
+    sn_set_num_threads(3);
+    run_steps(st, ids, vocab, b3);
+    sn_set_num_threads(threads);
+    CHECK(memcmp(b1, f, bytes) == 0 && memcmp(b3, f, bytes) == 0,
+          "units %lld: f32 logits differ between 1, %d and 3 threads", (long long)units, threads);
+    CHECK_OK(sn_stepper_set_precision(st, SN_BF16));
     /* New weights: after the reset that run_steps does, bf16 follows them. */
     fill(m, 1, 1, -1.5 / sqrt((double)units), 1.5 / sqrt((double)units));
     fill(m, 2, 0, -20 / sqrt((double)units), 20 / sqrt((double)units));

@@ -7,6 +7,13 @@
 
 #include "backend/kernel.h"
 
+/* y = op(a) @ op(b) + beta * y, row-major (op: transposed when ta / tb), on OpenBLAS with one
+ * thread whether or not the caller is inside a parallel region: OpenBLAS cuts a product by its
+ * own thread count, and on some CPUs that changes the bits (cpu_matmul.c). Every sgemm of the
+ * CPU backend goes through here; parallel callers split the work themselves, by the shape. */
+void sn_cpu_sgemm_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const float *b, int64_t ldb, float beta, float *y, int64_t ldy);
+
 /* MATMUL by "openblas" (cblas_sgemm) or "dnnl" (oneDNN matmul); NULL when not built. */
 const sn_kernel *sn_cpu_matmul_impl(const char *impl);
 

@@ -10,16 +10,22 @@
  * Threads take whole images, each with its own column buffer in scratch, and call a
  * single-threaded sgemm (OpenBLAS's OpenMP build runs one thread inside a parallel region):
  * on few cores that beats splitting each image's small GEMM over the team. */
-#include <cblas.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
 
 typedef struct conv_gemm_state {
     int nth;          /* threads the scratch was sized for */
+    int groups;       /* CONV2D_BWD_FILTER: sample groups, each summed into its own buffer */
     size_t col_bytes; /* per thread, 64-byte rounded */
-    size_t dw_bytes;  /* per thread (threads 1..nth-1) for CONV2D_BWD_FILTER partial sums */
+    size_t dw_bytes;  /* per group (groups 1..groups-1) for CONV2D_BWD_FILTER partial sums */
 } conv_gemm_state;
+
+/* The filter gradient sums over the samples in DW_GROUPS fixed groups (fewer with fewer
+ * samples) and then adds the groups in order: the grouping follows from the batch alone, so
+ * the bits do not depend on the thread count (a group per thread did). Up to 8 threads work
+ * on this op at once. */
+enum { DW_GROUPS = 8 };
 
 static size_t round64(size_t b) { return (b + 63) & ~(size_t)63; }
 
@@ -38,12 +44,13 @@ static sn_status gemm_prepare(sn_kcall *c, size_t *scratch_bytes) {
     int nth = sn_num_threads();
     if (nth > g.n) nth = (int)g.n;
     s->nth = nth;
+    s->groups = (int)(g.n < DW_GROUPS ? g.n : DW_GROUPS);
     s->col_bytes = round64((size_t)(g.oh * g.ow * g.kh * g.kw * g.c) * sizeof(float));
     s->dw_bytes = c->op == SN_OP_CONV2D_BWD_FILTER
                       ? round64((size_t)(g.kh * g.kw * g.c * g.f) * sizeof(float))
                       : 0;
     c->state = s;
-    *scratch_bytes = (size_t)nth * s->col_bytes + (size_t)(nth - 1) * s->dw_bytes;
+    *scratch_bytes = (size_t)nth * s->col_bytes + (size_t)(s->groups - 1) * s->dw_bytes;
     return SN_OK;
 }
 
@@ -106,12 +113,10 @@ typedef struct gemm_ctx {
     const sn_kcall *c;
     const conv_gemm_state *s;
     sn_conv_geom g;
-    int used; /* the team size sn_parallel actually gave (partial dW buffers in use) */
 } gemm_ctx;
 
 static void gemm_task(void *vctx, int ith, int nth) {
     gemm_ctx *t = vctx;
-    if (ith == 0) t->used = nth;
     const sn_conv_geom *g = &t->g;
     const sn_kcall *c = t->c;
     const int P = (int)(g->oh * g->ow), KKC = (int)(g->kh * g->kw * g->c), F = (int)g->f;
@@ -126,8 +131,7 @@ static void gemm_task(void *vctx, int ith, int nth) {
         float *y = c->out;
         for (int64_t n = lo; n < hi; n++) {
             im2col(g, x + n * xsz, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, P, F, KKC, 1.0f, col, KKC, w,
-                        F, 0.0f, y + n * ysz, F);
+            sn_cpu_sgemm_1t(false, false, P, F, KKC, col, KKC, w, F, 0.0f, y + n * ysz, F);
         }
         break;
     }
@@ -135,23 +139,27 @@ static void gemm_task(void *vctx, int ith, int nth) {
         const float *dy = c->in[0], *w = c->in[1];
         float *dx = c->out;
         for (int64_t n = lo; n < hi; n++) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, P, KKC, F, 1.0f, dy + n * ysz,
-                        F, w, F, 0.0f, col, KKC);
+            sn_cpu_sgemm_1t(false, true, P, KKC, F, dy + n * ysz, F, w, F, 0.0f, col, KKC);
             col2im(g, col, dx + n * xsz);
         }
         break;
     }
     default: {
         const float *x = c->in[0], *dy = c->in[1];
-        /* Thread 0 sums into the output; the others into their own partial buffers. */
-        float *dw = ith == 0 ? (float *)c->out
-                             : (float *)(base + (size_t)t->s->nth * t->s->col_bytes +
-                                         (size_t)(ith - 1) * t->s->dw_bytes);
-        if (lo == hi) memset(dw, 0, (size_t)KKC * (size_t)F * sizeof(float));
-        for (int64_t n = lo; n < hi; n++) {
-            im2col(g, x + n * xsz, col);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, KKC, F, P, 1.0f, col, KKC,
-                        dy + n * ysz, F, n == lo ? 0.0f : 1.0f, dw, F);
+        /* Group 0 sums into the output; the others into their own partial buffers. */
+        int64_t g0, g1;
+        sn_split_range(t->s->groups, ith, nth, &g0, &g1);
+        for (int64_t gi = g0; gi < g1; gi++) {
+            float *dw = gi == 0 ? (float *)c->out
+                                : (float *)(base + (size_t)t->s->nth * t->s->col_bytes +
+                                            (size_t)(gi - 1) * t->s->dw_bytes);
+            sn_split_range(g->n, (int)gi, t->s->groups, &lo, &hi);
+            if (lo == hi) memset(dw, 0, (size_t)KKC * (size_t)F * sizeof(float));
+            for (int64_t n = lo; n < hi; n++) {
+                im2col(g, x + n * xsz, col);
+                sn_cpu_sgemm_1t(true, false, KKC, F, P, col, KKC, dy + n * ysz, F,
+                                n == lo ? 0.0f : 1.0f, dw, F);
+            }
         }
         break;
     }
@@ -181,11 +189,11 @@ static sn_status gemm_run(sn_kcall *c) {
     gemm_ctx t = {.c = c, .s = c->state};
     SN_ASSERT(sn_conv_geom_of(c, &t.g));
     sn_parallel(gemm_task, &t, t.s->nth);
-    if (c->op == SN_OP_CONV2D_BWD_FILTER && t.used > 1) {
+    if (c->op == SN_OP_CONV2D_BWD_FILTER && t.s->groups > 1) {
         dw_sum_ctx d = {.out = c->out,
                         .partials = (unsigned char *)c->scratch + (size_t)t.s->nth * t.s->col_bytes,
                         .stride = t.s->dw_bytes,
-                        .nparts = t.used - 1,
+                        .nparts = t.s->groups - 1,
                         .len = t.g.kh * t.g.kw * t.g.c * t.g.f};
         sn_parallel(dw_sum_task, &d, sn_num_threads());
     }

@@ -7,6 +7,7 @@
  * falls back to the reference kernel. With c->bf16 on a CPU with AVX512-BF16, oneDNN reads
  * bf16 copies of a and b made in scratch and accumulates and writes f32. */
 #include <cblas.h>
+#include <omp.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
@@ -51,60 +52,100 @@ static bool mm_supports(const sn_kcall *c) {
     return mm_dims_of(c, &d);
 }
 
-/* ---- OpenBLAS ---------------------------------------------------------------------------- */
+/* ---- OpenBLAS ----------------------------------------------------------------------------
+ *
+ * Results must not depend on the thread count. OpenBLAS's do: its kernels for some CPUs
+ * (Haswell, Zen: what Debian's OpenBLAS 0.3.21 picks on AMD Zen 4 unless it detects
+ * Cooperlake) give an element other bits when the same product is cut into other pieces,
+ * and OpenBLAS cuts it by its own thread count (measured: 65 x 2048 x 16, 16 % of the
+ * elements differ between 1 and 2 threads, and between one call and two half-calls). So
+ * OpenBLAS always runs on one thread here, on tiles of C whose geometry follows from the
+ * shape alone; the team takes the tiles. */
 
-static void gemm_one(const mm_dims *d, const float *a, const float *b, float *y, int64_t m) {
-    if (m == 0 || d->n == 0) return;
-    if (d->k == 0) {
-        memset(y, 0, (size_t)(m * d->n) * sizeof(float));
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, d->ta ? CblasTrans : CblasNoTrans,
-                d->tb ? CblasTrans : CblasNoTrans, (int)m, (int)d->n, (int)d->k, 1.0f, a,
-                d->ta ? (int)m : (int)d->k, b, d->tb ? (int)d->k : (int)d->n, 0.0f, y,
-                (int)d->n);
+void sn_cpu_sgemm_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                     int64_t lda, const float *b, int64_t ldb, float beta, float *y, int64_t ldy) {
+    /* OpenBLAS's OpenMP build runs one thread inside an active parallel region and otherwise
+     * as many as omp_get_max_threads() says: outside a region, that is made 1 for the call. */
+    int prev = omp_in_parallel() ? 1 : omp_get_max_threads();
+    if (prev > 1) omp_set_num_threads(1);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, y, (int)ldy);
+    if (prev > 1) omp_set_num_threads(prev);
 }
 
-typedef struct mm_batch_ctx {
+/* Tiles of one [m, n] product: whole columns in row blocks of tm, or whole rows in column
+ * blocks of tn. From the shape only (never the team size): about 2 MFLOP or more per tile,
+ * at most 64 tiles. */
+typedef struct mm_tiles {
+    int64_t tm, tn, nm, nn; /* tile sizes and counts along m and n */
+} mm_tiles;
+
+static mm_tiles tiles_of(int64_t m, int64_t n, int64_t k) {
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    int64_t want = (int64_t)(flops / 2e6);
+    want = want < 1 ? 1 : want > 64 ? 64 : want;
+    mm_tiles t = {.tm = m, .tn = n, .nm = 1, .nn = 1};
+    if (want == 1 || m == 0 || n == 0) return t;
+    if (m >= n) {
+        t.tm = ((m + want - 1) / want + 15) / 16 * 16;
+        t.nm = (m + t.tm - 1) / t.tm;
+    } else {
+        t.tn = ((n + want - 1) / want + 63) / 64 * 64;
+        t.nn = (n + t.tn - 1) / t.tn;
+    }
+    return t;
+}
+
+typedef struct mm_tile_ctx {
     const mm_dims *d;
+    mm_tiles t;
+    int64_t rows;     /* m of each product (batch * m for one tall product) */
+    int64_t products; /* 1, or the batch */
     const float *a, *b;
     float *y;
-} mm_batch_ctx;
+} mm_tile_ctx;
 
-/* One thread per slice of the batch, sgemm single-threaded inside (OpenBLAS's OpenMP build
- * runs one thread when called inside a parallel region). Small matrices gain more from this
- * than from splitting one tiny GEMM over the team. */
-static void mm_batch_task(void *ctx, int ith, int nth) {
-    const mm_batch_ctx *t = ctx;
-    const mm_dims *d = t->d;
-    int64_t lo, hi;
-    sn_split_range(d->batch, ith, nth, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++)
-        gemm_one(d, t->a + (d->a_batch > 1 ? i * d->m * d->k : 0),
-                 t->b + (d->b_batch > 1 ? i * d->k * d->n : 0), t->y + i * d->m * d->n, d->m);
+/* Tiles [lo, hi) of every product, in one fixed numbering. */
+static void mm_tile_task(void *ctx, int ith, int nth) {
+    const mm_tile_ctx *x = ctx;
+    const mm_dims *d = x->d;
+    int64_t per = x->t.nm * x->t.nn, lo, hi;
+    sn_split_range(x->products * per, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t p = i / per, r0 = (i % per) / x->t.nn * x->t.tm, c0 = (i % per) % x->t.nn * x->t.tn;
+        int64_t mr = x->rows - r0 < x->t.tm ? x->rows - r0 : x->t.tm;
+        int64_t nc = d->n - c0 < x->t.tn ? d->n - c0 : x->t.tn;
+        const float *a = x->a + (d->a_batch > 1 ? p * d->m * d->k : 0);
+        const float *b = x->b + (d->b_batch > 1 ? p * d->k * d->n : 0);
+        float *y = x->y + p * x->rows * d->n + r0 * d->n + c0;
+        /* a's rows r0.. (its columns when ta); b's columns c0.. (its rows when tb) */
+        const float *at = d->ta ? a + r0 : a + r0 * d->k;
+        const float *bt = d->tb ? b + c0 * d->k : b + c0;
+        if (d->k == 0) {
+            for (int64_t r = 0; r < mr; r++) memset(y + r * d->n, 0, sizeof(float) * (size_t)nc);
+            continue;
+        }
+        sn_cpu_sgemm_1t(d->ta, d->tb, mr, nc, d->k, at, d->ta ? x->rows : d->k, bt,
+                        d->tb ? d->k : d->n, 0.0f, y, d->n);
+    }
 }
 
 /* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> y [..., M, N] */
 static sn_status mm_blas_run(sn_kcall *c) {
     mm_dims d;
     SN_ASSERT(mm_dims_of(c, &d));
-    const float *a = c->in[0], *b = c->in[1];
-    float *y = c->out;
-    /* A batch of row-major a against one shared b is one tall GEMM. */
+    if (d.batch == 0 || d.m == 0 || d.n == 0) return SN_OK;
+    mm_tile_ctx x = {.d = &d, .rows = d.m, .products = d.batch, .a = c->in[0], .b = c->in[1],
+                     .y = c->out};
+    /* A batch of row-major a against one shared b is one tall product. */
     if (d.b_batch == 1 && !d.ta) {
-        gemm_one(&d, a, b, y, d.batch * d.m);
-        return SN_OK;
+        x.rows = d.batch * d.m;
+        x.products = 1;
     }
+    x.t = tiles_of(x.rows, d.n, d.k);
+    int64_t tasks = x.products * x.t.nm * x.t.nn;
     int nth = sn_num_threads();
-    double flops = 2.0 * (double)d.m * (double)d.n * (double)d.k;
-    if (d.batch >= nth && nth > 1 && flops < 4e6) {
-        mm_batch_ctx t = {&d, a, b, y};
-        sn_parallel(mm_batch_task, &t, nth);
-        return SN_OK;
-    }
-    for (int64_t i = 0; i < d.batch; i++)
-        gemm_one(&d, a + (d.a_batch > 1 ? i * d.m * d.k : 0),
-                 b + (d.b_batch > 1 ? i * d.k * d.n : 0), y + i * d.m * d.n, d.m);
+    sn_parallel(mm_tile_task, &x, (int)(tasks < nth ? tasks : nth));
     return SN_OK;
 }
 

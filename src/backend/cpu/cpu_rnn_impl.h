@@ -4,8 +4,7 @@
 #ifndef SN_BACKEND_CPU_RNN_IMPL_H
 #define SN_BACKEND_CPU_RNN_IMPL_H
 
-#include <cblas.h>
-
+#include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
 #ifdef SN_HAVE_DNNL
 #include <dnnl.h>
@@ -24,8 +23,7 @@ static inline bool sn_rnn_gemm(bool tb, int64_t M, int64_t N, int64_t K, const f
     return dnnl_sgemm('N', tb ? 'T' : 'N', M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc) ==
            dnnl_success;
 #else
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M, (int)N,
-                (int)K, 1.0f, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    sn_cpu_sgemm_1t(false, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return true;
 #endif
 }
