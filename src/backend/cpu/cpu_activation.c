@@ -59,7 +59,8 @@ INL float fwd1(act_kind k, float x, float alpha) {
     case A_SILU: return x * vsigm(x);
     case A_ELU: return sel(mask(x > 0.0f), x, alpha * vexpm1_neg(x));
     case A_LEAKY: return sel(mask(x > 0.0f), x, alpha * x);
-    case A_RELU6: return sel(mask(x > 0.0f), sel(mask(x < 6.0f), x, 6.0f), 0.0f); /* NaN -> 0 */
+    /* NaN stays NaN (both compares are false), as TensorFlow's and PyTorch's relu6 */
+    case A_RELU6: return sel(mask(x < 0.0f), 0.0f, sel(mask(x > 6.0f), 6.0f, x));
     }
     return 0;
 }
@@ -73,7 +74,8 @@ INL float bwd1(act_kind k, float x, float dy, float alpha) {
     }
     case A_ELU: return sel(mask(x < 0.0f), dy * alpha * vexp(x), dy);
     case A_LEAKY: return sel(mask(x > 0.0f), dy, dy * alpha);
-    case A_RELU6: return sel(mask(x > 0.0f && x < 6.0f), dy, 0.0f);
+    /* TensorFlow's dy * (0 < x < 6): a NaN dy stays NaN outside (0, 6) too */
+    case A_RELU6: return dy * sel(mask(x > 0.0f && x < 6.0f), 1.0f, 0.0f);
     }
     return 0;
 }

@@ -13,7 +13,8 @@
  * Exactness: the convolution sums the taps in row-major window order with FMAs, so it
  * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan);
  * bias, relu and the pool are those of the unfused kernels exactly: (sum + b), then
- * max(v, 0) with NaN -> 0, then the first maximum of each window (strictly greater wins).
+ * relu1 (NaN goes through), then the first maximum of each window (pool_wins: strictly
+ * greater, or the first NaN).
  *
  * Where the backward pattern recomputes the relu output (cpu_pool_fused.c), the planner does
  * not store it (out is NULL): each image's output then goes to the thread's scratch, is
@@ -94,7 +95,7 @@ static void image_generic(const sn_conv_geom *g, const float *x, const float *w,
                 float s = 0.0f;
                 for (int k = 0; k < KK; k++) s = fmaf(t[k], w[k * g->f + f], s);
                 float v = s + b[f];
-                o[f] = v > 0.0f ? v : 0.0f; /* NaN -> 0, as relu */
+                o[f] = relu1(v); /* NaN stays NaN, as relu */
             }
         }
 }
@@ -130,9 +131,9 @@ TGT_AVX512 static inline void image_avx512_kk(const sn_conv_geom *g, const float
                 __m512 s = _mm512_setzero_ps();
                 for (int k = 0; k < KK; k++) s = _mm512_fmadd_ps(_mm512_set1_ps(t[k]), wv[k][j], s);
                 s = _mm512_add_ps(s, bv[j]);
-                /* max_ps returns its second operand when either is NaN, and +0 for -0:
-                 * relu's v > 0 ? v : 0 exactly */
-                _mm512_storeu_ps(o + j * CF_FB, _mm512_max_ps(s, zero));
+                /* max_ps returns its second operand when either is NaN or both are zeros:
+                 * relu1's s < 0 ? 0 : s exactly (a NaN goes through) */
+                _mm512_storeu_ps(o + j * CF_FB, _mm512_max_ps(zero, s));
             }
         }
     }
@@ -167,7 +168,7 @@ static void pool_image(const sn_conv_geom *g, const cf_pool *pl, const float *y,
             for (int64_t r = h0; r < h1; r++)
                 for (int64_t q = (r == h0 ? w0 + 1 : w0); q < w1; q++) {
                     const float *v = y + (r * g->ow + q) * F;
-                    for (int64_t f = 0; f < F; f++) o[f] = v[f] > o[f] ? v[f] : o[f];
+                    for (int64_t f = 0; f < F; f++) o[f] = pool_wins(v[f], o[f]) ? v[f] : o[f];
                 }
         }
     }

@@ -75,11 +75,11 @@ typedef enum {
     B_SUB,
     B_MUL,
     B_DIV,
-    B_RELU_GRAD,    /* (x, dy) */
+    B_RELU_GRAD,    /* (x, dy): dy * (x > 0) */
     B_SIGMOID_GRAD, /* (y, dy) */
     B_TANH_GRAD,    /* (y, dy) */
     B_FIRST,        /* broadcast_to: a */
-    B_ADD_RELU,     /* bias_add with a fused relu: max(a + b, 0) */
+    B_ADD_RELU,     /* bias_add with a fused relu: relu1(a + b) */
 } bin_op;
 
 INL float bin1(bin_op op, float a, float b) {
@@ -88,13 +88,12 @@ INL float bin1(bin_op op, float a, float b) {
     case B_SUB: return a - b;
     case B_MUL: return a * b;
     case B_DIV: return a / b;
-    case B_RELU_GRAD: return sel(mask(a > 0.0f), b, 0.0f);
+    case B_RELU_GRAD: return relu_grad1(a, b);
     case B_SIGMOID_GRAD: return b * a * (1.0f - a);
     case B_TANH_GRAD: return b * (1.0f - a * a);
     case B_FIRST: return a;
     case B_ADD_RELU: {
-        float v = a + b;
-        return sel(mask(v > 0.0f), v, 0.0f); /* NaN -> 0, as relu */
+        return relu1(a + b); /* NaN stays NaN, as relu */
     }
     }
     return 0;
@@ -148,7 +147,7 @@ typedef enum { U_RELU, U_SIGMOID, U_TANH, U_EXP, U_LOG, U_SQRT, U_NEG } un_op;
 
 INL float un1(un_op op, float x) {
     switch (op) {
-    case U_RELU: return sel(mask(x > 0.0f), x, 0.0f); /* NaN -> 0, as the reference */
+    case U_RELU: return relu1(x); /* NaN stays NaN, as the reference */
     case U_SIGMOID: return vsigmoid(x);
     case U_TANH: return vtanh(x);
     case U_EXP: return vexp(x);

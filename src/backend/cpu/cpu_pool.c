@@ -9,12 +9,14 @@
  *
  * Semantics (as the reference): windows pool_h x pool_w at stride (stride_h, stride_w), the
  * first window starting pad_top / pad_left cells before the image; padded cells never win a
- * max and are not counted by an average (TF SAME semantics). Threads take (image, block of
+ * max and are not counted by an average (TF SAME semantics); a NaN in a window is its
+ * maximum (the first NaN in window order takes the gradient). Threads take (image, block of
  * channels) items, which never write to the same dx cells. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_vec.h"
 
 #define POOL_CB 256 /* channels per work item: 16 AVX-512 vectors, whole rows of the seed CNN */
 
@@ -140,7 +142,8 @@ pool_task(void *vctx, int ith, int nth) {
                         continue;
                     }
                     /* The first valid cell starts the scan; later cells win only when strictly
-                     * greater, so ties go to the first maximum in row-major window order. */
+                     * greater (or the first NaN: pool_wins), so ties go to the first maximum
+                     * in row-major window order and a NaN in the window is the maximum. */
                     const float *p = x + (h0 * g->w + w0) * C;
                     for (int64_t k = 0; k < cn; k++) best[k] = p[k], arg[k] = (int32_t)(h0 * g->w + w0);
                     for (int64_t ih = h0; ih < h1; ih++) {
@@ -148,7 +151,7 @@ pool_task(void *vctx, int ith, int nth) {
                             const int32_t cell = (int32_t)(ih * g->w + iw);
                             p = x + cell * C;
                             for (int64_t k = 0; k < cn; k++) {
-                                bool win = p[k] > best[k];
+                                bool win = pool_wins(p[k], best[k]);
                                 best[k] = win ? p[k] : best[k];
                                 arg[k] = win ? cell : arg[k];
                             }

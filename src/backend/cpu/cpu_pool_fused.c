@@ -91,24 +91,29 @@ typedef struct pf_ctx {
  * vector: the four cells' compares give the first maximum and its one-hot winner masks
  * directly, so a window costs four loads, three compares and four masked stores. Each row's
  * bias sums go to the thread's double partials at the row's end. Same values as pf_task's
- * loop: the same strictly-greater rule (a NaN never wins, as `>` in C), dy + 0.0f stored. */
+ * loop: the same rule (pool_wins: strictly greater, or the first NaN), dy + 0.0f stored. */
 /* One 2x2 window of 16 channels whose cells start at p, p + C, p + WC and p + WC + C: the
  * max-pool gradient after relu. q[0..3] (the cells in that order) get dy on the cell holding
- * the window's first maximum, 0 where that maximum is <= 0 (relu's gradient) and on the other
- * cells. Returns the relu-masked dy, the bias gradient's term. */
+ * the window's first maximum times (maximum > 0) (relu's gradient), 0 on the other cells. Returns the relu-masked dy, the bias gradient's term. */
 TGT_AVX512 static inline __m512 pf_window_grad(const float *p, int64_t C, int64_t WC, __m512 dyv,
                                                __m512 q[4]) {
     const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + C);
     const __m512 c = _mm512_loadu_ps(p + WC), d = _mm512_loadu_ps(p + WC + C);
+    /* pool_wins: not (cell <= best), where best is not yet NaN */
     __m512 best = a;
-    const __mmask16 m1 = _mm512_cmp_ps_mask(b, best, _CMP_GT_OQ);
+    const __mmask16 m1 =
+        _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), b, best, _CMP_NLE_UQ);
     best = _mm512_mask_mov_ps(best, m1, b);
-    const __mmask16 m2 = _mm512_cmp_ps_mask(c, best, _CMP_GT_OQ);
+    const __mmask16 m2 =
+        _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), c, best, _CMP_NLE_UQ);
     best = _mm512_mask_mov_ps(best, m2, c);
-    const __mmask16 m3 = _mm512_cmp_ps_mask(d, best, _CMP_GT_OQ);
+    const __mmask16 m3 =
+        _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(best, best, _CMP_ORD_Q), d, best, _CMP_NLE_UQ);
     best = _mm512_mask_mov_ps(best, m3, d);
-    const __m512 pos =
-        _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ), dyv);
+    /* relu_grad1: dy * (best > 0), so a NaN dy stays NaN */
+    const __m512 pos = _mm512_mul_ps(
+        dyv, _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(best, _mm512_setzero_ps(), _CMP_GT_OQ),
+                                 _mm512_set1_ps(1.0f)));
     q[0] = _mm512_maskz_mov_ps((__mmask16)~(m1 | m2 | m3), pos);
     q[1] = _mm512_maskz_mov_ps((__mmask16)(m1 & ~(m2 | m3)), pos);
     q[2] = _mm512_maskz_mov_ps((__mmask16)(m2 & ~m3), pos);
@@ -200,7 +205,7 @@ pf_task(void *vctx, int ith, int nth) {
                 const float *dy = (const float *)c->in[1] +
                                   ((n * g->oh + oh) * g->ow + ow) * C + c0;
                 /* first maximum in row-major window order (later cells win only when
-                 * strictly greater), as cpu_pool.c */
+                 * strictly greater, or the first NaN), as cpu_pool.c */
                 const float *p = x + (h0 * g->w + w0) * C;
                 for (int64_t k = 0; k < cn; k++) best[k] = p[k], arg[k] = (int32_t)(h0 * g->w + w0);
                 for (int64_t r = h0; r < h1; r++)
@@ -208,13 +213,13 @@ pf_task(void *vctx, int ith, int nth) {
                         const int32_t cell = (int32_t)(r * g->w + q);
                         p = x + cell * C;
                         for (int64_t k = 0; k < cn; k++) {
-                            bool win = p[k] > best[k];
+                            bool win = pool_wins(p[k], best[k]);
                             best[k] = win ? p[k] : best[k];
                             arg[k] = win ? cell : arg[k];
                         }
                     }
                 /* relu_grad's mask at the one cell the gradient reaches: y there is best */
-                for (int64_t k = 0; k < cn; k++) pos[k] = best[k] > 0.0f ? dy[k] + 0.0f : 0.0f;
+                for (int64_t k = 0; k < cn; k++) pos[k] = relu_grad1(best[k], dy[k] + 0.0f);
                 if (part)
                     for (int64_t k = 0; k < cn; k++) part[c0 + k] += (double)pos[k];
                 for (int64_t r = h0; r < h1; r++)

@@ -49,6 +49,18 @@ INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) 
  * NaN, and a NaN already in a is never replaced by a number. */
 INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
 
+/* NaN and Inf go through as in TensorFlow and PyTorch (docs/reliability.md, "NaN and Inf"):
+ * relu(x) = x < 0 ? 0 : x lets a NaN through (the compare is false), the rule of
+ * _mm512_max_ps(zero, x), which returns its second operand when either is NaN (and -0 for
+ * -0). The gradients are TensorFlow's, dy * (x > 0): a NaN or Inf dy stays NaN where x <= 0
+ * too, so a NaN loss reaches every weight. */
+INL float relu1(float x) { return sel(mask(x < 0.0f), 0.0f, x); }
+INL float relu_grad1(float x, float dy) { return dy * sel(mask(x > 0.0f), 1.0f, 0.0f); }
+/* Max-pool's rule: cell value p replaces the window's best so far when strictly greater, or
+ * when p is the window's first NaN (the NaN is then the maximum and stays). Ties keep the
+ * first maximum in row-major window order, as TensorFlow. */
+INL bool pool_wins(float p, float best) { return !(p <= best) && best == best; }
+
 /* e^x (Cephes coefficients, about 2 ulp in f32), branch-free so that the compiler vectorises
  * it; libm's expf would keep the loops scalar. Clamped so that 2^n stays representable as two
  * factors; a NaN fails both compares and flows through the polynomial, so NaN in gives NaN

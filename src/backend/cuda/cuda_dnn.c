@@ -195,10 +195,11 @@ static sn_status pool_init(sn_cuda_pool *p) {
     SN_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(d->n),
                                         as_int(d->c), as_int(d->oh), as_int(d->ow)));
     /* Keras averages over the valid elements of a padded window. Deterministic max: the
-     * gradient goes to one position per window, as on the CPU. */
+     * gradient goes to one position per window, as on the CPU; a NaN is the maximum, as on
+     * the CPU (TensorFlow and PyTorch propagate it). */
     cudnnPoolingMode_t mode = d->max ? CUDNN_POOLING_MAX_DETERMINISTIC
                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-    SN_CUDNN(cudnnSetPooling2dDescriptor(p->pool, mode, CUDNN_NOT_PROPAGATE_NAN, d->pool_h,
+    SN_CUDNN(cudnnSetPooling2dDescriptor(p->pool, mode, CUDNN_PROPAGATE_NAN, d->pool_h,
                                          d->pool_w, d->pad_top, d->pad_left, d->stride_h,
                                          d->stride_w));
     int on, oc, oh, ow;

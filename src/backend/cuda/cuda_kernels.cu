@@ -94,7 +94,7 @@ __global__ void k_bias_add(int64_t n, int64_t ch, const float *x, const float *b
                            float *o) {
     GRID_STRIDE(i, n) {
         float v = x[i] + b[i % ch];
-        o[i] = relu ? (v > 0 ? v : 0) : v;
+        o[i] = relu ? (v < 0 ? 0 : v) : v; // NaN goes through, as the CPU's relu1
     }
 }
 
@@ -104,7 +104,7 @@ __global__ void k_unary(sn_cuda_unary op, int64_t n, const float *x, float alpha
     GRID_STRIDE(i, n) {
         float v = x[i], y = 0;
         switch (op) {
-        case SN_CU_RELU: y = v > 0 ? v : 0; break;
+        case SN_CU_RELU: y = v < 0 ? 0 : v; break; // NaN goes through (TF, PyTorch)
         case SN_CU_SIGMOID: y = sigmoidf_(v); break;
         case SN_CU_TANH: y = tanhf(v); break;
         case SN_CU_EXP: y = expf(v); break;
@@ -115,7 +115,7 @@ __global__ void k_unary(sn_cuda_unary op, int64_t n, const float *x, float alpha
         case SN_CU_SILU: y = v * sigmoidf_(v); break;
         case SN_CU_ELU: y = v > 0 ? v : alpha * expm1f(v); break;
         case SN_CU_LEAKY_RELU: y = v > 0 ? v : alpha * v; break;
-        case SN_CU_RELU6: y = v > 0 ? (v < 6 ? v : 6) : 0; break;
+        case SN_CU_RELU6: y = v < 0 ? 0 : (v > 6 ? 6 : v); break;
         }
         o[i] = y;
     }
@@ -126,7 +126,7 @@ __global__ void k_grad(sn_cuda_grad op, int64_t n, const float *vv, const float 
     GRID_STRIDE(i, n) {
         float v = vv[i], dy = dyy[i], dx = 0;
         switch (op) {
-        case SN_CU_RELU_GRAD: dx = v > 0 ? dy : 0; break;
+        case SN_CU_RELU_GRAD: dx = dy * (v > 0 ? 1.0f : 0.0f); break; // TF's: NaN dy stays
         case SN_CU_SIGMOID_GRAD: dx = dy * v * (1.0f - v); break;
         case SN_CU_TANH_GRAD: dx = dy * (1.0f - v * v); break;
         case SN_CU_GELU_GRAD: dx = dy * (ncdf(v) + v * expf(-0.5f * v * v) * 0.39894228040143267794f); break;
@@ -137,7 +137,7 @@ __global__ void k_grad(sn_cuda_grad op, int64_t n, const float *vv, const float 
         }
         case SN_CU_ELU_GRAD: dx = v < 0 ? dy * alpha * expf(v) : dy; break;
         case SN_CU_LEAKY_RELU_GRAD: dx = v > 0 ? dy : dy * alpha; break;
-        case SN_CU_RELU6_GRAD: dx = v > 0 && v < 6 ? dy : 0; break;
+        case SN_CU_RELU6_GRAD: dx = dy * (v > 0 && v < 6 ? 1.0f : 0.0f); break;
         }
         o[i] = dx;
     }

@@ -1,7 +1,8 @@
 /* Reference kernels of the activation family (graph/op_activation.c): gelu, silu, elu,
  * leaky_relu, relu6 and their gradients (x, dy) -> dx. Any float dtype; computed in double
- * with libm's erfc, exp and expm1. NaN follows relu's convention where a comparison decides
- * (relu6(NaN) = 0) and propagates elsewhere. */
+ * with libm's erfc, exp and expm1. NaN propagates everywhere, as in TensorFlow and PyTorch
+ * (relu6(NaN) = NaN); the relu6 gradient is TensorFlow's dy * (0 < x < 6), so a NaN dy stays
+ * NaN. */
 #include "backend/ref/ref_common.h"
 
 /* Phi(x), the standard normal CDF, as 0.5 erfc(-x / sqrt 2): no cancellation for x << 0, and
@@ -20,7 +21,7 @@ static double act_fwd(sn_op op, double x, double alpha) {
     case SN_OP_SILU: return x * sigmoid(x);
     case SN_OP_ELU: return x > 0 ? x : alpha * expm1(x);
     case SN_OP_LEAKY_RELU: return x > 0 ? x : alpha * x;
-    case SN_OP_RELU6: return x > 0 ? (x < 6 ? x : 6) : 0;
+    case SN_OP_RELU6: return x < 0 ? 0 : (x > 6 ? 6 : x);
     default: return NAN;
     }
 }
@@ -35,7 +36,7 @@ static double act_bwd(sn_op op, double x, double dy, double alpha) {
     }
     case SN_OP_ELU_GRAD: return x < 0 ? dy * alpha * exp(x) : dy;
     case SN_OP_LEAKY_RELU_GRAD: return x > 0 ? dy : dy * alpha;
-    case SN_OP_RELU6_GRAD: return x > 0 && x < 6 ? dy : 0;
+    case SN_OP_RELU6_GRAD: return dy * (x > 0 && x < 6 ? 1 : 0);
     default: return NAN;
     }
 }

@@ -184,7 +184,8 @@ static void pool_window(const geom *g, int64_t oy, int64_t ox, int64_t *y0, int6
 }
 
 /* Index (into x) of the first maximum of a window over channel ci; -1 for an empty window.
- * Padded cells are -inf, so they never win: only valid cells are visited. */
+ * Padded cells are -inf, so they never win: only valid cells are visited. A NaN is the
+ * maximum: the first NaN wins and stays (TensorFlow and PyTorch propagate it). */
 static int64_t window_argmax(const geom *g, sn_dtype tx, const void *x, int64_t ni, int64_t oy,
                              int64_t ox, int64_t ci) {
     int64_t y0, y1, x0, x1, best = -1;
@@ -194,7 +195,7 @@ static int64_t window_argmax(const geom *g, sn_dtype tx, const void *x, int64_t 
         for (int64_t ix = x0; ix < x1; ix++) {
             int64_t at = ((ni * g->h + iy) * g->w + ix) * g->c + ci;
             double v = sn_load(tx, x, at);
-            if (best < 0 || v > m) {
+            if (best < 0 || v > m || (isnan(v) && !isnan(m))) {
                 m = v;
                 best = at;
             }

@@ -1,5 +1,6 @@
 /* Reference elementwise kernels: binary ops with NumPy broadcasting, bias add, unary maths,
- * cast, the pointwise gradient helpers and dropout. Any float dtype; computed in double. */
+ * cast, the pointwise gradient helpers and dropout. Any float dtype; computed in double.
+ * NaN and Inf propagate as in TensorFlow: relu(NaN) = NaN, relu_grad = dy * (x > 0). */
 #include "backend/ref/ref_common.h"
 
 /* ---- binary ops with broadcasting ------------------------------------------------------- */
@@ -53,7 +54,7 @@ static sn_status bias_add_run(sn_kcall *c) {
         for (int64_t j = 0; j < ch; j++) {
             int64_t i = r * ch + j;
             double v = sn_load(tx, c->in[0], i) + sn_load(tb, c->in[1], j);
-            if (c->relu) v = v > 0 ? v : 0; /* a relu the planner fused into this op */
+            if (c->relu) v = v < 0 ? 0 : v; /* a relu the planner fused into this op */
             sn_store(to, c->out, i, v);
         }
     return SN_OK;
@@ -77,7 +78,7 @@ static sn_status unary_run(sn_kcall *c, un_kind k) {
     for (int64_t i = 0; i < n; i++) {
         double x = sn_load(tx, c->in[0], i), y = 0;
         switch (k) {
-        case UN_RELU: y = x > 0 ? x : 0; break;
+        case UN_RELU: y = x < 0 ? 0 : x; break; /* NaN goes through */
         case UN_SIGMOID: y = sigmoid(x); break;
         case UN_TANH: y = tanh(x); break;
         case UN_EXP: y = exp(x); break;
@@ -116,7 +117,7 @@ static sn_status pointwise_grad_run(sn_kcall *c, grad_kind k) {
     for (int64_t i = 0; i < n; i++) {
         double v = sn_load(t0, c->in[0], i), dy = sn_load(t1, c->in[1], i), dx = 0;
         switch (k) {
-        case G_RELU: dx = v > 0 ? dy : 0; break;            /* v = x */
+        case G_RELU: dx = dy * (v > 0 ? 1 : 0); break;     /* v = x; TF's: NaN dy stays */
         case G_SIGMOID: dx = dy * v * (1.0 - v); break;     /* v = sigmoid(x) */
         case G_TANH: dx = dy * (1.0 - v * v); break;        /* v = tanh(x) */
         }
