@@ -84,6 +84,13 @@ sn_status sn_npz_load(const char *path, const char *name, sn_tensor **out);
 /* Whether the archive holds array `name`. */
 sn_status sn_npz_has(const char *path, const char *name, bool *has);
 
+/* Scans examples x [n, ...] (f32, f64 or bf16; other dtypes hold no NaN/Inf: SN_OK) for NaN
+ * and Inf. The first one found is SN_ERR_NUMERIC naming it, prefixed by `what`:
+ * "train data (x.npy): example 1234, feature 56 (row 2, col 0, channel 0) is NaN (expected
+ * finite numbers)" (feature: the flat index within the example; row/col/channel for examples
+ * of rank 2 or 3). One pass over the data; sinter's --check-numerics calls it. */
+sn_status sn_data_check_numerics(const sn_tensor *x, const char *what);
+
 /* ---- datasets ------------------------------------------------------------------------------ */
 typedef struct sn_dataset sn_dataset;
 

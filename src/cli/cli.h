@@ -51,13 +51,15 @@ typedef struct sn_cli_data_opts {
     bool text;                                 /* --text: read --data as text */
     bool labels_optional; /* predict: x.npy alone, an .npz without y, a TFRecord without the
                            * label feature give *y = NULL instead of an error */
+    bool check_numerics;  /* --check-numerics: scan examples for NaN/Inf */
 } sn_cli_data_opts;
 sn_cli_data_opts sn_cli_data_defaults(void);
 /* Whether --data names a text corpus (.txt or --text). */
 bool sn_cli_data_is_text(const sn_cli_data_opts *o);
 /* Split "train" or "test" of the data as tensors the caller frees: x u8, i32, f32 or f64
  * [n, ...] (reshaped by --input-shape), y [n] of class indices (NULL when there are none and
- * o->labels_optional). A source with one split gives
+ * o->labels_optional); with --check-numerics, x holds no NaN or Inf (sn_data_check_numerics).
+ * A source with one split gives
  * it for "train"; for "test" it gives nothing (*x = *y = NULL, return 0) unless `required`, in
  * which case it gives that one split too (evaluate and predict read it). Prints the error
  * (naming the file, array or record and field) and returns 1 (2 for a bad flag). */
@@ -77,7 +79,10 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
      .metavar = "NAME", .help = "TFRecord: the int64 feature of the labels"},                  \
     {.name = "input-shape", .kind = SN_FLAG_STRING, .value = &(o)->input_shape,                \
      .metavar = "D1,D2,...", .default_text = "TFRecord 28,28; others the data's own",          \
-     .help = "shape of one example (e.g. 28,28,1)"}
+     .help = "shape of one example (e.g. 28,28,1)"},                                          \
+    {.name = "check-numerics", .kind = SN_FLAG_BOOL, .value = &(o)->check_numerics,            \
+     .help = "scan the examples for NaN/Inf when loading; stop naming the first one's example " \
+             "and feature"}
 /* The input pipeline over copies of x and y (y may be NULL: elements are then x alone): the
  * first `take` elements (-1: all), a seeded shuffle (reshuffled each epoch) when `shuffle`,
  * examples to f32 (u8 scaled to [0, 1], others cast; [rows, cols] images get a channel:

@@ -411,6 +411,11 @@ int sn_cli_load_data(const char *prog, const sn_cli_data_opts *o, const char *sp
     }
     if (s != SN_OK) return sn_cli_fail(prog);
     rc = check_xy(prog, wp, xname, yname, x, y);
+    if (rc == 0 && o->check_numerics) {
+        char what[4300];
+        snprintf(what, sizeof what, "%s data (%s)", split, xname);
+        if (sn_data_check_numerics(*x, what) != SN_OK) rc = sn_cli_fail(prog);
+    }
     if (rc) {
         sn_tensor_free(*x);
         sn_tensor_free(*y);
