@@ -338,6 +338,48 @@ static void test_callbacks(void) {
     sn_model_free(m);
 }
 
+/* ---- a NaN pixel reaches small_cnn's loss -------------------------------------------------- */
+/* One NaN pixel in batch 6 (1-based) of small_cnn's training data: relu and max-pool let it
+ * through (they turned it into 0 once, and the loss stayed finite), so TerminateOnNaN stops
+ * at step 6; with steps_per_execution 4 it names steps 5-8, the execution that held it. */
+static void test_nan_pixel(void) {
+    sn_shape xs = sn_shape_make(4, (int64_t)64, (int64_t)28, (int64_t)28, (int64_t)1);
+    sn_shape ys = sn_shape_make(1, (int64_t)64);
+    sn_tensor *x = NULL, *y = NULL;
+    CHECK_OK(sn_tensor_new(&x, SN_F32, &xs));
+    CHECK_OK(sn_tensor_new(&y, SN_I32, &ys));
+    if (!x || !y) return;
+    float *xd = sn_tensor_data(x);
+    for (int64_t i = 0; i < 64 * 784; i++) xd[i] = (float)((i * 37) % 256) / 255.0f;
+    xd[(5 * 8 + 3) * 784 + 14 * 28 + 9] = NAN; /* batch 6, example 3, row 14, col 9 */
+    for (int i = 0; i < 64; i++) ((int32_t *)sn_tensor_data(y))[i] = i % 10;
+    const int spe[2] = {1, 4};
+    const char *want[2] = {"loss became NaN at epoch 1, step 6 (TerminateOnNaN)",
+                           "loss became NaN at epoch 1, in steps 5-8"};
+    for (int k = 0; k < 2; k++) {
+        sn_model *m = NULL;
+        CHECK_OK(sn_model_preset("small_cnn", &m));
+        if (!m) break;
+        CHECK_OK(sn_model_build(m, &(sn_shape){.ndim = 3, .dim = {28, 28, 1}}, 1));
+        sn_compile_opts c = sn_compile_defaults();
+        c.steps_per_execution = spe[k];
+        CHECK_OK(sn_model_compile(m, &c));
+        sn_dataset *ds = NULL;
+        CHECK_OK(sn_dataset_from_tensors(&ds, 2, (sn_tensor *[]){x, y}));
+        CHECK_OK(sn_dataset_batch(&ds, 8, true));
+        sn_callback *tn = sn_callback_terminate_on_nan();
+        sn_fit_opts f = sn_fit_defaults();
+        f.callbacks = &tn;
+        f.n_callbacks = 1;
+        CHECK_ERR(sn_model_fit(m, ds, &f, NULL), SN_ERR_NUMERIC, want[k]);
+        sn_callback_free(tn);
+        sn_dataset_free(ds);
+        sn_model_free(m);
+    }
+    sn_tensor_free(x);
+    sn_tensor_free(y);
+}
+
 /* ---- BatchNormalization: its moving statistics are updated by the training plan ------------- */
 static void test_batch_norm(void) {
     sn_model *m = sn_sequential_new("bn");
@@ -625,6 +667,7 @@ int main(void) {
     test_cnn();
     test_determinism();
     test_callbacks();
+    test_nan_pixel();
     test_batch_norm();
     test_progress_tty();
     test_losses();

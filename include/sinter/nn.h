@@ -415,7 +415,8 @@ sn_callback *sn_callback_csv_logger(const char *path);
 /* Stops when `monitor` ("val_loss" by default) has not improved by min_delta for patience
  * epochs. */
 sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, int patience);
-/* Stops with SN_ERR_NUMERIC naming the epoch and step when the loss becomes NaN or Inf. */
+/* Stops with SN_ERR_NUMERIC naming the epoch and step (1-based; the range of steps when
+ * steps_per_execution ran several in one call) when the loss becomes NaN or Inf. */
 sn_callback *sn_callback_terminate_on_nan(void);
 /* Keras's TensorBoard callback: event files (sinter/events.h) under log_dir/train and
  * log_dir/validation; the model comes from on_train_begin, as Keras's set_model (called

@@ -361,6 +361,14 @@ int sn_cmd_train(int argc, char **argv) {
                                  .on_batch_end = timer_batch};
         cbs[ncb++] = &timer_cb;
     }
+    /* Keras's TerminateOnNaN, always: once the loss is NaN or Inf (a NaN in the data reaches
+     * it: the kernels let NaN through) nothing the run does after counts. Last, so that the
+     * progress bar and the logs show the step first. */
+    if (!(cbs[ncb] = sn_callback_terminate_on_nan())) {
+        rc = sn_cli_fail(prog);
+        goto done;
+    }
+    ncb++;
     sn_fit_opts fo = sn_fit_defaults();
     fo.epochs = (int)epochs;
     fo.steps_per_epoch = steps_per_epoch;
@@ -391,7 +399,14 @@ int sn_cmd_train(int argc, char **argv) {
                    sn_strategy_local_replicas(strategy) > 1 ? ", ..." : "");
         fflush(stdout);
     }
-    if (sn_model_fit(m, train, &fo, &hist) != SN_OK) {
+    sn_status fst = sn_model_fit(m, train, &fo, &hist);
+    if (fst == SN_ERR_NUMERIC && !dopt.check_numerics && !is_text) {
+        fprintf(stderr, "%s: %s; --check-numerics names the example and feature if the data "
+                        "holds a NaN or Inf\n", prog, sn_last_error());
+        rc = 1;
+        goto done;
+    }
+    if (fst != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;
     }

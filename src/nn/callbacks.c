@@ -456,17 +456,40 @@ sn_callback *sn_callback_early_stopping(const char *monitor, double min_delta, i
 
 /* ---- terminate on NaN -------------------------------------------------------------------- */
 
-static sn_status nan_batch_end(void *user, const sn_logs *l, bool *stop) {
-    const double *v = sn_logs_find(l, "loss");
-    if (v && !isfinite(*v))
-        return sn_errorf(SN_ERR_NUMERIC, "loss became %s at epoch %d, step %lld",
-                         isnan(*v) ? "NaN" : "Inf", l->epoch + 1, (long long)l->step);
+/* The loss in the logs is the epoch's running mean, so it stays NaN from the first batch
+ * whose loss was NaN. With steps_per_execution > 1 the callback sees a whole execution at
+ * once: the batch is then one of the steps since the previous call, and the message gives
+ * that range. */
+typedef struct nan_guard {
+    cb_base base;
+    int64_t prev_step; /* the step of the previous call in this epoch */
+} nan_guard;
+
+static sn_status nan_epoch_begin(void *user, int epoch, int epochs) {
+    (void)epoch, (void)epochs;
+    ((nan_guard *)user)->prev_step = 0;
     return SN_OK;
 }
 
+static sn_status nan_batch_end(void *user, const sn_logs *l, bool *stop) {
+    nan_guard *g = user;
+    const double *v = sn_logs_find(l, "loss");
+    int64_t first = g->prev_step + 1;
+    g->prev_step = l->step;
+    if (!v || isfinite(*v)) return SN_OK;
+    const char *what = isnan(*v) ? "NaN" : "Inf";
+    if (first >= l->step)
+        return sn_errorf(SN_ERR_NUMERIC, "loss became %s at epoch %d, step %lld (TerminateOnNaN)",
+                         what, l->epoch + 1, (long long)l->step);
+    return sn_errorf(SN_ERR_NUMERIC, "loss became %s at epoch %d, in steps %lld-%lld (one "
+                     "execution of %lld steps; TerminateOnNaN)", what, l->epoch + 1,
+                     (long long)first, (long long)l->step, (long long)(l->step - first + 1));
+}
+
 sn_callback *sn_callback_terminate_on_nan(void) {
-    cb_base *b = sn_calloc(1, sizeof *b);
-    if (!b) return NULL;
-    b->cb = (sn_callback){.user = b, .on_batch_end = nan_batch_end};
-    return &b->cb;
+    nan_guard *g = sn_calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->base.cb = (sn_callback){.user = g, .on_epoch_begin = nan_epoch_begin,
+                               .on_batch_end = nan_batch_end};
+    return &g->base.cb;
 }

@@ -1,0 +1,88 @@
+/* Shared by the C tests that run the `sinter` command (test_numerics_cli.c; test_data_cli.c
+ * keeps its own copies of the same helpers for now): a temporary folder, files written into
+ * it (.npy images as numpy writes them), and running `sinter ARGS` with its output captured.
+ * Uses sn_test.h's CHECK. */
+#ifndef SN_CLI_TEST_UTIL_H
+#define SN_CLI_TEST_UTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sn_test.h"
+
+static char cli_tmpdir[256];
+static char cli_out[1 << 16];
+
+/* Makes the temporary folder (prefix names the test); false when it cannot. */
+static bool cli_tmpdir_make(const char *prefix) {
+    snprintf(cli_tmpdir, sizeof cli_tmpdir, "/tmp/%s_XXXXXX", prefix);
+    if (!mkdtemp(cli_tmpdir)) {
+        perror("mkdtemp");
+        return false;
+    }
+    return true;
+}
+
+/* Removes the folder and what the test wrote in it. */
+static void cli_tmpdir_remove(void) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cli_tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cli_tmpdir);
+}
+
+/* name inside the temporary folder (one of 64 rotating buffers) */
+static const char *cli_tmp(const char *name) {
+    static char bufs[64][320];
+    static int n;
+    char *p = bufs[n++ % 64];
+    snprintf(p, 320, "%s/%s", cli_tmpdir, name);
+    return p;
+}
+
+/* An .npy file (header padded as numpy pads it) of the given descr ('<f4', '|u1', ...) and
+ * shape text ("(64, 28, 28)") holding n bytes of data. */
+static void cli_write_npy(const char *path, const char *descr, const char *shape,
+                          const void *data, size_t n) {
+    char h[256];
+    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                      descr, shape);
+    size_t total = ((10 + (size_t)hl + 1 + 63) / 64) * 64 - 10;
+    unsigned char head[512];
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = (unsigned char)(total & 0xFF);
+    head[9] = (unsigned char)(total >> 8);
+    memcpy(head + 10, h, (size_t)hl);
+    memset(head + 10 + hl, ' ', total - (size_t)hl);
+    head[10 + total - 1] = '\n';
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(head, 1, 10 + total, f) != 10 + total || fwrite(data, 1, n, f) != n ||
+        fclose(f) != 0)
+        fprintf(stderr, "test setup: cannot write %s\n", path);
+}
+
+/* Runs `sinter ARGS` (2 threads) with stdout and stderr in cli_out; returns its exit code. */
+static int cli_sinter(const char *args) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "SN_NUM_THREADS=2 OMP_WAIT_POLICY=passive %s/sinter %s 2>&1",
+             SN_BINARY_DIR, args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(cli_out, 1, sizeof cli_out - 1, p);
+    cli_out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* `sinter ARGS` must exit rc with `needle` in its output. */
+#define CLI_EXPECT(args, rc, needle)                                                           \
+    do {                                                                                       \
+        int rc_ = cli_sinter(args);                                                            \
+        CHECK(rc_ == (rc) && strstr(cli_out, (needle)) != NULL,                                \
+              "sinter %s: exit %d (wanted %d), output lacks '%s':\n%s", args, rc_, (rc),       \
+              (needle), cli_out);                                                              \
+    } while (0)
+
+#endif
