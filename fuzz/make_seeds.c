@@ -254,7 +254,7 @@ static void text_seeds(void) {
 }
 
 /* Checkpoints for fuzz_checkpoint: every item type, a scalar, a 2-D array, strings, nested
- * group names, as src/nn/checkpoint.c writes them. */
+ * group names, as src/nn/train/checkpoint.c writes them. */
 static void checkpoint_seeds(void) {
     float w[6] = {1, 2, 3, 4, 5, 6};
     double lr = 1e-3;

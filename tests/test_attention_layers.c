@@ -1,4 +1,4 @@
-/* The attention layers (nn/layers_attention.c): gradients by finite differences in double
+/* The attention layers (nn/layers/layers_attention.c): gradients by finite differences in double
  * (tolerance 1e-5 as test_layers.c's for layers whose loss sums many products)
  * (LayerNormalization with and without center/scale, MultiHeadAttention plain and causal,
  * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "layer_test_util.h"
-#include "nn/layers_attention.h"
-#include "nn/model_config.h"
+#include "nn/layers/layers_attention.h"
+#include "nn/keras/model_config.h"
 #include "sinter/io.h"
 
 static char dir[256];

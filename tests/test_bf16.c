@@ -22,7 +22,7 @@
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
 #include "f32_case_util.h"
-#include "nn/train_impl.h"
+#include "nn/train/train_impl.h"
 #include "sn_test.h"
 #include "fmnist_test_util.h"
 

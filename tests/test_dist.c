@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "distribute/distribute_impl.h"
-#include "nn/train_impl.h"
+#include "nn/train/train_impl.h"
 #include "sinter/dist.h"
 #include "sinter/nn.h"
 #include "sn_test.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nn/train_impl.h"
+#include "nn/train/train_impl.h"
 #include "sn_test.h"
 #include "fmnist_test_util.h"
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "layer_test_util.h"
-#include "nn/model_config.h"
+#include "nn/keras/model_config.h"
 #include "sinter/data.h"
 
 /* keras.Model summaries (TensorFlow 2.21's Keras, 80-column terminal) of residual() and

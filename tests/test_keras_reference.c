@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
-#include "nn/initializers.h"
+#include "nn/layers/initializers.h"
 #include "nn/nn_impl.h"
 #include "sn_test.h"
 

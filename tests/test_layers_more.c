@@ -4,7 +4,7 @@
  * regularizers; shapes, errors that name the layer, and gradients through each (in f64, as
  * test_layers.c). */
 #include "layer_test_util.h"
-#include "nn/initializers.h"
+#include "nn/layers/initializers.h"
 
 /* ---- activations by name ------------------------------------------------------------------- */
 static void test_activation_names(void) {

@@ -14,7 +14,7 @@
 #include <zip.h>
 
 #include "io/keras_file.h"
-#include "nn/model_config.h"
+#include "nn/keras/model_config.h"
 #include "sinter/data.h"
 #include "sinter/io.h"
 #include "sinter/nn.h"

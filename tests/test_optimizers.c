@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nn/train_impl.h"
+#include "nn/train/train_impl.h"
 #include "sn_test.h"
 
 #define N 4

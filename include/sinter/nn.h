@@ -141,7 +141,7 @@ sn_layer *sn_layer_reshape(const sn_shape *target);
 /* GlobalAveragePooling2D: [B, H, W, C] -> [B, C] (keepdims false). */
 sn_layer *sn_layer_global_avg_pool2d(void);
 
-/* ---- attention layers (Keras names, weight layout and defaults; nn/layers_attention.c) -- */
+/* ---- attention layers (Keras names, weight layout and defaults; nn/layers/layers_attention.c) -- */
 /* LayerNormalization over the last axis: variables gamma, beta [C] (Keras order), epsilon
  * 1e-3, center and scale true. rms_scaling and other axes are not implemented. */
 typedef struct sn_layer_norm_opts {

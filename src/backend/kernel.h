@@ -44,7 +44,7 @@ struct sn_kernel;
 typedef struct sn_kcall {
     sn_op op;
     /* Read at every run, not copied: a learning-rate schedule changes optim.lr between runs
-     * (nn/lr_schedule.c). Owned by the caller (the graph's node, or the test). */
+     * (nn/train/lr_schedule.c). Owned by the caller (the graph's node, or the test). */
     const sn_attrs *attr;
     int32_t id;                            /* the graph node it computes (messages, profiles) */
     sn_tdesc y;                            /* output dtype and shape */

@@ -85,7 +85,7 @@ typedef enum sn_op {
     /* side effects */
     SN_OP_ASSIGN,           /* (var, value) */
     SN_OP_ASSIGN_ADD,       /* (var, value) */
-    SN_OP_APPLY_OPTIMIZER,  /* (var, grad, iterations, slots...) see nn/optimizer.c */
+    SN_OP_APPLY_OPTIMIZER,  /* (var, grad, iterations, slots...) see nn/train/optimizer.c */
     /* recurrent ops over a whole sequence (op_rnn.c; graph/op_rnn.h says what they hold) */
     SN_OP_LSTM,             /* (xw, r, h0, c0) -> workspace [B, T, 6U] */
     SN_OP_LSTM_GRAD,        /* (r, c0, ws, dws) -> d xw [B, T, 4U] */
@@ -171,7 +171,7 @@ typedef union sn_attrs {
 } sn_attrs;
 
 /* The slot inputs apply_optimizer takes after (var, grad, iterations): the one place this is
- * written (nn/optimizer.c creates that many slot variables; every backend checks a call
+ * written (nn/train/optimizer.c creates that many slot variables; every backend checks a call
  * against it). -1: an unknown kind. */
 static inline int sn_optim_slot_count(const sn_attrs *a) {
     switch (a->optim.kind) {

@@ -13,7 +13,7 @@
 #include "cli/bench_text.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "nn/train_impl.h"
+#include "nn/train/train_impl.h"
 
 static const char *const precisions[] = {"fp32", "bf16", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};

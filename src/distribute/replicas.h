@@ -1,5 +1,5 @@
-/* What a strategy provides to the training step of the layers above (nn/compile.c builds the
- * replicas' plans, nn/fit.c runs them):
+/* What a strategy provides to the training step of the layers above (nn/train/compile.c builds the
+ * replicas' plans, nn/train/fit.c runs them):
  *
  *   - the collective that the all_reduce nodes of its replicas' plans name (graph op
  *     all_reduce, backend/op_desc.h): in process, the local replicas meet at a barrier and each

@@ -96,7 +96,7 @@ static inline const void *sn_variable_cdata(const sn_graph *g, sn_node var) {
 sn_node sn_all_reduce(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica, int phase,
                       bool hoist);
 
-/* Generation with a cache of keys and values (nn/stepper.c): attention of the s new queries q
+/* Generation with a cache of keys and values (nn/model/stepper.c): attention of the s new queries q
  * over the keys kc[0:pos] followed by the s new keys k (values likewise), query i seeing keys
  * up to pos + i; pos (int32 [1]) is read at run time, so one plan serves every position.
  * Caches [B, C, H, D], pos + s <= C (checked by the kernels). Forward only. */

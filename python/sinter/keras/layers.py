@@ -2,7 +2,7 @@
 
 A layer here holds only its Keras config (what `layer.get_config()` returns in Keras 3, the
 same field names and defaults). The model turns the list of configs into the JSON Keras
-itself writes and has the C reader (sn_model_from_json, src/nn/model_config_layers.c) build
+itself writes and has the C reader (sn_model_from_json, src/nn/keras/model_config_layers.c) build
 it, so names, defaults and the checks of what sinter supports live in C once: a value sinter
 does not implement fails there with a message naming the layer, the field and the value.
 """

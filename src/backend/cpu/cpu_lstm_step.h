@@ -1,4 +1,4 @@
-/* Internal: the batch-1 LSTM step with bf16 weights (generation, nn/stepper.c).
+/* Internal: the batch-1 LSTM step with bf16 weights (generation, nn/model/stepper.c).
  *
  * At batch 1 a step of a large LSTM is one matrix-vector product with the [U, 4U] recurrent
  * kernel, bound by reading that kernel (16 MB of f32 for U = 1024, every character). A bf16

@@ -1,0 +1,132 @@
+/* Keras config readers and writers of the attention layers (LayerNormalization,
+ * MultiHeadAttention), in their own file so that the class table of model_config_layers.c
+ * only gains two rows. Fields as Keras 3's get_config writes them; what sinter does not
+ * implement is refused naming the field (rms_scaling, axes other than the last, attention
+ * dropout, value_dim != key_dim, use_gate, output_shape, sliding_window, attention_axes other
+ * than the sequence's, constraints). Checked against what Keras 3.15.1 writes
+ * (tests/test_attention_layers.c holds its configs). MultiHeadAttention's
+ * use_causal_mask is an argument of Keras's call, not of the config: a Functional model's
+ * call arguments set it on the layer (sn_mha_layer_opts.use_causal_mask). */
+#include <math.h>
+#include <string.h>
+
+#include "nn/layers/layers_attention.h"
+#include "nn/keras/model_config.h"
+
+static void set(json_t *c, const char *k, json_t *v) { json_object_set_new(c, k, v); }
+
+static sn_status nulls(const json_t *c, const char *const *keys) {
+    for (int i = 0; keys[i]; i++)
+        SN_TRY(sn_cfg_must(c, keys[i], NULL, "only null (not implemented in sinter)"));
+    return SN_OK;
+}
+
+static sn_layer *made(sn_layer *l, sn_status *st) {
+    *st = l ? SN_OK : SN_ERR_INVALID; /* the constructor recorded why */
+    return l;
+}
+
+sn_status sn_cfg_read_layer_norm(const json_t *c, sn_layer **out) {
+    static const char *const nk[] = {"beta_constraint", "gamma_constraint", NULL};
+    sn_layer_norm_opts o = sn_layer_norm_defaults();
+    const json_t *ax = json_object_get(c, "axis");
+    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
+                (json_is_array(ax) && json_array_size(ax) == 1 &&
+                 json_is_integer(json_array_get(ax, 0)) &&
+                 json_integer_value(json_array_get(ax, 0)) == -1);
+    if (!last) {
+        char b[64];
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the "
+                         "last axis only (axis -1)", sn_cfg_show(ax, b, sizeof b));
+    }
+    bool rms = false;
+    SN_TRY(sn_cfg_bool(c, "rms_scaling", false, &rms));
+    if (rms)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'rms_scaling' is true; sinter supports false");
+    SN_TRY(sn_cfg_num(c, "epsilon", false, 0, HUGE_VAL, &o.epsilon));
+    SN_TRY(sn_cfg_bool(c, "center", false, &o.center));
+    SN_TRY(sn_cfg_bool(c, "scale", false, &o.scale));
+    SN_TRY(sn_cfg_initializer(c, "beta_initializer", &o.beta_initializer));
+    SN_TRY(sn_cfg_initializer(c, "gamma_initializer", &o.gamma_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "beta_regularizer", &o.beta_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "gamma_regularizer", &o.gamma_regularizer));
+    SN_TRY(nulls(c, nk));
+    sn_status st;
+    *out = made(sn_layer_layer_norm_ex(&o), &st);
+    return st;
+}
+
+void sn_cfg_write_layer_norm(const sn_layer *l, json_t *c) {
+    const sn_layer_norm_opts *o = &l->attn->ln;
+    set(c, "axis", json_pack("[i]", -1));
+    set(c, "epsilon", json_real(o->epsilon));
+    set(c, "center", json_boolean(o->center));
+    set(c, "scale", json_boolean(o->scale));
+    set(c, "rms_scaling", json_false());
+    set(c, "beta_initializer", sn_cfg_init_json(&o->beta_initializer, SN_INIT_ZEROS));
+    set(c, "gamma_initializer", sn_cfg_init_json(&o->gamma_initializer, SN_INIT_ONES));
+    set(c, "beta_regularizer", sn_cfg_reg_json(&o->beta_regularizer));
+    set(c, "gamma_regularizer", sn_cfg_reg_json(&o->gamma_regularizer));
+    set(c, "beta_constraint", json_null());
+    set(c, "gamma_constraint", json_null());
+}
+
+sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
+    static const char *const nk[] = {"output_shape", "sliding_window", "activity_regularizer",
+                                     "kernel_constraint", "bias_constraint", NULL};
+    int64_t heads = 0, key_dim = 0, value_dim = 0;
+    SN_TRY(sn_cfg_int(c, "num_heads", true, 1, INT32_MAX, &heads));
+    SN_TRY(sn_cfg_int(c, "key_dim", true, 1, INT32_MAX, &key_dim));
+    sn_mha_layer_opts o = sn_mha_layer_defaults((int)heads, key_dim);
+    SN_TRY(sn_cfg_int(c, "value_dim", false, 1, INT32_MAX, &value_dim));
+    o.value_dim = value_dim;
+    SN_TRY(sn_cfg_num(c, "dropout", false, 0, 1, &o.dropout));
+    SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
+    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
+    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(nulls(c, nk));
+    /* Keras writes the attention axes it built with: [1] for [B, T, d] inputs (null before
+     * build); attention over other axes is not implemented. */
+    const json_t *ax = json_object_get(c, "attention_axes");
+    if (ax && !json_is_null(ax) &&
+        !(json_is_array(ax) && json_array_size(ax) == 1 &&
+          json_is_integer(json_array_get(ax, 0)) && json_integer_value(json_array_get(ax, 0)) == 1) &&
+        !(json_is_integer(ax) && json_integer_value(ax) == 1)) {
+        char b[64];
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'attention_axes' is %s; sinter attends over "
+                         "the sequence axis only ([1] or null)", sn_cfg_show(ax, b, sizeof b));
+    }
+    bool gate = false;
+    SN_TRY(sn_cfg_bool(c, "use_gate", false, &gate));
+    if (gate)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'use_gate' is true; sinter supports false "
+                         "(gated attention is not implemented)");
+    /* flash_attention (Keras 3.5+) only picks Keras's backend kernel: sinter's is always the
+     * fused one, so any value reads the same; seed matters only with dropout, which is 0. */
+    sn_status st;
+    *out = made(sn_layer_mha_ex(&o), &st);
+    return st;
+}
+
+void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
+    const sn_mha_layer_opts *o = &l->attn->mha;
+    set(c, "num_heads", json_integer(o->num_heads));
+    set(c, "key_dim", json_integer(o->key_dim));
+    set(c, "value_dim", json_integer(o->value_dim ? o->value_dim : o->key_dim));
+    set(c, "dropout", json_real(o->dropout));
+    set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "use_gate", json_false());
+    set(c, "output_shape", json_null());
+    set(c, "attention_axes", json_pack("[i]", 1));
+    set(c, "sliding_window", json_null());
+    set(c, "kernel_initializer", sn_cfg_init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
+    set(c, "bias_initializer", sn_cfg_init_json(&o->bias_initializer, SN_INIT_ZEROS));
+    set(c, "kernel_regularizer", sn_cfg_reg_json(&o->kernel_regularizer));
+    set(c, "bias_regularizer", sn_cfg_reg_json(&o->bias_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "kernel_constraint", json_null());
+    set(c, "bias_constraint", json_null());
+    set(c, "seed", json_null());
+}

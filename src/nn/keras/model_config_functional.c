@@ -1,0 +1,257 @@
+/* A Functional model config (Keras 3's get_config of keras.Model(inputs, outputs)) -> an
+ * unbuilt Functional sn_model (model_config.h). Keras lists every layer once with the
+ * arguments of each of its calls ("inbound_nodes": args holding __keras_tensor__ objects whose
+ * keras_history is [layer, call, tensor]); a call may name a layer listed later (a shared
+ * layer's second call), so the calls are made as their arguments become available, as
+ * Keras's from_config does; the model's layer order is then Keras's (functional_graph.c).
+ * A call whose arguments never become available names a cycle or an unknown layer. */
+#include <string.h>
+
+#include "nn/keras/model_config.h"
+
+typedef struct entry {
+    const json_t *e;
+    const char *name, *cls;
+    sn_layer *layer; /* NULL for an InputLayer */
+    bool owned;      /* called at least once: the model owns the layer */
+    int n_calls, done;
+    int *node_of_call; /* node id of each call made so far */
+    int input_node;    /* InputLayer: its node */
+} entry;
+
+static entry *find(entry *es, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(es[i].name, name)) return &es[i];
+    return NULL;
+}
+
+/* The __keras_tensor__ objects of one call's args: [t] or [[t1, t2, ...]] or [t1, t2]. */
+static sn_status call_tensors(const entry *en, int call, const json_t *node, const json_t **ts,
+                              int cap, int *n) {
+    char b[128];
+    const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
+    if (kwargs && !json_is_object(kwargs))
+        return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: kwargs is %s, expected an object",
+                         en->name, call, sn_cfg_type(kwargs));
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)kwargs, key, v) {
+        /* mask: Keras passes the previous layer's mask (null: none), which sinter's layers
+         * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
+        bool ok = (!strcmp(key, "mask") && json_is_null(v)) ||
+                  (!strcmp(key, "training") && (json_is_null(v) || json_is_false(v)));
+        if (!ok)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword argument "
+                             "%s=%s; sinter supports mask=null and training=null/false", en->name,
+                             key, sn_cfg_show(v, b, sizeof b));
+    }
+    if (!json_is_array(args) || json_array_size(args) == 0)
+        return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: args is %s, expected a list of "
+                         "tensors", en->name, call, sn_cfg_show(args, b, sizeof b));
+    const json_t *list = args;
+    if (json_array_size(args) == 1 && json_is_array(json_array_get(args, 0)))
+        list = json_array_get(args, 0);
+    *n = 0;
+    size_t i;
+    json_array_foreach(list, i, v) {
+        const json_t *c = json_object_get(v, "config");
+        const char *tc = json_string_value(json_object_get(v, "class_name"));
+        if (!tc || strcmp(tc, "__keras_tensor__") || !json_is_object(c))
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' call %d: argument %zu is %s; sinter "
+                             "supports calls on tensors only", en->name, call, i,
+                             sn_cfg_show(v, b, sizeof b));
+        if (*n == cap)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' call %d takes over %d tensors",
+                             en->name, call, cap);
+        ts[(*n)++] = c;
+    }
+    return SN_OK;
+}
+
+/* A tensor's keras_history [layer, call, tensor] -> the producing entry and call. */
+static sn_status history(entry *es, size_t n, const entry *user, const json_t *tc, entry **from,
+                         int *call) {
+    char b[128];
+    const json_t *h = json_object_get(tc, "keras_history");
+    if (!json_is_array(h) || json_array_size(h) != 3 || !json_is_string(json_array_get(h, 0)) ||
+        !json_is_integer(json_array_get(h, 1)) || !json_is_integer(json_array_get(h, 2)))
+        return sn_errorf(SN_ERR_FORMAT, "layer '%s': an argument's keras_history is %s, expected "
+                         "[layer, call, tensor]", user->name, sn_cfg_show(h, b, sizeof b));
+    const char *ln = json_string_value(json_array_get(h, 0));
+    *from = find(es, n, ln);
+    if (!*from)
+        return sn_errorf(SN_ERR_FORMAT, "layer '%s' is called on the output of layer '%s', which "
+                         "the model does not have", user->name, ln);
+    if (json_integer_value(json_array_get(h, 2)) != 0)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' takes output %lld of layer '%s'; sinter's "
+                         "layers have one output", user->name,
+                         (long long)json_integer_value(json_array_get(h, 2)), ln);
+    *call = (int)json_integer_value(json_array_get(h, 1));
+    if (*call < 0 || *call >= ((*from)->layer ? (*from)->n_calls : 1))
+        return sn_errorf(SN_ERR_FORMAT, "layer '%s' takes call %d of layer '%s', which has %d",
+                         user->name, *call, ln, (*from)->layer ? (*from)->n_calls : 1);
+    return SN_OK;
+}
+
+/* ["name", call, 0] or a list of them -> node ids. */
+static sn_status endpoints(const json_t *cfg, const char *key, entry *es, size_t n, int **out,
+                           int *count) {
+    char b[128];
+    const json_t *v = json_object_get(cfg, key);
+    json_t *one = NULL;
+    if (json_is_array(v) && json_array_size(v) == 3 && json_is_string(json_array_get(v, 0)))
+        v = one = json_pack("[O]", v);
+    if (!json_is_array(v) || json_array_size(v) == 0) {
+        json_decref(one);
+        return sn_errorf(SN_ERR_FORMAT, "field '%s' is %s, expected [[\"layer\", 0, 0], ...]", key,
+                         sn_cfg_show(v, b, sizeof b));
+    }
+    *count = (int)json_array_size(v);
+    *out = sn_calloc((size_t)*count, sizeof **out);
+    sn_status st = *out ? SN_OK : SN_ERR_NOMEM;
+    for (int k = 0; st == SN_OK && k < *count; k++) {
+        const json_t *t = json_array_get(v, (size_t)k);
+        const char *ln = json_string_value(json_array_get(t, 0));
+        entry *e = ln ? find(es, n, ln) : NULL;
+        int call = (int)json_integer_value(json_array_get(t, 1));
+        if (!e)
+            st = sn_errorf(SN_ERR_FORMAT, "field '%s' names %s, which is no layer of the model",
+                           key, sn_cfg_show(t, b, sizeof b));
+        else if (call < 0 || call >= (e->layer ? e->done : 1))
+            st = sn_errorf(SN_ERR_FORMAT, "field '%s' names call %d of layer '%s', which has %d",
+                           key, call, ln, e->layer ? e->done : 1);
+        else
+            (*out)[k] = e->layer ? e->node_of_call[call] : e->input_node;
+    }
+    json_decref(one);
+    return st;
+}
+
+sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_state *cs,
+                                 sn_model **out, int64_t *batch) {
+    const json_t *layers = json_object_get(cfg, "layers");
+    if (!json_is_array(layers))
+        return sn_errorf(SN_ERR_FORMAT, "the model's field 'layers' is %s, expected a list",
+                         sn_cfg_type(layers));
+    size_t n = json_array_size(layers);
+    entry *es = sn_calloc(n ? n : 1, sizeof *es);
+    sn_model *m = sn_functional_new(name);
+    sn_status st = es && m ? SN_OK : SN_ERR_NOMEM;
+    int *outs = NULL, n_outs = 0, *ins = NULL, n_ins = 0;
+    /* Pass 1: every entry's layer (or input). */
+    for (size_t i = 0; st == SN_OK && i < n; i++) {
+        entry *en = &es[i];
+        en->e = json_array_get(layers, i);
+        const json_t *lc = NULL;
+        char what[64];
+        snprintf(what, sizeof what, "layer %zu", i);
+        st = sn_cfg_object(en->e, what, "", &en->cls, &lc);
+        static const char *const fn_keys[] = {"module", "class_name", "config", "registered_name",
+                                              "build_config", "name", "inbound_nodes", NULL};
+        if (st == SN_OK) st = sn_cfg_known_keys(en->e, "a layer entry", fn_keys);
+        en->name = json_string_value(json_object_get(en->e, "name"));
+        if (st == SN_OK && !en->name)
+            st = sn_errorf(SN_ERR_FORMAT, "layer %zu (%s) has no 'name'", i, en->cls);
+        if (st == SN_OK && find(es, i, en->name))
+            st = sn_errorf(SN_ERR_FORMAT, "two layers are named '%s'", en->name);
+        const json_t *nodes = json_object_get(en->e, "inbound_nodes");
+        if (st == SN_OK && !json_is_array(nodes))
+            st = sn_errorf(SN_ERR_FORMAT, "layer '%s': field 'inbound_nodes' is %s, expected a "
+                           "list", en->name, sn_cfg_type(nodes));
+        if (st != SN_OK) break;
+        en->n_calls = (int)json_array_size(nodes);
+        if (!strcmp(en->cls, "InputLayer")) {
+            sn_functional_input_opts io = sn_functional_input_defaults(NULL);
+            io.name = en->name;
+            int64_t b = 0;
+            st = sn_cfg_read_input(lc, &io.shape, &io.int_ids, &b);
+            if (b > 0) *batch = b;
+            sn_ftensor t = {-1};
+            if (st == SN_OK) st = sn_functional_input(m, &io, &t);
+            en->input_node = t.id;
+        } else if (!strcmp(en->cls, "Functional") || !strcmp(en->cls, "Sequential") ||
+                   !strcmp(en->cls, "Model")) {
+            st = sn_errorf(SN_ERR_UNSUPPORTED, "the layer is a nested %s model; sinter reads "
+                           "models whose layers are layers (nested models are not supported yet)",
+                           en->cls);
+        } else {
+            st = sn_cfg_read_layer(en->cls, lc, cs, &en->layer);
+            if (st == SN_OK && en->n_calls == 0)
+                st = sn_errorf(SN_ERR_FORMAT, "the layer is never called (no inbound_nodes)");
+            if (st == SN_OK && !(en->node_of_call = sn_calloc((size_t)en->n_calls, sizeof(int))))
+                st = SN_ERR_NOMEM;
+        }
+        if (st != SN_OK) st = sn_error_context(st, "layer %zu '%s' (%s)", i, en->name ? en->name
+                                               : "?", en->cls ? en->cls : "?");
+    }
+    /* Pass 2: the calls, each once its arguments exist, until none is left or none can go. */
+    for (bool progress = true; st == SN_OK && progress;) {
+        progress = false;
+        for (size_t i = 0; st == SN_OK && i < n; i++) {
+            entry *en = &es[i];
+            if (!en->layer || en->done == en->n_calls) continue;
+            const json_t *node = json_array_get(json_object_get(en->e, "inbound_nodes"),
+                                                (size_t)en->done);
+            const json_t *ts[64];
+            sn_ftensor args[64];
+            int nt = 0;
+            bool ready = true;
+            st = call_tensors(en, en->done, node, ts, 64, &nt);
+            for (int k = 0; st == SN_OK && ready && k < nt; k++) {
+                entry *from = NULL;
+                int call = 0;
+                st = history(es, n, en, ts[k], &from, &call);
+                if (st != SN_OK) break;
+                if (from->layer && call >= from->done) ready = false;
+                else args[k].id = from->layer ? from->node_of_call[call] : from->input_node;
+            }
+            if (st != SN_OK || !ready) continue;
+            sn_ftensor o;
+            st = sn_layer_call(m, en->layer, args, nt, &o);
+            en->owned = true;
+            if (st == SN_OK) {
+                en->node_of_call[en->done++] = o.id;
+                progress = true;
+            }
+        }
+    }
+    for (size_t i = 0; st == SN_OK && i < n; i++)
+        if (es[i].layer && es[i].done < es[i].n_calls)
+            st = sn_errorf(SN_ERR_FORMAT, "layer '%s' (%s): its call %d waits on a layer that "
+                           "never produces its argument (the graph has a cycle)", es[i].name,
+                           es[i].cls, es[i].done);
+    if (st == SN_OK) st = endpoints(cfg, "input_layers", es, n, &ins, &n_ins);
+    if (st == SN_OK) st = endpoints(cfg, "output_layers", es, n, &outs, &n_outs);
+    /* The model's inputs in input_layers' order (not the config's). */
+    for (int k = 0; st == SN_OK && k < n_ins; k++) {
+        if (m->fn->nodes[ins[k]].layer)
+            st = sn_errorf(SN_ERR_UNSUPPORTED, "field 'input_layers' names layer '%s', which is "
+                           "no InputLayer", m->fn->nodes[ins[k]].layer->name);
+    }
+    if (st == SN_OK && n_ins != m->fn->n_inputs)
+        st = sn_errorf(SN_ERR_UNSUPPORTED, "the model has %d InputLayers but %d in "
+                       "'input_layers'", m->fn->n_inputs, n_ins);
+    if (st == SN_OK) memcpy(m->fn->inputs, ins, (size_t)n_ins * sizeof *ins);
+    if (st == SN_OK) {
+        sn_ftensor *o = sn_calloc((size_t)n_outs, sizeof *o);
+        if (!o) st = SN_ERR_NOMEM;
+        for (int k = 0; o && k < n_outs; k++) o[k].id = outs[k];
+        if (st == SN_OK) st = sn_functional_set_outputs(m, o, n_outs);
+        free(o);
+    }
+    /* The model's layer order is Keras's (sn_functional_build: map_graph's), which is the
+     * config's when Keras wrote it. */
+    for (size_t i = 0; es && i < n; i++) {
+        if (es[i].layer && !es[i].owned) sn_layer_destroy(es[i].layer);
+        free(es[i].node_of_call);
+    }
+    free(es);
+    free(ins);
+    free(outs);
+    if (st != SN_OK) {
+        sn_model_free(m);
+        return st;
+    }
+    *out = m;
+    return SN_OK;
+}

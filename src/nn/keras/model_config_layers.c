@@ -1,0 +1,746 @@
+/* One reader and one writer per Keras layer class (model_config.h). The readers take the
+ * `config` object Keras 3 writes (keras/src/layers/...: get_config) and call the layer
+ * constructors of sinter/nn.h; every field Keras writes is either mapped, checked to hold the
+ * one value sinter implements (data_format channels_last, dilation_rate 1, groups 1, no
+ * constraints, ...), or refused. The writers produce the same fields, so that Keras's
+ * from_config builds the same layer. */
+#include <math.h>
+#include <string.h>
+
+#include "nn/keras/model_config.h"
+
+/* Fields every layer config has. */
+#define COMMON_KEYS "name", "trainable", "dtype"
+
+static sn_status must_str(const json_t *c, const char *key, const char *value) {
+    const json_t *v = json_object_get(c, key);
+    if (!v || json_is_null(v) || (json_is_string(v) && !strcmp(json_string_value(v), value)))
+        return SN_OK;
+    char b[96], sup[96];
+    snprintf(sup, sizeof sup, "only \"%s\"", value);
+    return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %s; sinter supports %s", key,
+                     sn_cfg_show(v, b, sizeof b), sup);
+}
+
+/* "valid" / "same"; "causal" and anything else refused. */
+static sn_status read_padding(const json_t *c, sn_padding *out) {
+    const char *p = "valid";
+    SN_TRY(sn_cfg_str(c, "padding", false, &p));
+    if (!strcmp(p, "valid")) *out = SN_PAD_VALID;
+    else if (!strcmp(p, "same")) *out = SN_PAD_SAME;
+    else
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is \"%s\"; sinter supports "
+                         "\"valid\" and \"same\"", p);
+    return SN_OK;
+}
+
+/* Constraints, activity regularizers, quantization and LoRA are not implemented: the fields
+ * must be null (as Keras writes them when unused). */
+static sn_status must_nulls(const json_t *c, const char *const *keys) {
+    for (int i = 0; keys[i]; i++)
+        SN_TRY(sn_cfg_must(c, keys[i], NULL, "only null (not implemented in sinter)"));
+    return SN_OK;
+}
+
+static sn_layer *made(sn_layer *l, sn_status *st) {
+    *st = l ? SN_OK : SN_ERR_INVALID; /* the constructor recorded why */
+    return l;
+}
+
+/* ---- readers ----------------------------------------------------------------------------- */
+
+static sn_status read_dense(const json_t *c, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "kernel_constraint",
+                                        "bias_constraint", "quantization_config", "lora_rank",
+                                        NULL};
+    int64_t units = 0;
+    SN_TRY(sn_cfg_int(c, "units", true, 1, INT32_MAX, &units));
+    sn_dense_layer_opts o = sn_dense_layer_defaults(units);
+    SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
+    SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
+    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
+    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_dense_ex(&o), &st);
+    return st;
+}
+
+static sn_status read_conv2d(const json_t *c, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "kernel_constraint",
+                                        "bias_constraint", "lora_rank", NULL};
+    int64_t filters = 0, k[2] = {0, 0}, s[2] = {1, 1}, d[2] = {1, 1}, groups = 1;
+    SN_TRY(sn_cfg_int(c, "filters", true, 1, INT32_MAX, &filters));
+    SN_TRY(sn_cfg_ints(c, "kernel_size", true, 2, 1, k));
+    sn_conv2d_layer_opts o = sn_conv2d_layer_defaults(filters, (int)k[0], (int)k[1]);
+    SN_TRY(sn_cfg_ints(c, "strides", false, 2, 1, s));
+    o.stride_h = (int)s[0];
+    o.stride_w = (int)s[1];
+    SN_TRY(read_padding(c, &o.padding));
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    SN_TRY(sn_cfg_ints(c, "dilation_rate", false, 2, 1, d));
+    if (d[0] != 1 || d[1] != 1)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dilation_rate' is [%lld, %lld]; sinter "
+                         "supports only [1, 1]", (long long)d[0], (long long)d[1]);
+    SN_TRY(sn_cfg_int(c, "groups", false, 1, 1, &groups));
+    SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
+    SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
+    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
+    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_conv2d_ex(&o), &st);
+    return st;
+}
+
+static sn_status read_pool(const json_t *c, bool max, sn_layer **out) {
+    int64_t p[2] = {2, 2}, s[2] = {0, 0};
+    SN_TRY(sn_cfg_ints(c, "pool_size", false, 2, 1, p));
+    SN_TRY(sn_cfg_ints(c, "strides", false, 2, 1, s)); /* null: the pool size */
+    sn_pool2d_opts o = {.pool_h = (int)p[0], .pool_w = (int)p[1], .stride_h = (int)s[0],
+                        .stride_w = (int)s[1]};
+    SN_TRY(read_padding(c, &o.padding));
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    sn_status st;
+    *out = made(max ? sn_layer_max_pool2d_ex(&o) : sn_layer_avg_pool2d_ex(&o), &st);
+    return st;
+}
+static sn_status read_max_pool(const json_t *c, sn_layer **out) { return read_pool(c, true, out); }
+static sn_status read_avg_pool(const json_t *c, sn_layer **out) { return read_pool(c, false, out); }
+
+static sn_status read_gap(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    bool keep = false;
+    SN_TRY(sn_cfg_bool(c, "keepdims", false, &keep));
+    sn_status st;
+    *out = made(sn_layer_global_pool2d(false, keep), &st);
+    return st;
+}
+
+static sn_status read_flatten(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    sn_status st;
+    *out = made(sn_layer_flatten(), &st);
+    return st;
+}
+
+static sn_status read_reshape(const json_t *c, sn_layer **out) {
+    const json_t *t = json_object_get(c, "target_shape");
+    char b[96];
+    if (!json_is_array(t) || json_array_size(t) < 1 || json_array_size(t) >= SN_MAX_DIMS)
+        return sn_errorf(SN_ERR_FORMAT, "field 'target_shape' is %s, expected a list of 1 to %d "
+                         "integers", sn_cfg_show(t, b, sizeof b), SN_MAX_DIMS - 1);
+    sn_shape s = {.ndim = (int)json_array_size(t)};
+    for (int i = 0; i < s.ndim; i++) {
+        const json_t *x = json_array_get(t, (size_t)i);
+        if (!json_is_integer(x))
+            return sn_errorf(SN_ERR_FORMAT, "field 'target_shape' is %s: element %d is %s, "
+                             "expected an integer", sn_cfg_show(t, b, sizeof b), i,
+                             sn_cfg_type(x));
+        s.dim[i] = json_integer_value(x);
+    }
+    sn_status st;
+    *out = made(sn_layer_reshape(&s), &st);
+    return st;
+}
+
+static sn_status read_dropout(const json_t *c, sn_layer **out) {
+    double rate = 0;
+    int64_t seed = -1;
+    SN_TRY(sn_cfg_num(c, "rate", true, 0, 1, &rate));
+    /* sinter keys every dropout mask by the model seed and the layer; a seed in the config
+     * would reproduce Keras's RNG stream, which sinter does not implement anyway. */
+    SN_TRY(sn_cfg_int(c, "seed", false, 0, INT64_MAX, &seed));
+    SN_TRY(sn_cfg_must(c, "noise_shape", NULL, "only null (the full input shape)"));
+    sn_status st;
+    *out = made(sn_layer_dropout(rate), &st);
+    return st;
+}
+
+static sn_status read_activation(const json_t *c, sn_layer **out) {
+    sn_activation a = SN_ACT_NONE;
+    if (!json_object_get(c, "activation"))
+        return sn_errorf(SN_ERR_FORMAT, "field 'activation' is missing (expected a Keras "
+                         "activation name)");
+    SN_TRY(sn_cfg_activation(c, "activation", &a));
+    sn_status st;
+    *out = made(sn_layer_activation(a), &st);
+    return st;
+}
+
+static sn_status read_bn(const json_t *c, sn_layer **out) {
+    static const char *const nulls[] = {"beta_constraint", "gamma_constraint",
+                                        "renorm_clipping", NULL};
+    sn_batch_norm_layer_opts o = sn_batch_norm_layer_defaults();
+    const json_t *ax = json_object_get(c, "axis");
+    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
+                (json_is_array(ax) && json_array_size(ax) == 1 &&
+                 json_is_integer(json_array_get(ax, 0)) &&
+                 json_integer_value(json_array_get(ax, 0)) == -1);
+    if (!last) {
+        char b[64];
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the "
+                         "last axis only (axis -1, channels_last)", sn_cfg_show(ax, b, sizeof b));
+    }
+    SN_TRY(sn_cfg_num(c, "momentum", false, 0, 1, &o.momentum));
+    SN_TRY(sn_cfg_num(c, "epsilon", false, 0, HUGE_VAL, &o.epsilon));
+    SN_TRY(sn_cfg_bool(c, "center", false, &o.center));
+    SN_TRY(sn_cfg_bool(c, "scale", false, &o.scale));
+    SN_TRY(sn_cfg_initializer(c, "beta_initializer", &o.beta_initializer));
+    SN_TRY(sn_cfg_initializer(c, "gamma_initializer", &o.gamma_initializer));
+    SN_TRY(sn_cfg_initializer(c, "moving_mean_initializer", &o.moving_mean_initializer));
+    SN_TRY(sn_cfg_initializer(c, "moving_variance_initializer", &o.moving_variance_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "beta_regularizer", &o.beta_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "gamma_regularizer", &o.gamma_regularizer));
+    bool sync = false, renorm = false;
+    SN_TRY(sn_cfg_bool(c, "synchronized", false, &sync));
+    SN_TRY(sn_cfg_bool(c, "renorm", false, &renorm));
+    if (sync || renorm)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports false",
+                         sync ? "synchronized" : "renorm");
+    double rm = 0;
+    SN_TRY(sn_cfg_num(c, "renorm_momentum", false, 0, 1, &rm)); /* unused without renorm */
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_batch_norm_ex(&o), &st);
+    return st;
+}
+
+/* Embedding: masks are not implemented (mask_zero false), nor sparse gradients of the table
+ * (Keras 3.15 writes no `sparse`); `input_length` (Keras 2) is accepted only as null. */
+static sn_status read_embedding(const json_t *c, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "embeddings_constraint",
+                                        "quantization_config", "lora_rank", "input_length",
+                                        NULL};
+    int64_t in_dim = 0, out_dim = 0;
+    SN_TRY(sn_cfg_int(c, "input_dim", true, 1, INT32_MAX, &in_dim));
+    SN_TRY(sn_cfg_int(c, "output_dim", true, 1, INT32_MAX, &out_dim));
+    sn_embedding_layer_opts o = sn_embedding_layer_defaults(in_dim, out_dim);
+    SN_TRY(sn_cfg_initializer(c, "embeddings_initializer", &o.embeddings_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "embeddings_regularizer", &o.embeddings_regularizer));
+    bool mask_zero = false;
+    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &mask_zero));
+    if (mask_zero)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'mask_zero' is true; sinter supports false "
+                         "(masks are not implemented)");
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_embedding_ex(&o), &st);
+    return st;
+}
+
+/* A boolean field that must be false: what sinter's recurrent layers do not implement. */
+static sn_status must_false(const json_t *c, const char *key, const char *why) {
+    bool v = false;
+    SN_TRY(sn_cfg_bool(c, key, false, &v));
+    if (v) return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is true; sinter supports false (%s)",
+                            key, why);
+    return SN_OK;
+}
+
+/* LSTM and GRU. return_state and stateful are passed on: the constructor says why it refuses
+ * them. Dropout inside the cell is not implemented; `seed` only keys that dropout. */
+static sn_status read_rnn(const json_t *c, bool gru, sn_layer **out) {
+    static const char *const nulls[] = {"activity_regularizer", "kernel_constraint",
+                                        "recurrent_constraint", "bias_constraint", NULL};
+    int64_t units = 0, seed = -1;
+    SN_TRY(sn_cfg_int(c, "units", true, 1, INT32_MAX, &units));
+    sn_rnn_layer_opts o = gru ? sn_gru_layer_defaults(units) : sn_lstm_layer_defaults(units);
+    SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
+    SN_TRY(sn_cfg_activation(c, "recurrent_activation", &o.recurrent_activation));
+    SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
+    SN_TRY(sn_cfg_bool(c, "return_sequences", false, &o.return_sequences));
+    SN_TRY(sn_cfg_bool(c, "return_state", false, &o.return_state));
+    SN_TRY(sn_cfg_bool(c, "stateful", false, &o.stateful));
+    if (gru) SN_TRY(sn_cfg_bool(c, "reset_after", false, &o.reset_after));
+    else SN_TRY(sn_cfg_bool(c, "unit_forget_bias", false, &o.unit_forget_bias));
+    SN_TRY(must_false(c, "go_backwards", "the sequence is read forwards"));
+    SN_TRY(must_false(c, "unroll", "a symbolic loop; unrolling does not change the result, "
+                      "re-save with unroll=False"));
+    SN_TRY(must_false(c, "zero_output_for_mask", "masks are not implemented"));
+    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
+    SN_TRY(sn_cfg_initializer(c, "recurrent_initializer", &o.recurrent_initializer));
+    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "recurrent_regularizer", &o.recurrent_regularizer));
+    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    const char *const rates[] = {"dropout", "recurrent_dropout"};
+    for (int i = 0; i < 2; i++) {
+        double r = 0;
+        SN_TRY(sn_cfg_num(c, rates[i], false, 0, 1, &r));
+        if (r != 0)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %g; sinter supports only 0 "
+                             "(dropout inside the recurrent cell is not implemented; put a "
+                             "Dropout layer before or after it)", rates[i], r);
+    }
+    SN_TRY(sn_cfg_int(c, "seed", false, 0, INT64_MAX, &seed)); /* keys the cell's dropout */
+    SN_TRY(must_nulls(c, nulls));
+    sn_status st;
+    *out = made(gru ? sn_layer_gru_ex(&o) : sn_layer_lstm_ex(&o), &st);
+    return st;
+}
+static sn_status read_lstm(const json_t *c, sn_layer **out) { return read_rnn(c, false, out); }
+static sn_status read_gru(const json_t *c, sn_layer **out) { return read_rnn(c, true, out); }
+
+/* ---- writers ----------------------------------------------------------------------------- */
+
+/* Initializers and regularizers as Keras serialises them: model_config_util.c, shared with
+ * model_config_attention.c. */
+static json_t *init_json(const sn_initializer *in, sn_initializer_type dflt) {
+    return sn_cfg_init_json(in, dflt);
+}
+static json_t *reg_json(const sn_regularizer *r) { return sn_cfg_reg_json(r); }
+
+static void set(json_t *c, const char *k, json_t *v) { json_object_set_new(c, k, v); }
+
+static json_t *pair(int64_t a, int64_t b) { return json_pack("[I, I]", (json_int_t)a, (json_int_t)b); }
+
+static void write_dense(const sn_layer *l, json_t *c) {
+    const sn_dense_layer_opts *o = &l->dense;
+    set(c, "units", json_integer(o->units));
+    set(c, "activation", json_string(sn_activation_name(o->activation)));
+    set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
+    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
+    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
+    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    set(c, "kernel_constraint", json_null());
+    set(c, "bias_constraint", json_null());
+    set(c, "quantization_config", json_null());
+}
+
+static void write_conv2d(const sn_layer *l, json_t *c) {
+    const sn_conv2d_layer_opts *o = &l->conv;
+    set(c, "filters", json_integer(o->filters));
+    set(c, "kernel_size", pair(o->kernel_h, o->kernel_w));
+    set(c, "strides", pair(o->stride_h, o->stride_w));
+    set(c, "padding", json_string(o->padding == SN_PAD_SAME ? "same" : "valid"));
+    set(c, "data_format", json_string("channels_last"));
+    set(c, "dilation_rate", pair(1, 1));
+    set(c, "groups", json_integer(1));
+    set(c, "activation", json_string(sn_activation_name(o->activation)));
+    set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
+    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
+    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
+    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "kernel_constraint", json_null());
+    set(c, "bias_constraint", json_null());
+}
+
+static void write_pool(const sn_layer *l, json_t *c) {
+    const sn_pool2d_opts *o = &l->pool;
+    set(c, "pool_size", pair(o->pool_h, o->pool_w));
+    set(c, "padding", json_string(o->padding == SN_PAD_SAME ? "same" : "valid"));
+    set(c, "strides", pair(o->stride_h ? o->stride_h : o->pool_h,
+                           o->stride_w ? o->stride_w : o->pool_w));
+    set(c, "data_format", json_string("channels_last"));
+}
+
+static void write_gap(const sn_layer *l, json_t *c) {
+    set(c, "data_format", json_string("channels_last"));
+    set(c, "keepdims", json_boolean(l->keepdims));
+}
+
+static void write_flatten(const sn_layer *l, json_t *c) {
+    set(c, "data_format", json_string("channels_last"));
+}
+
+static void write_reshape(const sn_layer *l, json_t *c) {
+    json_t *t = json_array();
+    for (int i = 0; i < l->reshape_target.ndim; i++)
+        json_array_append_new(t, json_integer(l->reshape_target.dim[i]));
+    set(c, "target_shape", t);
+}
+
+static void write_dropout(const sn_layer *l, json_t *c) {
+    set(c, "rate", json_real(l->rate));
+    set(c, "seed", json_null());
+    set(c, "noise_shape", json_null());
+}
+
+static void write_activation(const sn_layer *l, json_t *c) {
+    set(c, "activation", json_string(sn_activation_name(l->act)));
+}
+
+static void write_bn(const sn_layer *l, json_t *c) {
+    const sn_batch_norm_layer_opts *o = &l->bn;
+    set(c, "axis", json_integer(-1));
+    set(c, "momentum", json_real(o->momentum));
+    set(c, "epsilon", json_real(o->epsilon));
+    set(c, "center", json_boolean(o->center));
+    set(c, "scale", json_boolean(o->scale));
+    set(c, "beta_initializer", init_json(&o->beta_initializer, SN_INIT_ZEROS));
+    set(c, "gamma_initializer", init_json(&o->gamma_initializer, SN_INIT_ONES));
+    set(c, "moving_mean_initializer", init_json(&o->moving_mean_initializer, SN_INIT_ZEROS));
+    set(c, "moving_variance_initializer", init_json(&o->moving_variance_initializer, SN_INIT_ONES));
+    set(c, "beta_regularizer", reg_json(&o->beta_regularizer));
+    set(c, "gamma_regularizer", reg_json(&o->gamma_regularizer));
+    set(c, "beta_constraint", json_null());
+    set(c, "gamma_constraint", json_null());
+    set(c, "synchronized", json_false());
+}
+
+static void write_embedding(const sn_layer *l, json_t *c) {
+    const sn_embedding_layer_opts *o = &l->embedding;
+    set(c, "input_dim", json_integer(o->input_dim));
+    set(c, "output_dim", json_integer(o->output_dim));
+    set(c, "embeddings_initializer", init_json(&o->embeddings_initializer,
+                                               SN_INIT_RANDOM_UNIFORM));
+    set(c, "embeddings_regularizer", reg_json(&o->embeddings_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "embeddings_constraint", json_null());
+    set(c, "mask_zero", json_false());
+    set(c, "quantization_config", json_null());
+}
+
+/* In the order Keras 3.15 writes them (LSTM and GRU differ in unit_forget_bias/reset_after). */
+static void write_lstm_gru(const sn_layer *l, json_t *c) {
+    const sn_rnn_layer_opts *o = &l->rnn;
+    const bool gru = !strcmp(l->vt->class_name, "GRU");
+    set(c, "return_sequences", json_boolean(o->return_sequences));
+    set(c, "return_state", json_boolean(o->return_state));
+    set(c, "go_backwards", json_false());
+    set(c, "stateful", json_boolean(o->stateful));
+    set(c, "unroll", json_false());
+    set(c, "zero_output_for_mask", json_false());
+    set(c, "units", json_integer(o->units));
+    set(c, "activation", json_string(sn_activation_name(o->activation)));
+    set(c, "recurrent_activation", json_string(sn_activation_name(o->recurrent_activation)));
+    set(c, "use_bias", json_boolean(o->use_bias));
+    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
+    set(c, "recurrent_initializer", init_json(&o->recurrent_initializer, SN_INIT_ORTHOGONAL));
+    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
+    if (!gru) set(c, "unit_forget_bias", json_boolean(o->unit_forget_bias));
+    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
+    set(c, "recurrent_regularizer", reg_json(&o->recurrent_regularizer));
+    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    set(c, "activity_regularizer", json_null());
+    set(c, "kernel_constraint", json_null());
+    set(c, "recurrent_constraint", json_null());
+    set(c, "bias_constraint", json_null());
+    set(c, "dropout", json_real(0.0));
+    set(c, "recurrent_dropout", json_real(0.0));
+    if (gru) set(c, "reset_after", json_boolean(o->reset_after));
+    set(c, "seed", json_null());
+}
+
+/* ---- merge layers and layer-form activations (layers_merge.c) ---------------------------- */
+
+static sn_status read_merge_op(sn_merge_op op, sn_layer **out) {
+    sn_status st;
+    *out = made(sn_layer_merge(op), &st);
+    return st;
+}
+static sn_status read_add(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_ADD, out); }
+static sn_status read_subtract(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_SUBTRACT, out); }
+static sn_status read_multiply(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MULTIPLY, out); }
+static sn_status read_average(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_AVERAGE, out); }
+static sn_status read_maximum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MAXIMUM, out); }
+static sn_status read_minimum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MINIMUM, out); }
+
+/* padding: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
+static sn_status read_zero_padding(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    const json_t *v = json_object_get(c, "padding");
+    int64_t p[4] = {1, 1, 1, 1};
+    char b[96];
+    bool ok = true;
+    if (json_is_integer(v)) {
+        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        for (int a = 0; a < 2 && ok; a++) {
+            const json_t *e = json_array_get(v, (size_t)a);
+            if (json_is_integer(e)) {
+                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
+            } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                       json_is_integer(json_array_get(e, 0)) && json_is_integer(json_array_get(e, 1))) {
+                p[2 * a] = json_integer_value(json_array_get(e, 0));
+                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
+            } else {
+                ok = false;
+            }
+        }
+    } else if (v) {
+        ok = false;
+    }
+    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
+    if (!ok)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is %s, expected an int, a pair or "
+                         "[[top, bottom], [left, right]] of ints >= 0", sn_cfg_show(v, b, sizeof b));
+    sn_status st;
+    *out = made(sn_layer_zero_padding2d((int)p[0], (int)p[1], (int)p[2], (int)p[3]), &st);
+    return st;
+}
+
+static sn_status read_concatenate(const json_t *c, sn_layer **out) {
+    int64_t axis = -1;
+    SN_TRY(sn_cfg_int(c, "axis", false, -SN_MAX_DIMS, SN_MAX_DIMS, &axis));
+    sn_status st;
+    *out = made(sn_layer_concatenate((int)axis), &st);
+    return st;
+}
+
+static sn_status read_relu(const json_t *c, sn_layer **out) {
+    sn_relu_layer_opts o = sn_relu_layer_defaults();
+    const json_t *mv = json_object_get(c, "max_value");
+    if (mv && !json_is_null(mv)) SN_TRY(sn_cfg_num(c, "max_value", true, 0, HUGE_VAL, &o.max_value));
+    SN_TRY(sn_cfg_num(c, "negative_slope", false, 0, HUGE_VAL, &o.negative_slope));
+    SN_TRY(sn_cfg_num(c, "threshold", false, -HUGE_VAL, HUGE_VAL, &o.threshold));
+    sn_status st;
+    *out = made(sn_layer_relu_ex(&o), &st);
+    return st;
+}
+
+static sn_status read_leaky_relu(const json_t *c, sn_layer **out) {
+    double a = 0.3;
+    SN_TRY(sn_cfg_num(c, "negative_slope", false, 0, HUGE_VAL, &a));
+    sn_status st;
+    *out = made(sn_layer_leaky_relu(a), &st);
+    return st;
+}
+
+static sn_status read_softmax(const json_t *c, sn_layer **out) {
+    int64_t axis = -1;
+    SN_TRY(sn_cfg_int(c, "axis", false, -SN_MAX_DIMS, SN_MAX_DIMS, &axis));
+    sn_status st;
+    *out = made(sn_layer_softmax((int)axis), &st);
+    return st;
+}
+
+static sn_status read_rescaling(const json_t *c, sn_layer **out) {
+    double scale = 1, offset = 0;
+    SN_TRY(sn_cfg_num(c, "scale", true, -HUGE_VAL, HUGE_VAL, &scale));
+    SN_TRY(sn_cfg_num(c, "offset", false, -HUGE_VAL, HUGE_VAL, &offset));
+    sn_status st;
+    *out = made(sn_layer_rescaling(scale, offset), &st);
+    return st;
+}
+
+static sn_status read_gmp(const json_t *c, sn_layer **out) {
+    SN_TRY(must_str(c, "data_format", "channels_last"));
+    bool keep = false;
+    SN_TRY(sn_cfg_bool(c, "keepdims", false, &keep));
+    sn_status st;
+    *out = made(sn_layer_global_pool2d(true, keep), &st);
+    return st;
+}
+
+static void write_nothing(const sn_layer *l, json_t *c) {
+    (void)l;
+    (void)c;
+}
+static void write_concatenate(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "axis", json_integer(l->merge.axis));
+}
+static void write_relu(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "max_value", l->relu.max_value < 0 ? json_null()
+                                                              : json_real(l->relu.max_value));
+    json_object_set_new(c, "negative_slope", json_real(l->relu.negative_slope));
+    json_object_set_new(c, "threshold", json_real(l->relu.threshold));
+}
+static void write_leaky_relu(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "negative_slope", json_real(l->relu.negative_slope));
+}
+static void write_softmax(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "axis", json_integer(l->relu.axis));
+}
+static void write_zero_padding(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "padding", json_pack("[[i, i], [i, i]]", l->pad[0], l->pad[1],
+                                                l->pad[2], l->pad[3]));
+    json_object_set_new(c, "data_format", json_string("channels_last"));
+}
+static void write_rescaling(const sn_layer *l, json_t *c) {
+    json_object_set_new(c, "scale", json_real(l->scale));
+    json_object_set_new(c, "offset", json_real(l->offset));
+}
+
+static const char *const merge_keys[] = {COMMON_KEYS, NULL};
+static const char *const concatenate_keys[] = {COMMON_KEYS, "axis", NULL};
+static const char *const relu_keys[] = {COMMON_KEYS, "max_value", "negative_slope", "threshold",
+                                        NULL};
+static const char *const leaky_relu_keys[] = {COMMON_KEYS, "negative_slope", NULL};
+static const char *const softmax_keys[] = {COMMON_KEYS, "axis", NULL};
+static const char *const rescaling_keys[] = {COMMON_KEYS, "scale", "offset", NULL};
+static const char *const zero_padding_keys[] = {COMMON_KEYS, "padding", "data_format", NULL};
+
+/* ---- the table --------------------------------------------------------------------------- */
+
+typedef struct cls_entry {
+    const char *cls;
+    const char *const *keys; /* every field Keras 3 writes for the class */
+    sn_status (*read)(const json_t *cfg, sn_layer **out);
+    void (*write)(const sn_layer *l, json_t *cfg);
+} cls_entry;
+
+static const char *const dense_keys[] = {COMMON_KEYS, "units", "activation", "use_bias",
+    "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+    "activity_regularizer", "kernel_constraint", "bias_constraint", "quantization_config",
+    "lora_rank", "lora_alpha", NULL};
+static const char *const conv_keys[] = {COMMON_KEYS, "filters", "kernel_size", "strides",
+    "padding", "data_format", "dilation_rate", "groups", "activation", "use_bias",
+    "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer",
+    "activity_regularizer", "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha",
+    NULL};
+static const char *const pool_keys[] = {COMMON_KEYS, "pool_size", "padding", "strides",
+                                        "data_format", NULL};
+static const char *const gap_keys[] = {COMMON_KEYS, "data_format", "keepdims", NULL};
+static const char *const flatten_keys[] = {COMMON_KEYS, "data_format", NULL};
+static const char *const reshape_keys[] = {COMMON_KEYS, "target_shape", NULL};
+static const char *const dropout_keys[] = {COMMON_KEYS, "rate", "seed", "noise_shape", NULL};
+static const char *const activation_keys[] = {COMMON_KEYS, "activation", NULL};
+static const char *const bn_keys[] = {COMMON_KEYS, "axis", "momentum", "epsilon", "center",
+    "scale", "beta_initializer", "gamma_initializer", "moving_mean_initializer",
+    "moving_variance_initializer", "beta_regularizer", "gamma_regularizer", "beta_constraint",
+    "gamma_constraint", "synchronized", "renorm", "renorm_clipping", "renorm_momentum", NULL};
+
+static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_dim",
+    "embeddings_initializer", "embeddings_regularizer", "activity_regularizer",
+    "embeddings_constraint", "mask_zero", "quantization_config", "lora_rank", "lora_alpha",
+    "input_length", NULL};
+#define RNN_KEYS "return_sequences", "return_state", "go_backwards", "stateful", "unroll", \
+    "zero_output_for_mask", "units", "activation", "recurrent_activation", "use_bias", \
+    "kernel_initializer", "recurrent_initializer", "bias_initializer", "kernel_regularizer", \
+    "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", \
+    "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout", "seed"
+static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
+static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
+
+/* The attention layers' readers and writers (model_config_attention.c). */
+static const char *const layer_norm_keys[] = {COMMON_KEYS, SN_CFG_LAYER_NORM_KEYS, NULL};
+static const char *const mha_keys[] = {COMMON_KEYS, SN_CFG_MHA_KEYS, NULL};
+
+static const cls_entry classes[] = {
+    {"Dense", dense_keys, read_dense, write_dense},
+    {"Conv2D", conv_keys, read_conv2d, write_conv2d},
+    {"MaxPooling2D", pool_keys, read_max_pool, write_pool},
+    {"AveragePooling2D", pool_keys, read_avg_pool, write_pool},
+    {"GlobalAveragePooling2D", gap_keys, read_gap, write_gap},
+    {"Flatten", flatten_keys, read_flatten, write_flatten},
+    {"Reshape", reshape_keys, read_reshape, write_reshape},
+    {"Dropout", dropout_keys, read_dropout, write_dropout},
+    {"Activation", activation_keys, read_activation, write_activation},
+    {"BatchNormalization", bn_keys, read_bn, write_bn},
+    {"Embedding", embedding_keys, read_embedding, write_embedding},
+    {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
+    {"GRU", gru_keys, read_gru, write_lstm_gru},
+    {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
+    {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
+    /* merge layers and layer-form activations (issue 23, Functional models) */
+    {"Add", merge_keys, read_add, write_nothing},
+    {"Subtract", merge_keys, read_subtract, write_nothing},
+    {"Multiply", merge_keys, read_multiply, write_nothing},
+    {"Average", merge_keys, read_average, write_nothing},
+    {"Maximum", merge_keys, read_maximum, write_nothing},
+    {"Minimum", merge_keys, read_minimum, write_nothing},
+    {"Concatenate", concatenate_keys, read_concatenate, write_concatenate},
+    {"ReLU", relu_keys, read_relu, write_relu},
+    {"LeakyReLU", leaky_relu_keys, read_leaky_relu, write_leaky_relu},
+    {"Softmax", softmax_keys, read_softmax, write_softmax},
+    {"Rescaling", rescaling_keys, read_rescaling, write_rescaling},
+    {"GlobalMaxPooling2D", gap_keys, read_gmp, write_gap},
+    {"ZeroPadding2D", zero_padding_keys, read_zero_padding, write_zero_padding},
+};
+#define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
+
+static const cls_entry *find_class(const char *cls) {
+    for (int i = 0; i < N_CLASSES; i++)
+        if (!strcmp(classes[i].cls, cls)) return &classes[i];
+    return NULL;
+}
+
+/* The layer dtype policy: a serialised DTypePolicy, or its name as a string. */
+sn_status sn_cfg_policy(const json_t *c, sn_cfg_state *s) {
+    const json_t *v = json_object_get(c, "dtype");
+    if (!v || json_is_null(v)) return SN_OK;
+    const char *name = NULL;
+    if (json_is_string(v)) {
+        name = json_string_value(v);
+    } else {
+        const char *cls;
+        const json_t *pc;
+        SN_TRY(sn_cfg_object(v, "field 'dtype'", "", &cls, &pc));
+        if (strcmp(cls, "DTypePolicy") && strcmp(cls, "FloatDTypePolicy"))
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is a %s; sinter supports the "
+                             "DTypePolicy float32 or mixed_bfloat16", cls);
+        if (!pc || sn_cfg_str(pc, "name", true, &name) != SN_OK)
+            return sn_error_context(SN_ERR_FORMAT, "field 'dtype' (%s)", cls);
+    }
+    bool mixed;
+    if (!strcmp(name, "float32")) mixed = false;
+    else if (!strcmp(name, "mixed_bfloat16")) mixed = true;
+    else
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is the policy \"%s\"; sinter "
+                         "supports \"float32\" and \"mixed_bfloat16\" (its bf16 precision)",
+                         name);
+    if (s->policy_seen && mixed != s->mixed_bfloat16)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dtype' is \"%s\" but an earlier layer's is "
+                         "\"%s\"; sinter runs one policy for the whole model", name,
+                         s->mixed_bfloat16 ? "mixed_bfloat16" : "float32");
+    s->policy_seen = true;
+    s->mixed_bfloat16 = mixed;
+    return SN_OK;
+}
+
+sn_status sn_cfg_read_layer(const char *cls, const json_t *cfg, sn_cfg_state *s, sn_layer **out) {
+    *out = NULL;
+    const cls_entry *e = find_class(cls);
+    if (!e) {
+        char list[1024] = "InputLayer";
+        size_t n = strlen(list);
+        for (int i = 0; i < N_CLASSES && n < sizeof list; i++)
+            n += (size_t)snprintf(list + n, sizeof list - n, ", %s", classes[i].cls);
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer class '%s' is not supported; sinter reads %s",
+                         cls, list);
+    }
+    if (!cfg) return sn_errorf(SN_ERR_FORMAT, "the layer has no config object");
+    SN_TRY(sn_cfg_known_keys(cfg, cls, e->keys));
+    const char *name = NULL;
+    SN_TRY(sn_cfg_str(cfg, "name", false, &name));
+    bool trainable = true;
+    SN_TRY(sn_cfg_bool(cfg, "trainable", false, &trainable));
+    if (!trainable)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'trainable' is false; sinter trains every "
+                         "layer (frozen layers are not supported)");
+    SN_TRY(sn_cfg_policy(cfg, s));
+    sn_layer *l = NULL;
+    SN_TRY(e->read(cfg, &l));
+    if (name) {
+        sn_status st = sn_layer_set_name(l, name);
+        if (st != SN_OK) {
+            /* Not yet owned by a model: free it as sn_model_add would. */
+            sn_model *tmp = sn_sequential_new("tmp");
+            if (tmp) {
+                sn_model_add(tmp, l);
+                sn_model_free(tmp);
+            }
+            return st;
+        }
+    }
+    *out = l;
+    return SN_OK;
+}
+
+json_t *sn_cfg_write_layer(const sn_layer *l, bool mixed_bfloat16) {
+    const cls_entry *e = find_class(l->vt->class_name);
+    if (!e) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s): sinter cannot write this class to a "
+                  "Keras config", l->name, l->vt->class_name);
+        return NULL;
+    }
+    json_t *c = json_object();
+    if (!c) {
+        sn_errorf(SN_ERR_NOMEM, "writing a config: out of memory");
+        return NULL;
+    }
+    set(c, "name", json_string(l->name));
+    set(c, "trainable", json_true());
+    set(c, "dtype", sn_cfg_dtype_policy(mixed_bfloat16));
+    e->write(l, c);
+    return c;
+}

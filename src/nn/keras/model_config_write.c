@@ -1,0 +1,233 @@
+/* Built Sequential model -> the config Keras 3 writes (model_config.h): module, class_name,
+ * config (with an InputLayer first and every layer's full config), registered_name,
+ * build_config, and compile_config when the model is compiled, so that
+ * keras.models.load_model rebuilds and recompiles the same model. */
+#include <string.h>
+
+#include "nn/keras/model_config.h"
+#include "nn/train/train_impl.h"
+
+/* [batch, d1, ...]: batch null, or the fixed batch a stateful RNN needs (> 0). */
+static json_t *shape_json(const sn_shape *s, int64_t batch) {
+    json_t *a = json_array();
+    json_array_append_new(a, batch > 0 ? json_integer(batch) : json_null());
+    for (int i = 0; i < s->ndim; i++) json_array_append_new(a, json_integer(s->dim[i]));
+    return a;
+}
+
+static json_t *optimizer_json(const sn_optimizer_opts *o) {
+    static const char *cls[] = {"SGD", "Adam", "AdamW", "RMSprop"};
+    static const char *name[] = {"sgd", "adam", "adamw", "rmsprop"};
+    json_t *c = json_object();
+    json_object_set_new(c, "name", json_string(name[o->type]));
+    json_object_set_new(c, "learning_rate", json_real(o->learning_rate));
+    json_object_set_new(c, "weight_decay",
+                        o->type == SN_ADAMW ? json_real(o->weight_decay) : json_null());
+    json_object_set_new(c, "clipnorm", json_null());
+    json_object_set_new(c, "global_clipnorm", json_null());
+    json_object_set_new(c, "clipvalue", json_null());
+    json_object_set_new(c, "use_ema", json_false());
+    json_object_set_new(c, "ema_momentum", json_real(0.99));
+    json_object_set_new(c, "ema_overwrite_frequency", json_null());
+    json_object_set_new(c, "loss_scale_factor", json_null());
+    json_object_set_new(c, "gradient_accumulation_steps", json_null());
+    switch (o->type) {
+    case SN_SGD:
+        json_object_set_new(c, "momentum", json_real(o->momentum));
+        json_object_set_new(c, "nesterov", json_boolean(o->nesterov));
+        break;
+    case SN_ADAM: case SN_ADAMW:
+        json_object_set_new(c, "beta_1", json_real(o->beta_1));
+        json_object_set_new(c, "beta_2", json_real(o->beta_2));
+        json_object_set_new(c, "epsilon", json_real(o->epsilon));
+        json_object_set_new(c, "amsgrad", json_false());
+        break;
+    case SN_RMSPROP:
+        json_object_set_new(c, "rho", json_real(o->rho));
+        json_object_set_new(c, "momentum", json_real(o->momentum));
+        json_object_set_new(c, "epsilon", json_real(o->epsilon));
+        json_object_set_new(c, "centered", json_false());
+        break;
+    }
+    return sn_cfg_keras_object("keras.optimizers", cls[o->type], c);
+}
+
+static json_t *loss_json(const sn_compile_opts *o) {
+    static const char *cls[] = {"SparseCategoricalCrossentropy", "CategoricalCrossentropy",
+                                "BinaryCrossentropy", "MeanSquaredError"};
+    static const char *name[] = {"sparse_categorical_crossentropy", "categorical_crossentropy",
+                                 "binary_crossentropy", "mean_squared_error"};
+    json_t *c = json_object();
+    json_object_set_new(c, "name", json_string(name[o->loss]));
+    json_object_set_new(c, "reduction", json_string("sum_over_batch_size"));
+    if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR)
+        json_object_set_new(c, "from_logits", json_boolean(o->from_logits));
+    if (o->loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        json_object_set_new(c, "ignore_class", json_null());
+    } else if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR) {
+        json_object_set_new(c, "label_smoothing", json_real(0.0));
+        json_object_set_new(c, "axis", json_integer(-1));
+    }
+    return sn_cfg_keras_object("keras.losses", cls[o->loss], c);
+}
+
+static json_t *compile_json(const sn_compile_opts *o) {
+    json_t *c = json_object();
+    json_object_set_new(c, "optimizer", optimizer_json(&o->optimizer));
+    json_object_set_new(c, "loss", loss_json(o));
+    json_object_set_new(c, "loss_weights", json_null());
+    json_t *ms = json_array();
+    for (int i = 0; i < o->n_metrics; i++)
+        json_array_append_new(ms, json_string(o->metrics[i] == SN_METRIC_ACCURACY
+                                                  ? "accuracy" : "sparse_categorical_accuracy"));
+    json_object_set_new(c, "metrics", ms);
+    json_object_set_new(c, "weighted_metrics", json_null());
+    json_object_set_new(c, "run_eagerly", json_false());
+    json_object_set_new(c, "steps_per_execution", json_integer(o->steps_per_execution));
+    json_object_set_new(c, "jit_compile", json_false());
+    return c;
+}
+
+/* A tensor argument as Keras records it: its shape (batch null), dtype and keras_history. */
+static json_t *tensor_json(const sn_fgraph *f, int node) {
+    const sn_fnode *p = &f->nodes[node];
+    json_t *h = json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+    json_t *c = json_pack("{s:o, s:s, s:o}", "shape", shape_json(&p->shape, 0), "dtype",
+                          p->int_ids ? "int32" : "float32", "keras_history", h);
+    return json_pack("{s:s, s:o}", "class_name", "__keras_tensor__", "config", c);
+}
+
+/* [["name", call, 0], ...]; one endpoint alone as ["name", call, 0], as Keras writes it (a
+ * list would make Keras's model.inputs a list of one). */
+static json_t *endpoints_json(const sn_fgraph *f, const int *nodes, int n) {
+    if (n == 1) {
+        const sn_fnode *p = &f->nodes[nodes[0]];
+        return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+    }
+    json_t *a = json_array();
+    for (int k = 0; k < n; k++) {
+        const sn_fnode *p = &f->nodes[nodes[k]];
+        json_array_append_new(a, json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name,
+                                           p->call_index, 0));
+    }
+    return a;
+}
+
+/* Keras 3's Functional config: every layer once (InputLayers too) in model.layers order, with
+ * the arguments of each of its calls (inbound_nodes). */
+static json_t *functional_layers(sn_model *m, bool bf16) {
+    const sn_fgraph *f = m->fn;
+    json_t *layers = json_array();
+    for (int r = 0; r < f->n_ops; r++) {
+        int op = f->ops[r];
+        if (op < 0) {
+            const sn_fnode *in = &f->nodes[-1 - op];
+            json_t *c = json_pack("{s:o, s:s, s:b, s:b, s:s, s:b}", "batch_shape",
+                                  shape_json(&in->shape, 0), "dtype",
+                                  in->int_ids ? "int32" : "float32", "sparse", 0, "ragged", 0,
+                                  "name", in->input_name, "optional", 0);
+            json_t *e = sn_cfg_keras_object("keras.layers", "InputLayer", c);
+            json_object_set_new(e, "name", json_string(in->input_name));
+            json_object_set_new(e, "inbound_nodes", json_array());
+            json_array_append_new(layers, e);
+            continue;
+        }
+        const sn_layer *l = m->layers[op];
+        json_t *c = sn_cfg_write_layer(l, bf16);
+        if (!c) {
+            json_decref(layers);
+            return NULL;
+        }
+        json_t *e = sn_cfg_keras_object("keras.layers", l->vt->class_name, c);
+        json_t *nodes = json_array(), *bshape = NULL;
+        for (int i = 0; i < f->n_nodes; i++) {
+            const sn_fnode *nd = &f->nodes[i];
+            if (nd->layer != l) continue;
+            json_t *args = json_array(), *ts = json_array();
+            for (int k = 0; k < nd->n_in; k++) json_array_append_new(ts, tensor_json(f, nd->in[k]));
+            if (!bshape) { /* the first call's input shapes */
+                if (sn_layer_vt_n(l)) {
+                    bshape = json_array();
+                    for (int k = 0; k < nd->n_in; k++)
+                        json_array_append_new(bshape, shape_json(&f->nodes[nd->in[k]].shape, 0));
+                } else {
+                    bshape = shape_json(&f->nodes[nd->in[0]].shape, 0);
+                }
+            }
+            if (sn_layer_vt_n(l)) {
+                json_array_append_new(args, ts);
+            } else {
+                json_array_extend(args, ts);
+                json_decref(ts);
+            }
+            json_array_append_new(nodes, json_pack("{s:o, s:{}}", "args", args, "kwargs"));
+        }
+        json_object_set_new(e, "build_config", json_pack("{s:o}", "input_shape", bshape));
+        json_object_set_new(e, "name", json_string(l->name));
+        json_object_set_new(e, "inbound_nodes", nodes);
+        json_array_append_new(layers, e);
+    }
+    return layers;
+}
+
+static json_t *functional_config(sn_model *m, bool compiled, bool bf16) {
+    json_t *layers = functional_layers(m, bf16);
+    if (!layers) return NULL;
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "name", json_string(m->name));
+    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "layers", layers);
+    json_object_set_new(cfg, "input_layers", endpoints_json(m->fn, m->fn->inputs, m->fn->n_inputs));
+    json_object_set_new(cfg, "output_layers",
+                        endpoints_json(m->fn, m->fn->outputs, m->fn->n_outputs));
+    json_t *root = sn_cfg_keras_object("keras.src.models.functional", "Functional", cfg);
+    if (!root) return NULL;
+    json_object_set_new(root, "registered_name", json_string("Functional"));
+    json_object_set_new(root, "build_config", json_pack("{s:n}", "input_shape"));
+    if (compiled) json_object_set_new(root, "compile_config", compile_json(&m->train->opts));
+    return root;
+}
+
+json_t *sn_model_to_config(sn_model *m) {
+    if (!m || !m->built) {
+        sn_errorf(SN_ERR_STATE, "writing a model config: the model %s", m ? "is not built" : "is NULL");
+        return NULL;
+    }
+    const bool compiled = m->train && m->train->compiled;
+    const bool bf16 = compiled && m->train->opts.mixed_bfloat16;
+    if (m->fn) return functional_config(m, compiled, bf16);
+    json_t *layers = json_array();
+    /* Integer ids feed an Embedding: Keras's Input then has dtype int32. */
+    bool ids = m->n_layers > 0 && !strcmp(m->layers[0]->vt->class_name, "Embedding");
+    int64_t batch = 0; /* a stateful layer's: Keras reads it from the shapes */
+    for (int i = 0; i < m->n_layers; i++)
+        if (m->layers[i]->rnn.stateful) batch = m->layers[i]->rnn.batch_size;
+    json_t *in = json_pack("{s:o, s:s, s:b, s:b, s:s, s:b}", "batch_shape",
+                           shape_json(&m->input_shape, batch), "dtype", ids ? "int32" : "float32",
+                           "sparse", 0, "ragged", 0, "name", "input_layer", "optional", 0);
+    json_array_append_new(layers, sn_cfg_keras_object("keras.layers", "InputLayer", in));
+    for (int i = 0; i < m->n_layers; i++) {
+        const sn_layer *l = m->layers[i];
+        json_t *c = sn_cfg_write_layer(l, bf16);
+        if (!c) {
+            json_decref(layers);
+            return NULL;
+        }
+        json_t *e = sn_cfg_keras_object("keras.layers", l->vt->class_name, c);
+        json_object_set_new(e, "build_config",
+                            json_pack("{s:o}", "input_shape", shape_json(&l->in_shape, batch)));
+        json_array_append_new(layers, e);
+    }
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "name", json_string(m->name));
+    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "dtype", sn_cfg_dtype_policy(bf16));
+    json_object_set_new(cfg, "layers", layers);
+    json_object_set_new(cfg, "build_input_shape", shape_json(&m->input_shape, batch));
+    json_t *root = sn_cfg_keras_object("keras", "Sequential", cfg);
+    if (!root) return NULL;
+    json_object_set_new(root, "build_config",
+                        json_pack("{s:o}", "input_shape", shape_json(&m->input_shape, batch)));
+    if (compiled) json_object_set_new(root, "compile_config", compile_json(&m->train->opts));
+    return root;
+}

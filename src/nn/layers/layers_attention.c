@@ -1,0 +1,406 @@
+/* Attention layers: LayerNormalization and MultiHeadAttention (Keras's names, arguments,
+ * defaults and weight layouts), and the two internal composites of the char_transformer
+ * presets (layers_attention.h): keras_hub's TokenAndPositionEmbedding and a pre-LayerNorm
+ * decoder block. Each composite emits exactly the nodes its Keras layers would, through the
+ * same helpers as the standalone layers below, so their numerics are those layers'. */
+#include <math.h>
+#include <string.h>
+
+#include "nn/layers/layers_attention.h"
+#include "nn/layers/layers_impl.h"
+
+static sn_attn_layer_ext *ext_new(sn_layer *l) {
+    if (!l) return NULL;
+    l->attn = sn_calloc(1, sizeof *l->attn);
+    if (!l->attn) sn_errorf(SN_ERR_NOMEM, "attention layer: out of memory");
+    return l->attn;
+}
+
+static void ext_free(sn_layer *l) {
+    free(l->attn);
+    l->attn = NULL;
+}
+
+/* A [C] constant of value v in x's dtype (LayerNormalization without center or scale). */
+static sn_node fill_const(sn_graph *g, sn_dtype dt, int64_t C, double v) {
+    double *d = sn_malloc(sizeof *d * (size_t)C);
+    if (!d) return sn_graph_fail(g, SN_ERR_NOMEM, "layer_norm: out of memory");
+    for (int64_t i = 0; i < C; i++) d[i] = v;
+    sn_node c = sn_const(g, SN_F64, &(sn_shape){.ndim = 1, .dim = {C}}, d);
+    free(d);
+    return dt == SN_F64 ? c : sn_cast(g, c, dt);
+}
+
+static sn_node ln_apply(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, double eps) {
+    sn_shape s = sn_node_shape(g, x);
+    sn_dtype dt = sn_node_dtype(g, x);
+    int64_t C = s.dim[s.ndim - 1];
+    if (gamma == SN_NONE) gamma = fill_const(g, dt, C, 1.0);
+    if (beta == SN_NONE) beta = fill_const(g, dt, C, 0.0);
+    return sn_layer_norm(g, x, gamma, beta, eps);
+}
+
+/* x [..., in] @ kernel (any shape [in, ...] flattened to [in, out]) + bias -> [..., out] as
+ * one GEMM over the flattened leading rows. */
+static sn_node proj(sn_graph *g, sn_node x, sn_node kernel, sn_node bias, int64_t in,
+                    int64_t out) {
+    sn_node x2 = sn_reshape(g, x, &(sn_shape){.ndim = 2, .dim = {-1, in}});
+    sn_node k2 = sn_reshape(g, kernel, &(sn_shape){.ndim = 2, .dim = {in, out}});
+    sn_node y = sn_matmul(g, x2, k2, false, false);
+    if (bias != SN_NONE)
+        y = sn_bias_add(g, y, sn_reshape(g, bias, &(sn_shape){.ndim = 1, .dim = {out}}));
+    return y;
+}
+
+/* Self-attention of x [B, T, d] with w = query kernel, bias, key kernel, bias, value kernel,
+ * bias, output kernel, bias (biases SN_NONE without use_bias). The projections are Keras's
+ * einsums abc,cde->abde and abcd,cde->abe as GEMMs: [B*T, d] x [d, H*D] lands in
+ * [B, T, H, D], the attention op's layout, with no transpose. */
+static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, int H, int64_t D,
+                         bool causal) {
+    sn_shape s = sn_node_shape(g, x);
+    int64_t B = s.dim[0], T = s.dim[1], d = s.dim[2];
+    sn_shape hs = {.ndim = 4, .dim = {B, T, H, D}};
+    sn_node q = sn_reshape(g, proj(g, x, w[0], w[1], d, H * D), &hs);
+    sn_node k = sn_reshape(g, proj(g, x, w[2], w[3], d, H * D), &hs);
+    sn_node v = sn_reshape(g, proj(g, x, w[4], w[5], d, H * D), &hs);
+    sn_node o = sn_attention(g, q, k, v, 1.0 / sqrt((double)D), causal, 0);
+    sn_node y = proj(g, o, w[6], w[7], H * D, d);
+    return sn_reshape(g, y, &s);
+}
+
+/* ---- LayerNormalization ---------------------------------------------------------------- */
+static sn_status ln_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    const sn_layer_norm_opts *o = &l->attn->ln;
+    if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
+    sn_shape cs = {.ndim = 1, .dim = {in->dim[in->ndim - 1]}};
+    sn_node v;
+    if (o->scale) {
+        SN_TRY(sn_layer_add_var(l, g, "gamma", &cs, true, &o->gamma_initializer, SN_INIT_ONES,
+                                rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, &o->gamma_regularizer, "gamma_regularizer"));
+    }
+    if (o->center) {
+        SN_TRY(sn_layer_add_var(l, g, "beta", &cs, true, &o->beta_initializer, SN_INIT_ZEROS,
+                                rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, &o->beta_regularizer, "beta_regularizer"));
+    }
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+static sn_node ln_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    const sn_layer_norm_opts *o = &l->attn->ln;
+    int i = 0;
+    sn_node gamma = o->scale ? l->vars[i++] : SN_NONE;
+    sn_node beta = o->center ? l->vars[i] : SN_NONE;
+    return ln_apply(g, x, gamma, beta, o->epsilon);
+}
+
+static const sn_layer_vtable ln_vt = {"LayerNormalization", "layer_normalization", ln_build,
+                                      ln_forward, ext_free};
+
+sn_layer_norm_opts sn_layer_norm_defaults(void) {
+    return (sn_layer_norm_opts){.epsilon = 1e-3, .center = true, .scale = true};
+}
+
+sn_layer *sn_layer_layer_norm_ex(const sn_layer_norm_opts *o) {
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "LayerNormalization: options are NULL");
+        return NULL;
+    }
+    if (!(o->epsilon >= 0) || !isfinite(o->epsilon))
+        return sn_layer_bad_arg("LayerNormalization: %s is %g, expected finite and >= 0",
+                                "epsilon", o->epsilon);
+    if (sn_check_initializer("LayerNormalization", "beta_initializer", &o->beta_initializer) ||
+        sn_check_initializer("LayerNormalization", "gamma_initializer", &o->gamma_initializer) ||
+        sn_check_regularizer("LayerNormalization", "beta_regularizer", &o->beta_regularizer) ||
+        sn_check_regularizer("LayerNormalization", "gamma_regularizer", &o->gamma_regularizer))
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&ln_vt);
+    if (l && !ext_new(l)) {
+        free(l);
+        return NULL;
+    }
+    if (l) l->attn->ln = *o;
+    return l;
+}
+
+sn_layer *sn_layer_layer_norm(void) {
+    sn_layer_norm_opts o = sn_layer_norm_defaults();
+    return sn_layer_layer_norm_ex(&o);
+}
+
+/* ---- MultiHeadAttention ------------------------------------------------------------------ */
+static const char *const mha_names[8] = {
+    "query/kernel", "query/bias", "key/kernel", "key/bias",
+    "value/kernel", "value/bias", "attention_output/kernel", "attention_output/bias"};
+
+/* The 8 (or 4 without bias) variables of an attention over d features, into w[8]. */
+static sn_status mha_vars(sn_layer *l, sn_graph *g, const sn_mha_layer_opts *o, int64_t d,
+                          const char *const *names, sn_rng *rng, sn_node *w) {
+    int H = o->num_heads;
+    int64_t D = o->key_dim;
+    sn_shape ks = {.ndim = 3, .dim = {d, H, D}}, bs = {.ndim = 2, .dim = {H, D}},
+             oks = {.ndim = 3, .dim = {H, D, d}}, obs = {.ndim = 1, .dim = {d}};
+    for (int i = 0; i < 4; i++) {
+        SN_TRY(sn_layer_add_var(l, g, names[2 * i], i == 3 ? &oks : &ks, true,
+                                &o->kernel_initializer, SN_INIT_GLOROT_UNIFORM, rng, &w[2 * i]));
+        SN_TRY(sn_layer_add_regularizer(l, w[2 * i], &o->kernel_regularizer,
+                                        "kernel_regularizer"));
+        w[2 * i + 1] = SN_NONE;
+        if (!o->use_bias) continue;
+        SN_TRY(sn_layer_add_var(l, g, names[2 * i + 1], i == 3 ? &obs : &bs, true,
+                                &o->bias_initializer, SN_INIT_ZEROS, rng, &w[2 * i + 1]));
+        SN_TRY(sn_layer_add_regularizer(l, w[2 * i + 1], &o->bias_regularizer,
+                                        "bias_regularizer"));
+    }
+    return SN_OK;
+}
+
+/* The variables of an attention starting at slot `first` of l->vars, into w[8]. */
+static void mha_var_nodes(const sn_layer *l, int first, bool use_bias, sn_node *w) {
+    int j = first;
+    for (int i = 0; i < 4; i++) {
+        w[2 * i] = l->vars[j++];
+        w[2 * i + 1] = use_bias ? l->vars[j++] : SN_NONE;
+    }
+}
+
+static sn_status mha_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
+    sn_node w[8];
+    SN_TRY(mha_vars(l, g, &l->attn->mha, in->dim[1], mha_names, rng, w));
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+static sn_node mha_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    const sn_mha_layer_opts *o = &l->attn->mha;
+    sn_node w[8];
+    mha_var_nodes(l, 0, o->use_bias, w);
+    return mha_apply(g, x, w, o->num_heads, o->key_dim, o->use_causal_mask);
+}
+
+static const sn_layer_vtable mha_vt = {"MultiHeadAttention", "multi_head_attention", mha_build,
+                                       mha_forward, ext_free};
+
+sn_mha_layer_opts sn_mha_layer_defaults(int num_heads, int64_t key_dim) {
+    return (sn_mha_layer_opts){.num_heads = num_heads, .key_dim = key_dim, .use_bias = true};
+}
+
+static sn_status check_mha(const char *cls, const sn_mha_layer_opts *o) {
+    if (o->num_heads <= 0 || o->key_dim <= 0)
+        return sn_errorf(SN_ERR_INVALID, "%s: num_heads %d and key_dim %lld must be > 0", cls,
+                         o->num_heads, (long long)o->key_dim);
+    if (o->value_dim != 0 && o->value_dim != o->key_dim)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "%s: value_dim %lld differs from key_dim %lld; "
+                         "sinter's fused attention supports value_dim = key_dim (or None)", cls,
+                         (long long)o->value_dim, (long long)o->key_dim);
+    if (o->dropout != 0)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "%s: dropout %g on the attention probabilities is "
+                         "not implemented (the fused kernel never forms them); it must be 0",
+                         cls, o->dropout);
+    SN_TRY(sn_check_initializer(cls, "kernel_initializer", &o->kernel_initializer));
+    SN_TRY(sn_check_initializer(cls, "bias_initializer", &o->bias_initializer));
+    SN_TRY(sn_check_regularizer(cls, "kernel_regularizer", &o->kernel_regularizer));
+    SN_TRY(sn_check_regularizer(cls, "bias_regularizer", &o->bias_regularizer));
+    return SN_OK;
+}
+
+sn_layer *sn_layer_mha_ex(const sn_mha_layer_opts *o) {
+    if (!o) {
+        sn_errorf(SN_ERR_INVALID, "MultiHeadAttention: options are NULL");
+        return NULL;
+    }
+    if (check_mha("MultiHeadAttention", o) != SN_OK) return NULL;
+    sn_layer *l = sn_layer_alloc(&mha_vt);
+    if (l && !ext_new(l)) {
+        free(l);
+        return NULL;
+    }
+    if (l) l->attn->mha = *o;
+    return l;
+}
+
+/* ---- TokenAndPositionEmbedding (keras_hub) --------------------------------------------- */
+static sn_status tpe_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    const sn_attn_layer_ext *e = l->attn;
+    if (in->ndim != 1 || in->dim[0] > e->seq_len) {
+        char want[96];
+        snprintf(want, sizeof want, "(None, steps) with steps <= sequence_length %lld",
+                 (long long)e->seq_len);
+        return sn_layer_shape_error(l, in, want);
+    }
+    sn_initializer u = {.type = SN_INIT_RANDOM_UNIFORM, .minval = -0.05, .maxval = 0.05};
+    sn_shape ts = {.ndim = 2, .dim = {e->vocab, e->dim}}, ps = {.ndim = 2,
+                                                                .dim = {e->seq_len, e->dim}};
+    SN_TRY(sn_layer_add_var(l, g, "token_embedding/embeddings", &ts, true, &u,
+                            SN_INIT_RANDOM_UNIFORM, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "position_embedding/embeddings", &ps, true, &u,
+                            SN_INIT_RANDOM_UNIFORM, rng, NULL));
+    l->out_shape = (sn_shape){.ndim = 2, .dim = {in->dim[0], e->dim}};
+    return SN_OK;
+}
+
+static sn_node tpe_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    sn_node ids = sn_node_dtype(g, x) == SN_I32 ? x : sn_cast(g, x, SN_I32);
+    int64_t T = sn_node_shape(g, x).dim[1];
+    sn_node tok = sn_gather(g, l->vars[0], ids);
+    sn_node pos = sn_slice(g, l->vars[1], (int64_t[]){0, 0}, (int64_t[]){T, l->attn->dim});
+    return sn_add(g, tok, pos);
+}
+
+static const sn_layer_vtable tpe_vt = {"TokenAndPositionEmbedding",
+                                       "token_and_position_embedding", tpe_build, tpe_forward,
+                                       ext_free};
+
+sn_layer *sn_layer_token_pos_embedding(int64_t vocab, int64_t seq_len, int64_t dim) {
+    if (vocab < 1 || seq_len < 1 || dim < 1) {
+        sn_errorf(SN_ERR_INVALID, "TokenAndPositionEmbedding: vocabulary_size %lld, "
+                  "sequence_length %lld and embedding_dim %lld must be > 0", (long long)vocab,
+                  (long long)seq_len, (long long)dim);
+        return NULL;
+    }
+    sn_layer *l = sn_layer_alloc(&tpe_vt);
+    if (l && !ext_new(l)) {
+        free(l);
+        return NULL;
+    }
+    if (!l) return NULL;
+    l->attn->vocab = vocab;
+    l->attn->seq_len = seq_len;
+    l->attn->dim = dim;
+    return l;
+}
+
+/* ---- the decoder block ------------------------------------------------------------------- */
+static const char *const block_attn_names[8] = {
+    "attention/query/kernel", "attention/query/bias", "attention/key/kernel",
+    "attention/key/bias", "attention/value/kernel", "attention/value/bias",
+    "attention/attention_output/kernel", "attention/attention_output/bias"};
+
+static sn_status block_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    const sn_attn_layer_ext *e = l->attn;
+    if (in->ndim != 2 || in->dim[1] != e->dim) {
+        char want[96];
+        snprintf(want, sizeof want, "(None, steps, %lld)", (long long)e->dim);
+        return sn_layer_shape_error(l, in, want);
+    }
+    sn_shape cs = {.ndim = 1, .dim = {e->dim}}, f1 = {.ndim = 2, .dim = {e->dim, e->ff_dim}},
+             b1 = {.ndim = 1, .dim = {e->ff_dim}}, f2 = {.ndim = 2, .dim = {e->ff_dim, e->dim}};
+    sn_initializer def = {0};
+    sn_node w[8];
+    SN_TRY(sn_layer_add_var(l, g, "ln_1/gamma", &cs, true, &def, SN_INIT_ONES, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ln_1/beta", &cs, true, &def, SN_INIT_ZEROS, rng, NULL));
+    SN_TRY(mha_vars(l, g, &e->mha, e->dim, block_attn_names, rng, w));
+    SN_TRY(sn_layer_add_var(l, g, "ln_2/gamma", &cs, true, &def, SN_INIT_ONES, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ln_2/beta", &cs, true, &def, SN_INIT_ZEROS, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ffn_1/kernel", &f1, true, &def, SN_INIT_GLOROT_UNIFORM, rng,
+                            NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ffn_1/bias", &b1, true, &def, SN_INIT_ZEROS, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ffn_2/kernel", &f2, true, &def, SN_INIT_GLOROT_UNIFORM, rng,
+                            NULL));
+    SN_TRY(sn_layer_add_var(l, g, "ffn_2/bias", &cs, true, &def, SN_INIT_ZEROS, rng, NULL));
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+static sn_node block_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                             sn_updates *u) {
+    const sn_attn_layer_ext *e = l->attn;
+    sn_node w[8];
+    mha_var_nodes(l, 2, true, w);
+    const sn_node *v = l->vars;
+    sn_node h = ln_apply(g, x, v[0], v[1], e->epsilon);
+    x = sn_add(g, x, mha_apply(g, h, w, e->mha.num_heads, e->mha.key_dim,
+                               e->mha.use_causal_mask));
+    h = ln_apply(g, x, v[10], v[11], e->epsilon);
+    sn_shape s = sn_node_shape(g, x);
+    h = sn_gelu(g, proj(g, h, v[12], v[13], e->dim, e->ff_dim));
+    h = sn_reshape(g, proj(g, h, v[14], v[15], e->ff_dim, e->dim), &s);
+    return sn_add(g, x, h);
+}
+
+static const sn_layer_vtable block_vt = {"sinter>TransformerBlock", "transformer_block",
+                                         block_build, block_forward, ext_free};
+
+bool sn_layer_needs_context(const sn_layer *l) {
+    return l && (l->vt == &block_vt || l->vt == &tpe_vt || l->vt == &mha_vt);
+}
+
+sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim, bool causal,
+                                     double epsilon) {
+    if (num_heads < 1 || dim % num_heads != 0 || ff_dim < 1 || !(epsilon >= 0)) {
+        sn_errorf(SN_ERR_INVALID, "TransformerBlock: %d heads must divide the width %lld, "
+                  "ff_dim %lld must be > 0 and epsilon %g >= 0", num_heads, (long long)dim,
+                  (long long)ff_dim, epsilon);
+        return NULL;
+    }
+    sn_layer *l = sn_layer_alloc(&block_vt);
+    if (l && !ext_new(l)) {
+        free(l);
+        return NULL;
+    }
+    if (!l) return NULL;
+    l->attn->mha = sn_mha_layer_defaults(num_heads, dim / num_heads);
+    l->attn->mha.use_causal_mask = causal;
+    l->attn->dim = dim;
+    l->attn->ff_dim = ff_dim;
+    l->attn->epsilon = epsilon;
+    return l;
+}
+
+/* ---- generation -------------------------------------------------------------------------- */
+bool sn_attn_layer_cache_dims(const sn_layer *l, int64_t *heads, int64_t *head_dim) {
+    if (!l || l->vt != &block_vt) return false;
+    *heads = l->attn->mha.num_heads;
+    *head_dim = l->attn->mha.key_dim;
+    return true;
+}
+
+int64_t sn_attn_layer_context(const sn_layer *l) {
+    return l && l->vt == &tpe_vt ? l->attn->seq_len : 0;
+}
+
+/* The block's forward with attention over the cache then the new keys: the same nodes as
+ * block_forward but for attention_cached, and the new k, v handed out for the cache. */
+static sn_node block_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io) {
+    const sn_attn_layer_ext *e = l->attn;
+    sn_node w[8];
+    mha_var_nodes(l, 2, true, w);
+    const sn_node *v = l->vars;
+    sn_shape s = sn_node_shape(g, x);
+    int H = e->mha.num_heads;
+    int64_t D = e->mha.key_dim, d = e->dim;
+    sn_shape hs = {.ndim = 4, .dim = {s.dim[0], s.dim[1], H, D}};
+    sn_node h = ln_apply(g, x, v[0], v[1], e->epsilon);
+    sn_node q = sn_reshape(g, proj(g, h, w[0], w[1], d, H * D), &hs);
+    io->k_new = sn_reshape(g, proj(g, h, w[2], w[3], d, H * D), &hs);
+    io->v_new = sn_reshape(g, proj(g, h, w[4], w[5], d, H * D), &hs);
+    sn_node o = sn_attention_cached(g, q, io->k_new, io->v_new, io->k_cache, io->v_cache, io->pos,
+                                    1.0 / sqrt((double)D));
+    x = sn_add(g, x, sn_reshape(g, proj(g, o, w[6], w[7], H * D, d), &s));
+    h = ln_apply(g, x, v[10], v[11], e->epsilon);
+    h = sn_gelu(g, proj(g, h, v[12], v[13], e->dim, e->ff_dim));
+    h = sn_reshape(g, proj(g, h, v[14], v[15], e->ff_dim, e->dim), &s);
+    return sn_add(g, x, h);
+}
+
+sn_node sn_attn_layer_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io) {
+    if (l->vt == &tpe_vt) {
+        sn_node ids = sn_node_dtype(g, x) == SN_I32 ? x : sn_cast(g, x, SN_I32);
+        return sn_add(g, sn_gather(g, l->vars[0], ids), sn_gather(g, l->vars[1], io->pos_ids));
+    }
+    if (l->vt == &block_vt) {
+        if (!l->attn->mha.use_causal_mask)
+            return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s': a non-causal block sees "
+                                 "later tokens and cannot generate step by step", l->name);
+        return block_step(l, g, x, io);
+    }
+    if (l->vt == &mha_vt)
+        return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention): stepping "
+                             "with a cache is implemented for the char_transformer blocks only",
+                             l->name);
+    return l->vt->forward(l, g, x, false, NULL);
+}

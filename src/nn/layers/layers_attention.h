@@ -1,0 +1,50 @@
+/* Internal to src/nn/: the attention layers' extras (layers_attention.c) and the two
+ * composite layers the char_transformer presets are made of until Functional models can wire
+ * residual branches from Keras's own layers. The composites are sinter-internal: they have no
+ * Keras config (writing one is refused, naming the class); their variables follow the Keras
+ * layers they stand for. */
+#ifndef SN_NN_LAYERS_ATTENTION_H
+#define SN_NN_LAYERS_ATTENTION_H
+
+#include "nn/nn_impl.h"
+
+typedef struct sn_attn_layer_ext {
+    sn_layer_norm_opts ln;  /* LayerNormalization */
+    sn_mha_layer_opts mha;  /* MultiHeadAttention; the block's attention */
+    int64_t vocab, seq_len, dim, ff_dim; /* the composites */
+    double epsilon;                      /* the block's LayerNormalizations */
+} sn_attn_layer_ext;
+
+/* keras_hub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim):
+ * ids [B, T] (T <= sequence_length) -> token embedding + position embedding [B, T, dim].
+ * Variables token_embeddings [vocab, dim], position_embeddings [seq_len, dim], both
+ * random_uniform(-0.05, 0.05) (keras_hub's "uniform"). */
+sn_layer *sn_layer_token_pos_embedding(int64_t vocab, int64_t seq_len, int64_t dim);
+/* A pre-LayerNorm decoder block (GPT-2, nanoGPT): x + MHA(LN(x)), then h + W2 gelu(W1 LN(h)),
+ * [B, T, d] -> [B, T, d]. Variables (16, each as the Keras layer it stands for): ln_1 gamma,
+ * beta; attention query/key/value/output kernels and biases; ln_2 gamma, beta; ffn_1 kernel
+ * [d, ff], bias; ffn_2 kernel [ff, d], bias. gelu: Keras's "gelu" (erf form). */
+sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim, bool causal,
+                                     double epsilon);
+/* Whether l's output at a position depends on the positions before it or on the position
+ * itself (MultiHeadAttention and the two composites): a stepper cannot carry it as a vector
+ * state. */
+bool sn_layer_needs_context(const sn_layer *l);
+
+/* ---- generation with a cache of keys and values (nn/model/stepper.c) ---------------------------- */
+typedef struct sn_attn_step_io {
+    sn_node pos;              /* int32 [1]: the position of the first new token */
+    sn_node pos_ids;          /* int32 [s]: pos .. pos + s - 1 */
+    sn_node k_cache, v_cache; /* blocks: [B, C, H, D] inputs, valid below pos */
+    sn_node k_new, v_new;     /* blocks, out: the new tokens' keys and values [B, s, H, D] */
+} sn_attn_step_io;
+/* Layer l's inference forward for s new tokens x [B, s, ...] at positions pos.. (io); layers
+ * without context run their plain forward. SN_NONE (graph error set) for a layer that cannot
+ * step: a MultiHeadAttention of its own, or a non-causal block. */
+sn_node sn_attn_layer_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io *io);
+/* A block's cache geometry: heads and head size (returns false for other layers). */
+bool sn_attn_layer_cache_dims(const sn_layer *l, int64_t *heads, int64_t *head_dim);
+/* TokenAndPositionEmbedding's sequence_length (the longest context), 0 for other layers. */
+int64_t sn_attn_layer_context(const sn_layer *l);
+
+#endif

@@ -1,0 +1,552 @@
+/* fit / evaluate / predict: the host loop around the cached plans.
+ *
+ * One "execution" is one sn_plan_run call of up to steps_per_execution steps. Its feed
+ * callback pulls the next batch from the dataset before each step and copies it into the
+ * plan's inputs. When the data ends, or the next batch has another shape (the last partial
+ * batch), the feed stops the execution there: that batch stays pending (the dataset keeps it
+ * valid until the next sn_dataset_next) and opens the next execution, with its own plan.
+ * Loss and metric sums accumulate on the device; the host reads them once per execution, for
+ * the callbacks, which therefore see progress in steps of steps_per_execution. */
+#include <math.h>
+#include <string.h>
+
+#include "distribute/replicas.h"
+#include "nn/train/train_impl.h"
+
+sn_fit_opts sn_fit_defaults(void) {
+    sn_fit_opts o;
+    memset(&o, 0, sizeof o);
+    o.epochs = 1;
+    return o;
+}
+
+/* ---- one pass over a dataset, in executions ------------------------------------------------ */
+
+typedef struct runner {
+    sn_model *m;
+    sn_dataset *ds;
+    sn_plan_kind kind;
+    const char *what; /* "fit", "evaluate": the prefix of messages */
+    int epoch;        /* 0-based, for messages */
+    sn_tensor *pending[SN_DATASET_MAX_COMPONENTS];
+    bool have_pending, ended;
+    int64_t done;     /* steps done in this pass */
+    sn_cached_plan *cp;
+    bool stopped;     /* the feed ended the execution early (not an error) */
+} runner;
+
+static void runner_start(runner *r) {
+    r->have_pending = false;
+    r->ended = false;
+    r->done = 0;
+}
+
+static sn_status check_batch(const runner *r, sn_tensor *const *b) {
+    const sn_model *m = r->m;
+    const sn_compile_opts *o = &m->train->opts;
+    const sn_shape *xs = sn_tensor_shape(b[0]), *ys = sn_tensor_shape(b[1]);
+    char s1[128], s2[128];
+    long long idx = (long long)r->done;
+    if (xs->ndim < 1 || xs->dim[0] < 1)
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of shape %s; expected a batch "
+                         "dimension first (batch the dataset)", r->what, idx,
+                         sn_shape_str(xs, s1, sizeof s1));
+    int64_t bsz = xs->dim[0];
+    sn_shape img = {.ndim = xs->ndim - 1};
+    for (int i = 1; i < xs->ndim; i++) img.dim[i - 1] = xs->dim[i];
+    if (!sn_shape_equal(&img, &m->input_shape))
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of shape %s but the model "
+                         "expects %s", r->what, idx, sn_shape_str(&img, s1, sizeof s1),
+                         sn_shape_str(&m->input_shape, s2, sizeof s2));
+    if (sn_tensor_dtype(b[0]) != SN_F32)
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of dtype %s but the model "
+                         "expects f32 (sn_dataset_map_normalize converts u8 images)", r->what,
+                         idx, sn_dtype_name(sn_tensor_dtype(b[0])));
+    sn_shape out = sn_model_out_shape(m);
+    sn_shape want = {.ndim = out.ndim + 1};
+    want.dim[0] = bsz;
+    for (int i = 0; i < out.ndim; i++) want.dim[i + 1] = out.dim[i];
+    bool ok;
+    if (o->loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        if (sn_tensor_dtype(b[1]) != SN_I32)
+            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of dtype %s but %s expects "
+                             "int32 class indices (sn_dataset_map_cast(&ds, 1, SN_I32))",
+                             r->what, idx, sn_dtype_name(sn_tensor_dtype(b[1])),
+                             sn_loss_name(o->loss));
+        /* [B, ...] without the class axis, or with a trailing 1 in its place */
+        want.ndim--;
+        sn_shape w1 = want;
+        w1.dim[w1.ndim++] = 1;
+        ok = sn_shape_equal(ys, &want) || sn_shape_equal(ys, &w1);
+    } else {
+        if (sn_tensor_dtype(b[1]) != SN_F32)
+            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of dtype %s but %s expects "
+                             "f32", r->what, idx, sn_dtype_name(sn_tensor_dtype(b[1])),
+                             sn_loss_name(o->loss));
+        sn_shape w1 = {.ndim = 1, .dim = {bsz}};
+        ok = sn_shape_equal(ys, &want) ||
+             (o->loss != SN_LOSS_CATEGORICAL_CROSSENTROPY && out.ndim == 1 && out.dim[0] == 1 &&
+              sn_shape_equal(ys, &w1));
+    }
+    if (!ok)
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of shape %s but %s on the "
+                         "model's output %s expects %s", r->what, idx,
+                         sn_shape_str(ys, s1, sizeof s1), sn_loss_name(o->loss),
+                         sn_shape_str(&out, s2, sizeof s2),
+                         sn_shape_str(&want, (char[128]){0}, 128));
+    return SN_OK;
+}
+
+static bool fits_plan(const runner *r, sn_tensor *const *b) {
+    const sn_cached_plan *cp = r->cp;
+    sn_shape xs = {.ndim = r->m->input_shape.ndim + 1};
+    xs.dim[0] = cp->batch;
+    for (int i = 0; i < r->m->input_shape.ndim; i++) xs.dim[i + 1] = r->m->input_shape.dim[i];
+    return sn_tensor_dtype(b[0]) == SN_F32 && sn_shape_equal(sn_tensor_shape(b[0]), &xs) &&
+           sn_tensor_dtype(b[1]) == cp->y_dtype && sn_shape_equal(sn_tensor_shape(b[1]), &cp->y_shape);
+}
+
+static sn_status next_batch(void *ctx, int64_t step, const void **x, const void **y) {
+    (void)step;
+    runner *r = ctx;
+    if (!r->have_pending) {
+        bool end = false;
+        SN_TRY(sn_dataset_next(r->ds, r->pending, &end));
+        if (end) {
+            r->ended = r->stopped = true;
+            /* not an error: ends the execution before this step (the message only keeps
+             * sn_plan_run's context from piling up in the thread's error text) */
+            return sn_errorf(SN_ERR_STATE, "end of the data");
+        }
+        r->have_pending = true;
+    }
+    /* A batch of another shape (or a bad one) opens the next execution, which checks it. */
+    if (!fits_plan(r, r->pending)) {
+        r->stopped = true;
+        return sn_errorf(SN_ERR_STATE, "next batch needs another plan");
+    }
+    /* The tensors stay valid until the next sn_dataset_next, which comes after every replica
+     * has copied its rows (sn_train_run). */
+    *x = sn_tensor_cdata(r->pending[0]);
+    *y = sn_tensor_cdata(r->pending[1]);
+    r->have_pending = false;
+    return SN_OK;
+}
+
+/* ---- running a cached plan: one path, with or without a strategy ---------------------------- */
+
+typedef struct train_feed {
+    sn_model *m;
+    sn_cached_plan *cp;
+    sn_batch_fn next;
+    void *ctx;
+    const char *x, *y; /* the step's global batch */
+} train_feed;
+
+static sn_status tf_next(void *ctx, int64_t step) {
+    train_feed *f = ctx;
+    const void *x = NULL, *y = NULL;
+    SN_TRY(f->next(f->ctx, step, &x, &y));
+    f->x = x;
+    f->y = y;
+    return SN_OK;
+}
+
+/* Replica r's rows of the global batch into its plan (the whole batch without a strategy). */
+static sn_status tf_fill(void *ctx, int rep, sn_plan *p, int64_t step) {
+    (void)step;
+    train_feed *f = ctx;
+    const sn_cached_plan *cp = f->cp;
+    const sn_model *m = f->m;
+    size_t xrow = (size_t)sn_shape_numel(&m->input_shape) * sizeof(float);
+    size_t yrow = (size_t)(sn_shape_numel(&cp->y_shape) / cp->batch) * sn_dtype_size(cp->y_dtype);
+    if (!cp->rep) {
+        SN_TRY(sn_plan_set_input(p, cp->x, f->x, (size_t)cp->batch * xrow));
+        if (cp->y != SN_NONE) SN_TRY(sn_plan_set_input(p, cp->y, f->y, (size_t)cp->batch * yrow));
+        return SN_OK;
+    }
+    const sn_replica_plan *rp = &cp->rep[rep];
+    SN_TRY(sn_plan_set_input(p, rp->x, f->x + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
+    return sn_plan_set_input(p, rp->y, f->y + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow);
+}
+
+sn_status sn_train_run(sn_model *m, sn_cached_plan *cp, int64_t steps, sn_batch_fn next,
+                       void *ctx) {
+    sn_plan *plans[SN_MAX_LOGICAL_DEVICES];
+    int n = cp->rep ? cp->n_rep : 1;
+    for (int r = 0; r < n; r++) plans[r] = cp->rep ? cp->rep[r].plan : cp->plan;
+    sn_strategy *s = cp->rep ? m->strategy : NULL;
+    if (s && !m->dist_synced) {
+        /* Every worker starts from rank 0's variables (optimizer state and counters too). */
+        size_t bytes = 0;
+        void *buf = sn_graph_variable_buffer(m->g, &bytes);
+        SN_TRY(sn_error_context(sn_strategy_broadcast(s, buf, bytes),
+                                "distributed training: broadcasting rank 0's variables"));
+        m->dist_synced = true;
+    }
+    train_feed f = {.m = m, .cp = cp, .next = next, .ctx = ctx};
+    sn_replica_feed rf = {.next = tf_next, .fill = tf_fill, .ctx = &f};
+    int64_t before = sn_plan_step(cp->plan);
+    sn_status st = sn_replicas_run(s, plans, steps, next ? &rf : NULL);
+    if (s) m->dist_steps += sn_plan_step(cp->plan) - before;
+    return st;
+}
+
+void sn_dist_allreduce_stats(const sn_model *m, int64_t *buckets, int64_t *early,
+                             double *wait_s) {
+    if (buckets) *buckets = 0;
+    if (early) *early = 0;
+    if (wait_s) *wait_s = 0;
+    if (m && m->strategy) sn_strategy_allreduce_stats(m->strategy, buckets, early, wait_s);
+}
+
+/* Runs up to max_steps steps; *ran receives how many ran (0 at the end of the data). */
+static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
+    *ran = 0;
+    if (!r->have_pending) {
+        bool end = false;
+        sn_status s = sn_dataset_next(r->ds, r->pending, &end);
+        if (s != SN_OK)
+            return sn_error_context(s, "%s: epoch %d, reading batch %lld", r->what, r->epoch + 1,
+                                    (long long)r->done);
+        if (end) {
+            r->ended = true;
+            return SN_OK;
+        }
+        r->have_pending = true;
+    }
+    SN_TRY(check_batch(r, r->pending));
+    sn_train_state *t = r->m->train;
+    SN_TRY(sn_error_context(sn_train_plan(r->m, r->kind, sn_tensor_shape(r->pending[0])->dim[0],
+                                          sn_tensor_shape(r->pending[1]),
+                                          sn_tensor_dtype(r->pending[1]), &r->cp),
+                            "%s", r->what));
+    sn_cached_plan *cp = r->cp;
+    sn_plan *p = cp->plan;
+    /* Dropout masks are keyed by the plan step: the global step keeps them identical
+     * whatever the steps per execution and whichever plan (full or partial batch) runs. */
+    if (r->kind == SN_PLAN_TRAIN)
+        for (int i = 0; i < (cp->rep ? cp->n_rep : 1); i++)
+            sn_plan_set_step(cp->rep ? cp->rep[i].plan : p, t->step);
+    int64_t before = sn_plan_step(p);
+    r->stopped = false;
+    sn_status s = sn_train_run(r->m, cp, max_steps, next_batch, r);
+    *ran = sn_plan_step(p) - before;
+    if (r->kind == SN_PLAN_TRAIN) t->step += *ran;
+    if (s != SN_OK && !r->stopped) {
+        if (r->kind == SN_PLAN_TRAIN)
+            return sn_error_context(s, "%s: epoch %d, step %lld", r->what, r->epoch + 1,
+                                    (long long)(r->done + *ran + 1));
+        return sn_error_context(s, "%s: step %lld", r->what, (long long)(r->done + *ran + 1));
+    }
+    return SN_OK;
+}
+
+/* ---- accumulators and logs ------------------------------------------------------------------ */
+
+static void zero_acc(sn_model *m, int which) {
+    sn_train_state *t = m->train;
+    for (int i = 0; i < t->opts.n_metrics + 2; i++)
+        *(float *)sn_variable_data(m->g, t->acc[which][i]) = 0.0f;
+}
+
+/* values[0] = mean loss, then each metric: sums over the example count. */
+static int read_acc(sn_model *m, int which, double *values) {
+    sn_train_state *t = m->train;
+    int nm = t->opts.n_metrics;
+    /* Read only: a handed-out mutable pointer would make the replicas reload the variables. */
+    double count = *(const float *)sn_variable_cdata(m->g, t->acc[which][nm + 1]);
+    for (int i = 0; i < nm + 1; i++) {
+        double sum = *(const float *)sn_variable_cdata(m->g, t->acc[which][i]);
+        values[i] = count > 0 ? sum / count : NAN;
+    }
+    return nm + 1;
+}
+
+static void train_logs(sn_model *m, sn_logs *l) {
+    sn_train_state *t = m->train;
+    l->n = read_acc(m, 0, l->values);
+    l->names[0] = "loss";
+    for (int i = 0; i < t->opts.n_metrics; i++) l->names[i + 1] = sn_metric_name(t->opts.metrics[i]);
+}
+
+static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *what) {
+    if (!m) return sn_errorf(SN_ERR_INVALID, "%s: model is NULL", what);
+    if (!m->train || !m->train->compiled)
+        return sn_errorf(SN_ERR_STATE, "%s: model '%s' is not compiled; call sn_model_compile "
+                         "first", what, m->name ? m->name : "");
+    if (!ds) return sn_errorf(SN_ERR_INVALID, "%s: dataset is NULL", what);
+    int nc = sn_dataset_num_components(ds);
+    if (nc != 2)
+        return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; expected 2 "
+                         "(images, labels)", what, nc);
+    return SN_OK;
+}
+
+/* One evaluation pass from the dataset's start: values as read_acc. */
+static sn_status eval_pass(sn_model *m, sn_dataset *ds, int64_t steps, const char *what,
+                           double *values, int *n) {
+    sn_train_state *t = m->train;
+    SN_TRY(sn_error_context(sn_dataset_reset(ds), "%s: resetting the dataset", what));
+    zero_acc(m, 1);
+    runner r = {.m = m, .ds = ds, .kind = SN_PLAN_EVAL, .what = what};
+    runner_start(&r);
+    int64_t spe = t->opts.steps_per_execution;
+    for (;;) {
+        int64_t want = spe;
+        if (steps > 0 && steps - r.done < want) want = steps - r.done;
+        if (want <= 0) break;
+        int64_t ran;
+        SN_TRY(execute(&r, want, &ran));
+        r.done += ran;
+        if (r.ended) break;
+    }
+    if (r.done == 0)
+        return sn_errorf(SN_ERR_INVALID, "%s: the dataset produced no batch", what);
+    *n = read_acc(m, 1, values);
+    return SN_OK;
+}
+
+sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
+                            int *n_values) {
+    SN_TRY(check_compiled(m, data, "evaluate"));
+    if (steps < 0) return sn_errorf(SN_ERR_INVALID, "evaluate: steps %lld is negative",
+                                    (long long)steps);
+    if (cap > 0 && !values) return sn_errorf(SN_ERR_INVALID, "evaluate: values is NULL");
+    double v[SN_MAX_METRICS + 1];
+    int n = 0;
+    SN_TRY(eval_pass(m, data, steps, "evaluate", v, &n));
+    for (int i = 0; i < n && i < cap; i++) values[i] = v[i];
+    if (n_values) *n_values = n < cap ? n : cap;
+    return SN_OK;
+}
+
+/* ---- fit ------------------------------------------------------------------------------------- */
+
+/* Replays the first `n` batches of the epoch just reset (a resumed checkpoint's position). */
+static sn_status skip_batches(runner *r, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        bool end = false;
+        SN_TRY(sn_error_context(sn_dataset_next(r->ds, r->pending, &end), "fit: resuming epoch "
+                                "%d at step %lld", r->epoch + 1, (long long)n));
+        if (end)
+            return sn_errorf(SN_ERR_INVALID, "fit: the checkpoint is at step %lld of epoch %d but "
+                             "the training data ends after %lld batches (other data?)",
+                             (long long)n, r->epoch + 1, (long long)i);
+    }
+    return SN_OK;
+}
+
+static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history *h,
+                            sn_fit_progress *fp) {
+    sn_train_state *t = m->train;
+    int64_t spe = t->opts.steps_per_execution;
+    int64_t card = sn_dataset_cardinality(train);
+    if (card == SN_CARDINALITY_INFINITE && o->steps_per_epoch == 0)
+        return sn_errorf(SN_ERR_INVALID, "fit: the training dataset is infinite (repeat(-1)); "
+                         "set steps_per_epoch");
+    if (card == 0) return sn_errorf(SN_ERR_INVALID, "fit: the training dataset is empty");
+    for (int c = 0; c < o->n_callbacks; c++)
+        if (o->callbacks[c] && o->callbacks[c]->on_train_begin)
+            SN_TRY(o->callbacks[c]->on_train_begin(o->callbacks[c]->user, m));
+    const sn_backup_opts *bk = o->backup;
+    bool resumed = false;
+    if (bk) SN_TRY(sn_fit_backup_resume(m, bk, &resumed));
+    int first = o->initial_epoch;
+    bool mid = false; /* resumed inside an epoch */
+    if (resumed) {
+        if (fp->epoch_done && fp->stopped) return SN_OK; /* that run had stopped for good */
+        first = fp->epoch_done ? fp->epoch + 1 : fp->epoch;
+        mid = !fp->epoch_done;
+    }
+    runner r = {.m = m, .ds = train, .kind = SN_PLAN_TRAIN, .what = "fit"};
+    bool stop = false;
+    for (int epoch = first; epoch < o->epochs && !stop; epoch++) {
+        bool resume_here = mid && epoch == first;
+        /* Every epoch, the first too, starts from the dataset's beginning (as a new Keras
+         * iterator): a dataset that an earlier fit or evaluate ended must not look empty.
+         * A checkpoint records the pipeline's counters from just before this reset. */
+        if (!resume_here) SN_TRY(sn_dataset_state_get(train, &fp->train_state));
+        SN_TRY(sn_error_context(sn_dataset_reset(train), "fit: epoch %d: resetting the "
+                                "training dataset", epoch + 1));
+        fp->epoch = epoch;
+        fp->epoch_done = false;
+        runner_start(&r);
+        r.epoch = epoch;
+        for (int c = 0; c < o->n_callbacks; c++)
+            if (o->callbacks[c] && o->callbacks[c]->on_epoch_begin)
+                SN_TRY(o->callbacks[c]->on_epoch_begin(o->callbacks[c]->user, epoch, o->epochs));
+        if (resume_here) {
+            /* The accumulators came back with the variables; the data moves past the steps
+             * already done. */
+            SN_TRY(skip_batches(&r, fp->done));
+            r.done = fp->done;
+            stop = fp->stopped;
+        } else {
+            zero_acc(m, 0);
+            fp->done = 0;
+            fp->stopped = false;
+        }
+        int64_t total = card >= 0 ? card : fp->known;
+        if (o->steps_per_epoch > 0 && (total < 0 || total > o->steps_per_epoch))
+            total = o->steps_per_epoch;
+        double t0 = sn_now();
+        sn_logs logs;
+        memset(&logs, 0, sizeof logs);
+        logs.epoch = epoch;
+        logs.steps = total;
+        while (!stop) {
+            int64_t want = spe;
+            if (o->steps_per_epoch > 0 && o->steps_per_epoch - r.done < want)
+                want = o->steps_per_epoch - r.done;
+            if (want <= 0) break;
+            int64_t ran;
+            SN_TRY(execute(&r, want, &ran));
+            r.done += ran;
+            if (ran > 0) {
+                train_logs(m, &logs);
+                logs.step = r.done;
+                logs.seconds = sn_now() - t0;
+                bool bstop = false;
+                for (int c = 0; c < o->n_callbacks; c++)
+                    if (o->callbacks[c] && o->callbacks[c]->on_batch_end)
+                        SN_TRY(o->callbacks[c]->on_batch_end(o->callbacks[c]->user, &logs,
+                                                             &bstop));
+                fp->done = r.done;
+                fp->stopped = bstop;
+                /* Between executions nothing is in flight: the state is whole. */
+                if (bk && bk->every_steps > 0 &&
+                    t->step / bk->every_steps > (t->step - ran) / bk->every_steps)
+                    SN_TRY(sn_fit_backup_save(m, bk));
+                if (bstop) {
+                    stop = true;
+                    break;
+                }
+            }
+            if (r.ended) break;
+        }
+        if (r.done == 0)
+            return sn_errorf(SN_ERR_INVALID, "fit: the training dataset produced no batch in "
+                             "epoch %d", epoch + 1);
+        fp->known = r.done;
+        train_logs(m, &logs);
+        logs.step = r.done;
+        if (logs.steps < 0 || r.ended) logs.steps = r.done;
+        if (o->validation) {
+            double v[SN_MAX_METRICS + 1];
+            int nv = 0;
+            SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation", v, &nv));
+            for (int i = 0; i < nv; i++) {
+                logs.names[logs.n] = t->val_names[i];
+                logs.values[logs.n++] = v[i];
+            }
+        }
+        if (t->log_lr && logs.n < SN_LOGS_MAX) {
+            logs.names[logs.n] = "learning_rate";
+            /* Keras keeps the rate in a float32 variable and logs that value. */
+            logs.values[logs.n++] = (double)(float)t->opts.optimizer.learning_rate;
+        }
+        logs.seconds = sn_now() - t0;
+        SN_TRY(sn_history_append(h, &logs));
+        for (int c = 0; c < o->n_callbacks; c++)
+            if (o->callbacks[c] && o->callbacks[c]->on_epoch_end) {
+                bool estop = false;
+                SN_TRY(o->callbacks[c]->on_epoch_end(o->callbacks[c]->user, &logs, &estop));
+                if (estop) stop = true;
+            }
+        fp->epoch_done = true;
+        fp->stopped = stop;
+        /* Resuming after this epoch starts the next one from the counters as they are now. */
+        SN_TRY(sn_dataset_state_get(train, &fp->train_state));
+        if (bk && bk->every_steps == 0) SN_TRY(sn_fit_backup_save(m, bk));
+    }
+    return SN_OK;
+}
+
+static sn_status fit_loop(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history *h) {
+    sn_fit_progress fp = {.opts = o, .train = train, .history = h, .epoch = o->initial_epoch,
+                          .known = -1};
+    m->train->fit = &fp;
+    m->train->log_lr = false;
+    sn_status s = fit_epochs(m, train, o, h, &fp);
+    m->train->fit = NULL;
+    return s;
+}
+
+sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history) {
+    if (history) *history = NULL;
+    SN_TRY(check_compiled(m, train, "fit"));
+    sn_fit_opts opts = o ? *o : sn_fit_defaults();
+    if (opts.epochs < 0 || opts.initial_epoch < 0)
+        return sn_errorf(SN_ERR_INVALID, "fit: epochs %d and initial_epoch %d must be >= 0",
+                         opts.epochs, opts.initial_epoch);
+    if (opts.steps_per_epoch < 0 || opts.validation_steps < 0)
+        return sn_errorf(SN_ERR_INVALID, "fit: steps_per_epoch %lld and validation_steps %lld "
+                         "must be >= 0", (long long)opts.steps_per_epoch,
+                         (long long)opts.validation_steps);
+    if (opts.n_callbacks < 0 || (opts.n_callbacks > 0 && !opts.callbacks))
+        return sn_errorf(SN_ERR_INVALID, "fit: n_callbacks %d with callbacks %s",
+                         opts.n_callbacks, opts.callbacks ? "set" : "NULL");
+    if (opts.backup) {
+        const sn_backup_opts *b = opts.backup;
+        if ((!b->dir || !*b->dir) && !b->resume_path)
+            return sn_errorf(SN_ERR_INVALID, "fit: backup.dir is %s", b->dir ? "empty" : "NULL");
+        if (b->every_steps < 0 || b->keep < 1)
+            return sn_errorf(SN_ERR_INVALID, "fit: backup every_steps %lld (>= 0, 0 = each "
+                             "epoch) and keep %d (>= 1)", (long long)b->every_steps, b->keep);
+    }
+    if (opts.validation) {
+        int nc = sn_dataset_num_components(opts.validation);
+        if (nc != 2)
+            return sn_errorf(SN_ERR_INVALID, "fit: the validation dataset yields %d components; "
+                             "expected 2 (images, labels)", nc);
+    }
+    sn_history *h = sn_history_new();
+    if (!h) return SN_ERR_NOMEM;
+    sn_status s = fit_loop(m, train, &opts, h);
+    /* on_train_end runs also after an error, so files are closed; it cannot fail. */
+    for (int c = 0; c < opts.n_callbacks; c++)
+        if (opts.callbacks[c] && opts.callbacks[c]->on_train_end)
+            opts.callbacks[c]->on_train_end(opts.callbacks[c]->user);
+    if (history) *history = h;
+    else sn_history_free(h);
+    return s;
+}
+
+/* ---- predict --------------------------------------------------------------------------------- */
+
+sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out) {
+    if (!m || !x || !out)
+        return sn_errorf(SN_ERR_INVALID, "predict: NULL %s", !m ? "model" : !x ? "x" : "out");
+    *out = NULL;
+    if (!m->built)
+        return sn_errorf(SN_ERR_STATE, "predict: model '%s' is not built; call sn_model_build "
+                         "first", m->name ? m->name : "");
+    const sn_shape *xs = sn_tensor_shape(x);
+    char s1[128], s2[128];
+    sn_shape img = {.ndim = xs->ndim > 0 ? xs->ndim - 1 : 0};
+    for (int i = 1; i < xs->ndim; i++) img.dim[i - 1] = xs->dim[i];
+    if (xs->ndim < 1 || xs->dim[0] < 1 || !sn_shape_equal(&img, &m->input_shape))
+        return sn_errorf(SN_ERR_SHAPE, "predict: x has shape %s but the model expects [B, %s] "
+                         "with B >= 1", sn_shape_str(xs, s1, sizeof s1),
+                         sn_shape_str(&m->input_shape, s2, sizeof s2));
+    if (sn_tensor_dtype(x) != SN_F32)
+        return sn_errorf(SN_ERR_SHAPE, "predict: x has dtype %s; the model expects f32",
+                         sn_dtype_name(sn_tensor_dtype(x)));
+    sn_cached_plan *cp;
+    SN_TRY(sn_error_context(sn_train_plan(m, SN_PLAN_PREDICT, xs->dim[0], NULL, SN_F32, &cp),
+                            "predict"));
+    size_t bytes = (size_t)sn_tensor_numel(x) * sizeof(float);
+    if (sn_tensor_is_contiguous(x)) {
+        SN_TRY(sn_plan_set_input(cp->plan, cp->x, sn_tensor_cdata(x), bytes));
+    } else {
+        float *dst = sn_plan_buffer(cp->plan, cp->x);
+        if (!dst) return SN_ERR_INVALID;
+        for (int64_t i = 0; i < sn_tensor_numel(x); i++) dst[i] = (float)sn_tensor_get(x, i);
+    }
+    SN_TRY(sn_error_context(sn_plan_run(cp->plan, 1, NULL, NULL), "predict"));
+    const float *res = sn_plan_buffer(cp->plan, cp->out);
+    if (!res) return SN_ERR_INVALID;
+    sn_shape os = sn_node_shape(m->g, cp->out);
+    return sn_tensor_from_data(out, SN_F32, &os, res);
+}
