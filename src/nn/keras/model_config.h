@@ -32,6 +32,9 @@ sn_status sn_cfg_bool(const json_t *obj, const char *key, bool required, bool *o
 sn_status sn_cfg_str(const json_t *obj, const char *key, bool required, const char **out);
 /* The field, when present, must be null (or the listed JSON-equal value, when `allowed` is
  * non-NULL): what sinter does not implement (constraints, quantization, masks). */
+/* The normalisation layers' 'axis' (absent, -1 or [-1]) names the last axis; otherwise
+ * SN_ERR_UNSUPPORTED showing the value and `supported` (e.g. "axis -1"). */
+sn_status sn_cfg_axis_is_last(const json_t *obj, const char *supported);
 sn_status sn_cfg_must(const json_t *obj, const char *key, const json_t *allowed,
                       const char *supported);
 /* An int or a list of `n` ints (kernel_size, strides, pool_size), each >= min. */

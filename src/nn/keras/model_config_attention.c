@@ -29,16 +29,7 @@ static sn_layer *made(sn_layer *l, sn_status *st) {
 sn_status sn_cfg_read_layer_norm(const json_t *c, sn_layer **out) {
     static const char *const nk[] = {"beta_constraint", "gamma_constraint", NULL};
     sn_layer_norm_opts o = sn_layer_norm_defaults();
-    const json_t *ax = json_object_get(c, "axis");
-    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
-                (json_is_array(ax) && json_array_size(ax) == 1 &&
-                 json_is_integer(json_array_get(ax, 0)) &&
-                 json_integer_value(json_array_get(ax, 0)) == -1);
-    if (!last) {
-        char b[64];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the "
-                         "last axis only (axis -1)", sn_cfg_show(ax, b, sizeof b));
-    }
+    SN_TRY(sn_cfg_axis_is_last(c, "axis -1"));
     bool rms = false;
     SN_TRY(sn_cfg_bool(c, "rms_scaling", false, &rms));
     if (rms)
