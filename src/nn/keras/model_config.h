@@ -89,6 +89,12 @@ sn_status sn_cfg_read_layer_norm(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_layer_norm(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_read_mha(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
+/* MultiHeadAttention's call in a Functional config: Keras writes args [query, value] (and key)
+ * and kwargs such as use_causal_mask. sn_cfg_mha_kwarg takes one kwarg of call `call` onto the
+ * layer (use_causal_mask: the same in every call, as sinter's layer holds one; attention_mask
+ * null); sn_cfg_mha_causal is the layer's flag (-1: not a MultiHeadAttention). */
+sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v);
+int sn_cfg_mha_causal(const sn_layer *l);
 
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* [null, d1, ...] (field `field`) -> (d1, ...) without the batch; every d a positive int. */

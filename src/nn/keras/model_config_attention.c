@@ -121,3 +121,27 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
     set(c, "bias_constraint", json_null());
     set(c, "seed", json_null());
 }
+
+sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v) {
+    char b[64];
+    if (!strcmp(key, "attention_mask") && json_is_null(v)) return SN_OK;
+    if (!strcmp(key, "use_causal_mask") && json_is_boolean(v)) {
+        bool causal = json_is_true(v);
+        if (call == 0) {
+            l->attn->mha.use_causal_mask = causal;
+        } else if (l->attn->mha.use_causal_mask != causal) {
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with use_causal_mask=%s "
+                             "in call %d but %s in call 0; sinter's layer holds one setting",
+                             l->name, causal ? "true" : "false", call, causal ? "false" : "true");
+        }
+        return SN_OK;
+    }
+    return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) is called with keyword "
+                     "argument %s=%s; sinter supports use_causal_mask and attention_mask=null",
+                     l->name, key, sn_cfg_show(v, b, sizeof b));
+}
+
+int sn_cfg_mha_causal(const sn_layer *l) {
+    if (!l || strcmp(l->vt->class_name, "MultiHeadAttention")) return -1;
+    return l->attn->mha.use_causal_mask ? 1 : 0;
+}
