@@ -21,9 +21,10 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
      Keras's train_on_batch does within STEP_TOL relative, and Keras loads sinter's .keras and
-     predicts the same within TOL. One is issue 26's Transformer of Keras's built-in layers
-     (token and position Embeddings, causal MultiHeadAttention, Adds, LayerNormalization, a
-     GELU feed-forward).
+     predicts the same within TOL. Two of them are issue 26's: a Transformer of Keras's
+     built-in layers (token and position Embeddings, causal MultiHeadAttention, Adds,
+     LayerNormalization, a GELU feed-forward), and the char_transformer_small preset as
+     `sinter export` writes it, opened by Keras.
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
 Keras predicts int32 ids, sinter reads the same ids as float32.
@@ -238,8 +239,32 @@ def transformer():
     return m, ["mse"], inputs
 
 
+def char_transformer_small():
+    """The char_transformer_small preset as `sinter export` writes it (its Keras twin:
+    tokens and positions inputs, Embeddings, 4 pre-LN blocks of Keras's own layers), opened
+    by keras.models.load_model; the rest of part (f) then runs on it as on the others
+    (test_attention_layers checks that the twin computes the preset's logits)."""
+    text = os.path.join(WORK, "chars.txt")
+    with open(text, "w") as f:
+        f.write("To be, or not to be, that is the question:\n" * 4)
+    path = os.path.join(WORK, "char_transformer_small.export.keras")
+    r = subprocess.run([os.path.join(BUILD, "sinter"), "export", "--model",
+                        "char_transformer_small", "--data", text, "--to", path],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"sinter export --model char_transformer_small: {r.stderr.strip()}")
+    m = keras.models.load_model(path, compile=False)
+    V, T = m.outputs[0].shape[-1], m.inputs[0].shape[1]
+
+    def inputs(rng, rows):
+        return [rng.integers(0, V, (rows, T)).astype(np.int32),
+                np.tile(np.arange(T, dtype=np.int32), (rows, 1))]
+    return m, ["mse"], inputs
+
+
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
-              "transformer": transformer}
+              "transformer": transformer, "char_transformer_small": char_transformer_small}
+BUILD = WORK = None  # set by main() for char_transformer_small
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
@@ -403,8 +428,10 @@ def write_idx(path, arr):
 
 
 def main():
+    global BUILD, WORK
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
+    BUILD, WORK = build, work
     rng = np.random.default_rng(0)
     keras.utils.set_random_seed(0)
     ok, skipped = True, False

@@ -97,6 +97,12 @@ sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t 
 int sn_cfg_mha_causal(const sn_layer *l);
 
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
+/* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer
+ * presets), the Functional model of Keras's built-in layers with the same weights, built and
+ * compiled as m is: two int inputs (tokens, positions), Embeddings, Add, LayerNormalization,
+ * MultiHeadAttention, Dense. *out NULL (SN_OK) for any other model. sn_model_save writes it
+ * in m's place. */
+sn_status sn_model_keras_twin(sn_model *m, sn_model **out);
 /* [null, d1, ...] (field `field`) -> (d1, ...) without the batch; every d a positive int. */
 sn_status sn_cfg_batch_shape(const json_t *v, const char *field, sn_shape *out);
 /* An InputLayer's config (model_config_util.c): its shape without the batch, whether it takes integer ids (dtype
