@@ -4,8 +4,10 @@
  * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
  * out in double (checks the [d, heads, key_dim] / [heads, key_dim, d] layouts and the
  * 1/sqrt(key_dim) scale), constructor refusals, the Keras config round trip of both layers
- * through a .keras file (same predictions), config refusals, and the char_transformer
- * presets' shapes. */
+ * through a .keras file (same predictions), config refusals, the char_transformer
+ * presets' shapes, generation with the cache, and the presets' Keras twin (same logits; its
+ * MultiHeadAttention calls as Keras writes them, and the Functional reader's refusals of
+ * cross-attention, an attention_mask tensor and use_causal_mask differing between calls). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -385,6 +387,58 @@ static void test_keras_twin(void) {
     json_t *cfg = sn_model_to_config(m); /* the preset's own config is still refused */
     CHECK(cfg == NULL, "the composite preset wrote a config of its own");
     json_decref(cfg);
+    /* The twin's config: MultiHeadAttention's calls as Keras writes them, and what the reader
+     * refuses: a value tensor other than the query (cross-attention), an attention_mask
+     * tensor, use_causal_mask differing between calls. */
+    sn_model *tw = NULL;
+    CHECK_OK(sn_model_keras_twin(m, &tw));
+    json_t *tc = tw ? sn_model_to_config(tw) : NULL;
+    json_t *mha = NULL;
+    json_t *tl = json_object_get(json_object_get(tc, "config"), "layers");
+    for (size_t i = 0; i < json_array_size(tl); i++) {
+        json_t *e = json_array_get(tl, i);
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        if (!mha && cls && !strcmp(cls, "MultiHeadAttention")) mha = e;
+    }
+    json_t *node = json_array_get(json_object_get(mha, "inbound_nodes"), 0);
+    json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    CHECK(json_array_size(args) == 2 && json_is_true(json_object_get(kw, "use_causal_mask")) &&
+          json_object_get(json_object_get(mha, "build_config"), "shapes_dict"),
+          "MultiHeadAttention's call is not written as Keras writes mha(h, h, causal)");
+    static const struct { const char *what, *needle; } bad[] = {
+        {"cross", "self-attention"}, {"mask", "attention_mask"}, {"causal", "call 1"}};
+    for (int i = 0; tc && args && kw && i < 3; i++) {
+        json_t *c = json_deep_copy(tc), *e = NULL;
+        json_t *cl = json_object_get(json_object_get(c, "config"), "layers");
+        for (size_t j = 0; j < json_array_size(cl); j++)
+            if (json_equal(json_object_get(json_array_get(cl, j), "name"),
+                           json_object_get(mha, "name")))
+                e = json_array_get(cl, j);
+        json_t *nd = json_array_get(json_object_get(e, "inbound_nodes"), 0);
+        json_t *t0 = json_deep_copy(json_array_get(json_object_get(nd, "args"), 0));
+        /* another tensor: the tokens' Add, which comes before */
+        json_t *other = json_deep_copy(t0);
+        json_array_set_new(json_object_get(json_object_get(other, "config"), "keras_history"), 0,
+                           json_string("add"));
+        if (i == 0) json_array_set(json_object_get(nd, "args"), 1, other);
+        if (i == 1) json_object_set(json_object_get(nd, "kwargs"), "attention_mask", other);
+        if (i == 2) { /* a second call of the same layer, not causal */
+            json_t *n2 = json_deep_copy(nd);
+            json_object_set_new(json_object_get(n2, "kwargs"), "use_causal_mask", json_false());
+            json_array_append_new(json_object_get(e, "inbound_nodes"), n2);
+        }
+        json_decref(other);
+        json_decref(t0);
+        char *js = json_dumps(c, 0);
+        sn_model *bad_m = NULL;
+        CHECK_ERR(sn_model_from_json(js, strlen(js), 1, &bad_m, NULL), SN_ERR_UNSUPPORTED,
+                  bad[i].needle);
+        sn_model_free(bad_m);
+        free(js);
+        json_decref(c);
+    }
+    json_decref(tc);
+    sn_model_free(tw);
     sn_model *r = NULL;
     CHECK_OK(sn_model_load(path, 9, &r, NULL));
     if (r && y0) {
