@@ -370,14 +370,16 @@ static void shape_cell(const sn_shape *s, char *buf) {
     if (k < CELL) snprintf(buf + k, CELL - k, ")");
 }
 
-/* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ". */
+/* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ".
+ * MultiHeadAttention (self-attention here) is called (query, value): its tensor twice. */
 static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
     size_t k = 0;
     buf[0] = 0;
+    int reps = strcmp(l->vt->class_name, "MultiHeadAttention") ? 1 : 2;
     for (int i = 0; i < f->n_nodes; i++) {
         if (f->nodes[i].layer != l) continue;
-        for (int a = 0; a < f->nodes[i].n_in && k < CELL; a++) {
-            const sn_fnode *p = &f->nodes[f->nodes[i].in[a]];
+        for (int a = 0; a < f->nodes[i].n_in * reps && k < CELL; a++) {
+            const sn_fnode *p = &f->nodes[f->nodes[i].in[a % f->nodes[i].n_in]];
             k += (size_t)snprintf(buf + k, CELL - k, "%s%s[%d][0]", k ? ", " : "",
                                   p->layer ? p->layer->name : p->input_name, p->call_index);
         }
