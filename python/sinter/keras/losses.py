@@ -57,3 +57,25 @@ def get(identifier):
     if isinstance(identifier, str) and identifier in _BY_NAME:
         return _BY_NAME[identifier]()
     raise NotImplementedError(f"loss {identifier!r}: sinter has " + ", ".join(sorted(_BY_NAME)))
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1,
+                                   ignore_class=None):
+    """The per-example loss as a tensor (eager or inside a sinter.function; issue 25)."""
+    if axis != -1 or ignore_class is not None:
+        raise NotImplementedError("sparse_categorical_crossentropy: axis=-1 and no "
+                                  "ignore_class in sinter")
+    from .._function import sparse_categorical_crossentropy as f
+    return f(y_true, y_pred, from_logits=from_logits)
+
+
+def _loss_call(self, y_true, y_pred, sample_weight=None):
+    from .. import _tensor
+    if type(self) is not SparseCategoricalCrossentropy or sample_weight is not None:
+        raise NotImplementedError(f"calling {type(self).__name__} on tensors: sinter has "
+                                  "SparseCategoricalCrossentropy without sample_weight")
+    return _tensor.reduce_mean(sparse_categorical_crossentropy(y_true, y_pred,
+                                                               self.from_logits))
+
+
+Loss.__call__ = _loss_call
