@@ -703,3 +703,36 @@ def dataset_map(ds, fn):
     np_parts = [np.asarray(p._value if isinstance(p, EagerTensor) else p) for p in parts]
     return data.Dataset.from_tensor_slices(np_parts[0] if not isinstance(out, tuple)
                                            else tuple(np_parts))
+
+
+# ---- keeping the model's own C calls in step with traced functions ------------------------------
+
+def _sync_model(model):
+    """The model's weights back into its C buffer from the traced function that last trained
+    them; the next traced run copies them in again, so fit, evaluate, predict, save and
+    set_weights always see and change the latest values."""
+    for v in model.__dict__.get("_sinter_vars", {}).values():
+        v._sync()
+
+
+def _wrap_model_methods():
+    import functools
+    from .keras import models
+    for name in ("fit", "evaluate", "predict", "predict_on_batch", "get_weights",
+                 "set_weights", "save", "save_weights", "load_weights", "summary"):
+        orig = getattr(models.Model, name)
+
+        def wrapper(self, *a, __orig=orig, **k):
+            _sync_model(self)
+            return __orig(self, *a, **k)
+        setattr(models.Model, name, functools.wraps(orig)(wrapper))
+    # Sequential overrides get_weights
+    orig_seq = models.Sequential.get_weights
+
+    def seq_get_weights(self, *a, **k):
+        _sync_model(self)
+        return orig_seq(self, *a, **k)
+    models.Sequential.get_weights = functools.wraps(orig_seq)(seq_get_weights)
+
+
+_wrap_model_methods()

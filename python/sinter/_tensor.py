@@ -522,12 +522,14 @@ def cast(x, dtype, name=None):
     x = convert_to_tensor(x) if not is_tensor(x) else x
     if x.dtype is dtype:
         return x
+    ctx = _trace()
+    if ctx is not None and (dtype.sn is None or x.dtype.sn is None):
+        # int64 is held as int32 inside graphs: a cast between the two only relabels
+        src, dst = _graph_dtype(x.dtype), _graph_dtype(dtype)
+        if src == dst:
+            return SymbolicTensor(ctx, ctx.node_of(x), dtype)
+        return apply("cast", lambda g, n: lib.sn_cast(g, n, dst), x, out_dtype=dtype)
     if dtype.sn is None or x.dtype.sn is None:
-        if _trace() is not None:
-            if dtype is int64 and x.dtype.is_integer:  # int64 is int32 inside graphs
-                return SymbolicTensor(_trace(), _trace().node_of(x), int64) if \
-                    x.dtype is int32 else x
-            raise NotImplementedError(f"cast to {dtype.name} inside a traced function")
         return EagerTensor(np.asarray(x._value).astype(dtype.as_numpy_dtype), dtype, x._dev)
     return apply("cast", lambda g, n: lib.sn_cast(g, n, dtype.sn), x)
 

@@ -214,3 +214,32 @@ def test_tfds_stand_in():
     assert info.splits["test"].num_examples == 10000
     x, y = next(iter(ds.batch(4)))
     assert x.shape == (4, 28, 28, 1) and y.shape == (4,)
+
+
+def test_custom_loop_and_fit_share_the_model_weights():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    y = (np.arange(8) % 3).astype(np.int64)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(3, input_shape=(4,))])
+    opt = tf.keras.optimizers.SGD(learning_rate=0.5)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, logits, from_logits=True))
+        g = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(g, model.trainable_variables))
+        return logits
+
+    w0 = model.get_weights()
+    logits = step(tf.constant(x), tf.constant(y))
+    np.testing.assert_allclose(logits.numpy(), x @ w0[0] + w0[1], rtol=1e-5, atol=1e-5)
+    w1 = model.get_weights()  # the traced step's update reaches the C model
+    assert not np.allclose(w1[0], w0[0])
+    np.testing.assert_allclose(model.predict(x, verbose=0), x @ w1[0] + w1[1], rtol=1e-5,
+                               atol=1e-5)
+    model.set_weights(w0)     # and a change through Keras reaches the next traced run
+    np.testing.assert_allclose(step(tf.constant(x), tf.constant(y)).numpy(),
+                               x @ w0[0] + w0[1], rtol=1e-5, atol=1e-5)
