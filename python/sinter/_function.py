@@ -736,3 +736,51 @@ def _wrap_model_methods():
 
 
 _wrap_model_methods()
+
+
+# ---- the other Keras loss functions as tensor ops (per example: reduced over the last axis) ----
+
+def _log_softmax(x):
+    return _tensor.apply("log_softmax", lambda g, n: lib.sn_log_softmax(g, n, -1), x)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False):
+    y_true = _tensor.cast(y_true, float32) if _tensor.is_tensor(y_true) else \
+        _tensor.convert_to_tensor(np.asarray(y_true, np.float32))
+    if from_logits:
+        logp = _log_softmax(y_pred)
+    else:  # Keras: p / sum(p), clipped to [1e-7, 1 - 1e-7]
+        p = _tensor.divide(y_pred, _tensor.reduce_sum(y_pred, axis=-1, keepdims=True))
+        logp = _tensor.log(_clip(p))
+    return _tensor.negative(_tensor.reduce_sum(_tensor.multiply(y_true, logp), axis=-1))
+
+
+def _clip(p, eps=1e-7):
+    # min(max(p, eps), 1 - eps) = eps + relu(p - eps) - relu(p - (1 - eps))
+    return _tensor.subtract(_tensor.add(_tensor.relu(_tensor.subtract(p, eps)), eps),
+                            _tensor.relu(_tensor.subtract(p, 1.0 - eps)))
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False):
+    y = _tensor.cast(y_true, float32) if _tensor.is_tensor(y_true) else \
+        _tensor.convert_to_tensor(np.asarray(y_true, np.float32))
+    if from_logits:
+        # max(x, 0) - x y + log(1 + exp(-|x|)), which never overflows
+        x = y_pred
+        absx = _tensor.add(_tensor.relu(x), _tensor.relu(_tensor.negative(x)))
+        per = _tensor.add(_tensor.subtract(_tensor.relu(x), _tensor.multiply(x, y)),
+                          _tensor.log(_tensor.add(_tensor.exp(_tensor.negative(absx)), 1.0)))
+    else:
+        p = _clip(y_pred)
+        per = _tensor.negative(_tensor.add(
+            _tensor.multiply(y, _tensor.log(p)),
+            _tensor.multiply(_tensor.subtract(1.0, y),
+                             _tensor.log(_tensor.subtract(1.0, p)))))
+    return _tensor.reduce_mean(per, axis=-1)
+
+
+def mean_squared_error(y_true, y_pred):
+    y = _tensor.cast(y_true, float32) if _tensor.is_tensor(y_true) else \
+        _tensor.convert_to_tensor(np.asarray(y_true, np.float32))
+    d = _tensor.subtract(y_pred, y)
+    return _tensor.reduce_mean(_tensor.multiply(d, d), axis=-1)

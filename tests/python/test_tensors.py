@@ -243,3 +243,28 @@ def test_custom_loop_and_fit_share_the_model_weights():
     model.set_weights(w0)     # and a change through Keras reaches the next traced run
     np.testing.assert_allclose(step(tf.constant(x), tf.constant(y)).numpy(),
                                x @ w0[0] + w0[1], rtol=1e-5, atol=1e-5)
+
+
+def test_other_loss_functions_match_numpy():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 3)).astype(np.float32) * 3
+    onehot = np.eye(3, dtype=np.float32)[[0, 2, 1, 2]]
+    x64 = x.astype(np.float64)  # references in float64; sinter's float32 within 1e-6
+    logp = x64 - np.log(np.exp(x64).sum(1, keepdims=True))
+    cce = tf.keras.losses.categorical_crossentropy(tf.constant(onehot), tf.constant(x),
+                                                   from_logits=True)
+    np.testing.assert_allclose(cce.numpy(), -(onehot * logp).sum(1), rtol=1e-5, atol=1e-6)
+    p = np.exp(logp)
+    cce_p = tf.keras.losses.categorical_crossentropy(tf.constant(onehot), tf.constant(p.astype(np.float32)))
+    np.testing.assert_allclose(cce_p.numpy(), -(onehot * logp).sum(1), rtol=1e-4, atol=1e-6)
+    yb = (rng.random((4, 3)) > 0.5).astype(np.float32)
+    sig = 1 / (1 + np.exp(-x64))
+    want = -(yb * np.log(sig) + (1 - yb) * np.log(1 - sig)).mean(1)
+    bce = tf.keras.losses.binary_crossentropy(tf.constant(yb), tf.constant(x), from_logits=True)
+    np.testing.assert_allclose(bce.numpy(), want, rtol=1e-5, atol=1e-6)
+    bce_p = tf.keras.losses.binary_crossentropy(tf.constant(yb), tf.constant(sig.astype(np.float32)))
+    np.testing.assert_allclose(bce_p.numpy(), want, rtol=1e-4, atol=1e-6)
+    mse = tf.keras.losses.mean_squared_error(tf.constant(yb), tf.constant(x))
+    np.testing.assert_allclose(mse.numpy(), ((x - yb) ** 2).mean(1), rtol=1e-5, atol=1e-6)
+    obj = tf.keras.losses.MeanSquaredError()(tf.constant(yb), tf.constant(x))
+    np.testing.assert_allclose(float(obj), ((x - yb) ** 2).mean(), rtol=1e-5, atol=1e-6)
