@@ -459,37 +459,127 @@ def range_(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001 (tf
 
 # ---- GradientTape -----------------------------------------------------------------------------
 
+def _tapes():
+    return getattr(_local, "tapes", [])
+
+
 class GradientTape:
-    """Inside a traced function: tape.gradient(target, sources) adds sn_gradients' nodes."""
+    """Inside a traced function, tape.gradient(target, sources) adds sn_gradients' nodes to
+    the function's graph. Eagerly, the tape keeps a graph of its own: every op run while it is
+    open is also added there (its inputs from outside as constants, Variables as variables),
+    and gradient() adds sn_gradients' nodes and runs a plan for them once."""
 
     def __init__(self, persistent=False, watch_accessed_variables=True):
         self.persistent = persistent
+        self._eager = False
+        self._g = None
 
     def __enter__(self):
-        if current_trace() is None:
-            raise NotImplementedError("GradientTape outside a sinter.function: sinter's "
-                                      "gradients are symbolic; use the tape inside a "
-                                      "@sinter.function")
+        if current_trace() is not None:
+            return self
+        self._eager = True
+        if self._g is None:
+            self._g = lib.sn_graph_new()
+            if not self._g:
+                raise MemoryError("GradientTape: out of memory")
+            self._refs = [self._g, None]
+            weakref.finalize(self, _free, self._refs)
+            self._vars = {}    # Variable -> node
+            self._nodes = {}   # id(tensor) -> (tensor, node)
+        _local.tapes = _tapes() + [self]
         return self
 
     def __exit__(self, *exc):
+        if self._eager:
+            _local.tapes = [t for t in _tapes() if t is not self]
         return False
 
+    # the interface call_model builds layers through (as a _Trace's)
+    @property
+    def g(self):
+        return self._g
+
+    def var_node(self, v):
+        n = self._vars.get(v)
+        if n is None:
+            n = lib.sn_variable(self._g, v.name.split(":")[0].encode(),
+                                _tensor._graph_dtype(v.dtype), C.byref(_lib.Shape.of(v.shape)),
+                                bool(v.trainable))
+            _tensor._graph_error(self._g, f"GradientTape: variable '{v.name}'")
+            self._vars[v] = n
+        return n
+
+    def node_of(self, x):
+        if getattr(x, "_is_variable", False):
+            return self.var_node(x)
+        e = self._nodes.get(id(x))
+        if e is not None and e[0] is x:
+            return e[1]
+        x = _tensor.convert_to_tensor(x)
+        n = _tensor._const_node(self._g, x)  # a value made before the tape: a constant
+        _tensor._graph_error(self._g, "GradientTape: constant")
+        self._nodes[id(x)] = (x, n)
+        return n
+
+    def record(self, what, build, xs, result):
+        n = build(self._g, *[self.node_of(x) for x in xs])
+        _tensor._graph_error(self._g, f"GradientTape: {what}")
+        self._nodes[id(result)] = (result, n)
+
+    def evaluate(self, nodes):
+        """Runs a plan of the tape's graph for nodes (the variables' current values in)."""
+        from .keras.models import _np_view
+        g = self._g
+        arr = (C.c_int32 * len(nodes))(*nodes)
+        plan = C.c_void_p()
+        check(lib.sn_plan_new(C.byref(plan), g, len(nodes), arr, None), "GradientTape")
+        try:
+            for v, n in self._vars.items():
+                v._sync()
+                np.copyto(_np_view(lib.sn_variable_data(g, n), lib.sn_node_shape(g, n).tuple(),
+                                   lib.sn_node_dtype(g, n)), v._master_view(), casting="unsafe")
+            check(lib.sn_plan_run(plan, 1, _tensor.FEED_FN(), None), "GradientTape")
+            out = []
+            for n in nodes:
+                a = _np_view(lib.sn_plan_buffer(plan, n), lib.sn_node_shape(g, n).tuple(),
+                             lib.sn_node_dtype(g, n)).copy()
+                out.append(EagerTensor(a, _tensor.as_dtype(a.dtype)))
+            return out
+        finally:
+            lib.sn_plan_free(plan)
+
     def watch(self, tensor):
-        pass
+        if self._eager:
+            for t in (tensor if isinstance(tensor, (list, tuple)) else [tensor]):
+                self.node_of(t)
 
     def gradient(self, target, sources, output_gradients=None, unconnected_gradients=None):
-        ctx = current_trace()
+        if output_gradients is not None:
+            raise NotImplementedError("tape.gradient(output_gradients=...) in sinter")
         single = not isinstance(sources, (list, tuple))
         srcs = [sources] if single else list(sources)
-        loss = ctx.node_of(target)
-        wrt = (C.c_int32 * len(srcs))(*[ctx.node_of(s) for s in srcs])
+        if not self._eager:
+            ctx = current_trace()
+            loss = ctx.node_of(target)
+            wrt = (C.c_int32 * len(srcs))(*[ctx.node_of(s) for s in srcs])
+            grads = (C.c_int32 * len(srcs))()
+            check(lib.sn_gradients(ctx.g, loss, len(srcs), wrt, grads), "tape.gradient")
+            out = [SymbolicTensor(ctx, grads[i]) for i in range(len(srcs))]
+            return out[0] if single else out
+        e = self._nodes.get(id(target))
+        if e is None or e[0] is not target:
+            raise ValueError("tape.gradient: the target was not computed while this tape was "
+                             "open")
+        wrt = (C.c_int32 * len(srcs))(*[self.node_of(s) for s in srcs])
         grads = (C.c_int32 * len(srcs))()
-        check(lib.sn_gradients(ctx.g, loss, len(srcs), wrt, grads), "tape.gradient")
-        out = [SymbolicTensor(ctx, grads[i]) for i in range(len(srcs))]
+        check(lib.sn_gradients(self._g, e[1], len(srcs), wrt, grads), "tape.gradient")
+        out = self.evaluate(list(grads))
         return out[0] if single else out
 
 
+def tape_record(what, build, xs, result):
+    for t in _tapes():
+        t.record(what, build, xs, result)
 
 
 # ---- the model inside a trace -------------------------------------------------------------------
@@ -513,8 +603,22 @@ def call_model(model, x, training=False):
     nodes over the model's variables."""
     ctx = current_trace()
     if ctx is None:
-        a = np.asarray(x._value if isinstance(x, EagerTensor) else x)
-        return EagerTensor(model.predict_on_batch(a), float32)
+        tapes = _tapes()
+        if not tapes:
+            a = np.asarray(x._value if isinstance(x, EagerTensor) else x)
+            return EagerTensor(model.predict_on_batch(a), float32)
+        if len(tapes) > 1:
+            raise NotImplementedError("model(x) under nested eager GradientTapes in sinter")
+        # under an eager tape: the layers go into the tape's graph and run there once
+        tape = tapes[0]
+        n = _model_nodes(tape, model, x, training)
+        out = tape.evaluate([n])[0]
+        tape._nodes[id(out)] = (out, n)
+        return out
+    return SymbolicTensor(ctx, _model_nodes(ctx, model, x, training), float32)
+
+
+def _model_nodes(ctx, model, x, training):
     model._need_built("model(x)")
     g = ctx.g
     node = ctx.node_of(x)
@@ -563,7 +667,7 @@ def call_model(model, x, training=False):
                                       f"('{name}'); sinter traces Conv2D, Dense, Flatten, "
                                       "Activation, MaxPooling2D, AveragePooling2D, Dropout")
         _tensor._graph_error(g, f"model(x): layer '{name}'")
-    return SymbolicTensor(ctx, node, float32)
+    return node
 
 
 # ---- optimizers -------------------------------------------------------------------------------
@@ -587,10 +691,17 @@ def _slot(opt, var, kind):
 
 def apply_gradients(opt, grads_and_vars):
     ctx = current_trace()
-    if ctx is None:
-        raise NotImplementedError("optimizer.apply_gradients outside a sinter.function: call "
-                                  "it inside the traced training step")
     pairs = [(g, v) for g, v in grads_and_vars if g is not None]
+    if ctx is None:
+        # eagerly: the update as a sinter.function over the gradients, traced once per set
+        # of variables (and gradient shapes)
+        fns = opt.__dict__.setdefault("_eager_apply", {})
+        vs = [v for _, v in pairs]
+        key = tuple(id(v) for v in vs)
+        if key not in fns:
+            fns[key] = (Function(lambda *gs: _apply_update(opt, list(zip(gs, vs)))), vs)
+        fns[key][0](*[_tensor.convert_to_tensor(g) for g, _ in pairs])
+        return None
     if ctx.replica is not None and ctx.replica[1] > 1:
         # MirroredStrategy's all-reduce: the replicas' gradients are summed, then applied once
         ctx.pending_updates.append((opt, pairs))

@@ -485,7 +485,11 @@ def apply(what, build, *xs, numpy_fn=None, out_dtype=None):
     dt = as_dtype(arr.dtype)
     if out_dtype is int64:
         arr, dt = arr.astype(np.int64), int64
-    return EagerTensor(arr, dt, dev)
+    r = EagerTensor(arr, dt, dev)
+    from . import _function
+    if _function._tapes():  # an eager GradientTape records the op in its graph
+        _function.tape_record(what, build, xs, r)
+    return r
 
 
 def _bin(what, fn, npf):

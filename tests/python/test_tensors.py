@@ -268,3 +268,48 @@ def test_other_loss_functions_match_numpy():
     np.testing.assert_allclose(mse.numpy(), ((x - yb) ** 2).mean(1), rtol=1e-5, atol=1e-6)
     obj = tf.keras.losses.MeanSquaredError()(tf.constant(yb), tf.constant(x))
     np.testing.assert_allclose(float(obj), ((x - yb) ** 2).mean(), rtol=1e-5, atol=1e-6)
+
+
+def test_eager_gradient_tape_and_apply_gradients():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    y = (np.arange(6) % 3).astype(np.int64)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(5, activation="relu", input_shape=(4,)),
+                                 tf.keras.layers.Dense(3)])
+    opt = tf.keras.optimizers.SGD(learning_rate=0.1)
+    w0 = model.get_weights()
+    with tf.GradientTape() as tape:
+        logits = model(tf.constant(x), training=True)
+        loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+            tf.constant(y), logits, from_logits=True))
+    grads = tape.gradient(loss, model.trainable_variables)
+    # the same step traced gives the same gradients (both are sn_gradients' graph)
+    model2 = tf.keras.Sequential([tf.keras.layers.Dense(5, activation="relu", input_shape=(4,)),
+                                  tf.keras.layers.Dense(3)])
+    model2.set_weights(w0)
+
+    @tf.function
+    def traced(x, y):
+        with tf.GradientTape() as t:
+            lg = model2(x, training=True)
+            ls = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+                y, lg, from_logits=True))
+        return ls, t.gradient(ls, model2.trainable_variables)
+
+    ls2, grads2 = traced(tf.constant(x), tf.constant(y))
+    np.testing.assert_allclose(float(loss), float(ls2), rtol=1e-6)
+    for a, b in zip(grads, grads2):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-7)
+    h = np.maximum(x @ w0[0] + w0[1], 0)
+    lg = h @ w0[2] + w0[3]
+    p = np.exp(lg - lg.max(1, keepdims=True))
+    p /= p.sum(1, keepdims=True)
+    np.testing.assert_allclose(float(loss), -np.log(p[np.arange(6), y]).mean(), rtol=1e-5)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    for w, g, new in zip(w0, grads, model.get_weights()):
+        np.testing.assert_allclose(new, w - 0.1 * g.numpy(), rtol=1e-5, atol=1e-7)
+    assert opt.iterations.numpy() == 1
+    v = tf.Variable(np.float32(3.0))
+    with tf.GradientTape() as tape:
+        z = v * v * 2.0
+    assert float(tape.gradient(z, v)) == 12.0
