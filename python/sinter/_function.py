@@ -261,6 +261,8 @@ def _signature(x):
         return (type(x).__name__,) + tuple(_signature(v) for v in x)
     if isinstance(x, dict):
         return ("dict",) + tuple((k, _signature(x[k])) for k in sorted(x))
+    if type(x).__name__ == "PerReplica":
+        return ("PerReplica",) + tuple(_signature(v) for v in x.values)
     if isinstance(x, np.ndarray):
         return ("A", x.shape, str(x.dtype), x.tobytes())
     try:
@@ -288,8 +290,10 @@ class _Concrete:
                 return t
             if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
                 return type(x)(symbolic(v) for v in x)
-            if isinstance(x, dict):
-                return {k: symbolic(v) for k, v in x.items()}
+            if isinstance(x, dict):  # in _flatten's order (sorted keys): the indices match
+                return {k: symbolic(x[k]) for k in sorted(x)}
+            if type(x).__name__ == "PerReplica":
+                return type(x)([symbolic(v) for v in x.values])
             if isinstance(x, np.ndarray):
                 return _tensor.convert_to_tensor(x)
             return x

@@ -313,3 +313,20 @@ def test_eager_gradient_tape_and_apply_gradients():
     with tf.GradientTape() as tape:
         z = v * v * 2.0
     assert float(tape.gradient(z, v)) == 12.0
+
+
+def test_function_arguments_in_structures():
+    @tf.function
+    def f(pair, scale=None, offset=None):
+        a, b = pair
+        return {"sum": a + b, "scaled": a * scale + offset}
+
+    out = f((tf.constant([1.0, 2.0]), tf.constant([10.0, 20.0])),
+            offset=tf.constant([0.5, 0.5]), scale=tf.constant([2.0, 3.0]))
+    np.testing.assert_allclose(out["sum"].numpy(), [11, 22])
+    np.testing.assert_allclose(out["scaled"].numpy(), [2.5, 6.5])
+    pr = tf.distribute.PerReplica([tf.constant(1.0), tf.constant(2.0)])
+    g = tf.function(lambda p: p.values[0] * 10.0 + p.values[1])
+    assert float(g(pr)) == 12.0
+    assert float(g(tf.distribute.PerReplica([tf.constant(3.0), tf.constant(4.0)]))) == 34.0
+    assert g.experimental_get_tracing_count() == 1
