@@ -422,6 +422,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         k->y = (sn_tdesc){.dtype = nd->dtype, .shape = nd->shape};
         k->n_in = nd->n_in;
         k->bf16 = o.bf16_compute;
+        k->fp32_strict = o.fp32_strict;
         k->relu = fuse_relu[id];
         k->stream = sn_backend_stream(be);
         for (int j = 0; j < nd->n_in; j++) {
