@@ -9,6 +9,7 @@
  * the plan with the op's name. f32 only (bf16 casts aside). Never run on a GPU (docs/cuda.md). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_ctx.h"
@@ -307,20 +308,40 @@ static sn_status optimizer_run(sn_kcall *c) {
 
 /* ---- matmul, convolution, pooling: prepared once per call ------------------------------------ */
 
-/* 2-D only for now (batch dimensions: not yet) */
+/* The reference kernel's forms (ref_matmul.c): 2-D, or batch dimensions equal on both operands,
+ * or one operand 2-D and shared by every batch; a cuBLASLt strided batch. */
 static bool matmul_supports(const sn_kcall *c) {
-    return all_f32(c) && c->x[0].shape.ndim == 2 && c->x[1].shape.ndim == 2;
+    const sn_shape *a = &c->x[0].shape, *b = &c->x[1].shape, *y = &c->y.shape;
+    if (!all_f32(c) || a->ndim < 2 || b->ndim < 2 || y->ndim < 2) return false;
+    if (a->ndim > 2 && b->ndim > 2) {
+        if (a->ndim != b->ndim) return false;
+        for (int d = 0; d < a->ndim - 2; d++)
+            if (a->dim[d] != b->dim[d]) return false;
+    }
+    int64_t mn = y->dim[y->ndim - 2] * y->dim[y->ndim - 1];
+    return mn > 0 && sn_shape_numel(y) / mn <= INT32_MAX && sn_shape_numel(y) > 0;
 }
 
 static sn_status matmul_prepare(sn_kcall *c, size_t *scratch) {
     CTX(c);
     (void)s;
     *scratch = 0;
-    bool ta = c->attr->matmul.ta, tb = c->attr->matmul.tb;
-    int64_t m = c->y.shape.dim[0], n = c->y.shape.dim[1];
-    int64_t k = ta ? c->x[0].shape.dim[0] : c->x[0].shape.dim[1];
+    const sn_shape *as = &c->x[0].shape, *bs = &c->x[1].shape, *ys = &c->y.shape;
+    sn_cuda_matmul_desc d = {.ta = c->attr->matmul.ta, .tb = c->attr->matmul.tb,
+                             .tf32 = sn_cuda_ctx_tf32(ctx) && !c->fp32_strict};
+    d.m = ys->dim[ys->ndim - 2];
+    d.n = ys->dim[ys->ndim - 1];
+    d.k = d.ta ? as->dim[as->ndim - 2] : as->dim[as->ndim - 1];
+    d.batch = sn_shape_numel(ys) / (d.m * d.n);
+    d.a_stride = as->ndim > 2 ? d.m * d.k : 0;
+    d.b_stride = bs->ndim > 2 ? d.k * d.n : 0;
+    if (d.batch > 1 && as->ndim > 2 && bs->ndim == 2 && !d.ta) { /* one [batch * m, k] product */
+        d.m *= d.batch;
+        d.batch = 1;
+        d.a_stride = 0;
+    }
     sn_cuda_matmul *p = NULL;
-    SN_TRY(sn_cuda_matmul_new(ctx, m, n, k, ta, tb, &p));
+    SN_TRY(sn_cuda_matmul_new_desc(ctx, &d, &p));
     c->state = p;
     return SN_OK;
 }
@@ -344,7 +365,8 @@ static void conv_shapes(const sn_kcall *c, sn_cuda_conv_desc *d) {
                              .kh = w->dim[0], .kw = w->dim[1], .f = w->dim[3], .oh = y->dim[1],
                              .ow = y->dim[2], .stride_h = c->attr->conv.stride_h,
                              .stride_w = c->attr->conv.stride_w, .pad_top = c->attr->conv.pad_top,
-                             .pad_left = c->attr->conv.pad_left};
+                             .pad_left = c->attr->conv.pad_left,
+                             .fp32_strict = c->fp32_strict};
 }
 
 /* cuDNN pads both sides alike: the bottom/right padding an output size implies (after) must
@@ -434,6 +456,22 @@ static void pool_release(sn_kcall *c) {
     c->state = NULL;
 }
 
+/* ---- all_reduce: the collective the node names, on this GPU's stream (NCCL) ---------------- */
+
+static bool all_reduce_supports(const sn_kcall *c) {
+    return c->y.dtype == SN_F32 && c->x[0].dtype == SN_F32;
+}
+
+static sn_status all_reduce_run(sn_kcall *c) {
+    CTX(c);
+    (void)ctx;
+    const sn_attrs *a = c->attr;
+    if (!a->allreduce.comm)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce (node %d): no collective attached", (int)c->id);
+    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, a->allreduce.phase,
+                                      fin(c, 0), fout(c), (size_t)numel(&c->y), (void *)s);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 static const sn_kernel k_binary = {.impl = "cuda", .supports = binary_supports, .run = binary_run},
@@ -452,7 +490,8 @@ static const sn_kernel k_binary = {.impl = "cuda", .supports = binary_supports, 
     k_conv = {.impl = "cudnn", .supports = conv_supports, .prepare = conv_prepare,
               .run = conv_run, .release = conv_release},
     k_pool = {.impl = "cudnn", .supports = pool_supports, .prepare = pool_prepare,
-              .run = pool_run, .release = pool_release};
+              .run = pool_run, .release = pool_release},
+    k_all_reduce = {.impl = "nccl", .supports = all_reduce_supports, .run = all_reduce_run};
 
 static sn_kernel_table g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -493,6 +532,7 @@ static void build(void) {
     g_table.k[SN_OP_AVG_POOL2D] = &k_pool;
     g_table.k[SN_OP_MAX_POOL2D_GRAD] = &k_pool;
     g_table.k[SN_OP_AVG_POOL2D_GRAD] = &k_pool;
+    g_table.k[SN_OP_ALL_REDUCE] = &k_all_reduce;
 }
 
 const sn_kernel_table *sn_cuda_kernels(void) {
