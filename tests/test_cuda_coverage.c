@@ -147,16 +147,16 @@ int main(void) {
     /* unfused calls: the reference table has no fused rows, as the CUDA table */
     setenv("SN_KERNELS", "ref", 1);
     static const model_case cases[] = {
-        {"tpu_guide_cnn", "assign_add, broadcast_to"},
-        {"small_cnn", "assign_add, broadcast_to"},
-        {"mlp", "assign_add, broadcast_to"},
-        {"bn_cnn", "assign_add, broadcast_to"},
-        {"mlp_gelu", "assign_add, broadcast_to"},
-        {"text_lstm", "assign_add, broadcast_to, cast, gather, gather_grad, lstm_layer, lstm_layer_grad, slice"},
-        {"text_gru", "assign_add, broadcast_to, cast, concat, gather, gather_grad, gru_layer, gru_layer_grad, slice, slice_grad"},
-        {"text_gru_rb", "assign_add, broadcast_to, cast, concat, gather, gather_grad, gru_reset_before, gru_reset_before_grad, slice, slice_grad"},
-        {"char_lstm_small", "assign_add, broadcast_to, cast, gather, gather_grad, lstm_layer, lstm_layer_grad, slice"},
-        {"char_transformer_small", "assign_add, attention, attention_grad, broadcast_to, cast, gather, gather_grad, layer_norm, layer_norm_grad, slice, slice_grad"},
+        {"tpu_guide_cnn", ""},
+        {"small_cnn", ""},
+        {"mlp", ""},
+        {"bn_cnn", ""},
+        {"mlp_gelu", ""},
+        {"text_lstm", "gather, gather_grad, lstm_layer, lstm_layer_grad, slice"},
+        {"text_gru", "concat, gather, gather_grad, gru_layer, gru_layer_grad, slice, slice_grad"},
+        {"text_gru_rb", "concat, gather, gather_grad, gru_reset_before, gru_reset_before_grad, slice, slice_grad"},
+        {"char_lstm_small", "gather, gather_grad, lstm_layer, lstm_layer_grad, slice"},
+        {"char_transformer_small", "attention, attention_grad, gather, gather_grad, slice, slice_grad"},
     };
     printf("| model | training calls | with a CUDA row | ops without one |\n| --- | --- | --- | --- |\n");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_model(&cases[i]);
