@@ -50,7 +50,10 @@ int main(void) {
     expect("cast f32 -> bf16", &t, "cuda");
     tc_init(&t, SN_OP_CAST, SN_I32, s2);
     tc_input(&t, SN_F32, s2, NULL);
-    expect("cast f32 -> i32 (unsupported)", &t, NULL);
+    expect("cast f32 -> i32", &t, "cuda");
+    tc_init(&t, SN_OP_CAST, SN_F64, s2);
+    tc_input(&t, SN_F32, s2, NULL);
+    expect("cast f32 -> f64 (unsupported)", &t, NULL);
     /* reductions: contiguous axes only */
     tc_init(&t, SN_OP_REDUCE_SUM, SN_F32, s1);
     tc_input(&t, SN_F32, s2, NULL);
