@@ -25,7 +25,9 @@
 # Usage, from the repository root, on the GPU machine:
 #   scripts/gpu_bundle.sh                  # on the development machine first (CUDA build)
 #   scripts/gpu_check.sh                   # the device tool: carry [".gpu"], timeout_s 560
-# SN_GPU_CHECK_NO_BUILD=1 skips the build attempt and uses the bundle at once.
+# SN_GPU_CHECK_NO_BUILD=1 skips the build attempt and uses the bundle at once. A dry run of the
+# script's own plumbing without a GPU (nothing measured): SN_GPU_CHECK_DEVICE=cpu:0
+# SN_GPU_CHECK_MODELS="small_cnn 128" SN_GPU_CHECK_STEPS=20 (steps per epoch of the step-4 runs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 T0=$(date +%s)
@@ -90,6 +92,11 @@ fi
 timeout 60 "$SINTER" devices >>"$SUM" 2>&1
 gpu=no
 "$SINTER" devices 2>/dev/null | grep -q 'device:GPU:0' && gpu=yes
+DEV=${SN_GPU_CHECK_DEVICE:-gpu:0}
+[ "$DEV" != gpu:0 ] && { log "dry run on $DEV (SN_GPU_CHECK_DEVICE): plumbing only"; gpu=yes; }
+MODELS=${SN_GPU_CHECK_MODELS:-"small_cnn 128;tpu_guide_cnn 200"}
+EPOCH=()
+[ -n "${SN_GPU_CHECK_STEPS:-}" ] && EPOCH=(--steps-per-epoch "$SN_GPU_CHECK_STEPS")
 log "GPU seen by sinter: $gpu"
 
 # ---- 3. tests --------------------------------------------------------------------------------
@@ -125,17 +132,18 @@ with_peak() {
 }
 printf 'model\tbatch\tsteps_per_execution\tprecision\tepoch_s\tms_per_step\tpeak_gpu_mib\ttest_acc\n' >"$RES/results.tsv"
 : >>"$RES/runs.txt"
-for mb in "small_cnn 128" "tpu_guide_cnn 200"; do
+IFS=';' read -ra MB <<<"$MODELS"
+for mb in "${MB[@]}"; do
   set -- $mb
   for spe in 1 50; do
-    echo "---- train $1 batch $2 spe $spe gpu:0" >>"$RES/runs.txt"
-    with_peak timeout 120 "$SINTER" train --device gpu:0 --model "$1" --batch-size "$2" --epochs 1 \
-      --steps-per-execution "$spe" --seed 1 --quiet --report "${DATA[@]}" >>"$RES/runs.txt" 2>&1
+    echo "---- train $1 batch $2 spe $spe $DEV" >>"$RES/runs.txt"
+    with_peak timeout 120 "$SINTER" train --device "$DEV" --model "$1" --batch-size "$2" --epochs 1 \
+      --steps-per-execution "$spe" --seed 1 --quiet --report "${EPOCH[@]}" "${DATA[@]}" >>"$RES/runs.txt" 2>&1
     rc=$?
     line=$(grep '^framework=sinter' "$RES/runs.txt" | tail -1)
     get() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p" | head -1; }
     if [ $rc -ne 0 ]; then
-      fail "train $1 spe $spe on gpu:0: exit $rc (runs.txt)"
+      fail "train $1 spe $spe on $DEV: exit $rc (runs.txt)"
       printf '%s\t%s\t%s\tfp32(tf32)\tfailed\t\t%s\t\n' "$1" "$2" "$spe" "${PEAK:-}" >>"$RES/results.tsv"
     else
       printf '%s\t%s\t%s\tfp32(tf32)\t%s\t%s\t%s\t%s\n' "$1" "$2" "$spe" "$(get epoch_s)" \
@@ -146,20 +154,58 @@ for mb in "small_cnn 128" "tpu_guide_cnn 200"; do
 done
 
 # ---- 5. the first 200 losses: GPU fp32-strict (and TF32) against the CPU fp32-strict ---------
-losses_of() { # DIR -> "step loss" lines of batch_loss from DIR/train
+losses_of() { # DIR -> "step loss" lines of batch_loss from DIR/train's event files
+  # TFRecord framing (u64 length, u32 crc, data, u32 crc) around Event protos: step = field 2
+  # (varint), summary = field 5 { value = field 1 { tag = 1, simple_value = 2 (float) } }.
+  # A few lines of protobuf reading instead of the tensorboard package.
   python3 - "$1" <<'PY'
-import sys
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-ea = EventAccumulator(sys.argv[1] + "/train", size_guidance={"scalars": 0})
-ea.Reload()
-for e in ea.Scalars("batch_loss"):
-    print(e.step, repr(e.value))
+import glob, struct, sys
+def fields(b):
+    i = 0
+    while i < len(b):
+        key, i = varint(b, i)
+        f, w = key >> 3, key & 7
+        if w == 0: v, i = varint(b, i)
+        elif w == 1: v, i = b[i:i + 8], i + 8
+        elif w == 5: v, i = b[i:i + 4], i + 4
+        elif w == 2:
+            n, i = varint(b, i)
+            v, i = b[i:i + n], i + n
+        else: raise ValueError("wire type %d" % w)
+        yield f, v
+def varint(b, i):
+    r = s = 0
+    while True:
+        c = b[i]; i += 1
+        r |= (c & 0x7f) << s; s += 7
+        if c < 0x80: return r, i
+out = {}
+for path in sorted(glob.glob(sys.argv[1] + "/train/events.out.tfevents.*")):
+    data = open(path, "rb").read()
+    i = 0
+    while i + 12 <= len(data):
+        (n,) = struct.unpack_from("<Q", data, i)
+        rec = data[i + 12:i + 12 + n]
+        i += 12 + n + 4
+        step, vals = 0, []
+        for f, v in fields(rec):
+            if f == 2: step = v
+            elif f == 5:
+                for g, val in fields(v):
+                    if g != 1: continue
+                    tag, x = None, None
+                    for h, u in fields(val):
+                        if h == 1: tag = u.decode()
+                        elif h == 2: (x,) = struct.unpack("<f", u)
+                    if tag == "batch_loss" and x is not None: vals.append(x)
+        for x in vals: out[step] = x
+for st in sorted(out): print(st, repr(out[st]))
 PY
 }
 printf 'model\tstep\tcpu_fp32_strict\tgpu_fp32_strict\tgpu_tf32\trel_strict\trel_tf32\n' >"$RES/losses.tsv"
-for mb in "small_cnn 128" "tpu_guide_cnn 200"; do
+for mb in "${MB[@]}"; do
   set -- $mb
-  for run in "cpu:0 fp32-strict cpu" "gpu:0 fp32-strict gs" "gpu:0 fp32 gt"; do
+  for run in "cpu:0 fp32-strict cpu" "$DEV fp32-strict gs" "$DEV fp32 gt"; do
     set -- $mb $run
     rm -rf "/tmp/sn-loss-$5"
     echo "---- losses $1 on $3 $4" >>"$RES/runs.txt"
@@ -195,7 +241,7 @@ done
 
 # ---- 6. compute-sanitizer on a short run -----------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then
-  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$SINTER" train --device gpu:0 \
+  timeout 240 compute-sanitizer --tool memcheck --error-exitcode 9 "$SINTER" train --device "$DEV" \
     --model small_cnn --batch-size 32 --epochs 1 --steps-per-epoch 3 --steps-per-execution 3 \
     --quiet "${DATA[@]}" >"$RES/sanitizer.txt" 2>&1
   rc=$?
