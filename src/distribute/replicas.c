@@ -229,7 +229,7 @@ static sn_status nccl_make(struct sn_replicas *R) {
     int workers = s->workers > 1 ? s->workers : 1;
     return sn_error_context(sn_gpu_nccl_new(R->n, gpus, workers * R->n, s->rank * R->n, id,
                                             &R->nccl),
-                            "strategy %s on GPUs", sn_strategy_name(s));
+                            "a strategy of %d replica(s) over %d worker(s) on GPUs", R->n, workers);
 }
 
 static sn_status nccl_run(sn_allreduce_comm *base, int me, int phase, const float *in, float *out,
