@@ -8,6 +8,7 @@
  * bits as on the CPU. */
 #include <omp.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend_impl.h"
@@ -293,11 +294,304 @@ done:
     sn_graph_free(b.g);
 }
 
+/* ---- a GPU stand-in that records steps (a CUDA graph) and one with a gap in its table ------ */
+
+/* Every row: the CPU's kernel for the call, run at once, or (between capture_begin and
+ * capture_end) recorded with copies of its arguments, as a CUDA graph keeps a kernel's
+ * parameters: a recording does not see later changes to an attribute or the step counter. */
+typedef struct rec_call {
+    const sn_kernel *k;
+    sn_kcall call;
+    sn_attrs attr;
+} rec_call;
+typedef struct rec_graph {
+    int n;
+    rec_call calls[256];
+} rec_graph;
+static rec_graph *recording;
+static int rec_captures, rec_replays, rec_syncs, rec_loose_runs, rec_uploads;
+static char rec_log[4096]; /* U upload, B capture begin, E end, P replay, S sync, K kernel */
+static size_t rec_log_n;
+
+static void rec_note(char ch) {
+    if (rec_log_n + 1 < sizeof rec_log) rec_log[rec_log_n++] = ch, rec_log[rec_log_n] = '\0';
+}
+static const sn_kernel *rec_cpu(const sn_kcall *c) { return sn_kernel_select(sn_cpu_kernels(), c); }
+static bool rec_supports(const sn_kcall *c) { return rec_cpu(c) != NULL; }
+static sn_status rec_prepare(sn_kcall *c, size_t *scratch) {
+    const sn_kernel *k = rec_cpu(c);
+    *scratch = 0;
+    return k->prepare ? k->prepare(c, scratch) : SN_OK;
+}
+static void rec_release(sn_kcall *c) {
+    const sn_kernel *k = rec_cpu(c);
+    if (k->release) k->release(c);
+}
+static sn_status rec_run(sn_kcall *c) {
+    const sn_kernel *k = rec_cpu(c);
+    if (recording) {
+        if (recording->n >= 256) return sn_errorf(SN_ERR_INVALID, "stand-in: recording full");
+        rec_call *r = &recording->calls[recording->n++];
+        r->k = k;
+        r->call = *c;
+        if (c->attr) r->attr = *c->attr;
+        r->call.attr = &r->attr;
+        return SN_OK;
+    }
+    rec_loose_runs++;
+    rec_note('K');
+    return k->run(c);
+}
+static const sn_kernel k_rec = {.impl = "standin", .supports = rec_supports,
+                                .prepare = rec_prepare, .run = rec_run, .release = rec_release};
+static sn_kernel_table rec_table, gap_table;
+static const sn_kernel_table *rec_kernels(sn_backend *b) {
+    (void)b;
+    return &rec_table;
+}
+static const sn_kernel_table *gap_kernels(sn_backend *b) {
+    (void)b;
+    return &gap_table;
+}
+static sn_status rec_to_device(sn_backend *b, void *dst, const void *src, size_t n) {
+    if (recording) return sn_errorf(SN_ERR_INVALID, "stand-in: a copy inside a recording");
+    rec_uploads++;
+    rec_note('U');
+    return fake_to_device(b, dst, src, n);
+}
+static sn_status rec_sync(sn_backend *b) {
+    (void)b;
+    if (recording) return sn_errorf(SN_ERR_INVALID, "stand-in: a sync inside a recording");
+    rec_syncs++;
+    rec_note('S');
+    return SN_OK;
+}
+static sn_status rec_begin(sn_backend *b) {
+    (void)b;
+    if (recording) return sn_errorf(SN_ERR_INVALID, "stand-in: nested recording");
+    recording = calloc(1, sizeof *recording);
+    rec_note('B');
+    return recording ? SN_OK : SN_ERR_NOMEM;
+}
+static sn_status rec_end(sn_backend *b, void **graph) {
+    (void)b;
+    *graph = recording;
+    recording = NULL;
+    rec_captures++;
+    rec_note('E');
+    return SN_OK;
+}
+static sn_status rec_replay(sn_backend *b, void *graph) {
+    (void)b;
+    rec_graph *g = graph;
+    rec_replays++;
+    rec_note('P');
+    for (int i = 0; i < g->n; i++) SN_TRY(g->calls[i].k->run(&g->calls[i].call));
+    return SN_OK;
+}
+static void rec_free(sn_backend *b, void *graph) {
+    (void)b;
+    free(graph);
+}
+static const sn_backend_iface rec_iface = {
+    .type = "GPU", .caps = fake_caps, .alloc = fake_alloc, .free = fake_free,
+    .copy_to_device = rec_to_device, .copy_to_host = fake_to_host, .copy = NULL,
+    .enter = fake_enter, .leave = fake_leave, .synchronize = rec_sync, .kernels = rec_kernels,
+    .capture_begin = rec_begin, .capture_end = rec_end, .replay = rec_replay,
+    .graph_free = rec_free,
+};
+/* The same device without recording: every step issues its kernels. */
+static const sn_backend_iface issue_iface = {
+    .type = "GPU", .caps = fake_caps, .alloc = fake_alloc, .free = fake_free,
+    .copy_to_device = rec_to_device, .copy_to_host = fake_to_host, .copy = NULL,
+    .enter = fake_enter, .leave = fake_leave, .synchronize = rec_sync, .kernels = rec_kernels,
+};
+/* A device whose table lacks reduce_mean (and has no reference fallback: its memory is its own). */
+static const sn_backend_iface gap_iface = {
+    .type = "GPU", .caps = fake_caps, .alloc = fake_alloc, .free = fake_free,
+    .copy_to_device = fake_to_device, .copy_to_host = fake_to_host, .copy = NULL,
+    .enter = fake_enter, .leave = fake_leave, .synchronize = fake_sync, .kernels = gap_kernels,
+};
+
+static void standin_tables(void) {
+    memset(&rec_table, 0, sizeof rec_table);
+    const sn_kernel_table *cpu = sn_cpu_kernels();
+    for (int op = 0; op < SN_OP_COUNT; op++)
+        if (cpu->k[op]) rec_table.k[op] = &k_rec;
+    gap_table = rec_table;
+    gap_table.k[SN_OP_REDUCE_MEAN] = NULL;
+}
+
+static size_t count_char(const char *s, size_t from, size_t to, char ch) {
+    size_t n = 0;
+    for (size_t i = from; i < to && s[i]; i++) n += s[i] == ch;
+    return n;
+}
+
+/* A plan that needs an op the device's table lacks is refused when it is made, by the op's
+ * name and the device's; nothing runs on the host instead. */
+static void test_refusal(void) {
+    standin_tables();
+    sn_backend dev;
+    sn_backend_init(&dev, &gap_iface, SN_DEVICE_GPU, 0, NULL);
+    step_graph a;
+    build_step(&a);
+    sn_node t[3] = {a.loss, a.y, a.update};
+    sn_plan *p = NULL;
+    CHECK_ERR(sn_plan_new_on(&p, a.g, 3, t, NULL, &dev), SN_ERR_UNSUPPORTED,
+              "no kernel for op reduce_mean");
+    CHECK(strstr(sn_last_error(), "/job:localhost/replica:0/task:0/device:GPU:0") != NULL,
+          "the refusal names the device: %s", sn_last_error());
+    CHECK(p == NULL, "a refused plan is not returned");
+    /* a graph without reduce_mean plans there */
+    sn_graph *g = sn_graph_new();
+    sn_shape s = {.ndim = 1, .dim = {3}};
+    sn_node x = sn_input(g, "x", SN_F32, &s);
+    sn_node y = sn_tanh(g, sn_add(g, x, x));
+    CHECK_OK(sn_plan_new_on(&p, g, 1, &y, NULL, &dev));
+    sn_plan_free(p);
+    sn_graph_free(g);
+    sn_graph_free(a.g);
+}
+
+/* steps_per_execution on a recording device: one step recorded once, replayed per step, the
+ * inputs uploaded before each replay, one synchronisation per run; bitwise the steps the same
+ * device issues kernel by kernel. */
+static void test_recorded_steps(void) {
+    standin_tables();
+    sn_backend rec, iss;
+    sn_backend_init(&rec, &rec_iface, SN_DEVICE_GPU, 0, NULL);
+    sn_backend_init(&iss, &issue_iface, SN_DEVICE_GPU, 1, NULL);
+    CHECK(sn_backend_can_capture(&rec) && !sn_backend_can_capture(&iss), "capture hooks");
+    step_graph a, b;
+    build_step(&a);
+    build_step(&b);
+    sn_node ta[3] = {a.loss, a.y, a.update}, tb[3] = {b.loss, b.y, b.update};
+    sn_plan *pa = NULL, *pb = NULL;
+    CHECK_OK(sn_plan_new_on(&pa, a.g, 3, ta, NULL, &iss));
+    CHECK_OK(sn_plan_new_on(&pb, b.g, 3, tb, NULL, &rec));
+    if (!pa || !pb) goto done;
+    enum { N = 4, RUNS = 3 };
+    for (int run = 0; run < RUNS; run++) {
+        CHECK_OK(sn_plan_run(pa, N, feed_x, &a));
+        rec_log_n = 0;
+        rec_log[0] = '\0';
+        int syncs = rec_syncs, ups = rec_uploads, loose = rec_loose_runs;
+        CHECK_OK(sn_plan_run(pb, N, feed_x, &b));
+        CHECK(rec_syncs - syncs == 1, "run %d: %d synchronisations, want 1 per %d steps", run,
+              rec_syncs - syncs, N);
+        CHECK(rec_uploads - ups == 1 + N, "run %d: %d uploads, want the variables + %d inputs",
+              run, rec_uploads - ups, N);
+        CHECK(rec_loose_runs == loose, "run %d: %d kernels ran outside the recording", run,
+              rec_loose_runs - loose);
+        /* the order: variables up, then per step the input up and a replay (the first step
+         * records first), the sync last */
+        const char *want = run == 0 ? "UUBEPUPUPUPS" : "UUPUPUPUPS";
+        CHECK(!strcmp(rec_log, want), "run %d: events %s, want %s", run, rec_log, want);
+        const float *la = sn_plan_buffer(pa, a.loss), *lb = sn_plan_buffer(pb, b.loss);
+        CHECK(la && lb && !memcmp(la, lb, sizeof *la), "run %d: loss %.9g replayed vs %.9g issued",
+              run, lb ? lb[0] : 0.0, la ? la[0] : 0.0);
+        size_t na, nb;
+        const void *va = sn_graph_variable_buffer(a.g, &na), *vb = sn_graph_variable_buffer(b.g, &nb);
+        CHECK(na == nb && !memcmp(va, vb, na), "run %d: weights differ after replays", run);
+    }
+    CHECK(pb->captures == 1 && pb->replays == N * RUNS, "recorded %lld times, replayed %lld; "
+          "want 1 and %d", (long long)pb->captures, (long long)pb->replays, N * RUNS);
+    CHECK(count_char(rec_log, 0, rec_log_n, 'K') == 0, "no kernel issued outside replays");
+
+    /* Another run with nothing changed replays the same recording. */
+    CHECK_OK(sn_plan_run(pb, 1, feed_x, &b));
+    CHECK(pb->captures == 1, "recorded again with nothing changed (%lld)", (long long)pb->captures);
+    /* A node hook needs the host after every kernel: issued, not replayed. */
+    sn_plan_set_node_hook(pb, read_loss, &b);
+    int64_t rp = pb->replays;
+    CHECK_OK(sn_plan_run(pb, 2, feed_x, &b));
+    CHECK(pb->replays == rp, "a plan with a node hook was replayed");
+    sn_plan_set_node_hook(pb, NULL, NULL);
+done:
+    sn_plan_free(pa);
+    sn_plan_free(pb);
+    sn_graph_free(a.g);
+    sn_graph_free(b.g);
+}
+
+/* A recording keeps its arguments: a changed attribute records the step again, and a plan
+ * whose kernels read the step counter (dropout) is never recorded. Both stay equal to the
+ * kernel-by-kernel run. */
+static void attr_graph(sn_graph **g, sn_node *x, sn_node *y, bool dropout) {
+    *g = sn_graph_new();
+    sn_shape s = {.ndim = 2, .dim = {4, 8}};
+    *x = sn_input(*g, "x", SN_F32, &s);
+    sn_node h = sn_leaky_relu(*g, *x, 0.25);
+    if (dropout) h = sn_dropout(*g, h, 0.5, 7);
+    *y = sn_reduce_sum(*g, sn_mul(*g, h, h), 0, NULL, false);
+}
+
+static sn_status feed_attr(void *ctx, sn_plan *p, int64_t step) {
+    sn_node x = *(const sn_node *)ctx;
+    float v[32];
+    for (int i = 0; i < 32; i++) v[i] = (float)((i * 5 + step) % 11) * 0.2f - 1.0f;
+    return sn_plan_set_input(p, x, v, sizeof v);
+}
+
+static void set_alpha(sn_plan *p, double alpha) {
+    for (int c = 0; c < p->n_calls; c++)
+        if (p->calls[c].op == SN_OP_LEAKY_RELU) ((sn_attrs *)p->calls[c].attr)->act.alpha = alpha;
+}
+
+static void test_recording_keeps_arguments(void) {
+    standin_tables();
+    sn_backend rec, iss;
+    sn_backend_init(&rec, &rec_iface, SN_DEVICE_GPU, 0, NULL);
+    sn_backend_init(&iss, &issue_iface, SN_DEVICE_GPU, 1, NULL);
+    for (int drop = 0; drop < 2; drop++) {
+        sn_graph *ga, *gb;
+        sn_node xa, ya, xb, yb;
+        attr_graph(&ga, &xa, &ya, drop);
+        attr_graph(&gb, &xb, &yb, drop);
+        sn_plan *pa = NULL, *pb = NULL;
+        CHECK_OK(sn_plan_new_on(&pa, ga, 1, &ya, NULL, &iss));
+        CHECK_OK(sn_plan_new_on(&pb, gb, 1, &yb, NULL, &rec));
+        if (!pa || !pb) {
+            sn_plan_free(pa);
+            sn_plan_free(pb);
+            sn_graph_free(ga);
+            sn_graph_free(gb);
+            continue;
+        }
+        for (int run = 0; run < 3; run++) {
+            if (run == 2) { /* a new alpha between runs */
+                set_alpha(pa, 0.5);
+                set_alpha(pb, 0.5);
+            }
+            CHECK_OK(sn_plan_run(pa, 3, feed_attr, &xa));
+            CHECK_OK(sn_plan_run(pb, 3, feed_attr, &xb));
+            const float *ra = sn_plan_buffer(pa, ya), *rb = sn_plan_buffer(pb, yb);
+            CHECK(ra && rb && !memcmp(ra, rb, sizeof *ra), "%s, run %d: %.9g replayed vs %.9g",
+                  drop ? "dropout" : "leaky_relu", run, rb ? rb[0] : 0.0, ra ? ra[0] : 0.0);
+        }
+        if (drop)
+            CHECK(pb->captures == 0 && pb->replays == 0, "a dropout plan was recorded (%lld)",
+                  (long long)pb->captures);
+        else
+            CHECK(pb->captures == 2 && pb->replays == 9, "recorded %lld times (want 2: alpha "
+                  "changed once), replayed %lld (want 9)", (long long)pb->captures,
+                  (long long)pb->replays);
+        sn_plan_free(pa);
+        sn_plan_free(pb);
+        sn_graph_free(ga);
+        sn_graph_free(gb);
+    }
+}
+
 int main(void) {
     test_registry();
     test_memory();
     test_running();
     test_plan_on_backend();
     test_mirrored_plan();
+    test_refusal();
+    test_recorded_steps();
+    test_recording_keeps_arguments();
     return sn_test_finish("test_backend");
 }

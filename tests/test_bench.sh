@@ -69,7 +69,7 @@ if [ $rc -eq 2 ] && grep -q -- "--steps" "$TMP/bad"; then ok "bench --steps 0 is
 else bad "bench --steps 0: exit $rc" "$TMP/bad"; fi
 "$SINTER" bench --precision fp16 >"$TMP/bad2" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q "fp32 or bf16" "$TMP/bad2"; then ok "bench --precision fp16 is refused"
+if [ $rc -eq 2 ] && grep -q "fp32, bf16 or fp32-strict" "$TMP/bad2"; then ok "bench --precision fp16 is refused"
 else bad "bench --precision fp16: exit $rc" "$TMP/bad2"; fi
 
 echo "$passed passed, $failed failed"

@@ -160,6 +160,7 @@ static void test_unary_and_grads(void) {
         {SN_OP_NEG, SN_CU_NEG, -3, 3},         {SN_OP_GELU, SN_CU_GELU, -6, 6},
         {SN_OP_SILU, SN_CU_SILU, -10, 10},     {SN_OP_ELU, SN_CU_ELU, -5, 5},
         {SN_OP_LEAKY_RELU, SN_CU_LEAKY_RELU, -3, 3}, {SN_OP_RELU6, SN_CU_RELU6, -2, 8},
+        {SN_OP_GELU_TANH, SN_CU_GELU_TANH, -6, 6},
     };
     int64_t n = 4099;
     sn_shape s = sn_shape_make(1, n);
@@ -185,6 +186,7 @@ static void test_unary_and_grads(void) {
         {SN_OP_SILU_GRAD, SN_CU_SILU_GRAD, -10, 10}, {SN_OP_ELU_GRAD, SN_CU_ELU_GRAD, -5, 5},
         {SN_OP_LEAKY_RELU_GRAD, SN_CU_LEAKY_RELU_GRAD, -3, 3},
         {SN_OP_RELU6_GRAD, SN_CU_RELU6_GRAD, -2, 8},
+        {SN_OP_GELU_TANH_GRAD, SN_CU_GELU_TANH_GRAD, -6, 6},
     };
     for (size_t u = 0; u < sizeof gr / sizeof gr[0]; u++) {
         float *v = rand_f32(n, gr[u].lo, gr[u].hi), *dy = rand_f32(n, -1, 1);
@@ -727,6 +729,115 @@ static void test_graph_capture(void) {
     sn_cuda_free(ctx, gh), sn_cuda_free(ctx, gy);
 }
 
+/* ---- the ops the coverage test asked for: i32 state and casts, broadcast, layer_norm ------- */
+
+static void test_more_ops(void) {
+    sn_cuda_stream st = sn_cuda_ctx_stream(ctx);
+    /* iterations += 1 (i32), 5 times */
+    int32_t it0 = 41, one = 1;
+    int32_t *dit = dev(&it0, 4), *done = dev(&one, 4);
+    sn_cuda_bcast b0 = {.ndim = 0};
+    for (int i = 0; i < 5; i++) OK(sn_cuda_assign_i32(st, &b0, done, true, dit));
+    int32_t *git = host_of(dit, 4);
+    cases++;
+    if (*git != 46) FAIL("assign_add i32: %d, want 46", (int)*git);
+    free(git);
+    sn_cuda_free(ctx, dit), sn_cuda_free(ctx, done);
+    /* i32 <-> f32 */
+    int64_t n = 4099;
+    int32_t *xi = xmalloc((size_t)n * 4);
+    float *xf = rand_f32(n, -3e6, 3e6), *wf = xmalloc((size_t)n * 4), *wi = xmalloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) {
+        xi[i] = (int32_t)(i * 2654435761u) >> 3;
+        wf[i] = (float)xi[i];
+        wi[i] = (float)(int32_t)xf[i];
+    }
+    int32_t *dxi = dev(xi, n * 4), *doi = dev(NULL, n * 4);
+    float *dxf = dev(xf, n * 4), *dof = dev(NULL, n * 4);
+    OK(sn_cuda_i32_to_f32(st, n, dxi, dof));
+    OK(sn_cuda_f32_to_i32(st, n, dxf, doi));
+    float *gf = host_of(dof, n * 4);
+    int32_t *gi = host_of(doi, n * 4);
+    float *gif = xmalloc((size_t)n * 4);
+    for (int64_t i = 0; i < n; i++) gif[i] = (float)gi[i];
+    compare("cast i32 -> f32", gf, wf, n, 0);
+    compare("cast f32 -> i32 (toward zero)", gif, wi, n, 0);
+    free(xi), free(xf), free(wf), free(wi), free(gf), free(gi), free(gif);
+    sn_cuda_free(ctx, dxi), sn_cuda_free(ctx, doi), sn_cuda_free(ctx, dxf), sn_cuda_free(ctx, dof);
+    /* broadcast_to [3, 1, 5] -> [4, 3, 7, 5] through the assign kernel */
+    {
+        sn_shape xs = sn_shape_make(3, 3, 1, 5), ys = sn_shape_make(4, 4, 3, 7, 5);
+        float *x = rand_f32(15, -1, 1);
+        tcall t;
+        tc_init(&t, SN_OP_BROADCAST_TO, SN_F32, ys);
+        tc_input(&t, SN_F32, xs, x);
+        float *want = ref_out(&t);
+        sn_cuda_bcast bc = {.ndim = 4, .dim = {4, 3, 7, 5}, .sb = {0, 5, 0, 1}};
+        float *dx = dev(x, 60), *dy = dev(NULL, 420 * 4);
+        OK(sn_cuda_assign_f32(st, &bc, dx, false, dy));
+        float *got = host_of(dy, 420 * 4);
+        compare("broadcast_to", got, want, 420, 0);
+        free(x), free(want), free(got);
+        sn_cuda_free(ctx, dx), sn_cuda_free(ctx, dy);
+    }
+    /* layer_norm and its gradient, rows of 128 and of 7 (a tail under one warp) */
+    const int64_t dims[][2] = {{64, 128}, {33, 7}, {1, 1000}};
+    for (size_t z = 0; z < sizeof dims / sizeof dims[0]; z++) {
+        int64_t R = dims[z][0], C = dims[z][1];
+        sn_shape xs = sn_shape_make(2, R, C), cs = sn_shape_make(1, C);
+        float *x = rand_f32(R * C, -3, 3), *g = rand_f32(C, 0.5, 1.5), *be = rand_f32(C, -1, 1);
+        float *dyv = rand_f32(R * C, -1, 1);
+        tcall t;
+        tc_init(&t, SN_OP_LAYER_NORM, SN_F32, xs);
+        tc_input(&t, SN_F32, xs, x);
+        tc_input(&t, SN_F32, cs, g);
+        tc_input(&t, SN_F32, cs, be);
+        t.attr.norm.epsilon = 1e-5;
+        float *want = ref_out(&t);
+        tcall tg;
+        tc_init(&tg, SN_OP_LAYER_NORM_GRAD, SN_F32, sn_shape_make(1, R * C + 2 * C));
+        tc_input(&tg, SN_F32, xs, x);
+        tc_input(&tg, SN_F32, cs, g);
+        tc_input(&tg, SN_F32, xs, dyv);
+        tg.attr.norm.epsilon = 1e-5;
+        float *wantg = ref_out(&tg);
+        float *dx = dev(x, R * C * 4), *dg = dev(g, C * 4), *db = dev(be, C * 4);
+        float *ddy = dev(dyv, R * C * 4), *dy = dev(NULL, R * C * 4);
+        float *dout = dev(NULL, (R * C + 2 * C) * 4), *dst = dev(NULL, 2 * R * 4);
+        OK(sn_cuda_layer_norm_f32(st, R, C, dx, dg, db, 1e-5, dy));
+        OK(sn_cuda_layer_norm_grad_f32(st, R, C, dx, dg, ddy, 1e-5, dst, dout));
+        float *got = host_of(dy, R * C * 4), *gotg = host_of(dout, (R * C + 2 * C) * 4);
+        compare("layer_norm", got, want, R * C, 2e-5);
+        /* dgamma, dbeta: sums over R rows */
+        compare("layer_norm_grad", gotg, wantg, R * C + 2 * C, 2e-5 * sqrt((double)R));
+        free(x), free(g), free(be), free(dyv), free(want), free(wantg), free(got), free(gotg);
+        sn_cuda_free(ctx, dx), sn_cuda_free(ctx, dg), sn_cuda_free(ctx, db);
+        sn_cuda_free(ctx, ddy), sn_cuda_free(ctx, dy), sn_cuda_free(ctx, dout);
+        sn_cuda_free(ctx, dst);
+    }
+    /* batched matmul: [3, 33, 17] @ [3, 17, 9] as a strided batch, fp32-strict */
+    {
+        int64_t B = 3, m = 33, k = 17, nn = 9;
+        float *a = rand_f32(B * m * k, -1, 1), *b = rand_f32(B * k * nn, -1, 1);
+        tcall t;
+        tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(3, B, m, nn));
+        tc_input(&t, SN_F32, sn_shape_make(3, B, m, k), a);
+        tc_input(&t, SN_F32, sn_shape_make(3, B, k, nn), b);
+        float *want = ref_out(&t);
+        float *da = dev(a, B * m * k * 4), *db = dev(b, B * k * nn * 4), *dc = dev(NULL, B * m * nn * 4);
+        sn_cuda_matmul_desc d = {.m = m, .n = nn, .k = k, .batch = B, .a_stride = m * k,
+                                 .b_stride = k * nn, .tf32 = false};
+        sn_cuda_matmul *p = NULL;
+        OK(sn_cuda_matmul_new_desc(ctx, &d, &p));
+        if (p) OK(sn_cuda_matmul_run(p, da, db, dc));
+        float *got = host_of(dc, B * m * nn * 4);
+        compare("batched matmul (strided batch, fp32)", got, want, B * m * nn, 1e-5 * sqrt((double)k));
+        sn_cuda_matmul_free(p);
+        free(a), free(b), free(want), free(got);
+        sn_cuda_free(ctx, da), sn_cuda_free(ctx, db), sn_cuda_free(ctx, dc);
+    }
+}
+
 int main(void) {
     if (sn_gpu_count() == 0) {
         printf("SKIP: no GPU: %s\n", sn_gpu_none_reason());
@@ -753,6 +864,7 @@ int main(void) {
     test_conv_pool();
     test_training_run();
     test_graph_capture();
+    test_more_ops();
     sn_cuda_ctx_free(ctx_strict);
     sn_cuda_ctx_free(ctx);
     printf("%d cases, %d failures\n", cases, failures);

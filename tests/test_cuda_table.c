@@ -50,7 +50,10 @@ int main(void) {
     expect("cast f32 -> bf16", &t, "cuda");
     tc_init(&t, SN_OP_CAST, SN_I32, s2);
     tc_input(&t, SN_F32, s2, NULL);
-    expect("cast f32 -> i32 (unsupported)", &t, NULL);
+    expect("cast f32 -> i32", &t, "cuda");
+    tc_init(&t, SN_OP_CAST, SN_F64, s2);
+    tc_input(&t, SN_F32, s2, NULL);
+    expect("cast f32 -> f64 (unsupported)", &t, NULL);
     /* reductions: contiguous axes only */
     tc_init(&t, SN_OP_REDUCE_SUM, SN_F32, s1);
     tc_input(&t, SN_F32, s2, NULL);
@@ -81,7 +84,19 @@ int main(void) {
     tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(3, 2, 3, 4));
     tc_input(&t, SN_F32, sn_shape_make(3, 2, 3, 5), NULL);
     tc_input(&t, SN_F32, sn_shape_make(2, 5, 4), NULL);
-    expect("batched matmul (not yet)", &t, NULL);
+    expect("batched matmul [2,3,5] @ [5,4] (one [6,5] product)", &t, "cublaslt");
+    tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(3, 2, 3, 4));
+    tc_input(&t, SN_F32, sn_shape_make(3, 2, 3, 5), NULL);
+    tc_input(&t, SN_F32, sn_shape_make(3, 2, 5, 4), NULL);
+    expect("batched matmul [2,3,5] @ [2,5,4] (strided batch)", &t, "cublaslt");
+    tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(3, 2, 3, 4));
+    tc_input(&t, SN_F32, sn_shape_make(2, 3, 5), NULL);
+    tc_input(&t, SN_F32, sn_shape_make(3, 2, 5, 4), NULL);
+    expect("batched matmul [3,5] @ [2,5,4] (A shared)", &t, "cublaslt");
+    tc_init(&t, SN_OP_MATMUL, SN_F32, sn_shape_make(3, 2, 3, 4));
+    tc_input(&t, SN_F32, sn_shape_make(3, 2, 3, 5), NULL);
+    tc_input(&t, SN_F32, sn_shape_make(3, 3, 5, 4), NULL);
+    expect("batched matmul, batch dims 2 vs 3 (no row)", &t, NULL);
     sn_shape sx = sn_shape_make(4, 200, 28, 28, 1), sw = sn_shape_make(4, 3, 3, 1, 32),
              sy = sn_shape_make(4, 200, 28, 28, 32);
     tc_init(&t, SN_OP_CONV2D, SN_F32, sy);

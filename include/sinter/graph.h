@@ -160,6 +160,8 @@ typedef struct sn_plan_opts {
      * sn_plan_load_vars and never written back: a mirrored replica other than the first,
      * which updates its copy with the same bits as the first. Default false. */
     bool private_vars;
+    /* f32 matmuls and convolutions in full f32 on a GPU (no TF32 tensor cores). Default false. */
+    bool fp32_strict;
 } sn_plan_opts;
 sn_plan_opts sn_plan_opts_defaults(void);
 

@@ -359,6 +359,14 @@ typedef struct sn_compile_opts {
      * from_logits model's output into probabilities (sn_model_predict); the Python package
      * sets it, because Keras users add the Softmax themselves. */
     bool predict_raw;
+    /* The device the model's plans run on: "gpu:0", "cpu:0" or a TensorFlow-style name
+     * ("/job:localhost/replica:0/task:0/device:GPU:0"); "" = device 0 (the CPU). A plan there
+     * that needs an op the device's kernel table lacks is refused when it is made, naming the
+     * op (no host fallback). A strategy's devices take precedence. */
+    char device[96];
+    /* f32 matmuls and convolutions on a GPU use TF32 tensor cores by default (as TensorFlow);
+     * true computes them in full f32 (--precision fp32-strict). No effect on the CPU. */
+    bool fp32_strict;
 } sn_compile_opts;
 /* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
 sn_compile_opts sn_compile_defaults(void);

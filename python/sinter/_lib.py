@@ -140,7 +140,7 @@ class CompileOpts(C.Structure):
     _fields_ = [("optimizer", OptimizerOpts), ("loss", C.c_int), ("from_logits", C.c_bool),
                 ("n_metrics", C.c_int), ("metrics", C.c_int * SN_MAX_METRICS),
                 ("steps_per_execution", C.c_int), ("mixed_bfloat16", C.c_bool),
-                ("predict_raw", C.c_bool)]
+                ("predict_raw", C.c_bool), ("device", C.c_char * 96), ("fp32_strict", C.c_bool)]
 
 
 class Logs(C.Structure):

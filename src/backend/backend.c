@@ -105,3 +105,32 @@ bool sn_backend_supports(sn_backend *b, const sn_kcall *c) {
 bool sn_backend_supports_dtype(const sn_backend *b, sn_dtype t) {
     return b && (unsigned)t < 32 && (b->iface->caps(b).dtypes >> (unsigned)t & 1u);
 }
+
+bool sn_backend_can_capture(const sn_backend *b) {
+    return b && b->iface->capture_begin && b->iface->capture_end && b->iface->replay &&
+           b->iface->graph_free;
+}
+
+sn_status sn_backend_capture_begin(sn_backend *b) {
+    if (!sn_backend_can_capture(b))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "%s cannot record steps", b ? b->name : "(NULL backend)");
+    return b->iface->capture_begin(b);
+}
+
+sn_status sn_backend_capture_end(sn_backend *b, void **graph) {
+    if (!graph) return sn_errorf(SN_ERR_INVALID, "backend_capture_end: graph is NULL");
+    *graph = NULL;
+    if (!sn_backend_can_capture(b))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "%s cannot record steps", b ? b->name : "(NULL backend)");
+    return b->iface->capture_end(b, graph);
+}
+
+sn_status sn_backend_replay(sn_backend *b, void *graph) {
+    if (!sn_backend_can_capture(b) || !graph)
+        return sn_errorf(SN_ERR_INVALID, "backend_replay: no %s", graph ? "recording backend" : "graph");
+    return b->iface->replay(b, graph);
+}
+
+void sn_backend_graph_free(sn_backend *b, void *graph) {
+    if (graph && sn_backend_can_capture(b)) b->iface->graph_free(b, graph);
+}

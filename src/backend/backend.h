@@ -87,6 +87,19 @@ void *sn_backend_stream(sn_backend *b);
 /* Waits for everything issued on b so far; returns the first asynchronous failure. */
 sn_status sn_backend_synchronize(sn_backend *b);
 
+/* ---- recorded steps (a CUDA graph) ------------------------------------------------------- */
+/* steps_per_execution on a device with a stream: the executor records one step's kernel runs
+ * once (capture_begin .. capture_end: issued but not run) and replays the recording once per
+ * step, so a step costs one launch, not one per kernel. A recording keeps the kernels'
+ * arguments as they were when recorded (buffers, attributes, the step counter), so the
+ * executor records again when an attribute changes and never records a plan whose kernels read
+ * the step counter (exec.c). A kernel run inside a capture must not synchronise. */
+bool sn_backend_can_capture(const sn_backend *b);
+sn_status sn_backend_capture_begin(sn_backend *b);
+sn_status sn_backend_capture_end(sn_backend *b, void **graph);
+sn_status sn_backend_replay(sn_backend *b, void *graph);
+void sn_backend_graph_free(sn_backend *b, void *graph);
+
 /* ---- kernels ----------------------------------------------------------------------------- */
 /* The backend's kernel table (see kernel.h). */
 const sn_kernel_table *sn_backend_kernels(sn_backend *b);

@@ -25,6 +25,13 @@ typedef struct sn_backend_iface {
     void *(*stream)(sn_backend *b);  /* NULL allowed: no stream object */
     sn_status (*synchronize)(sn_backend *b);
     const sn_kernel_table *(*kernels)(sn_backend *b);
+    /* Optional, all four or none (backend.h, "Recorded steps"): what is issued on the stream
+     * between capture_begin and capture_end is recorded, not run, as an opaque graph that
+     * replay issues again, with the arguments it was recorded with. */
+    sn_status (*capture_begin)(sn_backend *b);
+    sn_status (*capture_end)(sn_backend *b, void **graph);
+    sn_status (*replay)(sn_backend *b, void *graph);
+    void (*graph_free)(sn_backend *b, void *graph);
 } sn_backend_iface;
 
 struct sn_backend {

@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "backend/backend_impl.h"
+#include "backend/gpu.h"
 #include "core/core.h"
 #include "sinter/device.h"
 
@@ -114,6 +115,9 @@ sn_status sn_device_find(const char *name, int *index) {
     int gpus = 0;
     for (int k = 0; k < N_PROVIDERS; k++)
         if (providers[k]->kind == SN_DEVICE_GPU) gpus += providers[k]->count();
+    if (kind == SN_DEVICE_GPU && gpus == 0) /* the common case on a CPU machine: say why */
+        return sn_errorf(SN_ERR_NOT_FOUND, "no GPU: device '%s' does not exist in this process "
+                         "(%s); use --device cpu:0", name, sn_gpu_none_reason());
     char gpu_text[64] = "and no GPU";
     if (gpus) snprintf(gpu_text, sizeof gpu_text, "and GPU:0 to GPU:%d", gpus - 1);
     return sn_errorf(SN_ERR_NOT_FOUND,

@@ -15,3 +15,23 @@ sn_status sn_gpu_get(int i, sn_gpu_info *info) {
     (void)info;
     return sn_errorf(SN_ERR_NOT_FOUND, "GPU:%d does not exist: %s", i, sn_gpu_none_reason());
 }
+
+sn_status sn_gpu_nccl_unique_id(unsigned char id[SN_GPU_NCCL_ID_BYTES]) {
+    (void)id;
+    return sn_errorf(SN_ERR_UNSUPPORTED, "NCCL: %s", sn_gpu_none_reason());
+}
+
+sn_status sn_gpu_nccl_new(int n_local, const int *gpus, int nranks, int first_rank,
+                          const unsigned char id[SN_GPU_NCCL_ID_BYTES], sn_gpu_nccl **out) {
+    (void)n_local, (void)gpus, (void)nranks, (void)first_rank, (void)id;
+    if (out) *out = NULL;
+    return sn_errorf(SN_ERR_UNSUPPORTED, "NCCL: %s", sn_gpu_none_reason());
+}
+
+sn_status sn_gpu_nccl_allreduce(sn_gpu_nccl *c, int local, const float *in, float *out,
+                                size_t n, void *stream) {
+    (void)c, (void)local, (void)in, (void)out, (void)n, (void)stream;
+    return sn_errorf(SN_ERR_UNSUPPORTED, "NCCL: %s", sn_gpu_none_reason());
+}
+
+void sn_gpu_nccl_free(sn_gpu_nccl *c) { (void)c; }

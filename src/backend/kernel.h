@@ -58,6 +58,7 @@ typedef struct sn_kcall {
     void *stream;                          /* the backend's stream (backend.h); NULL on CPU */
     int64_t step;                          /* the plan's step counter (dropout) */
     bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
+    bool fp32_strict;                      /* sn_plan_opts.fp32_strict (GPU: no TF32) */
     /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes
      * max(x + b, 0) in one pass (see plan.c, fuse_bias_relu). Only bias_add sees it set. */
     bool relu;

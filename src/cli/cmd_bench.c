@@ -15,7 +15,7 @@
 #include "cli/flags.h"
 #include "nn/train/train_impl.h"
 
-static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp32-strict", NULL};
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};
 
 typedef struct bench_feed {
@@ -122,6 +122,7 @@ int sn_cmd_bench(int argc, char **argv) {
     int64_t batch = 200, steps = 5, warmup = 2, threads = 0, spe = 1, seed = 0, seq = 100;
     double lr = 1e-3;
     bool profile = false;
+    const char *device = NULL;
     sn_flag flags[] = {
         {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name, .choices = sn_cli_models,
          .help = "the preset to train"},
@@ -137,8 +138,9 @@ int sn_cmd_bench(int argc, char **argv) {
          .help = "untimed steps first"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 1024,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         {.name = "precision", .kind = SN_FLAG_ENUM, .value = &precision, .choices = precisions,
-         .help = "fp32, or bf16 (mixed_bfloat16)"},
+         .help = "fp32 (TF32 on a GPU), bf16 (mixed_bfloat16) or fp32-strict (no TF32)"},
         {.name = "steps-per-execution", .kind = SN_FLAG_INT, .value = &spe, .imin = 1,
          .imax = 1000000, .help = "training steps per plan call"},
         {.name = "seed", .kind = SN_FLAG_INT, .value = &seed, .imin = 0, .imax = INT64_MAX,
@@ -163,6 +165,7 @@ int sn_cmd_bench(int argc, char **argv) {
     if (rc >= 0) return rc;
     const bool bf16 = !strcmp(precision, "bf16");
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
 
     const bool text = sn_cli_is_text_model(model_name);
     if (text && !sn_flags_find(&fs, "batch-size")->set) batch = 64;
@@ -216,6 +219,8 @@ int sn_cmd_bench(int argc, char **argv) {
     sn_compile_opts co = sn_compile_defaults();
     co.steps_per_execution = (int)spe;
     co.mixed_bfloat16 = bf16;
+    co.fp32_strict = !strcmp(precision, "fp32-strict");
+    sn_cli_apply_device(&co);
     if (s == SN_OK) s = sn_optimizer_from_name(opt_name, &co.optimizer);
     co.optimizer.learning_rate = lr;
     if (s == SN_OK) s = sn_model_compile(m, &co);

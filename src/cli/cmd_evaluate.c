@@ -68,6 +68,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
     sn_cli_data_opts dopt = sn_cli_data_defaults();
     const char *weights = NULL, *misclassified = NULL, *confusion = NULL, *vocab_path = NULL;
     int64_t batch = 128, threads = 0, max_images = 36, seq_length = 100;
+    const char *device = NULL;
     sn_flag flags[] = {
         SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dopt.dataset, &dopt.data_dir),
         SN_CLI_DATA_FLAGS(&dopt),
@@ -77,6 +78,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
         SN_CLI_SEQ_LENGTH_FLAG(&seq_length),
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         {.name = "misclassified", .kind = SN_FLAG_STRING, .value = &misclassified,
          .metavar = "PNG", .help = "draw the first wrong test images, each labelled \"true \u2192 "
                                    "predicted\", and print how many are wrong"},
@@ -91,6 +93,7 @@ int sn_cmd_evaluate(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (sn_cli_weights_missing(prog, model_name, weights)) return 2;
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
     if (sn_cli_is_text_model(model_name)) {
         if (misclassified || confusion) {
             fprintf(stderr, "%s: --misclassified and --confusion draw images; %s is a character "

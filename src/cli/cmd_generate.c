@@ -29,6 +29,7 @@ int sn_cmd_generate(int argc, char **argv) {
     int64_t length = 1000, seed = 0, threads = 0;
     double temperature = 1.0;
     bool report = false;
+    const char *device = NULL;
     sn_flag flags[] = {
         {.name = "model", .kind = SN_FLAG_ENUM, .value = &model_name,
          .choices = sn_cli_text_models, .help = "character model preset the weights belong to"},
@@ -51,6 +52,7 @@ int sn_cmd_generate(int argc, char **argv) {
                  "about 2x faster) or the model's f32; auto = bf16 where the CPU and model allow"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         {.name = "report", .kind = SN_FLAG_BOOL, .value = &report,
          .help = "end with one key=value line on stderr: load_s (model, weights), start_s "
                  "(the --start text), chars_per_s of the sampling loop"},
@@ -62,6 +64,7 @@ int sn_cmd_generate(int argc, char **argv) {
     int rc = sn_flags_parse(&fs, argc, argv);
     if (rc >= 0) return rc;
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
     double tl = sn_now();
     if (!*start) {
         fprintf(stderr, "%s: --start is empty; give at least one character to start from\n", prog);

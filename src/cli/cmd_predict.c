@@ -146,6 +146,7 @@ int sn_cmd_predict(int argc, char **argv) {
     dopt.labels_optional = true;
     const char *weights = NULL, *output = NULL, *vocab_path = NULL;
     int64_t count = 10, batch = 128, threads = 0;
+    const char *device = NULL;
     sn_flag flags[] = {
         SN_CLI_WEIGHTS_FLAGS(&model_name, &weights, &dopt.dataset, &dopt.data_dir),
         SN_CLI_DATA_FLAGS(&dopt),
@@ -158,6 +159,7 @@ int sn_cmd_predict(int argc, char **argv) {
          .help = "images per step"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         SN_CLI_VOCAB_FLAG(&vocab_path),
     };
     sn_flag_set fs = {prog,
@@ -171,6 +173,7 @@ int sn_cmd_predict(int argc, char **argv) {
     if (rc >= 0) return rc;
     if (sn_cli_weights_missing(prog, model_name, weights)) return 2;
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
     if (sn_cli_is_text_model(model_name))
         return predict_text(prog, model_name, weights, vocab_path, &dopt, count, output);
 

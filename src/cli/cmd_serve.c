@@ -86,6 +86,7 @@ static sn_status load(const model_arg *a, sn_model **out) {
     sn_status s = sn_cli_build_model(a->model, NULL, 0, &m);
     if (s != SN_OK) return s;
     sn_compile_opts co = sn_compile_defaults();
+    sn_cli_apply_device(&co);
     s = sn_model_compile(m, &co);
     if (s != SN_OK) {
         sn_model_free(m);
@@ -102,6 +103,7 @@ int sn_cmd_serve(int argc, char **argv) {
     int64_t port = so.port, threads = 0, http_threads = so.http_threads, max_batch = so.max_batch;
     int64_t timeout_us = so.batch_timeout_us, max_body = (int64_t)so.max_body_bytes;
     int64_t max_instances = so.max_instances, timeout_s = so.timeout_s;
+    const char *device = NULL;
     sn_flag flags[] = {
         {.name = "model", .kind = SN_FLAG_STRING, .value = &model_doc, .metavar = "NAME_OR_PATH",
          .required = false, .default_text = "required; repeat for more models",
@@ -117,6 +119,7 @@ int sn_cmd_serve(int argc, char **argv) {
          .help = "TCP port, 0 = any free port (printed)"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "compute threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         {.name = "http-threads", .kind = SN_FLAG_INT, .value = &http_threads, .imin = 1,
          .imax = 256, .help = "threads polling connections and parsing bodies"},
         {.name = "max-batch", .kind = SN_FLAG_INT, .value = &max_batch, .imin = 1, .imax = 4096,
@@ -149,6 +152,7 @@ int sn_cmd_serve(int argc, char **argv) {
         return 2;
     }
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
     so.host = host;
     so.port = (int)port;
     so.http_threads = (int)http_threads;

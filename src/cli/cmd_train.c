@@ -14,7 +14,7 @@
 
 static const char *const optimizers[] = {"sgd", "adam", "adamw", "rmsprop", NULL};
 static const char *const strategies[] = {"none", "one_device", "mirrored", "multi_worker", NULL};
-static const char *const precisions[] = {"fp32", "bf16", NULL};
+static const char *const precisions[] = {"fp32", "bf16", "fp32-strict", NULL};
 
 /* The strategy of --strategy (NULL for "none"), after --cpu-devices split the CPU. Prints the
  * error and returns 1 (2 for a bad combination of flags); 0 on success. */
@@ -73,6 +73,7 @@ int sn_cmd_train(int argc, char **argv) {
     sn_cli_data_opts dopt = sn_cli_data_defaults();
     int64_t seq_length = 100;
     bool text_bytes = false;
+    const char *device = NULL;
     sn_flag flags[] = {
         {.name = "dataset", .kind = SN_FLAG_ENUM, .value = &dataset, .choices = sn_cli_datasets,
          .help = "data set installed on this machine"},
@@ -107,6 +108,7 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "seed of the initial weights and the shuffle order"},
         {.name = "threads", .kind = SN_FLAG_INT, .value = &threads, .imin = 0, .imax = 4096,
          .help = "threads, 0 = $SN_NUM_THREADS or all cores"},
+        SN_CLI_DEVICE_FLAG(&device),
         {.name = "save", .kind = SN_FLAG_STRING, .value = &save, .metavar = "PATH",
          .help = "write the trained model to PATH: .keras (Keras 3 archive), .json "
                  "(architecture) or else weights only (Keras 3 .weights.h5)"},
@@ -125,7 +127,8 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "end with one key=value line (epoch_s, ms_per_step, test_acc) for bench/compare.sh"},
         {.name = "precision", .kind = SN_FLAG_ENUM, .value = &precision, .choices = precisions,
          .help = "fp32, or bf16: Keras's mixed_bfloat16 (bf16 matmuls and convolutions where the "
-                 "CPU has AVX512-BF16, f32 variables and loss)"},
+                 "CPU has AVX512-BF16, f32 variables and loss); fp32 uses TF32 tensor cores on a "
+                 "GPU, as TensorFlow, and fp32-strict does not"},
         {.name = "strategy", .kind = SN_FLAG_ENUM, .value = &strategy_name, .choices = strategies,
          .help = "distribution strategy: mirrored = one replica per logical device, "
                  "multi_worker = one per process under mpirun; --batch-size is then the global "
@@ -187,6 +190,7 @@ int sn_cmd_train(int argc, char **argv) {
         return 2;
     }
     sn_cli_set_threads(threads);
+    if ((rc = sn_cli_set_device(prog, device)) >= 0) return rc;
     sn_strategy *strategy = NULL;
     rc = make_strategy(prog, strategy_name, cpu_devices, &strategy);
     if (rc != 0) {
@@ -323,6 +327,8 @@ int sn_cmd_train(int argc, char **argv) {
     if (sn_flags_find(&fs, "learning-rate")->set) co.optimizer.learning_rate = lr;
     co.steps_per_execution = (int)steps_per_execution;
     co.mixed_bfloat16 = co.mixed_bfloat16 || !strcmp(precision, "bf16");
+    co.fp32_strict = !strcmp(precision, "fp32-strict");
+    sn_cli_apply_device(&co);
     if (sn_model_compile(m, &co) != SN_OK || sn_model_set_strategy(m, strategy) != SN_OK) {
         rc = sn_cli_fail(prog);
         goto done;

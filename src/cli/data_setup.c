@@ -561,6 +561,7 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
     }
     /* The file's compile settings (or, without them, the defaults with from_logits chosen by
      * the model's last activation) tell predict whether the output is logits. */
+    sn_cli_apply_device(&info.compile);
     s = sn_model_compile(m, &info.compile);
     if (s == SN_OK && weights) s = sn_model_load_weights(m, weights);
     if (s != SN_OK) {

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "sinter/device.h"
+#include "sinter/nn.h"
 #include "sinter/status.h"
 
 sn_flag *sn_flags_find(sn_flag_set *fs, const char *name) {
@@ -217,4 +218,25 @@ int sn_cli_fail(const char *prog) {
 
 void sn_cli_set_threads(int64_t threads) {
     if (threads > 0) sn_set_num_threads((int)threads);
+}
+
+/* The command's --device, checked once; a process runs one command. */
+static char g_device[sizeof ((sn_compile_opts *)0)->device];
+
+int sn_cli_set_device(const char *prog, const char *name) {
+    g_device[0] = '\0';
+    if (!name) return -1;
+    if (strlen(name) >= sizeof g_device) {
+        fprintf(stderr, "%s: --device: '%.40s...' is longer than %zu characters\n", prog, name,
+                sizeof g_device - 1);
+        return 2;
+    }
+    int idx;
+    if (sn_device_find(name, &idx) != SN_OK) return sn_cli_fail(prog);
+    snprintf(g_device, sizeof g_device, "%s", name);
+    return -1;
+}
+
+void sn_cli_apply_device(sn_compile_opts *co) {
+    if (co && g_device[0]) snprintf(co->device, sizeof co->device, "%s", g_device);
 }

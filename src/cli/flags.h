@@ -53,5 +53,17 @@ sn_flag *sn_flags_find(sn_flag_set *fs, const char *name);
 int sn_cli_fail(const char *prog);
 /* Applies --threads (0 keeps $SN_NUM_THREADS or all cores). */
 void sn_cli_set_threads(int64_t threads);
+/* --device NAME of train, evaluate, predict, bench, generate and serve: the flag's entry, the
+ * check after parsing (an unknown device, or a GPU where there is none, prints the reason and
+ * returns 1; -1 = go on; NULL = the default device) and the compile options it goes into
+ * (every model the command compiles runs its plans there). */
+#define SN_CLI_DEVICE_FLAG(addr)                                                               \
+    {.name = "device", .kind = SN_FLAG_STRING, .value = (addr), .metavar = "NAME",              \
+     .default_text = "cpu:0",                                                                  \
+     .help = "device the model runs on: cpu:0, gpu:0, /device:GPU:0 or "                       \
+             "/job:localhost/replica:0/task:0/device:GPU:0"}
+int sn_cli_set_device(const char *prog, const char *name);
+struct sn_compile_opts;
+void sn_cli_apply_device(struct sn_compile_opts *co);
 
 #endif

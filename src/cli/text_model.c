@@ -103,7 +103,10 @@ int sn_cli_open_text_model(const char *prog, const sn_cli_text_model_opts *o,
     sn_status s = sn_model_preset_text(o->name, sn_vocab_size(vocab), &m);
     if (s == SN_OK)
         s = o->weights ? sn_model_build_for_loading(m, &in) : sn_model_build(m, &in, o->seed);
-    if (s == SN_OK && o->compile) s = sn_model_compile(m, o->compile);
+    /* A model placed on a device is compiled, so its plans (the stepper's too) go there. */
+    sn_compile_opts co = o->compile ? *o->compile : sn_compile_defaults();
+    sn_cli_apply_device(&co);
+    if (s == SN_OK && (o->compile || co.device[0])) s = sn_model_compile(m, &co);
     if (s == SN_OK && o->weights) s = sn_model_load_weights(m, o->weights);
     if (s != SN_OK) {
         sn_model_free(m);

@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "backend/gpu.h"
 #include "distribute/distribute_impl.h"
 #include "distribute/replicas.h"
 
@@ -61,6 +62,7 @@ struct sn_replicas {
     atomic_llong stop_at;   /* next ended the run before this step */
     worker w[SN_MAX_LOGICAL_DEVICES];
     bool threads_made;
+    sn_gpu_nccl *nccl;      /* replicas on GPUs: their communicators (made on first use) */
 };
 
 /* ---- waiting ------------------------------------------------------------------------------ */
@@ -192,6 +194,56 @@ static sn_status ar_run(sn_allreduce_comm *base, int me, int phase, const float 
 
 static const sn_allreduce_vt ar_vt = {.name = "in-process + MPI", .run = ar_run};
 
+/* ---- the GPU all-reduce: NCCL on each replica's stream -------------------------------------
+ *
+ * Replicas on GPUs all-reduce with NCCL, one rank per GPU over every worker (worker w's local
+ * replica r is rank w * n_local + r, as the dropout keys count replicas). The sum is issued on
+ * the replica's stream after the gradient's kernels and before the update's, so START does
+ * everything and WAIT nothing (the stream orders them); NCCL's ring gives every rank the same
+ * bits. Compiled in every build, never run on a GPU (docs/cuda.md). */
+
+static bool on_gpus(const sn_strategy *s) {
+    sn_device_info info;
+    return s->n_local > 0 && sn_device_get(s->devices[0], &info) == SN_OK &&
+           info.kind == SN_DEVICE_GPU;
+}
+
+/* The communicators: rank 0 makes NCCL's unique id and MPI takes it to the other workers. */
+static sn_status nccl_make(struct sn_replicas *R) {
+    const sn_strategy *s = R->s;
+    unsigned char id[SN_GPU_NCCL_ID_BYTES] = {0};
+    if (s->rank == 0) SN_TRY(sn_gpu_nccl_unique_id(id));
+    if (s->workers > 1)
+        SN_TRY(sn_error_context(sn_strategy_broadcast(s, id, sizeof id),
+                                "sharing NCCL's unique id over MPI"));
+    int gpus[SN_MAX_LOGICAL_DEVICES];
+    for (int i = 0; i < R->n; i++) {
+        sn_device_info info;
+        SN_TRY(sn_device_get(s->devices[i], &info));
+        if (info.kind != SN_DEVICE_GPU)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "strategy: replica %d is on %s and replica 0 on "
+                             "a GPU; replicas on GPUs and CPUs cannot share one all-reduce", i,
+                             info.name);
+        gpus[i] = info.index;
+    }
+    int workers = s->workers > 1 ? s->workers : 1;
+    return sn_error_context(sn_gpu_nccl_new(R->n, gpus, workers * R->n, s->rank * R->n, id,
+                                            &R->nccl),
+                            "a strategy of %d replica(s) over %d worker(s) on GPUs", R->n, workers);
+}
+
+static sn_status nccl_run(sn_allreduce_comm *base, int me, int phase, const float *in, float *out,
+                          size_t n, void *stream) {
+    struct sn_replicas *R = (struct sn_replicas *)base;
+    if (!stream)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "all_reduce: the NCCL collective needs a GPU stream "
+                         "(replica %d's plan is not on a GPU)", me);
+    if (phase == SN_ALLREDUCE_WAIT) return SN_OK; /* ordered on the stream after START */
+    return sn_gpu_nccl_allreduce(R->nccl, me, in, out, n, stream);
+}
+
+static const sn_allreduce_vt nccl_vt = {.name = "NCCL", .run = nccl_run};
+
 /* ---- the replica workers ------------------------------------------------------------------ */
 
 typedef struct feed_ctx {
@@ -309,6 +361,7 @@ void sn_replicas_free(struct sn_replicas *R) {
     pthread_mutex_destroy(&R->mu);
     pthread_cond_destroy(&R->cv);
     pthread_mutex_destroy(&R->baton);
+    sn_gpu_nccl_free(R->nccl);
     free(R);
 }
 
@@ -333,6 +386,10 @@ static sn_status get(sn_strategy *s, struct sn_replicas **out) {
 sn_status sn_strategy_allreduce(sn_strategy *s, sn_allreduce_comm **out) {
     struct sn_replicas *R;
     SN_TRY(get(s, &R));
+    if (on_gpus(s) && !R->nccl) {
+        SN_TRY(nccl_make(R));
+        R->base.vt = &nccl_vt;
+    }
     *out = &R->base;
     return SN_OK;
 }

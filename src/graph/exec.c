@@ -6,7 +6,14 @@
  * On a device whose memory the host cannot address (a mirrored plan, plan_impl.h) the host
  * works on shadows: a run uploads the variables at its start, each step uploads the input
  * shadows after the feed, and the end of the run downloads the variables and the arena
- * targets. A node hook that asks for a buffer mid-run gets it downloaded at that moment. */
+ * targets. A node hook that asks for a buffer mid-run gets it downloaded at that moment.
+ *
+ * On a backend that records steps (backend.h: a CUDA graph) a run records one step's kernel
+ * calls once and replays the recording every step (steps_per_execution N: N replays, one
+ * synchronisation at the run's end), recording again after a rebind (new buffer addresses) or
+ * a changed attribute; plans whose kernels read the step counter (dropout) or meet other
+ * replicas on the host (all_reduce), and runs with a node hook or the profiler, issue their
+ * kernels step by step as before. */
 #include <string.h>
 
 #include "graph/plan_impl.h"
@@ -40,8 +47,76 @@ static sn_status download_all(sn_plan *p) {
     return SN_OK;
 }
 
-/* The steps themselves; sn_plan_run wraps them in the device's thread count. */
+/* One step's kernel runs, issued on the backend's stream (or run, on the CPU). */
+static sn_status issue_calls(sn_plan *p, int64_t key) {
+    for (int c = 0; c < p->n_calls; c++) {
+        sn_kcall *k = &p->calls[c];
+        k->step = key;
+        double t0 = p->prof ? sn_now() : 0;
+        sn_status st = p->kern[c]->run(k);
+        if (p->prof) p->prof[c] += sn_now() - t0;
+        if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
+        if (st != SN_OK)
+            return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
+                                    (int)k->id, sn_ops[k->op]->name);
+    }
+    return SN_OK;
+}
+
+enum { ATTRS_PER_CALL = 1 + SN_FUSED_MAX_OUT2 };
+
+/* Call c's attributes (its own and a fused call's extra outputs') into dst[ATTRS_PER_CALL]. */
+static void call_attrs(const sn_kcall *k, sn_attrs *dst) {
+    memset(dst, 0, ATTRS_PER_CALL * sizeof *dst);
+    if (k->attr) memcpy(&dst[0], k->attr, sizeof *dst);
+    for (int j = 0; j < k->n_out2 && j < SN_FUSED_MAX_OUT2; j++)
+        if (k->attr2[j]) memcpy(&dst[1 + j], k->attr2[j], sizeof *dst);
+}
+
+/* Whether an attribute changed since the recording (a learning-rate schedule writes optim.lr
+ * between runs): a recording keeps the values it was made with. */
+static bool attrs_changed(const sn_plan *p) {
+    sn_attrs now[ATTRS_PER_CALL];
+    for (int c = 0; c < p->n_calls; c++) {
+        call_attrs(&p->calls[c], now);
+        if (memcmp(now, &p->graph_attrs[(size_t)c * ATTRS_PER_CALL], sizeof now)) return true;
+    }
+    return false;
+}
+
+/* Records one step's calls (issued, not run); the caller replays the recording. */
+static sn_status record_step(sn_plan *p, int64_t key) {
+    if (!p->graph_attrs) {
+        p->graph_attrs = sn_calloc((size_t)(p->n_calls ? p->n_calls : 1) * ATTRS_PER_CALL,
+                                   sizeof *p->graph_attrs);
+        if (!p->graph_attrs) return SN_ERR_NOMEM;
+    }
+    SN_TRY(sn_backend_capture_begin(p->backend));
+    sn_status st = issue_calls(p, key);
+    void *graph = NULL;
+    sn_status e = sn_backend_capture_end(p->backend, &graph); /* ends it even after a failure */
+    if (st == SN_OK) st = e;
+    if (st != SN_OK) {
+        sn_backend_graph_free(p->backend, graph);
+        return sn_error_context(st, "recording step %lld on %s", (long long)p->step,
+                                sn_backend_name(p->backend));
+    }
+    p->graph = graph;
+    for (int c = 0; c < p->n_calls; c++)
+        call_attrs(&p->calls[c], &p->graph_attrs[(size_t)c * ATTRS_PER_CALL]);
+    p->captures++;
+    return SN_OK;
+}
+
+/* The steps themselves; sn_plan_run wraps them in the device's thread count. On a backend
+ * that records steps (a CUDA graph) the first step is recorded once and every step replays
+ * it: one launch per step, and no host synchronisation until the run's end. */
 static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
+    bool rec = sn_backend_can_capture(p->backend) && !p->no_capture && !p->hook && !p->prof;
+    if (p->graph && (!rec || attrs_changed(p))) {
+        sn_backend_graph_free(p->backend, p->graph);
+        p->graph = NULL;
+    }
     for (int64_t s = 0; s < steps; s++) {
         if (feed) {
             sn_status fs = feed(ctx, p, s);
@@ -49,16 +124,13 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
         }
         if (p->mirror) SN_TRY(upload_inputs(p));
         int64_t key = p->step * p->step_mul + p->step_add;
-        for (int c = 0; c < p->n_calls; c++) {
-            sn_kcall *k = &p->calls[c];
-            k->step = key;
-            double t0 = p->prof ? sn_now() : 0;
-            sn_status st = p->kern[c]->run(k);
-            if (p->prof) p->prof[c] += sn_now() - t0;
-            if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
-            if (st != SN_OK)
-                return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
-                                        (int)k->id, sn_ops[k->op]->name);
+        if (rec) {
+            if (!p->graph) SN_TRY(record_step(p, key));
+            sn_status st = sn_backend_replay(p->backend, p->graph);
+            if (st != SN_OK) return sn_error_context(st, "step %lld (replayed)", (long long)p->step);
+            p->replays++;
+        } else {
+            SN_TRY(issue_calls(p, key));
         }
         p->step++;
     }

@@ -21,6 +21,9 @@ sn_status sn_plan_bind(sn_plan *p) {
     /* The device copy of the variables follows the graph's buffer as it grows. Its contents are
      * uploaded at the start of every run (exec.c), so a new block needs no copy here. */
     unsigned char *vars = g->vars;
+    /* a recording holds the old buffer addresses */
+    sn_backend_graph_free(p->backend, p->graph);
+    p->graph = NULL;
     if (p->mirror) {
         if (g->vars_bytes > p->dvars_bytes || !p->dvars) {
             unsigned char *d = sn_backend_alloc(p->backend, g->vars_bytes);
@@ -203,6 +206,8 @@ void sn_plan_free(sn_plan *p) {
     free(p->fusion);
     free(p->ptr);
     free(p->prof);
+    sn_backend_graph_free(p->backend, p->graph);
+    free(p->graph_attrs);
     sn_backend_free(p->backend, p->arena);
     sn_backend_free(p->backend, p->scratch);
     sn_backend_free(p->backend, p->dvars);
@@ -422,6 +427,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         k->y = (sn_tdesc){.dtype = nd->dtype, .shape = nd->shape};
         k->n_in = nd->n_in;
         k->bf16 = o.bf16_compute;
+        k->fp32_strict = o.fp32_strict;
         k->relu = fuse_relu[id];
         k->stream = sn_backend_stream(be);
         for (int j = 0; j < nd->n_in; j++) {
@@ -459,6 +465,14 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             }
             if (need > scratch) scratch = need;
         }
+    }
+    /* Recording steps: not where a kernel reads the step counter (a recording would keep one
+     * step's dropout mask) or waits for other replicas on the host (the in-process
+     * all-reduce's barrier). */
+    for (int c = 0; c < n; c++) {
+        sn_op op = p->calls[c].op;
+        if (op == SN_OP_DROPOUT || op == SN_OP_DROPOUT_GRAD || op == SN_OP_ALL_REDUCE)
+            p->no_capture = true;
     }
     sn_status s = plan_memory(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);

@@ -73,6 +73,14 @@ struct sn_plan {
     int64_t runs;               /* sn_plan_run calls that ran steps (sn_plan_run_count) */
     uint64_t vars_loaded;       /* private_vars: g->vars_version its copy equals (+1; 0 none) */
     int n_nodes; /* graph size when planned */
+    /* Recorded steps on a backend that can record them (exec.c): the recording, each call's
+     * attributes as recorded ([n_calls][1 + SN_FUSED_MAX_OUT2]), whether the plan may be
+     * recorded at all (no kernel reads the step counter or synchronises with the host), and
+     * how often it was recorded and replayed (tests). */
+    void *graph;
+    sn_attrs *graph_attrs;
+    bool no_capture;
+    int64_t captures, replays;
 };
 
 static inline size_t sn_plan_node_bytes(const sn_node_t *n) {

@@ -88,11 +88,15 @@ static void gpu_free(sn_backend *b, void *p) {
     if (c) sn_cuda_free(c, p);
 }
 
-/* Host memory may be pageable: cudaMemcpyAsync then returns once the source is staged, so the
- * caller may reuse it at once (the CUDA documentation's "pageable" rule). */
+/* The executor's uploads (a step's inputs) go through the pinned double buffer on the copy
+ * stream, ordered before the compute stream's next kernels by an event (cuda_ctx.c). Larger
+ * copies (the variables, once per run): host memory may be pageable, and cudaMemcpyAsync then
+ * returns once the source is staged, so the caller may reuse it at once (the CUDA
+ * documentation's "pageable" rule). */
 static sn_status gpu_copy_in(sn_backend *b, void *dst, const void *src, size_t bytes) {
     sn_cuda_ctx *c;
     SN_TRY(need(b, &c));
+    if (bytes <= sn_cuda_ctx_staging_bytes(c)) return sn_cuda_stage_to_device(c, dst, src, bytes);
     SN_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
                             (cudaStream_t)sn_cuda_ctx_stream(c)));
     return SN_OK;
@@ -157,6 +161,30 @@ static const sn_kernel_table *gpu_kernels(sn_backend *b) {
     return sn_cuda_kernels();
 }
 
+/* Recorded steps: a CUDA graph of what one step issues on the compute stream (cuda_graph.c).
+ * The staged input copies of a step run before its replay, outside the recording. */
+static sn_status gpu_capture_begin(sn_backend *b) {
+    sn_cuda_ctx *c;
+    SN_TRY(need(b, &c));
+    return sn_cuda_capture_begin(c);
+}
+
+static sn_status gpu_capture_end(sn_backend *b, void **graph) {
+    sn_cuda_ctx *c;
+    SN_TRY(need(b, &c));
+    return sn_cuda_capture_end(c, (sn_cuda_graph **)graph);
+}
+
+static sn_status gpu_replay(sn_backend *b, void *graph) {
+    (void)b;
+    return sn_cuda_graph_launch(graph, 1);
+}
+
+static void gpu_graph_free(sn_backend *b, void *graph) {
+    (void)b;
+    sn_cuda_graph_free(graph);
+}
+
 static const sn_backend_iface gpu_iface = {
     .type = "GPU",
     .caps = gpu_caps,
@@ -170,6 +198,10 @@ static const sn_backend_iface gpu_iface = {
     .stream = gpu_stream,
     .synchronize = gpu_synchronize,
     .kernels = gpu_kernels,
+    .capture_begin = gpu_capture_begin,
+    .capture_end = gpu_capture_end,
+    .replay = gpu_replay,
+    .graph_free = gpu_graph_free,
 };
 
 static void gpus_init(void) {

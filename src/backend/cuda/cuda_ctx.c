@@ -170,3 +170,5 @@ sn_status sn_cuda_stage_to_device(sn_cuda_ctx *c, void *dst, const void *src, si
     SN_CUDA(cudaStreamWaitEvent(c->stream, c->done[k], 0));
     return SN_OK;
 }
+
+size_t sn_cuda_ctx_staging_bytes(const sn_cuda_ctx *c) { return c->stage_bytes; }

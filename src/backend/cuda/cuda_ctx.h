@@ -47,6 +47,8 @@ sn_status sn_cuda_to_host(sn_cuda_ctx *c, void *dst, const void *src, size_t byt
  * staged while step k runs), then copied on a second stream; the compute stream waits for it
  * by an event. bytes must fit the staging buffer. src may be reused when this returns. */
 sn_status sn_cuda_stage_to_device(sn_cuda_ctx *c, void *dst, const void *src, size_t bytes);
+/* The size of each staging buffer (sn_cuda_ctx_opts.staging_bytes). */
+size_t sn_cuda_ctx_staging_bytes(const sn_cuda_ctx *c);
 
 /* C [M, N] = op(A) op(B) over row-major f32 (A [M, K] or [K, M] when ta; B likewise), through
  * cuBLASLt with the heuristic's first algorithm, chosen once at plan time. */
@@ -55,12 +57,23 @@ sn_status sn_cuda_matmul_new(sn_cuda_ctx *c, int64_t m, int64_t n, int64_t k, bo
                              sn_cuda_matmul **out);
 sn_status sn_cuda_matmul_run(sn_cuda_matmul *p, const float *a, const float *b, float *cout);
 void sn_cuda_matmul_free(sn_cuda_matmul *p);
+/* The general form: `batch` products (a strided batch; a_stride or b_stride 0 = that operand
+ * is one matrix shared by every product; C is dense, m * n apart) with TF32 or not. */
+typedef struct sn_cuda_matmul_desc {
+    int64_t m, n, k;
+    bool ta, tb;
+    int64_t batch, a_stride, b_stride; /* in elements */
+    bool tf32;
+} sn_cuda_matmul_desc;
+sn_status sn_cuda_matmul_new_desc(sn_cuda_ctx *c, const sn_cuda_matmul_desc *d,
+                                  sn_cuda_matmul **out);
 
 /* A 2-D convolution as the graph describes it: x [N, H, W, C], w [KH, KW, C, F] (Keras HWIO),
  * y [N, OH, OW, F]; explicit top/left padding, bottom/right implied by the output size. */
 typedef struct sn_cuda_conv_desc {
     int64_t n, h, w, c, kh, kw, f, oh, ow;
     int stride_h, stride_w, pad_top, pad_left;
+    bool fp32_strict; /* no TF32 tensor ops for this call, whatever the context's default */
 } sn_cuda_conv_desc;
 typedef struct sn_cuda_conv sn_cuda_conv;
 /* SN_ERR_UNSUPPORTED for asymmetric padding (cuDNN pads both sides alike). */

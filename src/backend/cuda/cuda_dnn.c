@@ -57,7 +57,7 @@ static sn_status conv_init(sn_cuda_conv *p) {
     SN_CUDNN(cudnnSetConvolution2dDescriptor(p->conv, d->pad_top, d->pad_left, d->stride_h,
                                              d->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
                                              CUDNN_DATA_FLOAT));
-    SN_CUDNN(cudnnSetConvolutionMathType(p->conv, sn_cuda_ctx_tf32(p->ctx)
+    SN_CUDNN(cudnnSetConvolutionMathType(p->conv, sn_cuda_ctx_tf32(p->ctx) && !d->fp32_strict
                                                       ? CUDNN_TENSOR_OP_MATH
                                                       : CUDNN_FMA_MATH));
     /* cuDNN's own output size must be the graph's: otherwise the padding was not symmetric. */

@@ -90,6 +90,100 @@ __global__ void k_assign(sn_cuda_bcast bc, int64_t n, const float *v, bool add, 
     }
 }
 
+__global__ void k_assign_i32(sn_cuda_bcast bc, int64_t n, const int32_t *v, bool add,
+                             int32_t *var) {
+    GRID_STRIDE(i, n) {
+        int64_t r = i, ov = 0;
+        for (int d = bc.ndim - 1; d >= 0; d--) {
+            int64_t k = r % bc.dim[d];
+            r /= bc.dim[d];
+            ov += k * bc.sb[d];
+        }
+        var[i] = add ? var[i] + v[ov] : v[ov];
+    }
+}
+
+__global__ void k_i32_to_f32(int64_t n, const int32_t *x, float *o) {
+    GRID_STRIDE(i, n) o[i] = (float)x[i];
+}
+
+__global__ void k_f32_to_i32(int64_t n, const float *x, int32_t *o) {
+    GRID_STRIDE(i, n) o[i] = (int32_t)x[i];
+}
+
+// One block per row: mean, then variance, each a fixed-order tree over the block's threads.
+__device__ float block_sum(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void k_layer_norm(int64_t ch, const float *x, const float *g, const float *b,
+                             float eps, float *y) {
+    __shared__ float sh[256];
+    const float *xr = x + blockIdx.x * ch;
+    float *yr = y + blockIdx.x * ch;
+    float s = 0;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) s += xr[j];
+    float mean = block_sum(s, sh) / (float)ch;
+    float v = 0;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) v += (xr[j] - mean) * (xr[j] - mean);
+    float rstd = rsqrtf(block_sum(v, sh) / (float)ch + eps);
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) yr[j] = (xr[j] - mean) * rstd * g[j] + b[j];
+}
+
+// dx per row (one block per row); the row's mean and rstd are recomputed as the forward did.
+__global__ void k_layer_norm_dx(int64_t ch, const float *x, const float *g, const float *dy,
+                                float eps, float *dx, float *stats) {
+    __shared__ float sh[256];
+    const float *xr = x + blockIdx.x * ch, *dyr = dy + blockIdx.x * ch;
+    float *dxr = dx + blockIdx.x * ch;
+    float s = 0;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) s += xr[j];
+    float mean = block_sum(s, sh) / (float)ch;
+    float v = 0;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) v += (xr[j] - mean) * (xr[j] - mean);
+    float rstd = rsqrtf(block_sum(v, sh) / (float)ch + eps);
+    if (threadIdx.x == 0) {
+        stats[2 * blockIdx.x] = mean;
+        stats[2 * blockIdx.x + 1] = rstd;
+    }
+    float a = 0, bb = 0;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) {
+        float d = dyr[j] * g[j];
+        a += d;
+        bb += d * (xr[j] - mean) * rstd;
+    }
+    a = block_sum(a, sh) / (float)ch;
+    bb = block_sum(bb, sh) / (float)ch;
+    for (int64_t j = threadIdx.x; j < ch; j += blockDim.x) {
+        float xh = (xr[j] - mean) * rstd;
+        dxr[j] = rstd * (dyr[j] * g[j] - a - xh * bb);
+    }
+}
+
+// dgamma, dbeta: one thread per channel over the rows in order, with the row statistics the
+// dx kernel left in stats.
+__global__ void k_layer_norm_dgb(int64_t rows, int64_t ch, const float *x, const float *dy,
+                                 const float *stats, float *dg, float *db) {
+    GRID_STRIDE(j, ch) {
+        float sg = 0, sb = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            float d = dy[r * ch + j];
+            sg += d * (x[r * ch + j] - stats[2 * r]) * stats[2 * r + 1];
+            sb += d;
+        }
+        dg[j] = sg;
+        db[j] = sb;
+    }
+}
+
 __global__ void k_bias_add(int64_t n, int64_t ch, const float *x, const float *b, bool relu,
                            float *o) {
     GRID_STRIDE(i, n) {
@@ -116,6 +210,9 @@ __global__ void k_unary(sn_cuda_unary op, int64_t n, const float *x, float alpha
         case SN_CU_ELU: y = v > 0 ? v : alpha * expm1f(v); break;
         case SN_CU_LEAKY_RELU: y = v > 0 ? v : alpha * v; break;
         case SN_CU_RELU6: y = v < 0 ? 0 : (v > 6 ? 6 : v); break;
+        case SN_CU_GELU_TANH:
+            y = 0.5f * v * (1.0f + tanhf(0.79788456080286535588f * (v + 0.044715f * v * v * v)));
+            break;
         }
         o[i] = y;
     }
@@ -138,6 +235,12 @@ __global__ void k_grad(sn_cuda_grad op, int64_t n, const float *vv, const float 
         case SN_CU_ELU_GRAD: dx = v < 0 ? dy * alpha * expf(v) : dy; break;
         case SN_CU_LEAKY_RELU_GRAD: dx = v > 0 ? dy : dy * alpha; break;
         case SN_CU_RELU6_GRAD: dx = dy * (v > 0 && v < 6 ? 1.0f : 0.0f); break;
+        case SN_CU_GELU_TANH_GRAD: {
+            const float c = 0.79788456080286535588f, a = 0.044715f;
+            float th = tanhf(c * (v + a * v * v * v));
+            dx = dy * (0.5f * (1.0f + th) + 0.5f * v * (1.0f - th * th) * c * (1.0f + 3.0f * a * v * v));
+            break;
+        }
         }
         o[i] = dx;
     }
@@ -428,6 +531,47 @@ sn_status sn_cuda_assign_f32(sn_cuda_stream s, const sn_cuda_bcast *bc, const fl
     if (n <= 0) return SN_OK;
     k_assign<<<blocks_for(n), kThreads, 0, STREAM(s)>>>(*bc, n, value, add, var);
     return LAUNCHED("k_assign");
+}
+
+sn_status sn_cuda_assign_i32(sn_cuda_stream s, const sn_cuda_bcast *bc, const int32_t *value,
+                             bool add, int32_t *var) {
+    int64_t n = bcast_numel(bc);
+    if (n <= 0) return SN_OK;
+    k_assign_i32<<<blocks_for(n), kThreads, 0, STREAM(s)>>>(*bc, n, value, add, var);
+    return LAUNCHED("k_assign_i32");
+}
+
+sn_status sn_cuda_i32_to_f32(sn_cuda_stream s, int64_t n, const int32_t *x, float *out) {
+    if (n <= 0) return SN_OK;
+    k_i32_to_f32<<<blocks_for(n), kThreads, 0, STREAM(s)>>>(n, x, out);
+    return LAUNCHED("k_i32_to_f32");
+}
+
+sn_status sn_cuda_f32_to_i32(sn_cuda_stream s, int64_t n, const float *x, int32_t *out) {
+    if (n <= 0) return SN_OK;
+    k_f32_to_i32<<<blocks_for(n), kThreads, 0, STREAM(s)>>>(n, x, out);
+    return LAUNCHED("k_f32_to_i32");
+}
+
+sn_status sn_cuda_layer_norm_f32(sn_cuda_stream s, int64_t rows, int64_t ch, const float *x,
+                                 const float *gamma, const float *beta, double eps, float *y) {
+    if (rows <= 0 || ch <= 0) return SN_OK;
+    k_layer_norm<<<(unsigned)rows, 256, 0, STREAM(s)>>>(ch, x, gamma, beta, (float)eps, y);
+    return LAUNCHED("k_layer_norm");
+}
+
+sn_status sn_cuda_layer_norm_grad_f32(sn_cuda_stream s, int64_t rows, int64_t ch, const float *x,
+                                      const float *gamma, const float *dy, double eps,
+                                      float *stats, float *out) {
+    if (rows <= 0 || ch <= 0) return SN_OK;
+    k_layer_norm_dx<<<(unsigned)rows, 256, 0, STREAM(s)>>>(ch, x, gamma, dy, (float)eps, out,
+                                                              stats);
+    sn_status st = LAUNCHED("k_layer_norm_dx");
+    if (st != SN_OK) return st;
+    float *dg = out + rows * ch;
+    k_layer_norm_dgb<<<blocks_for(ch), kThreads, 0, STREAM(s)>>>(rows, ch, x, dy, stats, dg,
+                                                                   dg + ch);
+    return LAUNCHED("k_layer_norm_dgb");
 }
 
 sn_status sn_cuda_bias_add_f32(sn_cuda_stream s, int64_t rows, int64_t ch, const float *x,

@@ -34,13 +34,14 @@ typedef enum sn_cuda_binary { SN_CU_ADD, SN_CU_SUB, SN_CU_MUL, SN_CU_DIV } sn_cu
 
 typedef enum sn_cuda_unary {
     SN_CU_RELU, SN_CU_SIGMOID, SN_CU_TANH, SN_CU_EXP, SN_CU_LOG, SN_CU_SQRT, SN_CU_NEG,
-    SN_CU_GELU, SN_CU_SILU, SN_CU_ELU, SN_CU_LEAKY_RELU, SN_CU_RELU6
+    SN_CU_GELU, SN_CU_SILU, SN_CU_ELU, SN_CU_LEAKY_RELU, SN_CU_RELU6,
+    SN_CU_GELU_TANH /* Keras gelu(approximate=True) */
 } sn_cuda_unary;
 
 /* (v, dy) -> dx; v is x, except y = f(x) for sigmoid and tanh (as the graph's *_GRAD ops). */
 typedef enum sn_cuda_grad {
     SN_CU_RELU_GRAD, SN_CU_SIGMOID_GRAD, SN_CU_TANH_GRAD, SN_CU_GELU_GRAD, SN_CU_SILU_GRAD,
-    SN_CU_ELU_GRAD, SN_CU_LEAKY_RELU_GRAD, SN_CU_RELU6_GRAD
+    SN_CU_ELU_GRAD, SN_CU_LEAKY_RELU_GRAD, SN_CU_RELU6_GRAD, SN_CU_GELU_TANH_GRAD
 } sn_cuda_grad;
 
 /* a, b [n] -> out [n] */
@@ -103,6 +104,25 @@ sn_status sn_cuda_apply_optimizer_f32(sn_cuda_stream s, const sn_cuda_optim *o, 
 /* var [bc->dim] = (add ? var : 0) + value read through the broadcast strides bc->sb */
 sn_status sn_cuda_assign_f32(sn_cuda_stream s, const sn_cuda_bcast *bc, const float *value,
                              bool add, float *var);
+
+/* The i32 form (the iteration counter: iterations += 1). */
+sn_status sn_cuda_assign_i32(sn_cuda_stream s, const sn_cuda_bcast *bc, const int32_t *value,
+                             bool add, int32_t *var);
+/* x [n] i32 -> out [n] f32 (exact below 2^24, rounded to nearest as (float) above), and f32 ->
+ * i32 truncated toward zero as C's (int32_t) and TensorFlow's cast (NaN and out-of-range:
+ * whatever the hardware's cvt.rzi gives, as on the CPU: undefined in C) */
+sn_status sn_cuda_i32_to_f32(sn_cuda_stream s, int64_t n, const int32_t *x, float *out);
+sn_status sn_cuda_f32_to_i32(sn_cuda_stream s, int64_t n, const float *x, int32_t *out);
+/* Layer normalisation over the last axis, x [rows, ch]: y = (x - mean) / sqrt(var + eps) *
+ * gamma + beta, one block per row (fixed-order sums; rows < 2^31, cuda_table.c checks). The gradient writes dx [rows, ch], then
+ * dgamma [ch] and dbeta [ch] right after it (the graph op's flat output), each channel's sums
+ * taken over the rows in order by one thread (run-to-run identical, no atomics), from the
+ * row statistics the dx pass leaves in stats (device scratch of 2 * rows floats). */
+sn_status sn_cuda_layer_norm_f32(sn_cuda_stream s, int64_t rows, int64_t ch, const float *x,
+                                 const float *gamma, const float *beta, double eps, float *y);
+sn_status sn_cuda_layer_norm_grad_f32(sn_cuda_stream s, int64_t rows, int64_t ch, const float *x,
+                                      const float *gamma, const float *dy, double eps,
+                                      float *stats, float *out); /* stats: 2 * rows floats */
 
 /* HWIO [kh, kw, c, f] <-> cuDNN's NHWC filter KRSC [f, kh, kw, c], on the stream. */
 sn_status sn_cuda_hwio_to_krsc(sn_cuda_stream s, int64_t kh, int64_t kw, int64_t c, int64_t f,

@@ -26,9 +26,21 @@ void sn_cuda_matmul_free(sn_cuda_matmul *p) {
     free(p);
 }
 
-static sn_status matmul_init(sn_cuda_matmul *p, int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
+/* A strided batch on one layout: `count` matrices `stride` elements apart (0: one matrix
+ * shared by every batch, cuBLAS's broadcast). */
+static sn_status set_batch(cublasLtMatrixLayout_t l, int64_t count, int64_t stride) {
+    int32_t n = (int32_t)count;
+    SN_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
+    SN_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                               &stride, sizeof stride));
+    return SN_OK;
+}
+
+static sn_status matmul_init(sn_cuda_matmul *p, const sn_cuda_matmul_desc *d) {
     sn_cuda_ctx *c = p->ctx;
-    cublasComputeType_t ct = sn_cuda_ctx_tf32(c) ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int64_t m = d->m, n = d->n, k = d->k;
+    bool ta = d->ta, tb = d->tb;
+    cublasComputeType_t ct = d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     SN_CUBLAS(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     SN_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
@@ -40,6 +52,11 @@ static sn_status matmul_init(sn_cuda_matmul *p, int64_t m, int64_t n, int64_t k,
     if (!ta) SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)k, (uint64_t)m, k));
     else SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)m, (uint64_t)k, m));
     SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n));
+    if (d->batch > 1) {
+        SN_TRY(set_batch(p->la, d->batch, d->b_stride));
+        SN_TRY(set_batch(p->lb, d->batch, d->a_stride));
+        SN_TRY(set_batch(p->lc, d->batch, m * n));
+    }
 
     size_t ws = 0;
     (void)sn_cuda_ctx_workspace(c, &ws);
@@ -63,14 +80,22 @@ static sn_status matmul_init(sn_cuda_matmul *p, int64_t m, int64_t n, int64_t k,
 
 sn_status sn_cuda_matmul_new(sn_cuda_ctx *c, int64_t m, int64_t n, int64_t k, bool ta, bool tb,
                              sn_cuda_matmul **out) {
+    sn_cuda_matmul_desc d = {.m = m, .n = n, .k = k, .ta = ta, .tb = tb, .batch = 1,
+                             .tf32 = sn_cuda_ctx_tf32(c)};
+    return sn_cuda_matmul_new_desc(c, &d, out);
+}
+
+sn_status sn_cuda_matmul_new_desc(sn_cuda_ctx *c, const sn_cuda_matmul_desc *d,
+                                  sn_cuda_matmul **out) {
     *out = NULL;
-    if (m <= 0 || n <= 0 || k <= 0)
-        return sn_errorf(SN_ERR_SHAPE, "GPU matmul: sizes M=%lld N=%lld K=%lld; expected all > 0",
-                         (long long)m, (long long)n, (long long)k);
+    if (d->m <= 0 || d->n <= 0 || d->k <= 0 || d->batch < 1 || d->batch > INT32_MAX)
+        return sn_errorf(SN_ERR_SHAPE, "GPU matmul: sizes M=%lld N=%lld K=%lld batch=%lld; "
+                         "expected all > 0 (batch < 2^31)", (long long)d->m, (long long)d->n,
+                         (long long)d->k, (long long)d->batch);
     sn_cuda_matmul *p = calloc(1, sizeof *p);
     if (!p) return sn_errorf(SN_ERR_NOMEM, "sn_cuda_matmul_new: out of host memory");
     p->ctx = c;
-    sn_status st = matmul_init(p, m, n, k, ta, tb);
+    sn_status st = matmul_init(p, d);
     if (st != SN_OK) {
         sn_cuda_matmul_free(p);
         return st;

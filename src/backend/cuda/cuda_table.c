@@ -9,6 +9,7 @@
  * the plan with the op's name. f32 only (bf16 casts aside). Never run on a GPU (docs/cuda.md). */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_ctx.h"
@@ -108,6 +109,7 @@ static bool unary_of(sn_op op, sn_cuda_unary *u) {
     case SN_OP_ELU: *u = SN_CU_ELU; return true;
     case SN_OP_LEAKY_RELU: *u = SN_CU_LEAKY_RELU; return true;
     case SN_OP_RELU6: *u = SN_CU_RELU6; return true;
+    case SN_OP_GELU_TANH: *u = SN_CU_GELU_TANH; return true;
     default: return false;
     }
 }
@@ -122,6 +124,7 @@ static bool grad_of(sn_op op, sn_cuda_grad *g) {
     case SN_OP_ELU_GRAD: *g = SN_CU_ELU_GRAD; return true;
     case SN_OP_LEAKY_RELU_GRAD: *g = SN_CU_LEAKY_RELU_GRAD; return true;
     case SN_OP_RELU6_GRAD: *g = SN_CU_RELU6_GRAD; return true;
+    case SN_OP_GELU_TANH_GRAD: *g = SN_CU_GELU_TANH_GRAD; return true;
     default: return false;
     }
 }
@@ -131,16 +134,20 @@ static sn_status pointwise_run(sn_kcall *c) {
     CTX(c);
     sn_cuda_unary u;
     sn_cuda_grad g;
-    double alpha = c->attr ? c->attr->act.alpha : 0;
+    bool has_alpha = c->op == SN_OP_ELU || c->op == SN_OP_LEAKY_RELU || c->op == SN_OP_ELU_GRAD ||
+                     c->op == SN_OP_LEAKY_RELU_GRAD;
+    double alpha = c->attr && has_alpha ? c->attr->act.alpha : 0;
     if (unary_of(c->op, &u)) return sn_cuda_unary_f32(s, u, numel(&c->y), fin(c, 0), alpha, fout(c));
     if (grad_of(c->op, &g))
         return sn_cuda_grad_f32(s, g, numel(&c->y), fin(c, 0), fin(c, 1), alpha, fout(c));
     return sn_errorf(SN_ERR_UNSUPPORTED, "CUDA pointwise kernel: op %d", (int)c->op);
 }
 
-/* x -> y: f32 <-> bf16 only */
+/* x -> y: f32 <-> bf16, i32 <-> f32 */
 static bool cast_supports(const sn_kcall *c) {
     return (c->x[0].dtype == SN_F32 && c->y.dtype == SN_BF16) ||
+           (c->x[0].dtype == SN_I32 && c->y.dtype == SN_F32) ||
+           (c->x[0].dtype == SN_F32 && c->y.dtype == SN_I32) ||
            (c->x[0].dtype == SN_BF16 && c->y.dtype == SN_F32) ||
            (c->x[0].dtype == SN_F32 && c->y.dtype == SN_F32);
 }
@@ -152,6 +159,10 @@ static sn_status cast_run(sn_kcall *c) {
         return sn_cuda_f32_to_bf16(s, n, fin(c, 0), (uint16_t *)c->out);
     if (c->x[0].dtype == SN_BF16 && c->y.dtype == SN_F32)
         return sn_cuda_bf16_to_f32(s, n, (const uint16_t *)c->in[0], fout(c));
+    if (c->x[0].dtype == SN_I32 && c->y.dtype == SN_F32)
+        return sn_cuda_i32_to_f32(s, n, (const int32_t *)c->in[0], fout(c));
+    if (c->x[0].dtype == SN_F32 && c->y.dtype == SN_I32)
+        return sn_cuda_f32_to_i32(s, n, fin(c, 0), (int32_t *)c->out);
     if (c->out != c->in[0])
         SN_CUDA(cudaMemcpyAsync(c->out, c->in[0], (size_t)n * 4, cudaMemcpyDeviceToDevice,
                                 (cudaStream_t)s));
@@ -258,6 +269,9 @@ static sn_status xent_run(sn_kcall *c) {
 /* ---- state ---------------------------------------------------------------------------------- */
 
 static bool state_supports(const sn_kcall *c) {
+    if (c->op != SN_OP_APPLY_OPTIMIZER && c->x[0].dtype == SN_I32) /* the iteration counter */
+        return c->x[1].dtype == SN_I32 && c->y.dtype == SN_I32 &&
+               c->x[0].shape.ndim <= SN_CUDA_MAX_DIMS;
     for (int i = 0; i < c->n_in; i++)
         if (c->x[i].dtype != (c->op == SN_OP_APPLY_OPTIMIZER && i == 2 ? SN_I32 : SN_F32))
             return false;
@@ -279,8 +293,12 @@ static sn_status assign_run(sn_kcall *c) {
     sn_cuda_bcast bc = {.ndim = vs->ndim};
     for (int d = 0; d < vs->ndim; d++) bc.dim[d] = vs->dim[d];
     bcast_strides(&c->x[1].shape, vs, bc.sb);
-    float *var = (float *)(uintptr_t)c->in[0];
-    SN_TRY(sn_cuda_assign_f32(s, &bc, fin(c, 1), c->op == SN_OP_ASSIGN_ADD, var));
+    if (c->x[0].dtype == SN_I32)
+        SN_TRY(sn_cuda_assign_i32(s, &bc, (const int32_t *)c->in[1], c->op == SN_OP_ASSIGN_ADD,
+                                  (int32_t *)(uintptr_t)c->in[0]));
+    else
+        SN_TRY(sn_cuda_assign_f32(s, &bc, fin(c, 1), c->op == SN_OP_ASSIGN_ADD,
+                                  (float *)(uintptr_t)c->in[0]));
     return copy_back(c, s);
 }
 
@@ -307,20 +325,40 @@ static sn_status optimizer_run(sn_kcall *c) {
 
 /* ---- matmul, convolution, pooling: prepared once per call ------------------------------------ */
 
-/* 2-D only for now (batch dimensions: not yet) */
+/* The reference kernel's forms (ref_matmul.c): 2-D, or batch dimensions equal on both operands,
+ * or one operand 2-D and shared by every batch; a cuBLASLt strided batch. */
 static bool matmul_supports(const sn_kcall *c) {
-    return all_f32(c) && c->x[0].shape.ndim == 2 && c->x[1].shape.ndim == 2;
+    const sn_shape *a = &c->x[0].shape, *b = &c->x[1].shape, *y = &c->y.shape;
+    if (!all_f32(c) || a->ndim < 2 || b->ndim < 2 || y->ndim < 2) return false;
+    if (a->ndim > 2 && b->ndim > 2) {
+        if (a->ndim != b->ndim) return false;
+        for (int d = 0; d < a->ndim - 2; d++)
+            if (a->dim[d] != b->dim[d]) return false;
+    }
+    int64_t mn = y->dim[y->ndim - 2] * y->dim[y->ndim - 1];
+    return mn > 0 && sn_shape_numel(y) / mn <= INT32_MAX && sn_shape_numel(y) > 0;
 }
 
 static sn_status matmul_prepare(sn_kcall *c, size_t *scratch) {
     CTX(c);
     (void)s;
     *scratch = 0;
-    bool ta = c->attr->matmul.ta, tb = c->attr->matmul.tb;
-    int64_t m = c->y.shape.dim[0], n = c->y.shape.dim[1];
-    int64_t k = ta ? c->x[0].shape.dim[0] : c->x[0].shape.dim[1];
+    const sn_shape *as = &c->x[0].shape, *bs = &c->x[1].shape, *ys = &c->y.shape;
+    sn_cuda_matmul_desc d = {.ta = c->attr->matmul.ta, .tb = c->attr->matmul.tb,
+                             .tf32 = sn_cuda_ctx_tf32(ctx) && !c->fp32_strict};
+    d.m = ys->dim[ys->ndim - 2];
+    d.n = ys->dim[ys->ndim - 1];
+    d.k = d.ta ? as->dim[as->ndim - 2] : as->dim[as->ndim - 1];
+    d.batch = sn_shape_numel(ys) / (d.m * d.n);
+    d.a_stride = as->ndim > 2 ? d.m * d.k : 0;
+    d.b_stride = bs->ndim > 2 ? d.k * d.n : 0;
+    if (d.batch > 1 && as->ndim > 2 && bs->ndim == 2 && !d.ta) { /* one [batch * m, k] product */
+        d.m *= d.batch;
+        d.batch = 1;
+        d.a_stride = 0;
+    }
     sn_cuda_matmul *p = NULL;
-    SN_TRY(sn_cuda_matmul_new(ctx, m, n, k, ta, tb, &p));
+    SN_TRY(sn_cuda_matmul_new_desc(ctx, &d, &p));
     c->state = p;
     return SN_OK;
 }
@@ -344,7 +382,8 @@ static void conv_shapes(const sn_kcall *c, sn_cuda_conv_desc *d) {
                              .kh = w->dim[0], .kw = w->dim[1], .f = w->dim[3], .oh = y->dim[1],
                              .ow = y->dim[2], .stride_h = c->attr->conv.stride_h,
                              .stride_w = c->attr->conv.stride_w, .pad_top = c->attr->conv.pad_top,
-                             .pad_left = c->attr->conv.pad_left};
+                             .pad_left = c->attr->conv.pad_left,
+                             .fp32_strict = c->fp32_strict};
 }
 
 /* cuDNN pads both sides alike: the bottom/right padding an output size implies (after) must
@@ -434,6 +473,76 @@ static void pool_release(sn_kcall *c) {
     c->state = NULL;
 }
 
+/* ---- broadcast_to, layer_norm ------------------------------------------------------------------ */
+
+static bool bcast_to_supports(const sn_kcall *c) {
+    return all_f32(c) && c->y.shape.ndim <= SN_CUDA_MAX_DIMS;
+}
+
+/* x broadcast (NumPy rules) to y's shape: an assign through the broadcast strides */
+static sn_status bcast_to_run(sn_kcall *c) {
+    CTX(c);
+    const sn_shape *ys = &c->y.shape;
+    sn_cuda_bcast bc = {.ndim = ys->ndim};
+    for (int d = 0; d < ys->ndim; d++) bc.dim[d] = ys->dim[d];
+    bcast_strides(&c->x[0].shape, ys, bc.sb);
+    return sn_cuda_assign_f32(s, &bc, fin(c, 0), false, fout(c));
+}
+
+static bool ln_supports(const sn_kcall *c) {
+    if (!all_f32(c) || c->x[1].shape.ndim != 1 || c->x[0].shape.ndim < 1 ||
+        c->x[0].shape.dim[c->x[0].shape.ndim - 1] != c->x[1].shape.dim[0] || c->x[1].shape.dim[0] < 1)
+        return false;
+    return numel(&c->x[0]) / c->x[1].shape.dim[0] <= INT32_MAX; /* one block per row */
+}
+
+static void ln_dims(const sn_kcall *c, int64_t *rows, int64_t *ch) {
+    *ch = c->x[1].shape.dim[0];
+    *rows = *ch ? numel(&c->x[0]) / *ch : 0;
+}
+
+/* (x, gamma, beta) -> y */
+static sn_status ln_run(sn_kcall *c) {
+    CTX(c);
+    int64_t rows, ch;
+    ln_dims(c, &rows, &ch);
+    return sn_cuda_layer_norm_f32(s, rows, ch, fin(c, 0), fin(c, 1), fin(c, 2),
+                                  c->attr->norm.epsilon, fout(c));
+}
+
+/* the row statistics the dx pass hands to the dgamma/dbeta pass */
+static sn_status ln_grad_prepare(sn_kcall *c, size_t *scratch) {
+    int64_t rows, ch;
+    ln_dims(c, &rows, &ch);
+    *scratch = (size_t)(2 * rows) * sizeof(float);
+    return SN_OK;
+}
+
+/* (x, gamma, dy) -> dx | dgamma | dbeta */
+static sn_status ln_grad_run(sn_kcall *c) {
+    CTX(c);
+    int64_t rows, ch;
+    ln_dims(c, &rows, &ch);
+    return sn_cuda_layer_norm_grad_f32(s, rows, ch, fin(c, 0), fin(c, 1), fin(c, 2),
+                                       c->attr->norm.epsilon, (float *)c->scratch, fout(c));
+}
+
+/* ---- all_reduce: the collective the node names, on this GPU's stream (NCCL) ---------------- */
+
+static bool all_reduce_supports(const sn_kcall *c) {
+    return c->y.dtype == SN_F32 && c->x[0].dtype == SN_F32;
+}
+
+static sn_status all_reduce_run(sn_kcall *c) {
+    CTX(c);
+    (void)ctx;
+    const sn_attrs *a = c->attr;
+    if (!a->allreduce.comm)
+        return sn_errorf(SN_ERR_INVALID, "all_reduce (node %d): no collective attached", (int)c->id);
+    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, a->allreduce.phase,
+                                      fin(c, 0), fout(c), (size_t)numel(&c->y), (void *)s);
+}
+
 /* ---- the table ------------------------------------------------------------------------------ */
 
 static const sn_kernel k_binary = {.impl = "cuda", .supports = binary_supports, .run = binary_run},
@@ -452,7 +561,12 @@ static const sn_kernel k_binary = {.impl = "cuda", .supports = binary_supports, 
     k_conv = {.impl = "cudnn", .supports = conv_supports, .prepare = conv_prepare,
               .run = conv_run, .release = conv_release},
     k_pool = {.impl = "cudnn", .supports = pool_supports, .prepare = pool_prepare,
-              .run = pool_run, .release = pool_release};
+              .run = pool_run, .release = pool_release},
+    k_all_reduce = {.impl = "nccl", .supports = all_reduce_supports, .run = all_reduce_run},
+    k_bcast_to = {.impl = "cuda", .supports = bcast_to_supports, .run = bcast_to_run},
+    k_ln = {.impl = "cuda", .supports = ln_supports, .run = ln_run},
+    k_ln_grad = {.impl = "cuda", .supports = ln_supports, .prepare = ln_grad_prepare,
+                 .run = ln_grad_run};
 
 static sn_kernel_table g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -465,7 +579,7 @@ static void build(void) {
                         SN_OP_NEG, SN_OP_GELU, SN_OP_SILU, SN_OP_ELU, SN_OP_LEAKY_RELU,
                         SN_OP_RELU6, SN_OP_RELU_GRAD, SN_OP_SIGMOID_GRAD, SN_OP_TANH_GRAD,
                         SN_OP_GELU_GRAD, SN_OP_SILU_GRAD, SN_OP_ELU_GRAD, SN_OP_LEAKY_RELU_GRAD,
-                        SN_OP_RELU6_GRAD};
+                        SN_OP_RELU6_GRAD, SN_OP_GELU_TANH, SN_OP_GELU_TANH_GRAD};
     for (size_t i = 0; i < sizeof pw / sizeof pw[0]; i++) g_table.k[pw[i]] = &k_pointwise;
     g_table.k[SN_OP_BIAS_ADD] = &k_bias;
     g_table.k[SN_OP_CAST] = &k_cast;
@@ -493,6 +607,10 @@ static void build(void) {
     g_table.k[SN_OP_AVG_POOL2D] = &k_pool;
     g_table.k[SN_OP_MAX_POOL2D_GRAD] = &k_pool;
     g_table.k[SN_OP_AVG_POOL2D_GRAD] = &k_pool;
+    g_table.k[SN_OP_ALL_REDUCE] = &k_all_reduce;
+    g_table.k[SN_OP_BROADCAST_TO] = &k_bcast_to;
+    g_table.k[SN_OP_LAYER_NORM] = &k_ln;
+    g_table.k[SN_OP_LAYER_NORM_GRAD] = &k_ln_grad;
 }
 
 const sn_kernel_table *sn_cuda_kernels(void) {

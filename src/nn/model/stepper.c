@@ -36,6 +36,7 @@
 #include "backend/cpu/cpu_lstm_step.h"
 #include "nn/layers/layers_attention.h"
 #include "nn/nn_impl.h"
+#include "nn/train/train_impl.h"
 
 #define STEPPER_MAX_PLANS 4
 #define STEPPER_MAX_STATES 16
@@ -109,6 +110,16 @@ void sn_stepper_reset(sn_stepper *s) {
     s->packed = NULL;
 }
 
+/* The stepper's plans go where the model was compiled to run (sn_compile_opts.device). */
+static sn_plan_opts stepper_plan_opts(const sn_model *m) {
+    sn_plan_opts po = sn_plan_opts_defaults();
+    if (m->train && m->train->compiled && m->train->opts.device[0]) {
+        po.device = m->train->opts.device;
+        po.fp32_strict = m->train->opts.fp32_strict;
+    }
+    return po;
+}
+
 /* Finds the Embedding -> LSTM/GRU pairs and builds the plan of their tables. */
 static sn_status add_tables(sn_stepper *s) {
     sn_model *m = s->m;
@@ -131,7 +142,7 @@ static sn_status add_tables(sn_stepper *s) {
     }
     if (s->n_tables == 0) return SN_OK;
     SN_TRY(sn_error_context(sn_graph_status(g), "stepper: model '%s'", m->name));
-    sn_plan_opts po = sn_plan_opts_defaults();
+    sn_plan_opts po = stepper_plan_opts(m);
     SN_TRY(sn_plan_new(&s->table_plan, g, s->n_tables, targets, &po));
     s->tables_stale = true;
     return SN_OK;
@@ -203,7 +214,7 @@ static sn_status build_ctx_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) 
     sn_node targets[1 + STEPPER_MAX_STATES] = {sp->out};
     for (int j = 0; j < s->n_states; j++) targets[1 + j] = sp->sout[j];
     SN_TRY(sn_graph_status(g));
-    sn_plan_opts po = sn_plan_opts_defaults();
+    sn_plan_opts po = stepper_plan_opts(m);
     return sn_plan_new(&sp->plan, g, 1 + s->n_states, targets, &po);
 }
 
@@ -316,7 +327,7 @@ static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
     sn_node targets[1 + STEPPER_MAX_STATES] = {y};
     for (int j = 0; j < s->n_states; j++) targets[1 + j] = sp->sout[j];
     SN_TRY(sn_graph_status(g));
-    sn_plan_opts po = sn_plan_opts_defaults();
+    sn_plan_opts po = stepper_plan_opts(m);
     return sn_plan_new(&sp->plan, g, 1 + s->n_states, targets, &po);
 }
 

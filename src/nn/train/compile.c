@@ -74,6 +74,13 @@ static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
         return sn_errorf(SN_ERR_INVALID, "compile: n_metrics %d must be in [0, %d]", o->n_metrics,
                          SN_MAX_METRICS);
     for (int i = 0; i < o->n_metrics; i++) SN_TRY(sn_metric_check(o->metrics[i], o->loss));
+    if (!memchr(o->device, 0, sizeof o->device))
+        return sn_errorf(SN_ERR_INVALID, "compile: the device name is not NUL-terminated within "
+                         "%zu bytes", sizeof o->device);
+    if (o->device[0]) { /* an unknown or absent device fails here, not at the first step */
+        int idx;
+        SN_TRY(sn_error_context(sn_device_find(o->device, &idx), "compile"));
+    }
     sn_shape out = sn_model_out_shape(m);
     if (o->loss <= SN_LOSS_CATEGORICAL_CROSSENTROPY && (out.ndim < 1 || out.dim[out.ndim - 1] < 2))
         return sn_errorf(SN_ERR_SHAPE, "compile: %s needs a model output with a class axis of "
@@ -131,11 +138,13 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
 
 /* Plans cp from its targets. Later plans (another batch size, evaluation) add nodes to the
  * graph; the plans made before stay valid (sn_plan_run rebinds them to the moved node array). */
-static sn_status plan_targets(sn_graph *g, sn_cached_plan *cp, bool bf16) {
+static sn_status plan_targets(sn_graph *g, sn_cached_plan *cp, const sn_compile_opts *o) {
     sn_plan_free(cp->plan);
     cp->plan = NULL;
     sn_plan_opts po = sn_plan_opts_defaults();
-    po.bf16_compute = bf16;
+    po.bf16_compute = o->mixed_bfloat16;
+    po.fp32_strict = o->fp32_strict;
+    po.device = o->device[0] ? o->device : NULL;
     SN_TRY(sn_plan_new(&cp->plan, g, cp->n_targets, cp->targets, &po));
     return SN_OK;
 }
@@ -243,7 +252,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     }
     cp->targets = targets;
     cp->n_targets = nt;
-    return plan_targets(g, cp, o->mixed_bfloat16);
+    return plan_targets(g, cp, o);
 }
 
 /* ---- training under a strategy: one plan per local replica --------------------------------
@@ -451,6 +460,7 @@ static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
         sn_plan_opts po = sn_plan_opts_defaults();
         po.device = sn_strategy_replica_device(s, r);
         po.bf16_compute = m->train->opts.mixed_bfloat16;
+        po.fp32_strict = m->train->opts.fp32_strict;
         po.private_vars = r > 0;
         st = sn_error_context(sn_plan_new(&cp->rep[r].plan, m->g, nt, tg, &po), "planning replica %d", r);
         /* Dropout masks differ per replica and stay reproducible: step * R + global replica id. */
