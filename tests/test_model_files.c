@@ -600,7 +600,7 @@ static int predict_n(sn_model *m, const char *d, const char *name, int64_t rows)
  * categorical cross-entropy from logits, labels NAME.y0.i32), BatchNormalization's moving
  * statistics included; others by the graph's gradients of the sum of each output's mean
  * squared error (targets NAME.y<j>.f32), as Keras sums a multi-output model's losses. */
-static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
+static int sgd_step(const char *d, const char *name, int64_t rows, double lr, bool logits) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s.keras", d, name);
     sn_model *m = NULL;
@@ -612,7 +612,7 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
     sn_compile_opts co = sn_compile_defaults();
     co.optimizer = sn_optimizer_defaults(SN_SGD);
     co.optimizer.learning_rate = lr;
-    co.from_logits = true;
+    co.from_logits = logits;
     if (ni == 1 && no == 1) {
         sn_shape ls = {.ndim = 0};
         char f[300];
@@ -695,11 +695,16 @@ static int interop_functional(const char *d) {
     snprintf(lst, sizeof lst, "%s/functional.txt", d);
     FILE *f = fopen(lst, "r");
     if (!f) return 0;
-    char name[256];
+    char name[256], line[512], kind[16];
     long rows;
     double lr;
     int rc = 0;
-    while (fscanf(f, "%255s %ld %lf", name, &rows, &lr) == 3) {
+    while (fgets(line, sizeof line, f)) {
+        /* an optional fourth word "probs": the output is probabilities (a softmax), the
+         * cross-entropy takes them as Keras's from_logits=False */
+        int nf = sscanf(line, "%255s %ld %lf %15s", name, &rows, &lr, kind);
+        if (nf < 3) continue;
+        bool logits = !(nf == 4 && !strcmp(kind, "probs"));
         char p[600];
         snprintf(p, sizeof p, "%s/%s.keras", d, name);
         sn_model *m = NULL;
@@ -715,7 +720,7 @@ static int interop_functional(const char *d) {
             rc = 1;
         }
         sn_model_free(m);
-        rc |= sgd_step(d, name, rows, lr);
+        rc |= sgd_step(d, name, rows, lr, logits);
     }
     fclose(f);
     return rc;
