@@ -285,6 +285,15 @@ FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix
 # of itself only). A change that vanishes in exact arithmetic (a Conv2D bias before BN, which
 # the batch mean takes away) would be rounding noise on both sides: residual() has none.
 STEP_TOL = 1e-5
+# The deep stock models: there float32 itself is the limit. On MobileNetV2 (64 rows, 96x96),
+# Keras's own float32 step is a median 1.6% (up to 5%) away from its float64 step, and sinter's
+# a median 0.8%; the betas of BatchNormalization layers whose output feeds a Conv2D and
+# another BatchNormalization get a gradient that is 0 in exact arithmetic (the next batch mean
+# takes it away), rounding noise on both sides. For these, each variable's change must be as
+# close to the float64 step as Keras's float32 one is (within STEP_KERAS_FACTOR of its
+# distance, or STEP_TOL), the bound printed beside the result.
+STEP_KERAS_RELATIVE = {"mobilenet_v2", "xception_small"}
+STEP_KERAS_FACTOR = 2.0
 STEP_LR = 1.0
 ROWS = 64
 
@@ -381,6 +390,11 @@ def check_functional(build, work, rng):
         ms = keras.models.load_model(path)
         step = os.path.join(work, f"{name}.step.weights.h5")
         worst, where, k32 = float("inf"), "no weights from sinter", 0.0
+        rel_keras = name in STEP_KERAS_RELATIVE
+        worst_ratio, bad = 0.0, []
+        # the whole step's largest change: a variable whose exact change is below 1e-9 of it
+        # moves by rounding noise alone (see STEP_KERAS_RELATIVE) and is left out of `worst`
+        big = max((float(np.max(np.abs(b - a))) for a, b in zip(w0, w64)), default=0.0)
         if os.path.exists(step):
             ms.load_weights(step)
             worst, where = 0.0, "all equal"
@@ -389,16 +403,34 @@ def check_functional(build, work, rng):
                 scale = float(np.max(np.abs(dr)))
                 excess = np.maximum(np.abs(ds - dr) - 2 * np.spacing(np.abs(c)), 0)
                 e = float(np.max(excess)) / scale if scale > 0 else float(np.max(excess))
+                ek = float(np.max(np.abs((k - a) - dr))) / scale if scale > 0 else \
+                    float(np.max(np.abs((k - a) - dr)))
+                if rel_keras:
+                    if e > max(STEP_TOL, STEP_KERAS_FACTOR * ek):
+                        bad.append(f"{v.path} {e:.3g} (Keras float32 {ek:.3g})")
+                    if ek > 0:
+                        worst_ratio = max(worst_ratio, e / max(ek, STEP_TOL))
+                if rel_keras and scale < 1e-9 * big:
+                    continue
                 if e > worst:
                     worst, where = e, v.path
                 if scale > 0:
-                    k32 = max(k32, float(np.max(np.abs((k - a) - dr))) / scale)
-        good = worst <= STEP_TOL
-        ok &= good
-        print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
-              f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
-              f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
-              f"{k32:.3g})")
+                    k32 = max(k32, ek)
+        if rel_keras:
+            good = os.path.exists(step) and not bad
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+                  f"weight's change within {STEP_KERAS_FACTOR:g}x Keras's own float32 distance "
+                  f"(or {STEP_TOL}) of Keras's float64 step: worst sinter/Keras ratio "
+                  f"{worst_ratio:.3g}; sinter's largest distance {worst:.3g} relative ({where}), "
+                  f"Keras float32's {k32:.3g}" + ("" if good else "; over: " + "; ".join(bad[:5])))
+        else:
+            good = worst <= STEP_TOL
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+                  f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
+                  f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
+                  f"{k32:.3g})")
         # Keras reopens sinter's .keras
         sp = os.path.join(work, f"{name}.sinter.keras")
         d2 = float("inf")
