@@ -15,8 +15,9 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
  (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
-     shared layer, Concatenate and Subtract, and a mix of the other merge and activation
-     layers), saved by Keras as .keras: `sinter summary`
+     shared layer, Concatenate and Subtract, a mix of the other merge and activation
+     layers, the convolution family; with SN_INTEROP_ONLY also the STOCK models,
+     MobileNetV2 at 96x96 and keras.io's small Xception), saved by Keras as .keras: `sinter summary`
      prints Keras's table byte for byte, sinter predicts every output within TOL, one SGD
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
@@ -28,6 +29,7 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
 Keras predicts int32 ids, sinter reads the same ids as float32.
+SN_INTEROP_ONLY=name1,name2 runs part (f) for those models alone (development).
 Exit status 0 when everything matched, 1 on a mismatch, 77 (SKIPPED) when a part could not
 be checked yet.
 """
@@ -262,9 +264,74 @@ def char_transformer_small():
     return m, ["mse"], inputs
 
 
+def mobilenet_v2():
+    """keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10), as
+    issue 23 names it: ZeroPadding2D, Conv2D, BatchNormalization, ReLU(6), DepthwiseConv2D
+    (strides 1 and 2), Add, GlobalAveragePooling2D, Dense softmax. Trained with sparse
+    categorical cross-entropy on its probabilities (from_logits=False)."""
+    m = keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10)
+    return m, keras.losses.SparseCategoricalCrossentropy()
+
+
+def xception_small():
+    """keras.io's "Image classification from scratch" make_model without its augmentation
+    block, at 96x96: Rescaling, Conv2D, BatchNormalization, SeparableConv2D, MaxPooling2D
+    same, residual Conv2D 1x1 stride 2 and add, GlobalAveragePooling2D, Dropout, Dense. With
+    10 classes (a Dense(10) of logits): keras.io's 2-class form ends in Dense(1) and binary
+    cross-entropy from logits, a loss this harness's SGD step does not take yet."""
+    inputs = keras.Input(shape=(96, 96, 3))
+    x = layers.Rescaling(1.0 / 255)(inputs)
+    x = layers.Conv2D(128, 3, strides=2, padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    previous_block_activation = x
+    for size in [256, 512, 728]:
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(size, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.Activation("relu")(x)
+        x = layers.SeparableConv2D(size, 3, padding="same")(x)
+        x = layers.BatchNormalization()(x)
+        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
+        residual = layers.Conv2D(size, 1, strides=2, padding="same")(previous_block_activation)
+        x = layers.add([x, residual])
+        previous_block_activation = x
+    x = layers.SeparableConv2D(1024, 3, padding="same")(x)
+    x = layers.BatchNormalization()(x)
+    x = layers.Activation("relu")(x)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dropout(0.25)(x)
+    outputs = layers.Dense(10, activation=None)(x)
+    m = keras.Model(inputs, outputs, name="xception_small")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def conv_family():
+    """The rest of the convolution family on a small image: DepthwiseConv2D (depth_multiplier
+    2, same, stride 2, relu6, bias), SeparableConv2D (valid, stride 1, depth_multiplier 2),
+    Conv2DTranspose (same stride 2, and valid stride 1), UpSampling2D, Cropping2D."""
+    inp = keras.Input((9, 8, 3))
+    x = layers.DepthwiseConv2D(3, strides=2, padding="same", depth_multiplier=2,
+                               activation="relu6")(inp)
+    x = layers.SeparableConv2D(5, (3, 2), depth_multiplier=2, activation="tanh")(x)
+    t = layers.Conv2DTranspose(4, 3, strides=2, padding="same")(x)
+    u = layers.Conv2DTranspose(4, (2, 3), strides=(1, 2), activation="tanh")(t)
+    u = layers.Cropping2D(((1, 0), (2, 3)))(u)
+    v = layers.UpSampling2D((2, 1))(layers.Cropping2D(((1, 1), (0, 0)))(x))
+    z = layers.Concatenate()([layers.GlobalAveragePooling2D()(u),
+                              layers.GlobalMaxPooling2D()(v)])
+    out = layers.Dense(3)(z)
+    m = keras.Model(inp, out, name="conv_family")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
-              "transformer": transformer, "char_transformer_small": char_transformer_small}
+              "transformer": transformer, "char_transformer_small": char_transformer_small,
+              "conv_family": conv_family}
 BUILD = WORK = None  # set by main() for char_transformer_small
+# Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them
+# (SN_INTEROP_ONLY=mobilenet_v2,xception_small) as a test of their own.
+STOCK = {"mobilenet_v2": mobilenet_v2, "xception_small": xception_small}
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
@@ -274,6 +341,19 @@ BUILD = WORK = None  # set by main() for char_transformer_small
 # of itself only). A change that vanishes in exact arithmetic (a Conv2D bias before BN, which
 # the batch mean takes away) would be rounding noise on both sides: residual() has none.
 STEP_TOL = 1e-5
+# The deep stock models: there float32 itself is the limit. On MobileNetV2 (64 rows, 96x96),
+# Keras's own float32 step is a median 1.6% (up to 5%) away from its float64 step, and sinter's
+# a median 0.8%; the betas of BatchNormalization layers whose output feeds a Conv2D and
+# another BatchNormalization get a gradient that is 0 in exact arithmetic (the next batch mean
+# takes it away), rounding noise on both sides. For these, each variable's change must be as
+# close to the float64 step as Keras's float32 one is (within STEP_KERAS_FACTOR of its
+# distance, or STEP_TOL), the bound printed beside the result.
+STEP_KERAS_RELATIVE = {"mobilenet_v2", "xception_small"}
+STEP_KERAS_FACTOR = 4.0  # measured sinter/Keras ratios 1.5-2.2: the float32 noise is chaotic
+# Where the float32 step cannot be held to STEP_TOL, sinter also takes the step in float64
+# (reference kernels; test_model_files' sgd_step_f64), held to STEP_TOL against Keras's
+# float64 step: that the two compute the same step, to float64's precision.
+STEP_F64 = {"mobilenet_v2"}  # the Xception: ~30x the work, too slow on the reference kernels
 STEP_LR = 1.0
 ROWS = 64
 
@@ -310,7 +390,10 @@ def check_functional(build, work, rng):
     sinter = os.path.join(build, "sinter")
     names = []
     ref = {}
-    for name, make in FUNCTIONAL.items():
+    only = os.environ.get("SN_INTEROP_ONLY")  # a comma list: run just these models
+    for name, make in {**FUNCTIONAL, **STOCK}.items():
+        if (only and name not in only.split(",")) or (not only and name in STOCK):
+            continue
         m, loss, *inputs = make()
         randomize(m, rng)
         if inputs:  # ids: Keras takes int32, sinter reads the same ids as float32
@@ -332,7 +415,9 @@ def check_functional(build, work, rng):
         pred = m.predict(xs if len(xs) > 1 else xs[0], verbose=0)
         pred = [np.asarray(p) for p in (pred if isinstance(pred, list) else [pred])]
         ref[name] = (m, loss, xs, ys, pred, keras_summary(m))
-        names.append(f"{name} {ROWS} {STEP_LR}")
+        probs = not isinstance(loss, list) and not getattr(loss, "from_logits", True)
+        names.append(f"{name} {ROWS} {STEP_LR}" + (" probs" if probs else " logits")
+                     + (" f64" if name in STEP_F64 else ""))
     with open(os.path.join(work, "functional.txt"), "w") as f:
         f.write("\n".join(names) + "\n")
     exe = os.path.join(build, "tests", "test_model_files")
@@ -369,6 +454,11 @@ def check_functional(build, work, rng):
         ms = keras.models.load_model(path)
         step = os.path.join(work, f"{name}.step.weights.h5")
         worst, where, k32 = float("inf"), "no weights from sinter", 0.0
+        rel_keras = name in STEP_KERAS_RELATIVE
+        worst_ratio, bad = 0.0, []
+        # the whole step's largest change: a variable whose exact change is below 1e-9 of it
+        # moves by rounding noise alone (see STEP_KERAS_RELATIVE) and is left out of `worst`
+        big = max((float(np.max(np.abs(b - a))) for a, b in zip(w0, w64)), default=0.0)
         if os.path.exists(step):
             ms.load_weights(step)
             worst, where = 0.0, "all equal"
@@ -383,16 +473,52 @@ def check_functional(build, work, rng):
                     dr, scale = np.zeros_like(dr), top
                 excess = np.maximum(np.abs(ds - dr) - 2 * np.spacing(np.abs(c)), 0)
                 e = float(np.max(excess)) / scale if scale > 0 else float(np.max(excess))
+                ek = float(np.max(np.abs((k - a) - dr))) / scale if scale > 0 else \
+                    float(np.max(np.abs((k - a) - dr)))
+                if rel_keras:
+                    if e > max(STEP_TOL, STEP_KERAS_FACTOR * ek):
+                        bad.append(f"{v.path} {e:.3g} (Keras float32 {ek:.3g})")
+                    if ek > 0:
+                        worst_ratio = max(worst_ratio, e / max(ek, STEP_TOL))
+                if rel_keras and scale < 1e-9 * big:
+                    continue
                 if e > worst:
                     worst, where = e, v.path
                 if scale > 0:
-                    k32 = max(k32, float(np.max(np.abs((k - a) - dr))) / scale)
-        good = worst <= STEP_TOL
-        ok &= good
-        print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
-              f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
-              f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
-              f"{k32:.3g})")
+                    k32 = max(k32, ek)
+        if rel_keras:
+            good = os.path.exists(step) and not bad
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+                  f"weight's change within {STEP_KERAS_FACTOR:g}x Keras's own float32 distance "
+                  f"(or {STEP_TOL}) of Keras's float64 step: worst sinter/Keras ratio "
+                  f"{worst_ratio:.3g}; sinter's largest distance {worst:.3g} relative ({where}), "
+                  f"Keras float32's {k32:.3g}" + ("" if good else "; over: " + "; ".join(bad[:5])))
+        else:
+            good = worst <= STEP_TOL
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+                  f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
+                  f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
+                  f"{k32:.3g})")
+        if name in STEP_F64:
+            step64 = os.path.join(work, f"{name}.step64.weights.h5")
+            worst, where = float("inf"), "no float64 step from sinter"
+            if os.path.exists(step64):
+                ms.load_weights(step64)
+                worst, where = 0.0, "all equal"
+                for v, a, b, c in zip(m.weights, w0, w64, [np.asarray(w) for w in ms.get_weights()]):
+                    dr, ds = b - a, c - a
+                    scale = float(np.max(np.abs(dr)))
+                    excess = np.maximum(np.abs(ds - dr) - 2 * np.spacing(np.abs(c)), 0)
+                    e = float(np.max(excess)) / max(scale, 1e-300) if np.max(excess) > 0 else 0.0
+                    if e > worst:
+                        worst, where = e, v.path
+            good = worst <= STEP_TOL
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} in float64 (sinter's "
+                  f"reference kernels against Keras's float64 step): every weight's change within "
+                  f"{worst:.3g} relative beyond 2 float32 ulps (worst: {where}; bound {STEP_TOL})")
         # Keras reopens sinter's .keras
         sp = os.path.join(work, f"{name}.sinter.keras")
         d2 = float("inf")
@@ -412,6 +538,16 @@ def randomize(m, rng):
     """Random values in every small variable (BN moving variance > 0), so that a swapped or
     lost variable shows; the guide keeps Keras's own initial values (38M of them)."""
     if m.count_params() > 1_000_000:
+        # deep stock models (MobileNetV2, the small Xception) keep Keras's initial kernels, which
+        # keep their activations in range; BatchNormalization's four variables get random
+        # values so that its moving statistics and affine parameters are exercised
+        if any("moving_variance" in w.path for w in m.weights) and "guide" not in m.name:
+            m.set_weights([(rng.random(w.shape) + 0.5).astype(np.float32) if "variance" in w.path
+                           else (1 + 0.2 * rng.standard_normal(w.shape)).astype(np.float32)
+                           if "gamma" in w.path
+                           else (0.2 * rng.standard_normal(w.shape)).astype(np.float32)
+                           if "beta" in w.path or "moving_mean" in w.path
+                           else np.asarray(w) for w in m.weights])
         return
     m.set_weights([(rng.random(w.shape) + 0.5).astype(np.float32) if "variance" in w.path
                    else (0.3 * rng.standard_normal(w.shape)).astype(np.float32)
@@ -434,6 +570,10 @@ def main():
     BUILD, WORK = build, work
     rng = np.random.default_rng(0)
     keras.utils.set_random_seed(0)
+    if os.environ.get("SN_INTEROP_ONLY"):  # development: part (f) for the listed models only
+        ok = check_functional(build, work, rng)
+        print("PASS (part f only)" if ok else "FAIL")
+        return 0 if ok else 1
     ok, skipped = True, False
     ref = {}
     lines = []

@@ -177,6 +177,19 @@ static sn_node b_conv_same_s2(sn_graph *g, const sn_node *x) {
     sn_conv2d_opts o = {.stride_h = 2, .stride_w = 2, .padding = SN_PAD_SAME};
     return sn_conv2d(g, x[0], x[1], &o);
 }
+static sn_node b_dw_valid(sn_graph *g, const sn_node *x) { return sn_depthwise_conv2d(g, x[0], x[1], NULL); }
+static sn_node b_dw_same_s2(sn_graph *g, const sn_node *x) {
+    sn_conv2d_opts o = {.stride_h = 2, .stride_w = 1, .padding = SN_PAD_SAME};
+    return sn_depthwise_conv2d(g, x[0], x[1], &o);
+}
+static sn_node b_convt_same_s2(sn_graph *g, const sn_node *x) {
+    sn_conv2d_opts o = {.stride_h = 2, .stride_w = 2, .padding = SN_PAD_SAME};
+    return sn_conv2d_transpose(g, x[0], x[1], &o);
+}
+static sn_node b_convt_valid(sn_graph *g, const sn_node *x) {
+    sn_conv2d_opts o = {.stride_h = 2, .stride_w = 1, .padding = SN_PAD_VALID};
+    return sn_conv2d_transpose(g, x[0], x[1], &o);
+}
 static sn_node b_maxpool(sn_graph *g, const sn_node *x) { return sn_max_pool2d(g, x[0], NULL); }
 static sn_node b_maxpool_same(sn_graph *g, const sn_node *x) {
     sn_pool2d_opts o = {.pool_h = 3, .pool_w = 3, .stride_h = 2, .stride_w = 2, .padding = SN_PAD_SAME};
@@ -253,6 +266,11 @@ static const op_case cases[] = {
     {"transpose", 1, {S3(2, 3, 4)}, {RANDN}, 0, b_transpose, 1e-7},
     {"conv2d valid", 2, {S4(2, 5, 5, 3), S4(3, 3, 3, 4)}, {RANDN, RANDN}, 0, b_conv_valid, 1e-5},
     {"conv2d same stride 2", 2, {S4(2, 6, 5, 2), S4(3, 2, 2, 3)}, {RANDN, RANDN}, 0, b_conv_same_s2, 1e-5},
+    {"depthwise_conv2d valid m2", 2, {S4(2, 5, 4, 3), S4(3, 2, 3, 2)}, {RANDN, RANDN}, 0, b_dw_valid, 1e-5},
+    {"depthwise_conv2d same s2x1", 2, {S4(2, 6, 5, 2), S4(3, 3, 2, 1)}, {RANDN, RANDN}, 0, b_dw_same_s2, 1e-5},
+    /* conv2d_transpose is a conv2d_bwd_data node: this checks that op's own gradient rule */
+    {"conv2d_transpose same s2", 2, {S4(2, 3, 3, 2), S4(3, 3, 4, 2)}, {RANDN, RANDN}, 0, b_convt_same_s2, 1e-5},
+    {"conv2d_transpose valid s2x1", 2, {S4(1, 3, 4, 3), S4(3, 2, 2, 3)}, {RANDN, RANDN}, 0, b_convt_valid, 1e-5},
     /* max pools: kinks at ties, none with random inputs */
     {"max_pool2d 2x2", 1, {S4(2, 4, 6, 3)}, {RANDN}, 0, b_maxpool, 1e-7},
     {"max_pool2d 3x3 same s2", 1, {S4(1, 5, 6, 2)}, {RANDN}, 0, b_maxpool_same, 1e-7},

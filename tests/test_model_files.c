@@ -600,7 +600,7 @@ static int predict_n(sn_model *m, const char *d, const char *name, int64_t rows)
  * categorical cross-entropy from logits, labels NAME.y0.i32), BatchNormalization's moving
  * statistics included; others by the graph's gradients of the sum of each output's mean
  * squared error (targets NAME.y<j>.f32), as Keras sums a multi-output model's losses. */
-static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
+static int sgd_step(const char *d, const char *name, int64_t rows, double lr, bool logits) {
     char p[600];
     snprintf(p, sizeof p, "%s/%s.keras", d, name);
     sn_model *m = NULL;
@@ -612,7 +612,7 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
     sn_compile_opts co = sn_compile_defaults();
     co.optimizer = sn_optimizer_defaults(SN_SGD);
     co.optimizer.learning_rate = lr;
-    co.from_logits = true;
+    co.from_logits = logits;
     if (ni == 1 && no == 1) {
         sn_shape ls = {.ndim = 0};
         char f[300];
@@ -694,6 +694,103 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
     return rc;
 }
 
+/* One SGD step of a one-input, one-output NAME.keras in float64 on the reference kernels
+ * (the deep stock models, where float32 itself is 1-5% from the exact step, on Keras as on
+ * sinter): the model rebuilt with f64 variables holding the file's weights, the training
+ * forward (BatchNormalization's moving statistics updated), sparse categorical cross-entropy
+ * (from the output's log for probabilities, as sinter's fit), w -= lr * g in double; the
+ * weights rounded to float32 into NAME.step64.weights.h5. */
+static int sgd_step_f64(const char *d, const char *name, int64_t rows, double lr, bool logits) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/%s.keras", d, name);
+    sn_model *m = NULL, *m32 = NULL;
+    if (sn_model_load(p, 0, &m, NULL) != SN_OK || sn_model_load(p, 0, &m32, NULL) != SN_OK ||
+        !m->fn || sn_model_input_count(m) != 1 || sn_model_output_count(m) != 1) {
+        fprintf(stderr, "FAIL loading %s for the float64 step: %s\n", p, sn_last_error());
+        sn_model_free(m);
+        sn_model_free(m32);
+        return 1;
+    }
+    /* rebuild with f64 variables, then the file's weights into them */
+    sn_graph_free(m->g);
+    m->g = NULL;
+    m->built = false;
+    m->dtype = SN_F64;
+    int rc = sn_model_build(m, NULL, 0) != SN_OK;
+    sn_graph *g = m->g, *g32 = m32->g;
+    for (int i = 0; !rc && i < m->n_layers; i++)
+        for (int k = 0; k < m->layers[i]->n_vars; k++) {
+            sn_shape s = sn_node_shape(g, m->layers[i]->vars[k]);
+            const float *src = sn_variable_data(g32, m32->layers[i]->vars[k]);
+            double *dst = sn_variable_data(g, m->layers[i]->vars[k]);
+            for (int64_t j = 0; j < sn_shape_numel(&s); j++) dst[j] = src[j];
+        }
+    sn_shape is = m->fn->nodes[m->fn->inputs[0]].shape, bs = {.ndim = is.ndim + 1, .dim = {rows}};
+    for (int i = 0; i < is.ndim; i++) bs.dim[i + 1] = is.dim[i];
+    sn_shape ls = {.ndim = 1, .dim = {rows}}, none = {.ndim = 0};
+    char f[300];
+    snprintf(f, sizeof f, "%s.in0.f32", name);
+    sn_tensor *xt = rc ? NULL : read_f32(d, f, rows, &is, SN_F32);
+    snprintf(f, sizeof f, "%s.y0.i32", name);
+    sn_tensor *yt = rc ? NULL : read_f32(d, f, rows, &none, SN_I32);
+    rc = rc || !xt || !yt;
+    sn_node x = SN_NONE, y = SN_NONE, out = SN_NONE, wrt[512], grads[512], targets[1024];
+    sn_updates upd = {0};
+    int nw = 0, nt = 0;
+    if (!rc) {
+        x = sn_input(g, "x", SN_F64, &bs);
+        y = sn_input(g, "y", SN_I32, &ls);
+        rc = sn_model_forward_n(m, &x, true, &upd, &out) != SN_OK;
+    }
+    sn_plan *pl = NULL;
+    if (!rc) {
+        sn_node z = logits ? out : sn_log(g, out);
+        sn_node loss = sn_reduce_mean(g, sn_sparse_softmax_xent(g, z, y), 0, NULL, false);
+        for (int i = 0; i < m->n_layers; i++)
+            for (int j = 0; j < m->layers[i]->n_vars && nw < 512; j++)
+                if (sn_node_at(g, m->layers[i]->vars[j])->flags & SN_NODE_TRAINABLE)
+                    wrt[nw++] = m->layers[i]->vars[j];
+        rc = sn_gradients(g, loss, nw, wrt, grads) != SN_OK;
+        for (int k = 0; k < nw; k++) targets[nt++] = grads[k];
+        for (int k = 0; k < upd.n && nt < 1024; k++) targets[nt++] = upd.nodes[k];
+        rc = rc || sn_plan_new(&pl, g, nt, targets, NULL) != SN_OK;
+    }
+    if (!rc) {
+        double *xb = sn_plan_buffer(pl, x);
+        const float *xs = sn_tensor_cdata(xt);
+        for (int64_t j = 0; j < sn_tensor_numel(xt); j++) xb[j] = xs[j];
+        rc = sn_plan_set_input(pl, y, sn_tensor_cdata(yt), 4 * (size_t)rows) != SN_OK ||
+             sn_plan_run(pl, 1, NULL, NULL) != SN_OK;
+    }
+    for (int k = 0; !rc && k < nw; k++) { /* w -= lr * g, in double */
+        sn_shape ws = sn_node_shape(g, wrt[k]);
+        double *w = sn_variable_data(g, wrt[k]);
+        const double *gr = sn_plan_buffer(pl, grads[k]);
+        for (int64_t i = 0; i < sn_shape_numel(&ws); i++) w[i] -= lr * gr[i];
+    }
+    for (int i = 0; !rc && i < m->n_layers; i++) /* every variable (moving statistics too) */
+        for (int k = 0; k < m->layers[i]->n_vars; k++) {
+            sn_shape s = sn_node_shape(g, m->layers[i]->vars[k]);
+            const double *src = sn_variable_data(g, m->layers[i]->vars[k]);
+            float *dst = sn_variable_data(g32, m32->layers[i]->vars[k]);
+            for (int64_t j = 0; j < sn_shape_numel(&s); j++) dst[j] = (float)src[j];
+        }
+    snprintf(p, sizeof p, "%s/%s.step64.weights.h5", d, name);
+    if (rc || sn_model_save_weights(m32, p) != SN_OK) {
+        fprintf(stderr, "FAIL the float64 SGD step of %s: %s\n", name, sn_last_error());
+        rc = 1;
+    } else {
+        printf("sinter: %s -> one SGD step in float64 (lr %g, reference kernels)\n", name, lr);
+    }
+    sn_plan_free(pl);
+    sn_updates_free(&upd);
+    sn_tensor_free(xt);
+    sn_tensor_free(yt);
+    sn_model_free(m);
+    sn_model_free(m32);
+    return rc;
+}
+
 /* DIR/functional.txt: "NAME ROWS LR" per line: predictions of every output of NAME.keras,
  * and one SGD step. */
 static int interop_functional(const char *d) {
@@ -701,11 +798,18 @@ static int interop_functional(const char *d) {
     snprintf(lst, sizeof lst, "%s/functional.txt", d);
     FILE *f = fopen(lst, "r");
     if (!f) return 0;
-    char name[256];
+    char name[256], line[512], kind[16], prec[16];
     long rows;
     double lr;
     int rc = 0;
-    while (fscanf(f, "%255s %ld %lf", name, &rows, &lr) == 3) {
+    while (fgets(line, sizeof line, f)) {
+        /* an optional fourth word "probs": the output is probabilities (a softmax), the
+         * cross-entropy takes them as Keras's from_logits=False */
+        int nf = sscanf(line, "%255s %ld %lf %15s %15s", name, &rows, &lr, kind, prec);
+        if (nf < 3) continue;
+        bool logits = !(nf >= 4 && !strcmp(kind, "probs"));
+        /* a fifth word "f64": also one step in float64 (sgd_step_f64) */
+        bool f64 = nf == 5 && !strcmp(prec, "f64");
         char p[600];
         snprintf(p, sizeof p, "%s/%s.keras", d, name);
         sn_model *m = NULL;
@@ -721,7 +825,8 @@ static int interop_functional(const char *d) {
             rc = 1;
         }
         sn_model_free(m);
-        rc |= sgd_step(d, name, rows, lr);
+        rc |= sgd_step(d, name, rows, lr, logits);
+        if (f64) rc |= sgd_step_f64(d, name, rows, lr, logits);
     }
     fclose(f);
     return rc;

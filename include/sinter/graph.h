@@ -98,6 +98,13 @@ typedef struct sn_conv2d_opts {
 sn_conv2d_opts sn_conv2d_opts_defaults(void); /* stride 1, valid */
 /* x [N, H, W, C] (NHWC), w [KH, KW, C, F] (Keras kernel layout) -> [N, OH, OW, F] */
 sn_node sn_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts);
+/* Depthwise: x [N, H, W, C], w [KH, KW, C, M] (Keras's depthwise_kernel) -> [N, OH, OW, C*M],
+ * output channel c*M + m from input channel c (Keras's DepthwiseConv2D). */
+sn_node sn_depthwise_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts);
+/* Transposed: x [N, H, W, I], w [KH, KW, O, I] (Keras's Conv2DTranspose kernel) -> [N, OH, OW, O]
+ * with Keras's sizes (output_padding None): same H*s, valid H*s + max(KH - s, 0). It is the
+ * data gradient of the convolution from [N, OH, OW, O] with w and opts. */
+sn_node sn_conv2d_transpose(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts);
 
 typedef struct sn_pool2d_opts {
     int pool_h, pool_w;

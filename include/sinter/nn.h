@@ -256,6 +256,34 @@ sn_layer *sn_layer_zero_padding2d(int top, int bottom, int left, int right);
  * keepdims). */
 sn_layer *sn_layer_global_pool2d(bool max, bool keepdims);
 
+/* ---- convolution family (layers_conv.c): Keras's names, defaults and weight layouts ---- */
+/* DepthwiseConv2D (filters unused): depthwise_kernel [KH, KW, C, depth_multiplier], bias
+ * [C * depth_multiplier]. SeparableConv2D: that depthwise convolution, then a 1x1 pointwise
+ * convolution to `filters` (pointwise_kernel [1, 1, C * depth_multiplier, filters]), bias
+ * [filters]. Defaults: strides 1, valid, depth_multiplier 1, linear, use_bias, glorot_uniform
+ * kernels, zero bias. */
+typedef struct sn_sepconv2d_layer_opts {
+    int64_t filters;
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;
+    sn_padding padding;
+    int depth_multiplier;
+    sn_activation activation;
+    bool use_bias;
+    sn_initializer depthwise_initializer, pointwise_initializer, bias_initializer;
+    sn_regularizer depthwise_regularizer, pointwise_regularizer, bias_regularizer;
+} sn_sepconv2d_layer_opts;
+sn_sepconv2d_layer_opts sn_sepconv2d_layer_defaults(int64_t filters, int kernel_h, int kernel_w);
+sn_layer *sn_layer_depthwise_conv2d_ex(const sn_sepconv2d_layer_opts *o);
+sn_layer *sn_layer_separable_conv2d_ex(const sn_sepconv2d_layer_opts *o);
+/* Conv2DTranspose with output_padding None and dilation 1: kernel [KH, KW, filters, C]; the
+ * fields as Conv2D's. */
+sn_layer *sn_layer_conv2d_transpose_ex(const sn_conv2d_layer_opts *o);
+/* UpSampling2D, interpolation "nearest": each pixel repeated size_h x size_w times. */
+sn_layer *sn_layer_upsampling2d(int size_h, int size_w);
+/* Cropping2D ((top, bottom), (left, right)) of [B, H, W, C]. */
+sn_layer *sn_layer_cropping2d(int top, int bottom, int left, int right);
+
 /* ---- the Sequential model -------------------------------------------------------------- */
 typedef struct sn_model sn_model;
 

@@ -102,6 +102,7 @@ void sn_ref_register_softmax(sn_kernel_table *t);
 void sn_ref_register_shape(sn_kernel_table *t);
 void sn_ref_register_matmul(sn_kernel_table *t);
 void sn_ref_register_conv(sn_kernel_table *t);
+void sn_ref_register_depthwise(sn_kernel_table *t); /* called by sn_ref_register_conv */
 void sn_ref_register_state(sn_kernel_table *t); /* leaves are not kernels; assign, optimizer */
 void sn_ref_register_rnn(sn_kernel_table *t);
 void sn_ref_register_rnn_layer(sn_kernel_table *t); /* whole-layer LSTM, GRU (ref_rnn_layer.c) */
@@ -114,6 +115,7 @@ void sn_cpu_register_reduce(sn_kernel_table *t);
 void sn_cpu_register_softmax(sn_kernel_table *t);
 void sn_cpu_register_matmul(sn_kernel_table *t);
 void sn_cpu_register_conv(sn_kernel_table *t);
+void sn_cpu_register_depthwise(sn_kernel_table *t); /* called by sn_cpu_register_conv */
 void sn_cpu_register_state(sn_kernel_table *t);
 void sn_cpu_register_rnn(sn_kernel_table *t);
 void sn_cpu_register_gru_rb(sn_kernel_table *t); /* GRU reset_after=False (cpu_gru_rb.c) */

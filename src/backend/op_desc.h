@@ -109,6 +109,10 @@ typedef enum sn_op {
     SN_OP_ATTENTION_GRAD,   /* (q, k, v, o, dy) -> dq | dk | dv, flat */
     SN_OP_ATTENTION_CACHED, /* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos i32 [1]): keys
                                kc[0:pos] then k, causal from pos (generation); no gradient */
+    /* depthwise convolution (graph/op_depthwise.c): w [KH, KW, C, M], output channel c*M+m */
+    SN_OP_DEPTHWISE_CONV2D, /* (x [N,H,W,C], w) -> [N,OH,OW,C*M]; attr.conv */
+    SN_OP_DEPTHWISE_BWD_DATA,   /* (dy, w) -> dx (attr.conv.x_shape) */
+    SN_OP_DEPTHWISE_BWD_FILTER, /* (x, dy) -> dw (attr.conv.w_shape) */
     SN_OP_COUNT
 } sn_op;
 

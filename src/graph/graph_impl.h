@@ -76,6 +76,9 @@ bool sn_broadcast_shape(const sn_shape *a, const sn_shape *b, sn_shape *out);
 /* Normalises axis (negative counts from the end); false when out of [-ndim, ndim). */
 bool sn_norm_axis(int axis, int ndim, int *out);
 bool sn_dtype_is_float(sn_dtype t);
+/* A convolution window's output size and leading padding along one dimension (TensorFlow's
+ * rules, op_conv.c); false when a 'valid' window does not fit. */
+bool sn_conv_out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out, int *pad_lo);
 
 /* Gradient helper: reduces dy (shaped like a broadcast result) back to `shape` by summing the
  * broadcast dimensions (identity when the shapes are equal). */

@@ -5,8 +5,9 @@
 
 #define IN(g, node, i) (&(g)->nodes[(node)->in[i]])
 
-/* Output size and leading padding along one dimension; false when the window does not fit. */
-static bool out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out, int *pad_lo) {
+/* Output size and leading padding along one dimension; false when the window does not fit.
+ * (graph_impl.h: shared with op_depthwise.c) */
+bool sn_conv_out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out, int *pad_lo) {
     if (pad == SN_PAD_SAME) {
         *out = (in + s - 1) / s;
         int64_t total = (*out - 1) * s + k - in;
@@ -38,9 +39,9 @@ static sn_status infer_conv2d(const sn_graph *g, sn_node_t *node) {
     if (sh < 1 || sw < 1)
         return sn_errorf(SN_ERR_INVALID, "conv2d: strides must be >= 1, got (%d, %d)", sh, sw);
     int64_t oh, ow;
-    if (!out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, &oh,
+    if (!sn_conv_out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, &oh,
                   &node->attr.conv.pad_top) ||
-        !out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, &ow,
+        !sn_conv_out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, &ow,
                   &node->attr.conv.pad_left))
         return sn_errorf(SN_ERR_SHAPE, "conv2d: kernel %s does not fit input %s with 'valid' "
                          "padding", sn_shape_str(&w->shape, s2, sizeof s2),
@@ -67,6 +68,16 @@ static void grad_conv2d(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     sn_node_t node = g->nodes[n];
     sn_node in_d[2] = {dy, node.in[1]}, in_f[2] = {node.in[0], dy};
     dx[0] = sn_graph_add(g, SN_OP_CONV2D_BWD_DATA, 2, in_d, &node.attr);
+    dx[1] = sn_graph_add(g, SN_OP_CONV2D_BWD_FILTER, 2, in_f, &node.attr);
+}
+
+/* conv2d_bwd_data as a layer of its own (Conv2DTranspose, op_depthwise.c): z = bwd_data(x, w)
+ * is linear in x and in w, its adjoints are the forward convolution and the filter gradient
+ * of that same convolution (whose input is z's shape). */
+static void grad_conv_bwd_data(sn_graph *g, sn_node n, sn_node dz, sn_node *dx) {
+    sn_node_t node = g->nodes[n];
+    sn_node in_c[2] = {dz, node.in[1]}, in_f[2] = {dz, node.in[0]};
+    dx[0] = sn_graph_add(g, SN_OP_CONV2D, 2, in_c, &node.attr);
     dx[1] = sn_graph_add(g, SN_OP_CONV2D_BWD_FILTER, 2, in_f, &node.attr);
 }
 
@@ -97,9 +108,9 @@ static sn_status infer_pool(const sn_graph *g, sn_node_t *node) {
     if (node->attr.pool.stride_h < 0 || node->attr.pool.stride_w < 0)
         return sn_errorf(SN_ERR_INVALID, "%s: strides must be >= 1", op);
     int64_t oh, ow;
-    if (!out_size(x->shape.dim[1], ph, node->attr.pool.stride_h, node->attr.pool.padding, &oh,
+    if (!sn_conv_out_size(x->shape.dim[1], ph, node->attr.pool.stride_h, node->attr.pool.padding, &oh,
                   &node->attr.pool.pad_top) ||
-        !out_size(x->shape.dim[2], pw, node->attr.pool.stride_w, node->attr.pool.padding, &ow,
+        !sn_conv_out_size(x->shape.dim[2], pw, node->attr.pool.stride_w, node->attr.pool.padding, &ow,
                   &node->attr.pool.pad_left))
         return sn_errorf(SN_ERR_SHAPE, "%s: a %dx%d window does not fit input %s with 'valid' "
                          "padding", op, ph, pw, sn_shape_str(&x->shape, s1, sizeof s1));
@@ -148,7 +159,7 @@ static sn_status infer_pool_grad(const sn_graph *g, sn_node_t *node) {
 const sn_op_def sn_def_conv2d = {.name = "conv2d", .n_in = 2, .infer = infer_conv2d,
     .grad = grad_conv2d};
 const sn_op_def sn_def_conv2d_bwd_data = {.name = "conv2d_bwd_data", .n_in = 2,
-    .infer = infer_conv_bwd_data};
+    .infer = infer_conv_bwd_data, .grad = grad_conv_bwd_data};
 const sn_op_def sn_def_conv2d_bwd_filter = {.name = "conv2d_bwd_filter", .n_in = 2,
     .infer = infer_conv_bwd_filter};
 const sn_op_def sn_def_max_pool2d = {.name = "max_pool2d", .n_in = 1, .infer = infer_pool,

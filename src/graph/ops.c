@@ -75,6 +75,8 @@ extern const sn_op_def sn_def_gru_layer;
 extern const sn_op_def sn_def_gru_layer_grad;
 extern const sn_op_def sn_def_layer_norm, sn_def_layer_norm_grad, sn_def_gelu_tanh,
     sn_def_gelu_tanh_grad, sn_def_attention, sn_def_attention_grad, sn_def_attention_cached;
+extern const sn_op_def sn_def_depthwise_conv2d, sn_def_depthwise_bwd_data,
+    sn_def_depthwise_bwd_filter;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -157,6 +159,9 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_ATTENTION] = &sn_def_attention,
     [SN_OP_ATTENTION_GRAD] = &sn_def_attention_grad,
     [SN_OP_ATTENTION_CACHED] = &sn_def_attention_cached,
+    [SN_OP_DEPTHWISE_CONV2D] = &sn_def_depthwise_conv2d,
+    [SN_OP_DEPTHWISE_BWD_DATA] = &sn_def_depthwise_bwd_data,
+    [SN_OP_DEPTHWISE_BWD_FILTER] = &sn_def_depthwise_bwd_filter,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {
@@ -171,6 +176,17 @@ double sn_node_flops(const sn_graph *g, sn_node n) {
     case SN_OP_CONV2D: {
         const sn_shape *w = &nd->attr.conv.w_shape;
         return 2.0 * out * (double)(w->dim[0] * w->dim[1] * w->dim[2]);
+    }
+    case SN_OP_DEPTHWISE_CONV2D:
+    case SN_OP_DEPTHWISE_BWD_DATA:
+    case SN_OP_DEPTHWISE_BWD_FILTER: {
+        /* KH * KW multiply-adds per output element of the forward op */
+        const sn_shape *w = &nd->attr.conv.w_shape, *x = &nd->attr.conv.x_shape;
+        double ys = (double)(x->dim[0] * w->dim[2] * w->dim[3]);
+        const sn_node_t *y = nd->op == SN_OP_DEPTHWISE_CONV2D ? nd
+                             : &g->nodes[nd->in[nd->op == SN_OP_DEPTHWISE_BWD_DATA ? 0 : 1]];
+        ys *= (double)(y->shape.dim[1] * y->shape.dim[2]);
+        return 2.0 * ys * (double)(w->dim[0] * w->dim[1]);
     }
     case SN_OP_CONV2D_BWD_DATA:
     case SN_OP_CONV2D_BWD_FILTER: {

@@ -65,7 +65,9 @@ struct sn_layer {
     sn_merge_layer_opts merge;         /* Add ... Concatenate (layers_merge.c) */
     sn_relu_layer_opts relu;           /* ReLU, LeakyReLU (negative_slope), Softmax (axis) */
     double scale, offset;              /* Rescaling */
-    int pad[4];                        /* ZeroPadding2D: top, bottom, left, right */
+    int pad[4];                        /* ZeroPadding2D, Cropping2D: top, bottom, left, right;
+                                          UpSampling2D: size_h, size_w */
+    sn_sepconv2d_layer_opts sep;       /* DepthwiseConv2D, SeparableConv2D (layers_conv.c) */
     bool keepdims;                     /* GlobalAveragePooling2D, GlobalMaxPooling2D */
     /* A stateful LSTM/GRU's carried states h (, c), [batch_size, units] non-trainable
      * variables outside vars[] (Keras saves no state in weights files either). */

@@ -279,4 +279,5 @@ void sn_cpu_register_conv(sn_kernel_table *t) {
                                   SN_OP_AVG_POOL2D_GRAD};
     for (size_t i = 0; i < sizeof pools / sizeof pools[0]; i++)
         t->k[pools[i]] = sn_cpu_pool_impl(pools[i]);
+    sn_cpu_register_depthwise(t); /* cpu_depthwise.c */
 }

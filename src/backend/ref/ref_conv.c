@@ -294,4 +294,5 @@ void sn_ref_register_conv(sn_kernel_table *t) {
     t->k[SN_OP_AVG_POOL2D] = &k_avg_pool;
     t->k[SN_OP_MAX_POOL2D_GRAD] = &k_max_pool_grad;
     t->k[SN_OP_AVG_POOL2D_GRAD] = &k_avg_pool_grad;
+    sn_ref_register_depthwise(t); /* ref_depthwise.c */
 }

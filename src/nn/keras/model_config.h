@@ -96,6 +96,29 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v);
 int sn_cfg_mha_causal(const sn_layer *l);
 
+/* ---- the convolution family (model_config_conv.c) ---------------------------------------- */
+#define SN_CFG_DEPTHWISE_KEYS "depth_multiplier", "kernel_size", "strides", "padding", \
+    "data_format", "dilation_rate", "activation", "use_bias", "depthwise_initializer", \
+    "bias_initializer", "depthwise_regularizer", "bias_regularizer", "activity_regularizer", \
+    "depthwise_constraint", "bias_constraint"
+#define SN_CFG_SEPARABLE_KEYS SN_CFG_DEPTHWISE_KEYS, "filters", "pointwise_initializer", \
+    "pointwise_regularizer", "pointwise_constraint"
+#define SN_CFG_CONV_TRANSPOSE_KEYS "filters", "kernel_size", "strides", "padding", \
+    "output_padding", "data_format", "dilation_rate", "activation", "use_bias", \
+    "kernel_initializer", "bias_initializer", "kernel_regularizer", "bias_regularizer", \
+    "activity_regularizer", "kernel_constraint", "bias_constraint"
+#define SN_CFG_UPSAMPLING_KEYS "size", "data_format", "interpolation"
+#define SN_CFG_CROPPING_KEYS "cropping", "data_format"
+sn_status sn_cfg_read_depthwise(const json_t *cfg, sn_layer **out);
+sn_status sn_cfg_read_separable(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_sepconv(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_conv_transpose(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_conv_transpose(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_upsampling(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_upsampling(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_cropping(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_cropping(const sn_layer *l, json_t *cfg);
+
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer
  * presets), the Functional model of Keras's built-in layers with the same weights, built and

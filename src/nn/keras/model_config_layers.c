@@ -605,6 +605,12 @@ static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NUL
 /* The attention layers' readers and writers (model_config_attention.c). */
 static const char *const layer_norm_keys[] = {COMMON_KEYS, SN_CFG_LAYER_NORM_KEYS, NULL};
 static const char *const mha_keys[] = {COMMON_KEYS, SN_CFG_MHA_KEYS, NULL};
+/* The convolution family's (model_config_conv.c). */
+static const char *const depthwise_keys[] = {COMMON_KEYS, SN_CFG_DEPTHWISE_KEYS, NULL};
+static const char *const separable_keys[] = {COMMON_KEYS, SN_CFG_SEPARABLE_KEYS, NULL};
+static const char *const conv_transpose_keys[] = {COMMON_KEYS, SN_CFG_CONV_TRANSPOSE_KEYS, NULL};
+static const char *const upsampling_keys[] = {COMMON_KEYS, SN_CFG_UPSAMPLING_KEYS, NULL};
+static const char *const cropping_keys[] = {COMMON_KEYS, SN_CFG_CROPPING_KEYS, NULL};
 
 static const cls_entry classes[] = {
     {"Dense", dense_keys, read_dense, write_dense},
@@ -636,6 +642,13 @@ static const cls_entry classes[] = {
     {"Rescaling", rescaling_keys, read_rescaling, write_rescaling},
     {"GlobalMaxPooling2D", gap_keys, read_gmp, write_gap},
     {"ZeroPadding2D", zero_padding_keys, read_zero_padding, write_zero_padding},
+    /* the convolution family (issue 23, MobileNetV2, Xception, U-Net) */
+    {"DepthwiseConv2D", depthwise_keys, sn_cfg_read_depthwise, sn_cfg_write_sepconv},
+    {"SeparableConv2D", separable_keys, sn_cfg_read_separable, sn_cfg_write_sepconv},
+    {"Conv2DTranspose", conv_transpose_keys, sn_cfg_read_conv_transpose,
+     sn_cfg_write_conv_transpose},
+    {"UpSampling2D", upsampling_keys, sn_cfg_read_upsampling, sn_cfg_write_upsampling},
+    {"Cropping2D", cropping_keys, sn_cfg_read_cropping, sn_cfg_write_cropping},
 };
 #define N_CLASSES ((int)(sizeof classes / sizeof classes[0]))
 

@@ -1,0 +1,136 @@
+/* DEPTHWISE_CONV2D, DEPTHWISE_BWD_DATA and DEPTHWISE_BWD_FILTER on oneDNN: a grouped
+ * convolution with one group per input channel. The weights stay Keras's [KH, KW, C, M] in
+ * our buffers; as oneDNN's grouped weights {G = C, O = M, I = 1, KH, KW} that memory is the
+ * hwigo tag, and output channel g*M + o is Keras's c*M + m, so no operand is permuted by us
+ * (oneDNN reorders the weights to its blocked layout in scratch, as cpu_conv.c). Activations
+ * NHWC. f32 only (other dtypes, and builds without oneDNN, take the reference kernels). */
+#include <string.h>
+
+#include "backend/cpu/dnnl_util.h"
+#include "backend/kernel.h"
+
+#ifdef SN_HAVE_DNNL
+
+typedef struct dw_geom {
+    int64_t n, h, w, c, m, oh, ow, kh, kw, sh, sw, pt, pl, pb, pr;
+} dw_geom;
+
+/* Geometry from the attributes and the call's shapes; false when oneDNN should not take it
+ * (dtypes other than f32, a negative implied bottom/right padding). */
+static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
+    if (c->n_in != 2 || c->y.dtype != SN_F32 || c->x[0].dtype != SN_F32 ||
+        c->x[1].dtype != SN_F32)
+        return false;
+    const sn_shape *x = &c->attr->conv.x_shape, *w = &c->attr->conv.w_shape;
+    const sn_shape *y = c->op == SN_OP_DEPTHWISE_CONV2D     ? &c->y.shape
+                        : c->op == SN_OP_DEPTHWISE_BWD_DATA ? &c->x[0].shape
+                                                            : &c->x[1].shape;
+    if (x->ndim != 4 || w->ndim != 4 || y->ndim != 4) return false;
+    g->n = x->dim[0], g->h = x->dim[1], g->w = x->dim[2], g->c = x->dim[3];
+    g->kh = w->dim[0], g->kw = w->dim[1], g->m = w->dim[3];
+    g->oh = y->dim[1], g->ow = y->dim[2];
+    if (w->dim[2] != g->c || y->dim[3] != g->c * g->m) return false;
+    g->sh = c->attr->conv.stride_h, g->sw = c->attr->conv.stride_w;
+    g->pt = c->attr->conv.pad_top, g->pl = c->attr->conv.pad_left;
+    g->pb = (g->oh - 1) * g->sh + g->kh - g->h - g->pt;
+    g->pr = (g->ow - 1) * g->sw + g->kw - g->w - g->pl;
+    return g->sh >= 1 && g->sw >= 1 && g->pt >= 0 && g->pl >= 0 && g->pb >= 0 && g->pr >= 0;
+}
+
+static bool dw_supports(const sn_kcall *c) {
+    dw_geom g;
+    return dw_geom_of(c, &g);
+}
+
+static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_bytes) {
+    dw_geom g;
+    SN_ASSERT(dw_geom_of(c, &g));
+    dnnl_engine_t eng;
+    SN_TRY(sn_dnnl_engine(&eng));
+    dnnl_dims_t xd = {g.n, g.c, g.h, g.w}, yd = {g.n, g.c * g.m, g.oh, g.ow};
+    dnnl_dims_t wd = {g.c, g.m, 1, g.kh, g.kw};
+    dnnl_dims_t strides = {g.sh, g.sw}, pad_l = {g.pt, g.pl}, pad_r = {g.pb, g.pr};
+    dnnl_memory_desc_t xu, yu, wu, wi;
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wu, 5, wd, dnnl_f32, dnnl_hwigo));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wi, 5, wd, dnnl_f32, dnnl_format_tag_any));
+    dnnl_convolution_desc_t fwd_d, d;
+    SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training,
+                                                     dnnl_convolution_direct, &xu, &wi, NULL,
+                                                     &yu, strides, pad_l, pad_r));
+    dnnl_primitive_attr_t attr;
+    SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
+    dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
+    dnnl_status_t st = dnnl_primitive_desc_create(&fwd_pd, &fwd_d, attr, eng, NULL);
+    sn_op kind = SN_OP_CONV2D;
+    if (st == dnnl_success) {
+        if (c->op == SN_OP_DEPTHWISE_CONV2D) {
+            pd = fwd_pd;
+            fwd_pd = NULL;
+        } else {
+            if (c->op == SN_OP_DEPTHWISE_BWD_DATA) {
+                kind = SN_OP_CONV2D_BWD_DATA;
+                st = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &xu,
+                                                              &wi, &yu, strides, pad_l, pad_r);
+            } else {
+                kind = SN_OP_CONV2D_BWD_FILTER;
+                st = dnnl_convolution_backward_weights_desc_init(
+                    &d, dnnl_convolution_direct, &xu, &wi, NULL, &yu, strides, pad_l, pad_r);
+            }
+            if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &d, attr, eng, fwd_pd);
+        }
+    }
+    if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
+    dnnl_primitive_attr_destroy(attr);
+    if (st != dnnl_success)
+        return sn_dnnl_error(st, "grouped convolution primitive descriptor", __FILE__, __LINE__);
+    /* the operands in the order the conv2d ops of the same role take them */
+    sn_status r = sn_dnnl_conv_op_init(s, pd, kind, &xu, &wu, &yu, scratch_bytes);
+    dnnl_primitive_desc_destroy(pd);
+    return r;
+}
+
+static sn_status dw_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
+    if (!s) return SN_ERR_NOMEM;
+    *scratch_bytes = 0;
+    sn_status st = dw_build(s, c, scratch_bytes);
+    if (st != SN_OK) {
+        free(s);
+        return sn_error_context(st, "preparing oneDNN %s for node %d",
+                                c->op == SN_OP_DEPTHWISE_CONV2D     ? "depthwise_conv2d"
+                                : c->op == SN_OP_DEPTHWISE_BWD_DATA ? "depthwise_bwd_data"
+                                                                    : "depthwise_bwd_filter",
+                                (int)c->id);
+    }
+    c->state = s;
+    return SN_OK;
+}
+
+static sn_status dw_run(sn_kcall *c) {
+    return sn_dnnl_op_run(c->state, c->in[0], c->in[1], c->out, c->scratch);
+}
+
+static void dw_release(sn_kcall *c) {
+    sn_dnnl_op *s = c->state;
+    if (!s) return;
+    sn_dnnl_op_destroy(s);
+    free(s);
+    c->state = NULL;
+}
+
+static const sn_kernel k_dw_dnnl = {.impl = "dnnl", .supports = dw_supports,
+                                    .prepare = dw_prepare, .run = dw_run,
+                                    .release = dw_release};
+#endif /* SN_HAVE_DNNL */
+
+void sn_cpu_register_depthwise(sn_kernel_table *t) {
+#ifdef SN_HAVE_DNNL
+    t->k[SN_OP_DEPTHWISE_CONV2D] = &k_dw_dnnl;
+    t->k[SN_OP_DEPTHWISE_BWD_DATA] = &k_dw_dnnl;
+    t->k[SN_OP_DEPTHWISE_BWD_FILTER] = &k_dw_dnnl;
+#else
+    (void)t; /* the reference rows stay */
+#endif
+}
