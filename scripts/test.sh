@@ -37,7 +37,7 @@ if [ "${SN_SKIP_SANITIZE:-0}" != 1 ]; then
   # runtime leaks from plugins it unloads (no frame to name), so the MPI test runs under ASan +
   # UBSan with leak checks off.
   ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/scripts/lsan.supp \
-    run_ctest build-asan --output-on-failure -E "test_mpi"
+    run_ctest build-asan --output-on-failure -E "test_(mpi|keras_stock_models)$"
   ASAN_OPTIONS=detect_leaks=0 run_ctest build-asan --output-on-failure -R "test_mpi"
 fi
 if [ "${SN_SKIP_OPTIONS:-0}" != 1 ]; then
@@ -45,6 +45,10 @@ if [ "${SN_SKIP_OPTIONS:-0}" != 1 ]; then
   # (CLI, kill-and-resume) ran above; here the library, kernel, graph, training, data and
   # distribution tests, plus the one script each option changes (bench's kernel table for
   # oneDNN, the multi-worker tests for MPI, which skip in a build without it).
+  # The stock Keras architectures (MobileNetV2, the small Xception: minutes each even on
+  # oneDNN) run once, in the default build above; they check Keras interop, which no build
+  # option changes, and would take the better part of an hour on the fallback kernels or
+  # under ASan.
   # This build is also the one without the CUDA backend (-DSN_WITH_CUDA=OFF: gpu_none.c, the
   # CUDA tests skip), which keeps that path building and saves an nvcc pass.
   echo "== -DSN_WITH_DNNL=OFF -DSN_WITH_CUDA=OFF =="
@@ -53,10 +57,10 @@ if [ "${SN_SKIP_OPTIONS:-0}" != 1 ]; then
   # build its batching and drain parts timed out (the fallback convolution is far slower) and
   # one served probability differed from `sinter predict`'s in the last digit; both are open
   # (docs/serving.md), not checked here.
-  run_ctest build-nodnnl --output-on-failure -E "test_(cli|resume_kill|mpi|serve)$"
+  run_ctest build-nodnnl --output-on-failure -E "test_(cli|resume_kill|mpi|serve|keras_stock_models)$"
   echo "== -DSN_WITH_MPI=OFF =="
   SN_BUILD_DIR=build-nompi scripts/build.sh -DSN_WERROR=ON -DSN_WITH_MPI=OFF
-  run_ctest build-nompi --output-on-failure -E "test_(cli|resume_kill|bench)$"
+  run_ctest build-nompi --output-on-failure -E "test_(cli|resume_kill|bench|keras_stock_models)$"
 fi
 if [ "${SN_SKIP_FUZZ:-0}" != 1 ]; then
   # Keeps the libFuzzer targets building and every committed seed (regression inputs from
