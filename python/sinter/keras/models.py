@@ -125,22 +125,30 @@ class Model:
                                           _naming.snake_case(type(self).__name__)))
         self.trainable = trainable
         if inputs is not None or outputs is not None:
-            if isinstance(inputs, (list, tuple)):
-                if len(inputs) != 1:
-                    raise NotImplementedError("Model: sinter supports one input")
-                inputs = inputs[0]
-            if isinstance(outputs, (list, tuple)):
-                if len(outputs) != 1:
-                    raise NotImplementedError("Model: sinter supports one output")
-                outputs = outputs[0]
-            if not isinstance(inputs, _layers.KerasTensor) or \
-                    not isinstance(outputs, _layers.KerasTensor):
-                raise TypeError("Model(inputs, outputs): both must come from keras.Input")
-            if outputs._history[0] is not inputs._layer:
-                raise ValueError("Model: the outputs are not computed from these inputs")
-            self._input = inputs._layer
-            self._layers = list(outputs._history[1:])
-            self._build(tuple(inputs._layer.shape))
+            self._init_functional(inputs, outputs)
+
+    def _init_functional(self, inputs, outputs):
+        """keras.Model(inputs, outputs): the graph of calls from the inputs to the outputs,
+        written as Keras's Functional config; the C reader builds it with the C Functional
+        builder (sn_functional_new, sn_functional_input, sn_layer_call,
+        sn_functional_set_outputs)."""
+        if isinstance(inputs, dict) or isinstance(outputs, dict):
+            raise NotImplementedError("Model: inputs and outputs as dicts; give lists")
+        self._fn_single_in = not isinstance(inputs, (list, tuple))
+        self._fn_single_out = not isinstance(outputs, (list, tuple))
+        ins = [inputs] if self._fn_single_in else list(inputs)
+        outs = [outputs] if self._fn_single_out else list(outputs)
+        for t in ins + outs:
+            if not isinstance(t, _layers.KerasTensor):
+                raise TypeError(f"Model(inputs, outputs): expected tensors from keras.Input and "
+                                f"layer calls; got {type(t).__name__}")
+        for t in ins:
+            if t._args:
+                raise ValueError(f"Model: input {t.name} is not a keras.Input tensor")
+        self._fn_config, self._fn_objs = _functional_config(self.name, self.trainable, ins,
+                                                            outs)
+        self._fn_inputs, self._fn_outputs = ins, outs
+        self._build(None)
 
     def _init(self, name):
         from .. import distribute
@@ -153,6 +161,7 @@ class Model:
         self._compile = None  # (CompileOpts, metric names, schedule) once compiled
         self._pending_compile = None
         self._pending_weights = []  # (model, n vars) to copy in after build
+        self._fn_config = None
         self._fit_calls = 0
         self.stop_training = False
         self.history = None
@@ -168,6 +177,8 @@ class Model:
         return list(self._layers)
 
     def _config_json(self, input_shape):
+        if getattr(self, "_fn_config", None) is not None:
+            return self._fn_config
         inp = self._input or _layers.InputLayer(shape=input_shape,
                                                 name=_naming.unique("input_layer"))
         if inp.shape is None:
@@ -184,16 +195,23 @@ class Model:
     def _build(self, input_shape):
         if self._h is not None:
             return
-        if not self._layers:
+        functional = getattr(self, "_fn_config", None) is not None
+        if not self._layers and not functional:
             raise ValueError(f"model '{self.name}' has no layers")
-        text = json.dumps(self._config_json(tuple(input_shape))).encode()
+        text = json.dumps(self._config_json(
+            None if functional else tuple(input_shape))).encode()
         h = C.c_void_p()
         info = _lib.ModelFileInfo()
         check(lib.sn_model_from_json(text, len(text), _random.next_seed(), C.byref(h),
                                      C.byref(info)), f"model '{self.name}'")
         self._adopt(h)
-        for i, l in enumerate(self._layers):
-            l._model = (self, i)
+        if functional:
+            self._layers = _functional_layers(h, self._fn_objs)
+        c_index = {lib.sn_model_layer_name(h, i).decode(): i
+                   for i in range(lib.sn_model_layer_count(h))}
+        for l in self._layers:
+            if l.name in c_index:
+                l._model = (self, c_index[l.name])
         for src in self._pending_weights:  # a model given as the first layer
             w = src.get_weights()
             self.set_weights(w + self.get_weights()[len(w):])
@@ -275,7 +293,8 @@ class Model:
 
     def _set_layer_weights(self, i, weights):
         g, nodes = self._vars(i)
-        self._write(g, nodes, weights, f"layer '{self._layers[i].name}'.set_weights")
+        self._write(g, nodes, weights,
+                    f"layer '{lib.sn_model_layer_name(self._h, i).decode()}'.set_weights")
 
     @property
     def weights(self):
@@ -297,12 +316,25 @@ class Model:
     @property
     def input_shape(self):
         self._need_built("input_shape")
+        if self._fn_config is not None and not self._fn_single_in:
+            return [tuple(t.shape) for t in self._fn_inputs]
         return (None,) + lib.sn_model_input_shape(self._h).tuple()
 
     @property
     def output_shape(self):
         self._need_built("output_shape")
+        if self._fn_config is not None and not self._fn_single_out:
+            return [(None,) + lib.sn_model_output_shape_at(self._h, i).tuple()
+                    for i in range(lib.sn_model_output_count(self._h))]
         return (None,) + lib.sn_model_output_shape(self._h).tuple()
+
+    def _one_in_one_out(self, what):
+        n_in, n_out = lib.sn_model_input_count(self._h), lib.sn_model_output_count(self._h)
+        if n_in != 1 or n_out != 1:
+            raise _lib.UnsupportedError(
+                f"{what}: model '{self.name}' has {n_in} inputs and {n_out} outputs; sinter's "
+                "fit, evaluate and predict take models of one input and one output so far "
+                "(its summary, weights and files work)")
 
     # -- compile --------------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
@@ -400,6 +432,8 @@ class Model:
 
     def _input_of(self, x):
         from ..data import Dataset
+        if self._h is not None:
+            self._one_in_one_out("fit/evaluate/predict")
         if isinstance(x, Dataset):
             return x
         if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], np.ndarray):
@@ -716,6 +750,86 @@ def _print_line(steps, secs, logs):
         v = logs[k]
         line += f" - {k}: {v:.4f}" if abs(v) > 1e-3 else f" - {k}: {v:.4e}"
     print(line)
+
+
+def _functional_config(name, trainable, inputs, outputs):
+    """Keras 3's Functional config for the graph of calls from `inputs` to `outputs`: every
+    layer once with the arguments of each of its calls in this model (inbound_nodes, renumbered
+    when a layer was also called outside it), input_layers and output_layers."""
+    order, seen_layers, used = [], set(), {}
+
+    def visit(t, path):
+        key = (id(t._layer), t._call_index)
+        if id(t) in path:
+            raise ValueError("Model: the graph has a cycle")
+        if key in used.setdefault("_tensors", set()):
+            return
+        for a in t._args:
+            visit(a, path | {id(t)})
+        used["_tensors"].add(key)
+        if id(t._layer) not in seen_layers:
+            seen_layers.add(id(t._layer))
+            order.append(t._layer)
+        used.setdefault(id(t._layer), set()).add(t._call_index)
+
+    for t in outputs:
+        visit(t, frozenset())
+    input_ids = {id(t._layer) for t in inputs}
+    for l in order:
+        if isinstance(l, _layers.InputLayer) and id(l) not in input_ids:
+            raise ValueError(f"Model: the outputs depend on input '{l.name}', which is not "
+                             "among the model's inputs")
+    for t in inputs:
+        if id(t._layer) not in seen_layers:  # an input no output uses: Keras keeps it too
+            seen_layers.add(id(t._layer))
+            order.insert(0, t._layer)
+            used[id(t._layer)] = {0}
+    names = {}
+    for l in order:
+        if l.name in names and names[l.name] is not l:
+            raise ValueError(f"Model: two layers are named '{l.name}'; layer names must be "
+                             "unique")
+        names[l.name] = l
+    # a call's number in this model: its rank among the layer's calls the model uses
+    renum = {id(l): {c: k for k, c in enumerate(sorted(used[id(l)]))} for l in order}
+
+    def ref(t):
+        return [t._layer.name, renum[id(t._layer)][t._call_index], 0]
+
+    def arg(t):
+        return {"class_name": "__keras_tensor__",
+                "config": {"shape": None, "dtype": t.dtype, "keras_history": ref(t)}}
+
+    entries = []
+    objs = {l.name: l for l in order}
+    for l in order:
+        e = dict(l._serialize())
+        e["name"] = l.name
+        nodes = []
+        if not isinstance(l, _layers.InputLayer):
+            for c in sorted(used[id(l)]):
+                call = l._calls[c]
+                args = [arg(a) for a in call._args]
+                nodes.append({"args": [args] if call._packed else args, "kwargs": {}})
+        e["inbound_nodes"] = nodes
+        entries.append(e)
+    return {"module": "keras.src.models.functional", "class_name": "Functional",
+            "config": {"name": name, "trainable": trainable, "layers": entries,
+                       "input_layers": [ref(t) for t in inputs],
+                       "output_layers": [ref(t) for t in outputs]},
+            "registered_name": "Functional", "build_config": {"input_shape": None}}, objs
+
+
+def _functional_layers(h, objs):
+    """The Python layers of a built Functional model in Keras's model.layers order (the C
+    model's, which its JSON lists, InputLayers included)."""
+    p = C.c_void_p()
+    check(lib.sn_model_to_json(h, C.byref(p)), "model")
+    try:
+        entries = json.loads(C.string_at(p).decode())["config"]["layers"]
+    finally:
+        _lib.libc.free(p)
+    return [objs[e["config"]["name"]] for e in entries]
 
 
 class Sequential(Model):

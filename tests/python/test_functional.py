@@ -1,0 +1,91 @@
+"""Functional models (keras.Input, layers called on tensors, merges, shared layers, several
+inputs and outputs, keras.Model(inputs, outputs)) against real Keras: the same summary() text
+and layer order, and the same predictions from the same weights (functional_models.py)."""
+import os
+
+import numpy as np
+import pytest
+
+import sinter
+from sinter import keras
+from sinter.keras import layers
+
+from conftest import HERE, keras_python, run_keras, run_py
+
+SCRIPT = os.path.join(HERE, "functional_models.py")
+
+
+def test_same_summary_and_predictions_as_keras(tmp_path):
+    mine = run_py(SCRIPT, "sinter", str(tmp_path))
+    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
+    py = keras_python()
+    ref = run_keras(py, SCRIPT, "keras", str(tmp_path))
+    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
+    assert mine.stdout == ref.stdout, \
+        f"summaries differ:\n--- Keras\n{ref.stdout}\n--- sinter\n{mine.stdout}"
+    for name in ("graph", "images"):
+        s = np.load(tmp_path / f"{name}_sinter.npy")
+        k = np.load(tmp_path / f"{name}_keras.npy")
+        assert s.shape == k.shape, (name, s.shape, k.shape)
+        err = float(np.max(np.abs(s - k)))
+        assert err < 1e-5, f"model {name}: predictions differ from Keras's by up to {err}"
+
+
+def graph_model():
+    x = keras.Input((5,))
+    d = layers.Dense(5, activation="tanh")
+    h = d(d(x))
+    out = layers.Dense(2)(layers.Concatenate()([x, h]))
+    return keras.Model(x, out), d
+
+
+def test_shared_layer_weights_and_training():
+    m, d = graph_model()
+    assert [l.name for l in m.layers][1] == d.name
+    assert len(d.get_weights()) == 2 and m.count_params() == 30 + 22
+    m.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(64, 5)), rng.normal(size=(64, 2))
+    before = m.evaluate(x, y, verbose=0)
+    w0 = d.get_weights()[0].copy()
+    h = m.fit(x, y, epochs=3, batch_size=16, verbose=0)
+    assert h.history["loss"][-1] < before
+    assert not np.array_equal(d.get_weights()[0], w0), "the shared layer did not train"
+    # the shared kernel, applied twice, by hand
+    k, b = d.get_weights()
+    k2, b2 = m.layers[-1].get_weights()
+    hh = np.tanh(np.tanh(x @ k + b) @ k + b)
+    want = np.concatenate([x, hh], 1) @ k2 + b2
+    assert np.allclose(m.predict(x, verbose=0), want, atol=1e-5)
+
+
+def test_multi_io_builds_but_fit_is_refused():
+    a, b = keras.Input((3,)), keras.Input((2,))
+    o1 = layers.Dense(2)(layers.Concatenate()([a, b]))
+    o2 = layers.Dense(1)(a)
+    m = keras.Model([a, b], [o1, o2])
+    assert m.input_shape == [(None, 3), (None, 2)]
+    assert m.output_shape == [(None, 2), (None, 1)]
+    assert [w.shape for w in m.get_weights()] == [(5, 2), (2,), (3, 1), (1,)]
+    with pytest.raises(sinter.UnsupportedError, match="2 inputs and 2 outputs"):
+        m.predict([np.zeros((1, 3)), np.zeros((1, 2))], verbose=0)
+
+
+def test_saved_functional_model_loads(tmp_path):
+    m, _ = graph_model()
+    x = np.random.default_rng(2).normal(size=(4, 5)).astype("float32")
+    m.save(tmp_path / "g.keras")
+    r = keras.models.load_model(tmp_path / "g.keras")
+    assert np.array_equal(r.predict(x, verbose=0), m.predict(x, verbose=0))
+
+
+def test_functional_errors():
+    x = keras.Input((4,))
+    with pytest.raises(TypeError, match="keras.Input"):
+        layers.Dense(2)(np.zeros((1, 4)))
+    other = keras.Input((4,))
+    y = layers.Add()([x, other])
+    with pytest.raises(ValueError, match="not among the model's inputs"):
+        keras.Model(x, y)
+    with pytest.raises(ValueError, match=r"add_1.*\(None, 3\)"):
+        keras.Model(x, layers.Add()([x, layers.Dense(3)(x)]))
