@@ -38,7 +38,7 @@ def test_tutorial_trains(sinter_run):
     assert abs(float(s) - 1) < 1e-5, f"softmax probabilities of image 0 sum to {s}"
     assert out.count("Epoch ") == 10
     # outside a terminal: one progress line per epoch, as Keras writes to a file
-    assert len(re.findall(r"^1875/1875 ", out, re.M)) == 10
+    assert len(re.findall(r"^\x1b\[1m1875/1875\x1b\[0m ", out, re.M)) == 10
 
 
 def test_same_keys_and_summary_as_keras(sinter_run, tmp_path):
