@@ -89,3 +89,51 @@ def test_functional_errors():
         keras.Model(x, y)
     with pytest.raises(ValueError, match=r"add_1.*\(None, 3\)"):
         keras.Model(x, layers.Add()([x, layers.Dense(3)(x)]))
+
+
+def test_model_as_layer_shares_weights():
+    """Sequential([model, Softmax()]) as the tutorial makes it: Keras shares the inner model's
+    weights, so training or setting either changes what both predict."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(size=(64, 8)).astype("float32"), rng.integers(0, 3, 64)
+    for kind in ("sequential", "functional"):
+        if kind == "sequential":
+            m = keras.Sequential([keras.Input((8,)), layers.Dense(16, activation="relu"),
+                                  layers.Dense(3)])
+        else:
+            inp = keras.Input((8,))
+            h = layers.Dense(16, activation="relu")(inp)
+            m = keras.Model(inp, layers.Add()([layers.Dense(3)(h), layers.Dense(3)(inp)]))
+        prob = keras.Sequential([m, layers.Softmax()])
+
+        def softmax(z):
+            e = np.exp(z - z.max(1, keepdims=True))
+            return e / e.sum(1, keepdims=True)
+
+        assert np.allclose(prob.predict(x, verbose=0), softmax(m.predict(x, verbose=0)),
+                           atol=1e-6), kind
+        # training the inner model changes the outer one
+        m.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True))
+        w0 = m.get_weights()
+        m.fit(x, y, epochs=2, verbose=0)
+        assert not np.array_equal(m.get_weights()[0], w0[0])
+        assert np.allclose(prob.predict(x, verbose=0), softmax(m.predict(x, verbose=0)),
+                           atol=1e-6), f"{kind}: the outer model did not follow training"
+        # setting the outer model's weights changes the inner one
+        w = prob.get_weights()
+        prob.set_weights([np.zeros_like(a) for a in w])
+        assert np.array_equal(m.predict(x[:2], verbose=0), np.zeros((2, 3), np.float32))
+        # a layer set through the inner model shows in the outer one
+        m.layers[-1 if kind == "sequential" else 1].set_weights(
+            [np.ones_like(a) for a in w[:2]] if kind == "functional" else
+            [np.ones((16, 3)), np.ones(3)])
+        inner_w = m.get_weights()
+        assert all(np.array_equal(a, b) for a, b in zip(prob.get_weights(), inner_w))
+        assert any(np.all(a == 1) for a in inner_w), kind
+        # training the outer model changes the inner one
+        prob.set_weights(w)
+        prob.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+        prob.fit(x, y, epochs=1, verbose=0)
+        assert np.allclose(prob.predict(x, verbose=0), softmax(m.predict(x, verbose=0)),
+                           atol=1e-6), f"{kind}: the inner model did not follow training"

@@ -8,6 +8,7 @@ save -- is one C call (or one per predict chunk) on that model. Arrays are conve
 call (np.copyto into C memory: any dtype, any strides), never per batch.
 """
 import ctypes as C
+import itertools
 import json
 import math
 import os
@@ -160,7 +161,10 @@ class Model:
         self._strategy = distribute._current()
         self._compile = None  # (CompileOpts, metric names, schedule) once compiled
         self._pending_compile = None
-        self._pending_weights = []  # (model, n vars) to copy in after build
+        self._pending_links = []  # models used as layers, linked once this one is built
+        self._links = []  # (weakref to a model, names of the layers both hold): shared
+        self._inner_models = []
+        self._wtime = 0  # when the weights last changed (_CLOCK)
         self._fn_config = None
         self._fit_calls = 0
         self.stop_training = False
@@ -212,10 +216,9 @@ class Model:
         for l in self._layers:
             if l.name in c_index:
                 l._model = (self, c_index[l.name])
-        for src in self._pending_weights:  # a model given as the first layer
-            w = src.get_weights()
-            self.set_weights(w + self.get_weights()[len(w):])
-        self._pending_weights = []
+        for src in self._pending_links:  # a model used as a layer: share its weights
+            _link(src, self)
+        self._pending_links = []
         if self._pending_compile is not None:
             self._apply_compile(*self._pending_compile)
             self._pending_compile = None
@@ -281,20 +284,49 @@ class Model:
     def get_weights(self):
         if self._h is None:
             return []
+        self._sync()
         return self._read(*self._vars())
 
     def set_weights(self, weights):
         self._need_built("set_weights")
+        self._sync()
         g, nodes = self._vars()
         self._write(g, nodes, weights, f"model '{self.name}'.set_weights")
+        self._touch()
 
     def _layer_weights(self, i):
+        self._sync()
         return self._read(*self._vars(i))
 
     def _set_layer_weights(self, i, weights):
+        self._sync()
         g, nodes = self._vars(i)
         self._write(g, nodes, weights,
                     f"layer '{lib.sn_model_layer_name(self._h, i).decode()}'.set_weights")
+        self._touch()
+
+    # -- weights shared with models used as layers ----------------------------------------
+    # Sequential([model, Softmax()]) and the like share the inner model's weights, as in
+    # Keras: training or setting either changes both. Each C model owns its variables, so the
+    # package keeps the shared layers equal: a model whose weights changed is stamped
+    # (_touch), and before any use a model first takes the newer weights of the models it
+    # shares layers with (_sync): one copy when use switches from one model to the other,
+    # never one per batch.
+    def _touch(self):
+        self._wtime = next(_CLOCK)
+
+    def _sync(self, seen=None):
+        if not self._links or self._h is None:
+            return
+        seen = (seen or set()) | {id(self)}
+        for ref, names in self._links:
+            other = ref()
+            if other is None or id(other) in seen or other._h is None:
+                continue
+            other._sync(seen)
+            if other._wtime > self._wtime:
+                _copy_layers(other, self, names)
+                self._wtime = other._wtime
 
     @property
     def weights(self):
@@ -568,9 +600,12 @@ class Model:
                     ctx.interrupted = True
                 old_handler = signal.signal(signal.SIGINT, on_sigint)
             self.stop_training = False
+            self._sync()
+            self._touch()  # newer than any model sharing its layers, while fit runs
             st = lib.sn_model_fit(self._h, train.h, C.byref(o), None)
             err = _lib.error(st, "fit") if st != _lib.SN_OK else None
         finally:
+            self._touch()
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
             for p in to_free:
@@ -615,6 +650,7 @@ class Model:
             vals = (C.c_double * (_lib.SN_MAX_METRICS + 1))()
             n = C.c_int()
             t0 = time.perf_counter()
+            self._sync()
             check(lib.sn_model_evaluate(self._h, ds.h, int(steps or 0), vals, len(vals),
                                         C.byref(n)), "evaluate")
             secs = time.perf_counter() - t0
@@ -625,7 +661,7 @@ class Model:
         names = self.metrics_names
         logs = {k: float(vals[i]) for i, k in enumerate(names[:n.value])}
         if verbose:
-            _print_line(nsteps, secs, logs)
+            _print_line(nsteps, secs, logs, verbose)
         if return_dict:
             return {k: logs[k] for k in sorted(logs)}
         values = [logs[k] for k in names[:n.value]]
@@ -647,10 +683,11 @@ class Model:
             out = self._predict_array(x, batch_size)
             nsteps = math.ceil(len(x) / batch_size)
         if verbose:
-            _print_line(nsteps, time.perf_counter() - t0, {})
+            _print_line(nsteps, time.perf_counter() - t0, {}, verbose)
         return out
 
     def _predict_array(self, x, batch_size):
+        self._sync()
         x = np.ascontiguousarray(x, dtype=np.float32)  # converted once, not per batch
         n = len(x)
         b = batch_size or max(n, 1)
@@ -714,6 +751,7 @@ class Model:
                              f"architecture); got {path!r}")
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
+        self._sync()
         check(lib.sn_model_save(self._h, path.encode()), "save")
 
     def save_weights(self, filepath, overwrite=True):
@@ -724,11 +762,14 @@ class Model:
                              f"{path!r}")
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
+        self._sync()
         check(lib.sn_model_save_weights(self._h, path.encode()), "save_weights")
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         self._need_built("load_weights")
+        self._sync()  # a file may hold only some variables
         check(lib.sn_model_load_weights(self._h, os.fspath(filepath).encode()), "load_weights")
+        self._touch()
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
@@ -743,13 +784,52 @@ def _fmt_step(s):
     return f"{s * 1e6:.0f}us/step"
 
 
-def _print_line(steps, secs, logs):
-    """The one line Keras prints for evaluate/predict outside a terminal (verbose 2)."""
-    line = f"{steps}/{steps} - {secs:.0f}s - {_fmt_step(secs / max(steps, 1))}"
+_FULL_BAR = "\u2501" * 20  # Keras 3's bar: 20 heavy horizontals
+
+
+def _print_line(steps, secs, logs, verbose=2):
+    """The last line Keras 3's Progbar prints for evaluate/predict: with verbose 2 the plain
+    line, otherwise the bar with its escape codes (as the C bar does for fit). The logs in
+    Keras's order: by name."""
+    if verbose == 2:
+        line = f"{steps}/{steps} - {secs:.0f}s - {_fmt_step(secs / max(steps, 1))}"
+    else:
+        line = (f"\x1b[1m{steps}/{steps}\x1b[0m \x1b[32m{_FULL_BAR}\x1b[0m\x1b[37m\x1b[0m "
+                f"\x1b[1m{secs:.0f}s\x1b[0m {_fmt_step(secs / max(steps, 1))}")
     for k in sorted(logs):
         v = logs[k]
-        line += f" - {k}: {v:.4f}" if abs(v) > 1e-3 else f" - {k}: {v:.4e}"
+        fixed = v > 1e-3 if verbose == 2 else abs(v) > 1e-3
+        line += f" - {k}: {v:.4f}" if fixed else f" - {k}: {v:.4e}"
     print(line)
+
+
+_CLOCK = itertools.count(1)
+
+
+def _copy_layers(src, dst, names):
+    """dst's layers `names` take src's weights (no syncing: the callers do)."""
+    si = {lib.sn_model_layer_name(src._h, i).decode(): i
+          for i in range(lib.sn_model_layer_count(src._h))}
+    di = {lib.sn_model_layer_name(dst._h, i).decode(): i
+          for i in range(lib.sn_model_layer_count(dst._h))}
+    for n in names:
+        g, nodes = dst._vars(di[n])
+        dst._write(g, nodes, src._read(*src._vars(si[n])), f"layer '{n}'")
+
+
+def _link(inner, outer):
+    """outer (just built) holds inner's layers: it takes their weights now and they stay
+    shared from here on."""
+    inner._sync()
+    names = [lib.sn_model_layer_name(inner._h, i).decode()
+             for i in range(lib.sn_model_layer_count(inner._h))]
+    _copy_layers(inner, outer, names)
+    outer._wtime = inner._wtime
+    # weak both ways (a model dropped is no longer synced); the outer model holds the inner
+    # one alive as Keras's does
+    inner._links.append((weakref.ref(outer), names))
+    outer._links.append((weakref.ref(inner), names))
+    outer._inner_models.append(inner)
 
 
 def _functional_config(name, trainable, inputs, outputs):
@@ -849,26 +929,34 @@ class Sequential(Model):
             self._input = layer
             return
         if isinstance(layer, Model):
-            # A model as a layer: its layers join this one, and its weights are copied in at
-            # build (Keras shares them; here the two models own separate copies).
+            # A model as a layer: its layers join this one (sinter's C models do not nest)
+            # and their weights stay shared with it (Model._sync).
             if self._layers or self._input is not None:
                 raise NotImplementedError("Sequential: a model can only be the first layer")
             layer._try_build()
             if layer._h is None:
                 raise ValueError(f"Sequential: model '{layer.name}' must be built first")
-            self._input = _layers.InputLayer(shape=lib.sn_model_input_shape(layer._h).tuple(),
-                                             name=_naming.unique("input_layer"))
-            entries = json.loads(layer.to_json())["config"]["layers"]
-            self._layers += [_layers.RawLayer(e) for e in entries
-                             if e["class_name"] != "InputLayer"]
-            self._pending_weights.append(layer)
+            layer._one_in_one_out(f"Sequential: model '{layer.name}' as a layer")
+            if layer._fn_config is not None:
+                # a Functional model: this one becomes the same graph with the layers added
+                # after it called on its output
+                self._nested_fn = layer
+            else:
+                self._input = _layers.InputLayer(
+                    shape=lib.sn_model_input_shape(layer._h).tuple(),
+                    name=_naming.unique("input_layer"))
+                entries = json.loads(layer.to_json())["config"]["layers"]
+                self._layers += [_layers.RawLayer(e) for e in entries
+                                 if e["class_name"] != "InputLayer"]
+            self._pending_links.append(layer)
             return
         if not isinstance(layer, _layers.Layer):
             raise TypeError(f"Sequential.add: expected a keras layer, got {layer!r}")
         if self._h is not None:
             raise NotImplementedError("Sequential.add after the model is built: sinter builds "
                                       "the C model once; add every layer first")
-        if not self._layers and self._input is None and layer._input_shape is not None:
+        if not self._layers and self._input is None and layer._input_shape is not None and \
+                getattr(self, "_nested_fn", None) is None:
             self._input = _layers.InputLayer(shape=layer._input_shape,
                                              batch_size=layer._batch_size,
                                              name=_naming.unique("input_layer"))
@@ -881,7 +969,17 @@ class Sequential(Model):
 
     def _try_build(self):
         # built once every layer is known: at the first use that needs the C model
-        if self._h is None and self._input is not None and self._input.shape is not None:
+        inner = getattr(self, "_nested_fn", None)
+        if self._h is None and inner is not None:
+            t = inner._fn_outputs[0]
+            for l in self._layers:
+                t = l(t)
+            self._fn_single_in = self._fn_single_out = True
+            self._fn_inputs, self._fn_outputs = inner._fn_inputs, [t]
+            self._fn_config, self._fn_objs = _functional_config(
+                self.name, self.trainable, inner._fn_inputs, [t])
+            self._build(None)
+        elif self._h is None and self._input is not None and self._input.shape is not None:
             self._build(self._input.shape)
 
     def get_weights(self):
