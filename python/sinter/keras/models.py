@@ -600,6 +600,7 @@ class Model:
                     ctx.interrupted = True
                 old_handler = signal.signal(signal.SIGINT, on_sigint)
             self.stop_training = False
+            self._after_fit = []  # what callbacks leave for after the C loop
             self._sync()
             self._touch()  # newer than any model sharing its layers, while fit runs
             st = lib.sn_model_fit(self._h, train.h, C.byref(o), None)
@@ -618,6 +619,9 @@ class Model:
             raise ctx.exc
         if err is not None:
             raise err
+        for f in self._after_fit:  # EarlyStopping(restore_best_weights=True)
+            f()
+        self._after_fit = []
         if backup is not None:
             backup._done()
         h = _callbacks.History()
@@ -637,6 +641,8 @@ class Model:
         if self._compile is None and self._pending_compile is None:
             raise RuntimeError("You must call `compile()` before using the model "
                                "(with a loss to evaluate it).")
+        for c in callbacks or []:
+            _callbacks._refuse_test_hooks(c, "evaluate")
         x = self._input_of(x)
         self._ensure_built_for(x)
         batch_size = batch_size or 32
@@ -671,22 +677,32 @@ class Model:
         from ..data import Dataset
         x = self._input_of(x)
         self._ensure_built_for(x)
+        # Python callbacks see on_predict_begin, on_predict_batch_begin/end (with
+        # {"outputs": the batch's predictions}) and on_predict_end, as in Keras
+        hooks = [c for c in callbacks or [] if isinstance(c, _callbacks.Callback)]
+        for c in hooks:
+            c.set_model(self)
+            c.on_predict_begin({})
         t0 = time.perf_counter()
         if isinstance(x, Dataset):
-            parts = [self._predict_array(b[0] if isinstance(b, tuple) else b, None)
-                     for b in x.take(steps or -1)]
+            parts = []
+            for b in x.take(steps or -1):
+                parts.append(self._predict_array(b[0] if isinstance(b, tuple) else b, None,
+                                                 hooks, len(parts)))
             out = np.concatenate(parts) if parts else np.zeros(
                 (0,) + self.output_shape[1:], np.float32)
             nsteps = len(parts)
         else:
             batch_size = batch_size or 32
-            out = self._predict_array(x, batch_size)
+            out = self._predict_array(x, batch_size, hooks)
             nsteps = math.ceil(len(x) / batch_size)
+        for c in hooks:
+            c.on_predict_end({})
         if verbose:
             _print_line(nsteps, time.perf_counter() - t0, {}, verbose)
         return out
 
-    def _predict_array(self, x, batch_size):
+    def _predict_array(self, x, batch_size, hooks=(), first_batch=0):
         self._sync()
         x = np.ascontiguousarray(x, dtype=np.float32)  # converted once, not per batch
         n = len(x)
@@ -700,8 +716,12 @@ class Model:
             if k not in prepared:
                 check(lib.sn_model_predict_prepare(self._h, k), "predict")
                 prepared.add(k)
+            for c in hooks:
+                c.on_predict_batch_begin(first_batch + i // b, {})
             check(lib.sn_model_predict_into(self._h, k, xp + i * xrow, op + i * orow),
                   "predict")
+            for c in hooks:
+                c.on_predict_batch_end(first_batch + i // b, {"outputs": out[i:i + k]})
         return out
 
     def predict_on_batch(self, x):
