@@ -137,3 +137,17 @@ def test_model_as_layer_shares_weights():
         prob.fit(x, y, epochs=1, verbose=0)
         assert np.allclose(prob.predict(x, verbose=0), softmax(m.predict(x, verbose=0)),
                            atol=1e-6), f"{kind}: the inner model did not follow training"
+
+
+def test_symbolic_shapes():
+    x = keras.Input((6,))
+    h = layers.Dense(4)(x)
+    z = layers.Concatenate()([x, h])
+    assert (x.shape, h.shape, z.shape) == ((None, 6), (None, 4), (None, 10))
+    img = keras.Input((8, 8, 3), batch_size=2)
+    assert layers.Conv2D(5, 3)(img).shape == (2, 6, 6, 5)
+    # learning the shapes used no automatic name and bound no layer
+    m = keras.Model(x, z)
+    assert m.name == "functional" and [l.name for l in m.layers] == \
+        ["input_layer", "dense", "concatenate"]
+    assert len(m.layers[1].get_weights()) == 2

@@ -130,12 +130,21 @@ class KerasTensor:
     def __init__(self, shape, batch_size=None, name=None, dtype=None):
         if shape is None:
             raise ValueError("Input: shape is required")
-        self.shape = (batch_size,) + tuple(shape)
+        self._shape = (batch_size,) + tuple(shape)
         self.dtype = dtype or "float32"
         self._layer = InputLayer(shape=tuple(shape), batch_size=batch_size, name=name,
                                  dtype=dtype)
         self._call_index = 0
         self._args = []  # the tensors the producing call took (none for an input)
+
+    @property
+    def shape(self):
+        """The shape with the batch (None): an input's as given; a layer output's from the C
+        side, which builds the graph up to this tensor once to learn it."""
+        if self._shape is None:
+            from .models import _tensor_shape
+            self._shape = _tensor_shape(self)
+        return self._shape
 
     @property
     def name(self):
@@ -163,7 +172,7 @@ def _call(layer, x):
                         "model (for numbers, use model.predict)")
     calls = layer.__dict__.setdefault("_calls", [])
     out = KerasTensor.__new__(KerasTensor)
-    out.shape, out.dtype = None, xs[0].dtype
+    out._shape, out.dtype = None, xs[0].dtype
     out._layer, out._call_index = layer, len(calls)
     out._args = xs
     out._packed = isinstance(x, (list, tuple))  # merge layers take one list argument

@@ -920,6 +920,34 @@ def _functional_config(name, trainable, inputs, outputs):
             "registered_name": "Functional", "build_config": {"input_shape": None}}, objs
 
 
+def _tensor_shape(t):
+    """A KerasTensor's shape: the graph up to it built once in C (not as a Python model, so
+    no automatic name is used up and no layer is bound to it)."""
+    inputs, seen = [], set()
+
+    def find(u):
+        if id(u) in seen:
+            return
+        seen.add(id(u))
+        if not u._args:
+            inputs.append(u)
+        for a in u._args:
+            find(a)
+
+    find(t)
+    cfg, _ = _functional_config("shape_probe", True, inputs, [t])
+    text = json.dumps(cfg).encode()
+    h = C.c_void_p()
+    info = _lib.ModelFileInfo()
+    check(lib.sn_model_from_json(text, len(text), 0, C.byref(h), C.byref(info)),
+          f"tensor {t.name}")
+    try:
+        # the batch dimension is the inputs' (None unless Input(batch_size=) fixed it)
+        return (inputs[0]._shape[0],) + lib.sn_model_output_shape(h).tuple()
+    finally:
+        lib.sn_model_free(h)
+
+
 def _functional_layers(h, objs):
     """The Python layers of a built Functional model in Keras's model.layers order (the C
     model's, which its JSON lists, InputLayers included)."""
