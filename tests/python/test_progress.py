@@ -16,20 +16,24 @@ def final_lines(out):
     """The lines that end a progress bar, as a terminal would leave them: the text after the
     last carriage return, without backspaces and trailing blanks (Keras pads a redraw to the
     previous one's width), times and value digits masked. Keras's redraws before the last
-    one (the bar not full yet) and empty lines are left out: outside a terminal sinter prints
-    only the last."""
+    one and empty lines are left out: outside a terminal sinter prints only the last. (Keras's
+    redraws come out on lines of their own here, and how many there are depends on timing:
+    it redraws at most every 0.05 s, so the full bar before validation may be one.)"""
     lines = []
     for raw in out.split("\n"):
         t = raw.split("\r")[-1].replace("\b", "").rstrip(" ")
-        m = re.match(r"\x1b\[1m *(\d+)/(\d+)\x1b", t)
-        if not t or (m and m.group(1) != m.group(2)):
+        if not t:
             continue
         t = re.sub(r"\x1b\[1m\d+s\x1b\[0m", "\x1b[1mTs\x1b[0m", t)
         t = re.sub(r" - \d+s - ", " - Ts - ", t)
         t = re.sub(r"\d+(ms|us|s)/step", "T/step", t)
         t = re.sub(r"-?\d+\.\d{4}e[+-]\d+", "D.DDDDe+DD", t)
         t = re.sub(r"-?\d+\.\d{4}", "D.DDDD", t)
-        lines.append(t)
+        bar = t.startswith("\x1b[1m")
+        if bar and lines and lines[-1].startswith("\x1b[1m"):
+            lines[-1] = t  # a later redraw of the same bar
+        else:
+            lines.append(t)
     return lines
 
 
