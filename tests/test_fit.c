@@ -278,6 +278,19 @@ static sn_status count_batches(void *user, const sn_logs *l, bool *stop) {
     return SN_OK;
 }
 
+typedef struct begin_log {
+    int n, epoch;
+    int64_t step[8];
+} begin_log;
+
+static sn_status log_batch_begin(void *user, int epoch, int64_t step) {
+    begin_log *b = user;
+    if (b->n < 8) b->step[b->n] = step;
+    b->n++;
+    b->epoch = epoch;
+    return SN_OK;
+}
+
 static void test_callbacks(void) {
     sn_model *m = mlp(16, 0, 10, SN_ACT_NONE, 5);
     sn_compile_opts c = sn_compile_defaults();
@@ -285,20 +298,27 @@ static void test_callbacks(void) {
     CHECK_OK(sn_model_compile(m, &c));
     sn_dataset *tr = fmnist_ds(train_x, train_y, 512, 64, 3, true); /* 8 batches */
 
-    /* Batch callbacks run between executions: 8 steps in executions of 3 -> 3, 6, 8. */
+    /* Batch callbacks run between executions: 8 steps in executions of 3 -> 3, 6, 8; the
+     * batch-begin hook before each, with the index of its first step: 0, 3, 6. */
     int calls = 0;
+    begin_log bl = {0};
     sn_callback counter = {.user = &calls, .on_batch_end = count_batches};
-    sn_callback *one[1] = {&counter};
+    sn_callback beginner = {.user = &bl, .on_batch_begin = log_batch_begin};
+    sn_callback *two[2] = {&counter, &beginner};
     sn_fit_opts f = sn_fit_defaults();
-    f.callbacks = one;
-    f.n_callbacks = 1;
+    f.callbacks = two;
+    f.n_callbacks = 2;
     CHECK_OK(sn_model_fit(m, tr, &f, NULL));
     CHECK(calls == 3, "%d batch callbacks for 8 steps at 3 per execution", calls);
+    CHECK(bl.n == 3 && bl.step[0] == 0 && bl.step[1] == 3 && bl.step[2] == 6 && bl.epoch == 0,
+          "batch-begin calls: %d, steps %lld %lld %lld", bl.n, (long long)bl.step[0],
+          (long long)bl.step[1], (long long)bl.step[2]);
 
     /* Early stopping on loss with an improvement nothing reaches: stops after epoch 2. */
     sn_callback *es = sn_callback_early_stopping("loss", 10.0, 1);
     sn_callback *cbs[1] = {es};
     f.callbacks = cbs;
+    f.n_callbacks = 1;
     f.epochs = 10;
     f.steps_per_epoch = 2;
     sn_history *h = NULL;
