@@ -436,6 +436,10 @@ typedef struct sn_callback {
     const char *state_name;
     int (*get_state)(void *user, double *values, int cap);
     sn_status (*set_state)(void *user, const double *values, int n);
+    /* Optional: before each execution (Keras's on_train_batch_begin, once per
+     * steps_per_execution steps), with the epoch and the 0-based index of the execution's
+     * first step in it. */
+    sn_status (*on_batch_begin)(void *user, int epoch, int64_t step);
 } sn_callback;
 
 /* Built-in callbacks; each returns a callback the caller frees with sn_callback_free. */

@@ -153,6 +153,7 @@ class Logs(C.Structure):
 
 
 ON_EPOCH_BEGIN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int, C.c_int)
+ON_BATCH_BEGIN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int, C.c_int64)
 ON_BATCH_END = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(Logs), C.POINTER(C.c_bool))
 ON_EPOCH_END = ON_BATCH_END
 ON_TRAIN_END = C.CFUNCTYPE(None, C.c_void_p)
@@ -167,7 +168,7 @@ class Callback(C.Structure):
                 ("on_batch_end", ON_BATCH_END), ("on_epoch_end", ON_EPOCH_END),
                 ("on_train_end", ON_TRAIN_END), ("on_train_begin", ON_TRAIN_BEGIN),
                 ("state_name", C.c_char_p), ("get_state", GET_STATE),
-                ("set_state", SET_STATE)]
+                ("set_state", SET_STATE), ("on_batch_begin", ON_BATCH_BEGIN)]
 
 
 class BackupOpts(C.Structure):
@@ -288,6 +289,9 @@ _SIGS = {
     "sn_model_layer_variables": (C.c_int, [P, C.c_int, C.POINTER(C.c_int32), C.c_int]),
     "sn_model_input_shape": (Shape, [P]),
     "sn_model_output_shape": (Shape, [P]),
+    "sn_model_input_count": (C.c_int, [P]),
+    "sn_model_output_count": (C.c_int, [P]),
+    "sn_model_output_shape_at": (Shape, [P, C.c_int]),
     "sn_model_from_json": (S, [C.c_char_p, C.c_size_t, C.c_uint64, PP,
                                C.POINTER(ModelFileInfo)]),
     "sn_model_load": (S, [C.c_char_p, C.c_uint64, PP, C.POINTER(ModelFileInfo)]),

@@ -31,3 +31,22 @@ def run_py(code_or_path, *args, env=None, timeout=900, **kw):
     cmd = [sys.executable] + ([code_or_path] if os.path.exists(code_or_path)
                               else ["-c", code_or_path]) + list(args)
     return subprocess.run(cmd, env=e, timeout=timeout, capture_output=True, text=True, **kw)
+
+
+def keras_python():
+    """The interop venv's python (real Keras on TensorFlow, scripts/pyenv.sh), or skip."""
+    build = os.environ.get("SN_BUILD_DIR")
+    if not build:
+        pytest.skip("SN_BUILD_DIR not set (run through tests/test_python.sh)")
+    r = subprocess.run(["bash", os.path.join(SRC, "scripts/pyenv.sh"), build],
+                       capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        pytest.skip(f"no interop venv with real Keras: {r.stderr.strip()[-300:]}")
+    return r.stdout.strip().splitlines()[-1]
+
+
+def run_keras(py, script, *args, cwd=None, timeout=900):
+    """Runs a script under real Keras (TensorFlow backend, quiet logs, no sinter on the path)."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", KERAS_BACKEND="tensorflow", PYTHONPATH="")
+    return subprocess.run([py, str(script)] + list(args), env=env, capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)

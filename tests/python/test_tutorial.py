@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import FASHION, HERE, SRC, need_fashion, run_py
+from conftest import FASHION, HERE, SRC, keras_python, need_fashion, run_py
 
 SCRIPT = os.path.join(HERE, "basic_classification.py")
 
@@ -38,19 +38,7 @@ def test_tutorial_trains(sinter_run):
     assert abs(float(s) - 1) < 1e-5, f"softmax probabilities of image 0 sum to {s}"
     assert out.count("Epoch ") == 10
     # outside a terminal: one progress line per epoch, as Keras writes to a file
-    assert len(re.findall(r"^1875/1875 ", out, re.M)) == 10
-
-
-def keras_python():
-    """The interop venv's python (real Keras on TensorFlow), or skip."""
-    build = os.environ.get("SN_BUILD_DIR")
-    if not build:
-        pytest.skip("SN_BUILD_DIR not set (run through tests/test_python.sh)")
-    r = subprocess.run(["bash", os.path.join(SRC, "scripts/pyenv.sh"), build],
-                       capture_output=True, text=True, timeout=1800)
-    if r.returncode == 77 or r.returncode != 0:
-        pytest.skip(f"no interop venv with real Keras: {r.stderr.strip()[-300:]}")
-    return r.stdout.strip().splitlines()[-1]
+    assert len(re.findall(r"^\x1b\[1m1875/1875\x1b\[0m ", out, re.M)) == 10
 
 
 def test_same_keys_and_summary_as_keras(sinter_run, tmp_path):

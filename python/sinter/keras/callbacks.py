@@ -41,10 +41,42 @@ class Callback:
     def on_epoch_end(self, epoch, logs=None):
         pass
 
+    def on_train_batch_begin(self, batch, logs=None):
+        pass
+
     def on_train_batch_end(self, batch, logs=None):
         pass
 
+    def on_batch_begin(self, batch, logs=None):
+        pass
+
     def on_batch_end(self, batch, logs=None):
+        pass
+
+    # evaluate and fit's validation run inside one C call: these are not called (overriding
+    # them is refused at fit/evaluate); predict runs its batches from Python and calls them.
+    def on_test_begin(self, logs=None):
+        pass
+
+    def on_test_end(self, logs=None):
+        pass
+
+    def on_test_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_test_batch_end(self, batch, logs=None):
+        pass
+
+    def on_predict_begin(self, logs=None):
+        pass
+
+    def on_predict_end(self, logs=None):
+        pass
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        pass
+
+    def on_predict_batch_end(self, batch, logs=None):
         pass
 
     # The C side of a Python callback: a struct of ctypes function pointers.
@@ -56,8 +88,17 @@ def _overrides(cb, name):
     return getattr(type(cb), name, None) is not getattr(Callback, name)
 
 
+def _refuse_test_hooks(cb, what):
+    for name in ("on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end"):
+        if _overrides(cb, name):
+            raise NotImplementedError(
+                f"{what}: {type(cb).__name__}.{name} would not be called: sinter's evaluate "
+                "and fit's validation run their batches inside one C call without callbacks")
+
+
 def _py_callback(cb, ctx):
     """An sn_callback struct that calls cb's methods; kept alive in ctx until fit returns."""
+    _refuse_test_hooks(cb, "fit")
 
     def guard(fn):
         # Exceptions must not cross C: store the first, stop training, fit raises it.
@@ -78,6 +119,10 @@ def _py_callback(cb, ctx):
 
     def epoch_begin(_user, epoch, _epochs):
         cb.on_epoch_begin(epoch, {})
+
+    def batch_begin(_user, _epoch, step):
+        cb.on_train_batch_begin(int(step), {})
+        cb.on_batch_begin(int(step), {})
 
     def batch_end(_user, logs, stop):
         d = logs.contents.dict()
@@ -106,6 +151,9 @@ def _py_callback(cb, ctx):
             or _overrides(cb, "on_batch_end")):
         # only then: a Python call per execution costs a few microseconds
         s.on_batch_end = _lib.ON_BATCH_END(guard(batch_end))
+    if (getattr(cb, "_want_batch_begin", False) or _overrides(cb, "on_train_batch_begin")
+            or _overrides(cb, "on_batch_begin")):
+        s.on_batch_begin = _lib.ON_BATCH_BEGIN(guard(batch_begin))
     s.on_epoch_end = _lib.ON_EPOCH_END(guard(epoch_end))
     s.on_train_end = _lib.ON_TRAIN_END(train_end)
     ctx.keep.append(s)
@@ -117,17 +165,25 @@ class LambdaCallback(Callback):
                  on_train_end=None, on_train_batch_begin=None, on_train_batch_end=None,
                  on_batch_begin=None, on_batch_end=None, **kwargs):
         super().__init__()
-        if on_train_batch_begin or on_batch_begin:
-            raise NotImplementedError("LambdaCallback: on_*batch_begin is not called by "
-                                      "sinter's fit (batches run inside the C loop); use "
-                                      "on_train_batch_end")
         # instance attributes shadow the no-op methods (called without self, as in Keras)
         for name, f in (("on_epoch_begin", on_epoch_begin), ("on_epoch_end", on_epoch_end),
                         ("on_train_begin", on_train_begin), ("on_train_end", on_train_end),
-                        ("on_train_batch_end", on_train_batch_end or on_batch_end)):
+                        ("on_train_batch_begin", on_train_batch_begin),
+                        ("on_batch_begin", on_batch_begin),
+                        ("on_train_batch_end", on_train_batch_end),
+                        ("on_batch_end", on_batch_end)):
             if f is not None:
                 setattr(self, name, f)
+        for k in kwargs:
+            if k.startswith("on_test"):
+                raise NotImplementedError(f"LambdaCallback: {k} would not be called: sinter's "
+                                          "evaluate and validation run inside one C call")
+            if k.startswith("on_predict"):
+                setattr(self, k, kwargs[k])
+            else:
+                raise TypeError(f"LambdaCallback: unexpected argument {k!r}")
         self._want_batch = (on_train_batch_end or on_batch_end) is not None
+        self._want_batch_begin = (on_train_batch_begin or on_batch_begin) is not None
 
 
 def _c(ptr, what):
@@ -141,19 +197,79 @@ def _mode(mode, what):
 
 
 class EarlyStopping(Callback):
+    """Keras's EarlyStopping. With its defaults (mode "auto", no baseline,
+    restore_best_weights False, start_from_epoch 0) it is the C callback; otherwise it runs in
+    Python as Keras 3's own code does, once per epoch (restore_best_weights keeps a copy of
+    the weights of the best epoch and sets them back when fit ends, as Keras's on_train_end
+    does; here right after the C loop returns)."""
+
     def __init__(self, monitor="val_loss", min_delta=0, patience=0, verbose=0, mode="auto",
                  baseline=None, restore_best_weights=False, start_from_epoch=0):
         super().__init__()
-        if mode != "auto" or baseline is not None or restore_best_weights or start_from_epoch:
-            raise NotImplementedError("EarlyStopping: sinter implements monitor, min_delta and "
-                                      "patience (mode 'auto'); baseline, restore_best_weights "
-                                      "and start_from_epoch are not implemented")
-        self.monitor, self.min_delta, self.patience = monitor, min_delta, patience
+        _mode(mode, "EarlyStopping")
+        self.monitor, self.min_delta, self.patience = monitor, abs(min_delta), patience
+        self.verbose, self.mode, self.baseline = verbose, mode, baseline
+        self.restore_best_weights, self.start_from_epoch = restore_best_weights, start_from_epoch
+        self._in_python = (mode != "auto" or baseline is not None or restore_best_weights
+                           or start_from_epoch)
 
     def _make(self, ctx):
+        if self._in_python:
+            return _py_callback(self, ctx)
         return _c(_lib.lib.sn_callback_early_stopping(self.monitor.encode(),
                                                       float(self.min_delta),
                                                       int(self.patience)), "EarlyStopping")
+
+    def _greater(self):
+        if self.mode != "auto":
+            return self.mode == "max"
+        # Keras 3's "auto": accuracies and AUC are maximised, anything else minimised
+        m = self.monitor[4:] if self.monitor.startswith("val_") else self.monitor
+        return m.endswith("acc") or m.endswith("accuracy") or m.endswith("auc")
+
+    def _is_improvement(self, value, reference):
+        if reference is None:
+            return True
+        if self._greater():
+            return value - self.min_delta > reference
+        return value + self.min_delta < reference
+
+    def on_train_begin(self, logs=None):
+        self.wait = 0
+        self.stopped_epoch = 0
+        self.best = None
+        self.best_weights = None
+        self.best_epoch = 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = (logs or {}).get(self.monitor)
+        if current is None or epoch < self.start_from_epoch:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights = self.model.get_weights()
+            self.best_epoch = epoch
+        self.wait += 1
+        if self._is_improvement(current, self.best):
+            self.best = current
+            self.best_epoch = epoch
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._is_improvement(current, self.baseline):
+                self.wait = 0
+            return
+        if self.wait >= self.patience and epoch > 0:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0:
+            print(f"Epoch {self.stopped_epoch + 1}: early stopping")
+        if self.restore_best_weights and self.best_weights is not None:
+            if self.verbose > 0:
+                print("Restoring model weights from the end of the best epoch: "
+                      f"{self.best_epoch + 1}.")
+            best = self.best_weights
+            self.model._after_fit.append(lambda: self.model.set_weights(best))
 
 
 class TerminateOnNaN(Callback):

@@ -115,43 +115,79 @@ class InputLayer(Layer):
     def _serialize(self):
         return {"module": "keras.layers", "class_name": "InputLayer",
                 "config": {"batch_shape": [self.batch_size] + list(self.shape),
-                           "dtype": "float32", "sparse": False, "ragged": False,
+                           "dtype": self._dtype if isinstance(self._dtype, str) else "float32",
+                           "sparse": False, "ragged": False,
                            "name": self.name, "optional": False},
                 "registered_name": None}
 
 
 class KerasTensor:
-    """What keras.Input returns: a symbolic input of a known shape."""
+    """A symbolic tensor of the Functional API: keras.Input's, or the output of a layer
+    called on such tensors. It records the graph (which layer made it, at which of its calls,
+    from which tensors); keras.Model(inputs, outputs) writes that graph as Keras's
+    Functional config and the C reader builds it with the C Functional builder."""
 
     def __init__(self, shape, batch_size=None, name=None, dtype=None):
         if shape is None:
             raise ValueError("Input: shape is required")
-        self.shape = (batch_size,) + tuple(shape)
+        self._shape = (batch_size,) + tuple(shape)
         self.dtype = dtype or "float32"
-        self._layer = InputLayer(shape=tuple(shape), batch_size=batch_size, name=name)
-        self._history = [self._layer]  # the chain of layers applied so far (Functional)
+        self._layer = InputLayer(shape=tuple(shape), batch_size=batch_size, name=name,
+                                 dtype=dtype)
+        self._call_index = 0
+        self._args = []  # the tensors the producing call took (none for an input)
+
+    @property
+    def shape(self):
+        """The shape with the batch (None): an input's as given; a layer output's from the C
+        side, which builds the graph up to this tensor once to learn it."""
+        if self._shape is None:
+            from .models import _tensor_shape
+            self._shape = _tensor_shape(self)
+        return self._shape
+
+    @property
+    def name(self):
+        return self._layer.name if not self._args else f"{self._layer.name}_{self._call_index}"
 
     def __repr__(self):
-        return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self._layer.name}>"
+        return f"<KerasTensor shape={self.shape}, dtype={self.dtype}, name={self.name}>"
 
 
 def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):
+    if kwargs.pop("batch_shape", None) is not None:
+        raise NotImplementedError("Input(batch_shape=): give shape and batch_size")
+    if kwargs:
+        raise TypeError(f"Input: unrecognized keyword arguments: {sorted(kwargs)}")
     return KerasTensor(shape, batch_size=batch_size, name=name, dtype=dtype)
 
 
 def _call(layer, x):
-    """layer(x) on a KerasTensor: the Functional API's chain (sinter runs single chains)."""
-    if not isinstance(x, KerasTensor):
+    """layer(x) on KerasTensors: one call of the Functional API. A list of tensors is a merge
+    layer's call; calling a layer again shares its weights (Keras's shared layers)."""
+    xs = list(x) if isinstance(x, (list, tuple)) else [x]
+    if not xs or not all(isinstance(t, KerasTensor) for t in xs):
         raise TypeError(f"{layer.name}: called on {type(x).__name__}; sinter layers are called "
-                        "on keras.Input tensors to build a Functional model (for numbers, use "
-                        "model.predict)")
+                        "on keras.Input tensors (or lists of them) to build a Functional "
+                        "model (for numbers, use model.predict)")
+    calls = layer.__dict__.setdefault("_calls", [])
     out = KerasTensor.__new__(KerasTensor)
-    out.shape, out.dtype, out._layer = None, x.dtype, x._layer
-    out._history = x._history + [layer]
+    out._shape, out.dtype = None, xs[0].dtype
+    out._layer, out._call_index = layer, len(calls)
+    out._args = xs
+    out._packed = isinstance(x, (list, tuple))  # merge layers take one list argument
+    calls.append(out)
     return out
 
 
-Layer.__call__ = lambda self, x: _call(self, x)
+def _layer_call(self, x, training=None, mask=None, **kwargs):
+    if kwargs or training or mask is not None:
+        raise NotImplementedError(f"{self.name}: sinter calls layers on tensors alone (no mask, "
+                                  f"training=True or {sorted(kwargs)})")
+    return _call(self, x)
+
+
+Layer.__call__ = _layer_call
 
 
 class Dense(Layer):
@@ -239,6 +275,11 @@ class GlobalAveragePooling2D(Layer):
         return dict(self._c)
 
 
+class GlobalMaxPooling2D(GlobalAveragePooling2D):
+    pass
+
+
+GlobalMaxPool2D = GlobalMaxPooling2D
 GlobalAvgPool2D = GlobalAveragePooling2D
 
 
@@ -279,39 +320,120 @@ class Activation(Layer):
 
 
 class Softmax(Layer):
-    """keras.layers.Softmax over the last axis; sinter runs it as Activation("softmax")."""
-
     def __init__(self, axis=-1, **kwargs):
         super().__init__(**kwargs)
-        if axis != -1:
-            raise NotImplementedError(f"Softmax: axis={axis}; sinter supports axis=-1")
         self.axis = axis
 
     def _config(self):
         return {"axis": self.axis}
 
-    def _serialize(self):
-        c = Layer.get_config(self)
-        c.pop("axis", None)
-        c["activation"] = "softmax"
-        return {"module": "keras.layers", "class_name": "Activation", "config": c,
-                "registered_name": None}
-
 
 class ReLU(Layer):
-    """keras.layers.ReLU with its defaults; sinter runs it as Activation("relu")."""
+    """keras.layers.ReLU; the C side runs plain relu, max_value 6 and a negative_slope in
+    (0, 1) with threshold 0, and refuses other values naming the field."""
 
     def __init__(self, max_value=None, negative_slope=0.0, threshold=0.0, **kwargs):
         super().__init__(**kwargs)
-        if max_value is not None or negative_slope != 0.0 or threshold != 0.0:
-            raise NotImplementedError("ReLU: sinter supports max_value=None, negative_slope=0, "
-                                      "threshold=0 (use Activation('relu6') for max_value=6)")
+        self._c = {"max_value": max_value, "negative_slope": negative_slope,
+                   "threshold": threshold}
 
-    def _serialize(self):
-        c = Layer.get_config(self)
-        c["activation"] = "relu"
-        return {"module": "keras.layers", "class_name": "Activation", "config": c,
-                "registered_name": None}
+    def _config(self):
+        return dict(self._c)
+
+
+class LeakyReLU(Layer):
+    def __init__(self, negative_slope=0.3, **kwargs):
+        super().__init__(**kwargs)
+        self.negative_slope = negative_slope
+
+    def _config(self):
+        return {"negative_slope": self.negative_slope}
+
+
+class Rescaling(Layer):
+    def __init__(self, scale, offset=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"scale": scale, "offset": offset}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class ZeroPadding2D(Layer):
+    def __init__(self, padding=(1, 1), data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(padding, int):
+            padding = ((padding, padding), (padding, padding))
+        self._c = {"padding": [_pair(p, "padding") for p in padding],
+                   "data_format": data_format or "channels_last"}
+
+    def _config(self):
+        return dict(self._c)
+
+
+class _Merge(Layer):
+    """Merge layers take a list of tensors: Add()([a, b])."""
+
+
+class Add(_Merge):
+    pass
+
+
+class Subtract(_Merge):
+    pass
+
+
+class Multiply(_Merge):
+    pass
+
+
+class Average(_Merge):
+    pass
+
+
+class Maximum(_Merge):
+    pass
+
+
+class Minimum(_Merge):
+    pass
+
+
+class Concatenate(_Merge):
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def _config(self):
+        return {"axis": self.axis}
+
+
+def add(inputs, **kwargs):
+    return Add(**kwargs)(inputs)
+
+
+def subtract(inputs, **kwargs):
+    return Subtract(**kwargs)(inputs)
+
+
+def multiply(inputs, **kwargs):
+    return Multiply(**kwargs)(inputs)
+
+
+def average(inputs, **kwargs):
+    return Average(**kwargs)(inputs)
+
+
+def maximum(inputs, **kwargs):
+    return Maximum(**kwargs)(inputs)
+
+
+def minimum(inputs, **kwargs):
+    return Minimum(**kwargs)(inputs)
+
+
+def concatenate(inputs, axis=-1, **kwargs):
+    return Concatenate(axis=axis, **kwargs)(inputs)
 
 
 class BatchNormalization(Layer):
@@ -417,7 +539,9 @@ class RawLayer(Layer):
 # Names Keras's deserializer accepts for each class (for load paths that name classes).
 _CLASSES = {c.__name__: c for c in (
     Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape,
-    Dropout, Activation, Softmax, ReLU, BatchNormalization, Embedding, LSTM, GRU, InputLayer)}
+    Dropout, Activation, Softmax, ReLU, BatchNormalization, Embedding, LSTM, GRU, InputLayer,
+    LeakyReLU, Rescaling, ZeroPadding2D, GlobalMaxPooling2D, Add, Subtract, Multiply, Average,
+    Maximum, Minimum, Concatenate)}
 
 
 def deserialize(config):

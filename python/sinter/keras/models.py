@@ -8,6 +8,7 @@ save -- is one C call (or one per predict chunk) on that model. Arrays are conve
 call (np.copyto into C memory: any dtype, any strides), never per batch.
 """
 import ctypes as C
+import itertools
 import json
 import math
 import os
@@ -125,22 +126,30 @@ class Model:
                                           _naming.snake_case(type(self).__name__)))
         self.trainable = trainable
         if inputs is not None or outputs is not None:
-            if isinstance(inputs, (list, tuple)):
-                if len(inputs) != 1:
-                    raise NotImplementedError("Model: sinter supports one input")
-                inputs = inputs[0]
-            if isinstance(outputs, (list, tuple)):
-                if len(outputs) != 1:
-                    raise NotImplementedError("Model: sinter supports one output")
-                outputs = outputs[0]
-            if not isinstance(inputs, _layers.KerasTensor) or \
-                    not isinstance(outputs, _layers.KerasTensor):
-                raise TypeError("Model(inputs, outputs): both must come from keras.Input")
-            if outputs._history[0] is not inputs._layer:
-                raise ValueError("Model: the outputs are not computed from these inputs")
-            self._input = inputs._layer
-            self._layers = list(outputs._history[1:])
-            self._build(tuple(inputs._layer.shape))
+            self._init_functional(inputs, outputs)
+
+    def _init_functional(self, inputs, outputs):
+        """keras.Model(inputs, outputs): the graph of calls from the inputs to the outputs,
+        written as Keras's Functional config; the C reader builds it with the C Functional
+        builder (sn_functional_new, sn_functional_input, sn_layer_call,
+        sn_functional_set_outputs)."""
+        if isinstance(inputs, dict) or isinstance(outputs, dict):
+            raise NotImplementedError("Model: inputs and outputs as dicts; give lists")
+        self._fn_single_in = not isinstance(inputs, (list, tuple))
+        self._fn_single_out = not isinstance(outputs, (list, tuple))
+        ins = [inputs] if self._fn_single_in else list(inputs)
+        outs = [outputs] if self._fn_single_out else list(outputs)
+        for t in ins + outs:
+            if not isinstance(t, _layers.KerasTensor):
+                raise TypeError(f"Model(inputs, outputs): expected tensors from keras.Input and "
+                                f"layer calls; got {type(t).__name__}")
+        for t in ins:
+            if t._args:
+                raise ValueError(f"Model: input {t.name} is not a keras.Input tensor")
+        self._fn_config, self._fn_objs = _functional_config(self.name, self.trainable, ins,
+                                                            outs)
+        self._fn_inputs, self._fn_outputs = ins, outs
+        self._build(None)
 
     def _init(self, name):
         from .. import distribute
@@ -152,7 +161,11 @@ class Model:
         self._strategy = distribute._current()
         self._compile = None  # (CompileOpts, metric names, schedule) once compiled
         self._pending_compile = None
-        self._pending_weights = []  # (model, n vars) to copy in after build
+        self._pending_links = []  # models used as layers, linked once this one is built
+        self._links = []  # (weakref to a model, names of the layers both hold): shared
+        self._inner_models = []
+        self._wtime = 0  # when the weights last changed (_CLOCK)
+        self._fn_config = None
         self._fit_calls = 0
         self.stop_training = False
         self.history = None
@@ -168,6 +181,8 @@ class Model:
         return list(self._layers)
 
     def _config_json(self, input_shape):
+        if getattr(self, "_fn_config", None) is not None:
+            return self._fn_config
         inp = self._input or _layers.InputLayer(shape=input_shape,
                                                 name=_naming.unique("input_layer"))
         if inp.shape is None:
@@ -184,20 +199,26 @@ class Model:
     def _build(self, input_shape):
         if self._h is not None:
             return
-        if not self._layers:
+        functional = getattr(self, "_fn_config", None) is not None
+        if not self._layers and not functional:
             raise ValueError(f"model '{self.name}' has no layers")
-        text = json.dumps(self._config_json(tuple(input_shape))).encode()
+        text = json.dumps(self._config_json(
+            None if functional else tuple(input_shape))).encode()
         h = C.c_void_p()
         info = _lib.ModelFileInfo()
         check(lib.sn_model_from_json(text, len(text), _random.next_seed(), C.byref(h),
                                      C.byref(info)), f"model '{self.name}'")
         self._adopt(h)
-        for i, l in enumerate(self._layers):
-            l._model = (self, i)
-        for src in self._pending_weights:  # a model given as the first layer
-            w = src.get_weights()
-            self.set_weights(w + self.get_weights()[len(w):])
-        self._pending_weights = []
+        if functional:
+            self._layers = _functional_layers(h, self._fn_objs)
+        c_index = {lib.sn_model_layer_name(h, i).decode(): i
+                   for i in range(lib.sn_model_layer_count(h))}
+        for l in self._layers:
+            if l.name in c_index:
+                l._model = (self, c_index[l.name])
+        for src in self._pending_links:  # a model used as a layer: share its weights
+            _link(src, self)
+        self._pending_links = []
         if self._pending_compile is not None:
             self._apply_compile(*self._pending_compile)
             self._pending_compile = None
@@ -263,19 +284,49 @@ class Model:
     def get_weights(self):
         if self._h is None:
             return []
+        self._sync()
         return self._read(*self._vars())
 
     def set_weights(self, weights):
         self._need_built("set_weights")
+        self._sync()
         g, nodes = self._vars()
         self._write(g, nodes, weights, f"model '{self.name}'.set_weights")
+        self._touch()
 
     def _layer_weights(self, i):
+        self._sync()
         return self._read(*self._vars(i))
 
     def _set_layer_weights(self, i, weights):
+        self._sync()
         g, nodes = self._vars(i)
-        self._write(g, nodes, weights, f"layer '{self._layers[i].name}'.set_weights")
+        self._write(g, nodes, weights,
+                    f"layer '{lib.sn_model_layer_name(self._h, i).decode()}'.set_weights")
+        self._touch()
+
+    # -- weights shared with models used as layers ----------------------------------------
+    # Sequential([model, Softmax()]) and the like share the inner model's weights, as in
+    # Keras: training or setting either changes both. Each C model owns its variables, so the
+    # package keeps the shared layers equal: a model whose weights changed is stamped
+    # (_touch), and before any use a model first takes the newer weights of the models it
+    # shares layers with (_sync): one copy when use switches from one model to the other,
+    # never one per batch.
+    def _touch(self):
+        self._wtime = next(_CLOCK)
+
+    def _sync(self, seen=None):
+        if not self._links or self._h is None:
+            return
+        seen = (seen or set()) | {id(self)}
+        for ref, names in self._links:
+            other = ref()
+            if other is None or id(other) in seen or other._h is None:
+                continue
+            other._sync(seen)
+            if other._wtime > self._wtime:
+                _copy_layers(other, self, names)
+                self._wtime = other._wtime
 
     @property
     def weights(self):
@@ -302,12 +353,25 @@ class Model:
     @property
     def input_shape(self):
         self._need_built("input_shape")
+        if self._fn_config is not None and not self._fn_single_in:
+            return [tuple(t.shape) for t in self._fn_inputs]
         return (None,) + lib.sn_model_input_shape(self._h).tuple()
 
     @property
     def output_shape(self):
         self._need_built("output_shape")
+        if self._fn_config is not None and not self._fn_single_out:
+            return [(None,) + lib.sn_model_output_shape_at(self._h, i).tuple()
+                    for i in range(lib.sn_model_output_count(self._h))]
         return (None,) + lib.sn_model_output_shape(self._h).tuple()
+
+    def _one_in_one_out(self, what):
+        n_in, n_out = lib.sn_model_input_count(self._h), lib.sn_model_output_count(self._h)
+        if n_in != 1 or n_out != 1:
+            raise _lib.UnsupportedError(
+                f"{what}: model '{self.name}' has {n_in} inputs and {n_out} outputs; sinter's "
+                "fit, evaluate and predict take models of one input and one output so far "
+                "(its summary, weights and files work)")
 
     # -- compile --------------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
@@ -405,6 +469,8 @@ class Model:
 
     def _input_of(self, x):
         from ..data import Dataset
+        if self._h is not None:
+            self._one_in_one_out("fit/evaluate/predict")
         if isinstance(x, Dataset):
             return x
         if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], np.ndarray):
@@ -539,9 +605,13 @@ class Model:
                     ctx.interrupted = True
                 old_handler = signal.signal(signal.SIGINT, on_sigint)
             self.stop_training = False
+            self._after_fit = []  # what callbacks leave for after the C loop
+            self._sync()
+            self._touch()  # newer than any model sharing its layers, while fit runs
             st = lib.sn_model_fit(self._h, train.h, C.byref(o), None)
             err = _lib.error(st, "fit") if st != _lib.SN_OK else None
         finally:
+            self._touch()
             if old_handler is not None:
                 signal.signal(signal.SIGINT, old_handler)
             for p in to_free:
@@ -554,6 +624,9 @@ class Model:
             raise ctx.exc
         if err is not None:
             raise err
+        for f in self._after_fit:  # EarlyStopping(restore_best_weights=True)
+            f()
+        self._after_fit = []
         if backup is not None:
             backup._done()
         h = _callbacks.History()
@@ -573,6 +646,8 @@ class Model:
         if self._compile is None and self._pending_compile is None:
             raise RuntimeError("You must call `compile()` before using the model "
                                "(with a loss to evaluate it).")
+        for c in callbacks or []:
+            _callbacks._refuse_test_hooks(c, "evaluate")
         x = self._input_of(x)
         self._ensure_built_for(x)
         batch_size = batch_size or 32
@@ -586,6 +661,7 @@ class Model:
             vals = (C.c_double * (_lib.SN_MAX_METRICS + 1))()
             n = C.c_int()
             t0 = time.perf_counter()
+            self._sync()
             check(lib.sn_model_evaluate(self._h, ds.h, int(steps or 0), vals, len(vals),
                                         C.byref(n)), "evaluate")
             secs = time.perf_counter() - t0
@@ -596,7 +672,7 @@ class Model:
         names = self.metrics_names
         logs = {k: float(vals[i]) for i, k in enumerate(names[:n.value])}
         if verbose:
-            _print_line(nsteps, secs, logs)
+            _print_line(nsteps, secs, logs, verbose)
         if return_dict:
             return {k: logs[k] for k in sorted(logs)}
         values = [logs[k] for k in names[:n.value]]
@@ -606,22 +682,33 @@ class Model:
         from ..data import Dataset
         x = self._input_of(x)
         self._ensure_built_for(x)
+        # Python callbacks see on_predict_begin, on_predict_batch_begin/end (with
+        # {"outputs": the batch's predictions}) and on_predict_end, as in Keras
+        hooks = [c for c in callbacks or [] if isinstance(c, _callbacks.Callback)]
+        for c in hooks:
+            c.set_model(self)
+            c.on_predict_begin({})
         t0 = time.perf_counter()
         if isinstance(x, Dataset):
-            parts = [self._predict_array(b[0] if isinstance(b, tuple) else b, None)
-                     for b in x.take(steps or -1)]
+            parts = []
+            for b in x.take(steps or -1):
+                parts.append(self._predict_array(b[0] if isinstance(b, tuple) else b, None,
+                                                 hooks, len(parts)))
             out = np.concatenate(parts) if parts else np.zeros(
                 (0,) + self.output_shape[1:], np.float32)
             nsteps = len(parts)
         else:
             batch_size = batch_size or 32
-            out = self._predict_array(x, batch_size)
+            out = self._predict_array(x, batch_size, hooks)
             nsteps = math.ceil(len(x) / batch_size)
+        for c in hooks:
+            c.on_predict_end({})
         if verbose:
-            _print_line(nsteps, time.perf_counter() - t0, {})
+            _print_line(nsteps, time.perf_counter() - t0, {}, verbose)
         return out
 
-    def _predict_array(self, x, batch_size):
+    def _predict_array(self, x, batch_size, hooks=(), first_batch=0):
+        self._sync()
         x = np.ascontiguousarray(x, dtype=np.float32)  # converted once, not per batch
         n = len(x)
         b = batch_size or max(n, 1)
@@ -634,8 +721,12 @@ class Model:
             if k not in prepared:
                 check(lib.sn_model_predict_prepare(self._h, k), "predict")
                 prepared.add(k)
+            for c in hooks:
+                c.on_predict_batch_begin(first_batch + i // b, {})
             check(lib.sn_model_predict_into(self._h, k, xp + i * xrow, op + i * orow),
                   "predict")
+            for c in hooks:
+                c.on_predict_batch_end(first_batch + i // b, {"outputs": out[i:i + k]})
         return out
 
     def predict_on_batch(self, x):
@@ -688,6 +779,7 @@ class Model:
                              f"architecture); got {path!r}")
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
+        self._sync()
         check(lib.sn_model_save(self._h, path.encode()), "save")
 
     def save_weights(self, filepath, overwrite=True):
@@ -698,11 +790,14 @@ class Model:
                              f"{path!r}")
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
+        self._sync()
         check(lib.sn_model_save_weights(self._h, path.encode()), "save_weights")
 
     def load_weights(self, filepath, skip_mismatch=False, **kwargs):
         self._need_built("load_weights")
+        self._sync()  # a file may hold only some variables
         check(lib.sn_model_load_weights(self._h, os.fspath(filepath).encode()), "load_weights")
+        self._touch()
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
@@ -717,13 +812,160 @@ def _fmt_step(s):
     return f"{s * 1e6:.0f}us/step"
 
 
-def _print_line(steps, secs, logs):
-    """The one line Keras prints for evaluate/predict outside a terminal (verbose 2)."""
-    line = f"{steps}/{steps} - {secs:.0f}s - {_fmt_step(secs / max(steps, 1))}"
+_FULL_BAR = "\u2501" * 20  # Keras 3's bar: 20 heavy horizontals
+
+
+def _print_line(steps, secs, logs, verbose=2):
+    """The last line Keras 3's Progbar prints for evaluate/predict: with verbose 2 the plain
+    line, otherwise the bar with its escape codes (as the C bar does for fit). The logs in
+    Keras's order: by name."""
+    if verbose == 2:
+        line = f"{steps}/{steps} - {secs:.0f}s - {_fmt_step(secs / max(steps, 1))}"
+    else:
+        line = (f"\x1b[1m{steps}/{steps}\x1b[0m \x1b[32m{_FULL_BAR}\x1b[0m\x1b[37m\x1b[0m "
+                f"\x1b[1m{secs:.0f}s\x1b[0m {_fmt_step(secs / max(steps, 1))}")
     for k in sorted(logs):
         v = logs[k]
-        line += f" - {k}: {v:.4f}" if abs(v) > 1e-3 else f" - {k}: {v:.4e}"
+        fixed = v > 1e-3 if verbose == 2 else abs(v) > 1e-3
+        line += f" - {k}: {v:.4f}" if fixed else f" - {k}: {v:.4e}"
     print(line)
+
+
+_CLOCK = itertools.count(1)
+
+
+def _copy_layers(src, dst, names):
+    """dst's layers `names` take src's weights (no syncing: the callers do)."""
+    si = {lib.sn_model_layer_name(src._h, i).decode(): i
+          for i in range(lib.sn_model_layer_count(src._h))}
+    di = {lib.sn_model_layer_name(dst._h, i).decode(): i
+          for i in range(lib.sn_model_layer_count(dst._h))}
+    for n in names:
+        g, nodes = dst._vars(di[n])
+        dst._write(g, nodes, src._read(*src._vars(si[n])), f"layer '{n}'")
+
+
+def _link(inner, outer):
+    """outer (just built) holds inner's layers: it takes their weights now and they stay
+    shared from here on."""
+    inner._sync()
+    names = [lib.sn_model_layer_name(inner._h, i).decode()
+             for i in range(lib.sn_model_layer_count(inner._h))]
+    _copy_layers(inner, outer, names)
+    outer._wtime = inner._wtime
+    # weak both ways (a model dropped is no longer synced); the outer model holds the inner
+    # one alive as Keras's does
+    inner._links.append((weakref.ref(outer), names))
+    outer._links.append((weakref.ref(inner), names))
+    outer._inner_models.append(inner)
+
+
+def _functional_config(name, trainable, inputs, outputs):
+    """Keras 3's Functional config for the graph of calls from `inputs` to `outputs`: every
+    layer once with the arguments of each of its calls in this model (inbound_nodes, renumbered
+    when a layer was also called outside it), input_layers and output_layers."""
+    order, seen_layers, used = [], set(), {}
+
+    def visit(t, path):
+        key = (id(t._layer), t._call_index)
+        if id(t) in path:
+            raise ValueError("Model: the graph has a cycle")
+        if key in used.setdefault("_tensors", set()):
+            return
+        for a in t._args:
+            visit(a, path | {id(t)})
+        used["_tensors"].add(key)
+        if id(t._layer) not in seen_layers:
+            seen_layers.add(id(t._layer))
+            order.append(t._layer)
+        used.setdefault(id(t._layer), set()).add(t._call_index)
+
+    for t in outputs:
+        visit(t, frozenset())
+    input_ids = {id(t._layer) for t in inputs}
+    for l in order:
+        if isinstance(l, _layers.InputLayer) and id(l) not in input_ids:
+            raise ValueError(f"Model: the outputs depend on input '{l.name}', which is not "
+                             "among the model's inputs")
+    for t in inputs:
+        if id(t._layer) not in seen_layers:  # an input no output uses: Keras keeps it too
+            seen_layers.add(id(t._layer))
+            order.insert(0, t._layer)
+            used[id(t._layer)] = {0}
+    names = {}
+    for l in order:
+        if l.name in names and names[l.name] is not l:
+            raise ValueError(f"Model: two layers are named '{l.name}'; layer names must be "
+                             "unique")
+        names[l.name] = l
+    # a call's number in this model: its rank among the layer's calls the model uses
+    renum = {id(l): {c: k for k, c in enumerate(sorted(used[id(l)]))} for l in order}
+
+    def ref(t):
+        return [t._layer.name, renum[id(t._layer)][t._call_index], 0]
+
+    def arg(t):
+        return {"class_name": "__keras_tensor__",
+                "config": {"shape": None, "dtype": t.dtype, "keras_history": ref(t)}}
+
+    entries = []
+    objs = {l.name: l for l in order}
+    for l in order:
+        e = dict(l._serialize())
+        e["name"] = l.name
+        nodes = []
+        if not isinstance(l, _layers.InputLayer):
+            for c in sorted(used[id(l)]):
+                call = l._calls[c]
+                args = [arg(a) for a in call._args]
+                nodes.append({"args": [args] if call._packed else args, "kwargs": {}})
+        e["inbound_nodes"] = nodes
+        entries.append(e)
+    return {"module": "keras.src.models.functional", "class_name": "Functional",
+            "config": {"name": name, "trainable": trainable, "layers": entries,
+                       "input_layers": [ref(t) for t in inputs],
+                       "output_layers": [ref(t) for t in outputs]},
+            "registered_name": "Functional", "build_config": {"input_shape": None}}, objs
+
+
+def _tensor_shape(t):
+    """A KerasTensor's shape: the graph up to it built once in C (not as a Python model, so
+    no automatic name is used up and no layer is bound to it)."""
+    inputs, seen = [], set()
+
+    def find(u):
+        if id(u) in seen:
+            return
+        seen.add(id(u))
+        if not u._args:
+            inputs.append(u)
+        for a in u._args:
+            find(a)
+
+    find(t)
+    cfg, _ = _functional_config("shape_probe", True, inputs, [t])
+    text = json.dumps(cfg).encode()
+    h = C.c_void_p()
+    info = _lib.ModelFileInfo()
+    check(lib.sn_model_from_json(text, len(text), 0, C.byref(h), C.byref(info)),
+          f"tensor {t.name}")
+    try:
+        # the batch dimension is the inputs' (None unless Input(batch_size=) fixed it)
+        return (inputs[0]._shape[0],) + lib.sn_model_output_shape(h).tuple()
+    finally:
+        lib.sn_model_free(h)
+
+
+def _functional_layers(h, objs):
+    """The Python layers of a built Functional model in Keras's model.layers order (the C
+    model's, which its JSON lists, InputLayers included)."""
+    p = C.c_void_p()
+    check(lib.sn_model_to_json(h, C.byref(p)), "model")
+    try:
+        entries = json.loads(C.string_at(p).decode())["config"]["layers"]
+    finally:
+        _lib.libc.free(p)
+    return [objs[e["config"]["name"]] for e in entries]
 
 
 class Sequential(Model):
@@ -743,26 +985,34 @@ class Sequential(Model):
             self._input = layer
             return
         if isinstance(layer, Model):
-            # A model as a layer: its layers join this one, and its weights are copied in at
-            # build (Keras shares them; here the two models own separate copies).
+            # A model as a layer: its layers join this one (sinter's C models do not nest)
+            # and their weights stay shared with it (Model._sync).
             if self._layers or self._input is not None:
                 raise NotImplementedError("Sequential: a model can only be the first layer")
             layer._try_build()
             if layer._h is None:
                 raise ValueError(f"Sequential: model '{layer.name}' must be built first")
-            self._input = _layers.InputLayer(shape=lib.sn_model_input_shape(layer._h).tuple(),
-                                             name=_naming.unique("input_layer"))
-            entries = json.loads(layer.to_json())["config"]["layers"]
-            self._layers += [_layers.RawLayer(e) for e in entries
-                             if e["class_name"] != "InputLayer"]
-            self._pending_weights.append(layer)
+            layer._one_in_one_out(f"Sequential: model '{layer.name}' as a layer")
+            if layer._fn_config is not None:
+                # a Functional model: this one becomes the same graph with the layers added
+                # after it called on its output
+                self._nested_fn = layer
+            else:
+                self._input = _layers.InputLayer(
+                    shape=lib.sn_model_input_shape(layer._h).tuple(),
+                    name=_naming.unique("input_layer"))
+                entries = json.loads(layer.to_json())["config"]["layers"]
+                self._layers += [_layers.RawLayer(e) for e in entries
+                                 if e["class_name"] != "InputLayer"]
+            self._pending_links.append(layer)
             return
         if not isinstance(layer, _layers.Layer):
             raise TypeError(f"Sequential.add: expected a keras layer, got {layer!r}")
         if self._h is not None:
             raise NotImplementedError("Sequential.add after the model is built: sinter builds "
                                       "the C model once; add every layer first")
-        if not self._layers and self._input is None and layer._input_shape is not None:
+        if not self._layers and self._input is None and layer._input_shape is not None and \
+                getattr(self, "_nested_fn", None) is None:
             self._input = _layers.InputLayer(shape=layer._input_shape,
                                              batch_size=layer._batch_size,
                                              name=_naming.unique("input_layer"))
@@ -775,7 +1025,17 @@ class Sequential(Model):
 
     def _try_build(self):
         # built once every layer is known: at the first use that needs the C model
-        if self._h is None and self._input is not None and self._input.shape is not None:
+        inner = getattr(self, "_nested_fn", None)
+        if self._h is None and inner is not None:
+            t = inner._fn_outputs[0]
+            for l in self._layers:
+                t = l(t)
+            self._fn_single_in = self._fn_single_out = True
+            self._fn_inputs, self._fn_outputs = inner._fn_inputs, [t]
+            self._fn_config, self._fn_objs = _functional_config(
+                self.name, self.trainable, inner._fn_inputs, [t])
+            self._build(None)
+        elif self._h is None and self._input is not None and self._input.shape is not None:
             self._build(self._input.shape)
 
     def get_weights(self):

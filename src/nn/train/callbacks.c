@@ -60,17 +60,60 @@ static void app(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
     if (n > 0) *len = *len + (size_t)n < cap ? *len + (size_t)n : cap - 1;
 }
 
-static void metrics_text(char *buf, size_t cap, size_t *len, const sn_logs *l) {
-    for (int i = 0; i < l->n; i++) {
-        double v = l->values[i];
-        /* Keras: 4 decimals, scientific below 1e-3 */
-        if (fabs(v) > 1e-3) app(buf, cap, len, " - %s: %.4f", l->names[i], v);
-        else app(buf, cap, len, " - %s: %.4e", l->names[i], v);
+/* The logs in Keras 3's order: its TensorFlow trainer returns them through tf.nest, which
+ * sorts a dict's keys, and adds the val_ logs after; callbacks add the rest (ReduceLROnPlateau's
+ * learning_rate) after both. So: the training logs by name, the val_ logs by name, then the
+ * others as they come. Keras's verbose-1 bar prints 4 decimals when |v| > 1e-3 and scientific
+ * notation otherwise; its verbose-2 line tests v > 1e-3 (no abs), so a negative value prints
+ * in scientific notation there. */
+static int log_group(const char *name) {
+    if (!strncmp(name, "val_", 4)) return 1;
+    return strcmp(name, "learning_rate") ? 0 : 2;
+}
+
+static void metrics_text(char *buf, size_t cap, size_t *len, const sn_logs *l, int verbose) {
+    int order[SN_LOGS_MAX], n = 0;
+    for (int i = 0; i < l->n && n < SN_LOGS_MAX; i++) {
+        int k = n++;
+        /* insertion sort: by group, then by name within groups 0 and 1 */
+        while (k > 0) {
+            int gp = log_group(l->names[order[k - 1]]), gi = log_group(l->names[i]);
+            if (gp < gi || (gp == gi && (gi == 2 || strcmp(l->names[order[k - 1]],
+                                                           l->names[i]) <= 0)))
+                break;
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    for (int j = 0; j < n; j++) {
+        double v = l->values[order[j]];
+        bool fixed = verbose == 2 ? v > 1e-3 : fabs(v) > 1e-3;
+        if (fixed) app(buf, cap, len, " - %s: %.4f", l->names[order[j]], v);
+        else app(buf, cap, len, " - %s: %.4e", l->names[order[j]], v);
     }
 }
 
+/* Columns a line takes on a terminal: no escape sequences, one per UTF-8 character. */
+static size_t visible_width(const char *s) {
+    size_t w = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == 0x1b) {
+            while (p[1] && p[1] != 'm') p++;
+            if (p[1]) p++;
+        } else if ((*p & 0xC0) != 0x80) {
+            w++;
+        }
+    }
+    return w;
+}
+
+/* Keras 3's Progbar (keras/src/utils/progbar.py): verbose 1 draws
+ * "\e[1m3/8\e[0m \e[32m━━━━━━━\e[0m\e[37m━━━━━━━━━━━━━\e[0m \e[1m2s\e[0m 24ms/step - ..." (the
+ * bar 20 wide; the ETA while running, the elapsed seconds at the end), with its escape codes
+ * also outside a terminal, as Keras writes them; verbose 2 prints one plain line at the end. */
 static sn_status progbar_draw(progbar *p, const sn_logs *l, bool final) {
-    char line[1024], t[64];
+    char line[2048], t[64];
     size_t len = 0;
     double now = sn_now(), elapsed = now - p->start;
     int64_t cur = l->step, target = l->steps;
@@ -87,6 +130,7 @@ static sn_status progbar_draw(progbar *p, const sn_logs *l, bool final) {
             p->t_first = now;
         }
     }
+    fmt_time(t, sizeof t, per_step);
     if (p->verbose == 2) {
         if (target > 0) {
             int digits = (int)floor(log10((double)target)) + 1;
@@ -94,44 +138,48 @@ static sn_status progbar_draw(progbar *p, const sn_logs *l, bool final) {
         } else {
             app(line, sizeof line, &len, "%lld", (long long)cur);
         }
-        fmt_time(t, sizeof t, per_step);
         app(line, sizeof line, &len, " - %.0fs -%s", elapsed, t);
     } else {
         if (target > 0) {
             int digits = (int)floor(log10((double)target)) + 1;
-            app(line, sizeof line, &len, "%*lld/%lld [", digits, (long long)cur,
+            app(line, sizeof line, &len, "\x1b[1m%*lld/%lld\x1b[0m ", digits, (long long)cur,
                 (long long)target);
-            int width = 30, pw = (int)(width * ((double)cur / (double)target));
+            int width = 20, pw = (int)(width * ((double)cur / (double)target));
             if (pw > width) pw = width;
-            for (int i = 0; i < pw - 1; i++) app(line, sizeof line, &len, "=");
-            if (pw > 0) app(line, sizeof line, &len, cur < target ? ">" : "=");
-            for (int i = pw; i < width; i++) app(line, sizeof line, &len, ".");
-            app(line, sizeof line, &len, "]");
+            if (pw > 0) {
+                app(line, sizeof line, &len, "\x1b[32m");
+                for (int i = 0; i < pw; i++) app(line, sizeof line, &len, "\u2501");
+                app(line, sizeof line, &len, "\x1b[0m");
+            }
+            app(line, sizeof line, &len, "\x1b[37m");
+            for (int i = pw; i < width; i++) app(line, sizeof line, &len, "\u2501");
+            app(line, sizeof line, &len, "\x1b[0m");
         } else {
             app(line, sizeof line, &len, "%7lld/Unknown", (long long)cur);
         }
         if (final || target <= 0) {
-            fmt_time(t, sizeof t, per_step);
-            app(line, sizeof line, &len, " - %.0fs%s", elapsed, t);
+            app(line, sizeof line, &len, " \x1b[1m%.0fs\x1b[0m", elapsed);
         } else {
             double eta = per_step * (double)(target - cur);
             long e = (long)eta;
             if (eta > 3600)
-                app(line, sizeof line, &len, " - ETA: %ld:%02ld:%02ld", e / 3600, (e % 3600) / 60,
-                    e % 60);
+                app(line, sizeof line, &len, " \x1b[1m%ld:%02ld:%02ld\x1b[0m", e / 3600,
+                    (e % 3600) / 60, e % 60);
             else if (eta > 60)
-                app(line, sizeof line, &len, " - ETA: %ld:%02ld", e / 60, e % 60);
+                app(line, sizeof line, &len, " \x1b[1m%ld:%02ld\x1b[0m", e / 60, e % 60);
             else
-                app(line, sizeof line, &len, " - ETA: %lds", e);
+                app(line, sizeof line, &len, " \x1b[1m%lds\x1b[0m", e);
         }
+        app(line, sizeof line, &len, "%s", t);
     }
-    metrics_text(line, sizeof line, &len, l);
+    metrics_text(line, sizeof line, &len, l, p->verbose);
     int rc;
     if (p->tty && p->verbose == 1) {
         /* redraw in place; blank what a longer previous line left */
-        size_t pad = p->prev_width > len ? p->prev_width - len : 0;
+        size_t w = visible_width(line);
+        size_t pad = p->prev_width > w ? p->prev_width - w : 0;
         rc = fprintf(p->out, "\r%s%*s%s", line, (int)pad, "", final ? "\n" : "");
-        p->prev_width = final ? 0 : len;
+        p->prev_width = final ? 0 : w;
     } else {
         rc = fprintf(p->out, "%s\n", line);
     }
@@ -146,7 +194,8 @@ static sn_status progbar_epoch_begin(void *user, int epoch, int epochs) {
     p->start = sn_now();
     p->step_first = 0;
     p->prev_width = 0;
-    if (p->verbose == 0) return SN_OK;
+    /* Keras 3's ProgbarLogger names the epoch only when fit runs more than one */
+    if (p->verbose == 0 || epochs <= 1) return SN_OK;
     if (fprintf(p->out, "Epoch %d/%d\n", epoch + 1, epochs) < 0 || fflush(p->out) != 0)
         return sn_errorf(SN_ERR_IO, "progress bar: writing failed: %s", strerror(errno));
     return SN_OK;

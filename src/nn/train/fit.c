@@ -400,6 +400,11 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
             if (o->steps_per_epoch > 0 && o->steps_per_epoch - r.done < want)
                 want = o->steps_per_epoch - r.done;
             if (want <= 0) break;
+            if (total < 0 || r.done < total)
+                for (int c = 0; c < o->n_callbacks; c++)
+                    if (o->callbacks[c] && o->callbacks[c]->on_batch_begin)
+                        SN_TRY(o->callbacks[c]->on_batch_begin(o->callbacks[c]->user, epoch,
+                                                               r.done));
             int64_t ran;
             SN_TRY(execute(&r, want, &ran));
             r.done += ran;

@@ -1,0 +1,68 @@
+"""Functional models written the Keras way, run by tests/python/test_functional.py twice: with
+sinter (`python functional_models.py sinter OUT`) and with real Keras (`... keras OUT`). Each
+model's summary() goes to stdout; sinter saves its weights and predictions to OUT, Keras loads
+the same weights (set_weights) and saves its own predictions, which the test compares."""
+import sys
+
+import numpy as np
+
+mode, out = sys.argv[1], sys.argv[2]
+if mode == "keras":
+    import keras
+    from keras import layers
+else:
+    from sinter import keras
+    from sinter.keras import layers
+
+keras.utils.set_random_seed(3)
+models = {}
+
+# several inputs and outputs, fan-out, merges, a named input
+a = keras.Input(shape=(8,), name="a")
+b = keras.Input(shape=(4,))
+d = layers.Dense(16, activation="relu")
+h1 = d(a)
+h2 = layers.Dense(16)(b)
+s = layers.Add()([h1, h2])
+c = layers.Concatenate()([s, h1])
+models["multi_io"] = keras.Model([a, b], [layers.Dense(5)(c), layers.Dense(3, name="o2")(s)])
+
+# one input, one output: a shared layer called twice, the input itself in a merge, every merge
+x = keras.Input((6,))
+shared = layers.Dense(6, activation="tanh")
+y = shared(shared(x))
+z = layers.Concatenate()([x, y, layers.Multiply()([x, y])])
+p = layers.Dense(4)(z)
+q = layers.Dense(4, activation="relu")(y)
+m = layers.concatenate([layers.Subtract()([p, q]), layers.Average()([p, q]),
+                        layers.Maximum()([p, q]), layers.Minimum()([p, q]),
+                        layers.add([p, q, p])])
+m = layers.LeakyReLU(negative_slope=0.2)(m)
+out_t = layers.Softmax()(layers.Dense(3)(layers.ReLU()(layers.Dense(8)(m))))
+models["graph"] = keras.Model(inputs=x, outputs=out_t, name="graph")
+
+# images: two branches of convolutions over one input, joined
+img = keras.Input((10, 10, 2))
+r = layers.Rescaling(0.5, offset=-1.0)(img)
+c1 = layers.Conv2D(4, 3, padding="same", activation="relu")(r)
+c2 = layers.Conv2D(4, 1)(layers.ZeroPadding2D(1)(layers.MaxPooling2D(2)(r)))
+c2 = layers.Conv2D(4, 3)(layers.Conv2D(4, 3, padding="same")(c2))
+j = layers.Concatenate(axis=-1)([layers.GlobalMaxPooling2D()(c1),
+                                 layers.GlobalAveragePooling2D()(c1),
+                                 layers.Flatten()(layers.AveragePooling2D(4)(c2))])
+models["images"] = keras.Model(img, layers.Dense(2)(j))
+
+rng = np.random.default_rng(0)
+inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
+          "images": rng.normal(size=(16, 10, 10, 2)).astype("float32")}
+for name, model in models.items():
+    print(f"MODEL {name} {[l.name for l in model.layers]}")
+    model.summary()
+    wfile = f"{out}/{name}_weights.npz"
+    if mode == "keras":
+        w = np.load(wfile)
+        model.set_weights([w[f"w{i}"] for i in range(len(w.files))])
+    else:
+        np.savez(wfile, **{f"w{i}": v for i, v in enumerate(model.get_weights())})
+    if name in inputs:
+        np.save(f"{out}/{name}_{mode}.npy", model.predict(inputs[name], verbose=0))
