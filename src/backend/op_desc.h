@@ -109,6 +109,9 @@ typedef enum sn_op {
     SN_OP_ATTENTION_GRAD,   /* (q, k, v, o, dy) -> dq | dk | dv, flat */
     SN_OP_ATTENTION_CACHED, /* (q, k, v [B,s,H,D], kc, vc [B,C,H,D], pos i32 [1]): keys
                                kc[0:pos] then k, causal from pos (generation); no gradient */
+    SN_OP_LSTM_DENSE_STEP,  /* (xw [B,4U], r [U,4U], h, c [B,U], wd [U,V], bd [V]) -> [B, 2U+V]:
+                               h' | c' | h' @ wd + bd, one LSTM step and a linear Dense
+                               (generation, op_rnn.c); no gradient */
     SN_OP_COUNT
 } sn_op;
 

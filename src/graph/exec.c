@@ -40,6 +40,15 @@ static sn_status download_all(sn_plan *p) {
     return SN_OK;
 }
 
+/* After a step: its side effects wrote the variables (the graph's, or a private copy), so the
+ * next step's kernels see a new version (sn_kcall.vars_version). A plan without side effects
+ * leaves the version alone: a kernel's copy of a weight stays valid across its steps. */
+static void vars_written(sn_plan *p) {
+    if (!p->writes_vars) return;
+    if (p->private_vars) p->pvars_version++;
+    else p->g->vars_version++;
+}
+
 /* The steps themselves; sn_plan_run wraps them in the device's thread count. */
 static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     for (int64_t s = 0; s < steps; s++) {
@@ -49,18 +58,23 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
         }
         if (p->mirror) SN_TRY(upload_inputs(p));
         int64_t key = p->step * p->step_mul + p->step_add;
+        uint64_t vv = p->private_vars ? p->pvars_version : p->g->vars_version;
         for (int c = 0; c < p->n_calls; c++) {
             sn_kcall *k = &p->calls[c];
             k->step = key;
+            k->vars_version = vv;
             double t0 = p->prof ? sn_now() : 0;
             sn_status st = p->kern[c]->run(k);
             if (p->prof) p->prof[c] += sn_now() - t0;
             if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
-            if (st != SN_OK)
+            if (st != SN_OK) {
+                vars_written(p); /* some side effects may have run */
                 return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
                                         (int)k->id, sn_ops[k->op]->name);
+            }
         }
         p->step++;
+        vars_written(p);
     }
     return SN_OK;
 }
@@ -81,8 +95,6 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     p->running = false;
     sn_status sy = sn_backend_synchronize(p->backend);
     if (s == SN_OK) s = sy;
-    /* Its side effects wrote the graph's variables (a private copy is the plan's own). */
-    if (!p->private_vars && steps > 0) p->g->vars_version++;
     /* Even after a failed step: the host's variables then hold what the device computed, as
      * they would on the CPU. */
     if (p->mirror) {

@@ -75,6 +75,7 @@ extern const sn_op_def sn_def_gru_layer;
 extern const sn_op_def sn_def_gru_layer_grad;
 extern const sn_op_def sn_def_layer_norm, sn_def_layer_norm_grad, sn_def_gelu_tanh,
     sn_def_gelu_tanh_grad, sn_def_attention, sn_def_attention_grad, sn_def_attention_cached;
+extern const sn_op_def sn_def_lstm_dense_step;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -157,6 +158,7 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_ATTENTION] = &sn_def_attention,
     [SN_OP_ATTENTION_GRAD] = &sn_def_attention_grad,
     [SN_OP_ATTENTION_CACHED] = &sn_def_attention_cached,
+    [SN_OP_LSTM_DENSE_STEP] = &sn_def_lstm_dense_step,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {
