@@ -95,6 +95,20 @@ else
     bad "hung worker: exit $rc after ${dt}s (wanted non-zero within 30 s naming the stall)"; cat "$tmp/hang.log"
 fi
 
+# 3b. Threads per worker: unbound workers (--bind-to none) without SN_NUM_THREADS share the
+# node's cores (cores / 2 each, at least 1) instead of each taking all of them; bound ones
+# (Open MPI's default for 2 ranks: a core each) keep their core; SN_NUM_THREADS is obeyed.
+cores=$(nproc)
+want=$((cores / 2)); [ "$want" -ge 1 ] || want=1
+out=$(env -u SN_NUM_THREADS timeout 60 "${MPIRUN[@]}" --bind-to none "$T" --threads 2>&1)
+n=$(grep -c "threads $want cores $cores\$" <<<"$out")
+[ "$n" = 2 ] && ok "unbound workers: $want thread(s) each of $cores cores" ||
+    bad "unbound workers: wanted 2 lines 'threads $want cores $cores', got: $out"
+out=$(SN_NUM_THREADS=3 timeout 60 "${MPIRUN[@]}" --bind-to none "$T" --threads 2>&1)
+n=$(grep -c "threads 3 cores" <<<"$out")
+[ "$n" = 2 ] && ok "SN_NUM_THREADS=3 kept by unbound workers" ||
+    bad "SN_NUM_THREADS=3 under --bind-to none: got: $out"
+
 # 4. The command line, end to end (small: 20 steps of the MLP).
 args=(train --model mlp --epochs 1 --steps-per-epoch 20 --validation-steps 4 --batch-size 64
       --steps-per-execution 5 --seed 5)
