@@ -45,8 +45,8 @@ static void free_case(tcase *t) {
 
 /* A matmul of a and b (transposed as ta, tb): its attributes, the output shape (the batch
  * dims of whichever side has more, then M, N) and the input shapes. */
-static void matmul_case(sn_shape a, sn_shape b, bool ta, bool tb, sn_attrs *attr, sn_shape *out,
-                        sn_shape in[2]) {
+static inline void matmul_case(sn_shape a, sn_shape b, bool ta, bool tb, sn_attrs *attr,
+                               sn_shape *out, sn_shape in[2]) {
     memset(attr, 0, sizeof *attr);
     attr->matmul.ta = ta, attr->matmul.tb = tb;
     *out = a.ndim >= b.ndim ? a : b;
