@@ -15,17 +15,13 @@ set -u
 B=${1:-build}
 T=$B/tests/test_dist
 S=$B/sinter
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_mpi: SKIPPED: mpirun not found (install Open MPI to run the multi-worker tests)"
-    exit 77
-fi
+. "$(dirname "$0")/sh_test_util.sh"
+command -v mpirun >/dev/null 2>&1 ||
+    sn_skip "test_mpi: mpirun not found (install Open MPI to run the multi-worker tests)"
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+sn_tmpdir test_mpi
+tmp=$TMP
 skipped=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 # Probe: a build without MPI says so.
 if ! out=$(SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_mpi.bin" 2>&1); then
@@ -138,6 +134,5 @@ fi
 n=$("$B/examples/distributed_matmul" 8 | grep -c "^\[\[22. 28.\]")
 [ "$n" = 8 ] && ok "distributed_matmul 8: 8 identical replicas" || bad "distributed_matmul 8 printed $n results"
 
-if [ $fail -ne 0 ]; then echo "test_mpi: FAILED"; exit 1; fi
+sn_finish || exit 1
 if [ $skipped -ne 0 ]; then echo "test_mpi: the rest passed, some parts SKIPPED"; exit 77; fi
-echo "test_mpi: all passed"
