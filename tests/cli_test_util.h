@@ -1,6 +1,6 @@
 /* Shared by the C tests that run the `sinter` command (test_numerics_cli.c, test_data_cli.c):
- * a temporary folder, files written into it (.npy images as numpy writes them), and running
- * `sinter ARGS` with its output captured.
+ * tmp_test_util.h's temporary folder, .npy images written into it as numpy writes them, and
+ * running `sinter ARGS` with its output captured.
  * Uses sn_test.h's CHECK. */
 #ifndef SN_CLI_TEST_UTIL_H
 #define SN_CLI_TEST_UTIL_H
@@ -12,42 +12,9 @@
 #include <unistd.h>
 
 #include "sn_test.h"
+#include "tmp_test_util.h"
 
-static char cli_tmpdir[256];
 static char cli_out[1 << 16];
-
-/* Makes the temporary folder (prefix names the test); false when it cannot. */
-static bool cli_tmpdir_make(const char *prefix) {
-    snprintf(cli_tmpdir, sizeof cli_tmpdir, "/tmp/%s_XXXXXX", prefix);
-    if (!mkdtemp(cli_tmpdir)) {
-        perror("mkdtemp");
-        return false;
-    }
-    return true;
-}
-
-/* Removes the folder and what the test wrote in it. */
-static void cli_tmpdir_remove(void) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cli_tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cli_tmpdir);
-}
-
-/* name inside the temporary folder (one of 64 rotating buffers) */
-static const char *cli_tmp(const char *name) {
-    static char bufs[64][320];
-    static int n;
-    char *p = bufs[n++ % 64];
-    snprintf(p, 320, "%s/%s", cli_tmpdir, name);
-    return p;
-}
-
-/* Writes n bytes to path (a test set-up failure is printed; the checks then fail). */
-static void cli_write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
-        fprintf(stderr, "test setup: cannot write %s\n", path);
-}
 
 /* An .npy image (header padded as numpy pads it) of the given descr ('<f4', '|u1', ...) and
  * shape text ("(64, 28, 28)") holding n bytes of data, into buf (room for n + 512 bytes);
@@ -76,7 +43,7 @@ static void cli_write_npy(const char *path, const char *descr, const char *shape
         fprintf(stderr, "test setup: no memory for %s\n", path);
         return;
     }
-    cli_write_file(path, buf, cli_npy(buf, descr, shape, data, n));
+    test_write_file(path, buf, cli_npy(buf, descr, shape, data, n));
     free(buf);
 }
 

@@ -31,7 +31,7 @@ static unsigned char buf[N * 28 * 28 * 4 + 1024];
 
 static void write_npy(const char *name, const char *descr, const char *shape, const void *d,
                       size_t n) {
-    cli_write_npy(cli_tmp(name), descr, shape, d, n);
+    cli_write_npy(test_tmp(name), descr, shape, d, n);
 }
 
 static void npz_member(zip_t *z, const char *name, const char *descr, const char *shape,
@@ -72,10 +72,10 @@ static void make_files(void) {
     write_npy("xstr.npy", "<U1", shape, xf, sizeof img * 4);
     /* A truncated .npy: the header promises more than there is. */
     size_t n = cli_npy(buf, "|u1", shape, img, sizeof img);
-    cli_write_file(cli_tmp("xcut.npy"), buf, n - 1000);
+    test_write_file(test_tmp("xcut.npy"), buf, n - 1000);
 
     int err = 0;
-    zip_t *z = zip_open(cli_tmp("split.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    zip_t *z = zip_open(test_tmp("split.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     snprintf(shape, sizeof shape, "(%d, 28, 28)", N);
     npz_member(z, "x_train.npy", "|u1", shape, img, sizeof img, true);
     snprintf(shape, sizeof shape, "(%d,)", N);
@@ -83,28 +83,28 @@ static void make_files(void) {
     npz_member(z, "x_test.npy", "|u1", "(64, 28, 28)", img, 64 * 784, false);
     npz_member(z, "y_test.npy", "<i8", "(64,)", y8, 64 * 8, true);
     zip_close(z);
-    z = zip_open(cli_tmp("plain.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("plain.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     snprintf(shape, sizeof shape, "(%d, 784)", N);
     npz_member(z, "x.npy", "<f4", shape, xf, sizeof xf, true);
     snprintf(shape, sizeof shape, "(%d,)", N);
     npz_member(z, "y.npy", "|u1", shape, lbl, sizeof lbl, true);
     zip_close(z);
-    z = zip_open(cli_tmp("small.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("small.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     npz_member(z, "x.npy", "|u1", "(4, 14, 14)", img, 4 * 196, false);
     npz_member(z, "y.npy", "|u1", "(4,)", lbl, 4, false);
     zip_close(z);
-    z = zip_open(cli_tmp("xonly.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err); /* no labels */
+    z = zip_open(test_tmp("xonly.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err); /* no labels */
     npz_member(z, "x.npy", "|u1", "(256, 28, 28)", img, sizeof img, true);
     zip_close(z);
-    z = zip_open(cli_tmp("other.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("other.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     npz_member(z, "images.npy", "|u1", "(4, 28, 28)", img, 4 * 784, false);
     zip_close(z);
 
     /* TFRecords: raw bytes under the default names; floats under other names. */
     sn_tfrecord_writer *w = NULL, *wf = NULL, *wn = NULL;
-    if (sn_tfrecord_writer_open(&w, cli_tmp("d.tfrecord"), false) != SN_OK ||
-        sn_tfrecord_writer_open(&wf, cli_tmp("f.tfrecords"), true) != SN_OK ||
-        sn_tfrecord_writer_open(&wn, cli_tmp("nolabel.tfrecord"), false) != SN_OK) {
+    if (sn_tfrecord_writer_open(&w, test_tmp("d.tfrecord"), false) != SN_OK ||
+        sn_tfrecord_writer_open(&wf, test_tmp("f.tfrecords"), true) != SN_OK ||
+        sn_tfrecord_writer_open(&wn, test_tmp("nolabel.tfrecord"), false) != SN_OK) {
         fprintf(stderr, "test setup: %s\n", sn_last_error());
         return;
     }
@@ -134,11 +134,11 @@ static void make_files(void) {
     size_t k = 0;
     while (k + 60 < sizeof text)
         k += (size_t)snprintf(text + k, sizeof text - k, "To be, or not to be: that is the question. ");
-    cli_write_file(cli_tmp("t.txt"), text, k);
-    cli_write_file(cli_tmp("t.corpus"), text, k);
+    test_write_file(test_tmp("t.txt"), text, k);
+    test_write_file(test_tmp("t.corpus"), text, k);
     text[100] = (char)0xC3; /* a cut-short UTF-8 sequence */
     text[101] = 'x';
-    cli_write_file(cli_tmp("bad.txt"), text, k);
+    test_write_file(test_tmp("bad.txt"), text, k);
 }
 
 int main(void) {
@@ -148,25 +148,25 @@ int main(void) {
         fprintf(stderr, "FAIL: %s is not built\n", exe);
         return 1;
     }
-    if (!cli_tmpdir_make("sn_test_data_cli")) return 1;
+    if (!test_tmpdir_make("sn_test_data_cli")) return 1;
     make_files();
     char a[2048];
     const char *quick = "--epochs 1 --steps-per-epoch 3 --batch-size 32 --model mlp";
 
     /* .npy examples + labels: trains (no test split), saves, evaluates and predicts. */
-    const char *w = cli_tmp("m.weights.h5");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --save %s", cli_tmp("x.npy"), cli_tmp("y.npy"), quick, w);
+    const char *w = test_tmp("m.weights.h5");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --save %s", test_tmp("x.npy"), test_tmp("y.npy"), quick, w);
     CLI_EXPECT(a, 0, "256 images of 28x28");
     CHECK(strstr(cli_out, "No test split in") != NULL, "no-test-split note missing:\n%s", cli_out);
-    snprintf(a, sizeof a, "evaluate --data %s --labels %s --model mlp --weights %s", cli_tmp("x.npy"), cli_tmp("y8.npy"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --labels %s --model mlp --weights %s", test_tmp("x.npy"), test_tmp("y8.npy"), w);
     CLI_EXPECT(a, 0, "Test accuracy:");
-    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 3", cli_tmp("x.npy"), cli_tmp("y.npy"), w);
+    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 3", test_tmp("x.npy"), test_tmp("y.npy"), w);
     CLI_EXPECT(a, 0, "index,label,predicted,p0");
     /* Predict on examples without labels: the label field is empty and the rest of each row is
      * what predict gives with labels (x.npy alone, an .npz without y, a TFRecord without the
      * label feature). train and evaluate still need labels. */
     static char with_labels[1 << 16], a_rows[1 << 16], b_rows[1 << 16];
-    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", cli_tmp("x.npy"), cli_tmp("y.npy"), w);
+    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", test_tmp("x.npy"), test_tmp("y.npy"), w);
     CLI_EXPECT(a, 0, "index,label,predicted,p0");
     CHECK(strstr(cli_out, "\n0,,") == NULL, "labelled predict left a label empty:\n%s", cli_out);
     snprintf(with_labels, sizeof with_labels, "%s", cli_out);
@@ -174,7 +174,7 @@ int main(void) {
     const char *unlabelled[] = {"x.npy", "xonly.npz", "nolabel.tfrecord"};
     for (int i = 0; i < 3; i++) {
         snprintf(a, sizeof a, "predict --data %s --model mlp --weights %s --count 5",
-                 cli_tmp(unlabelled[i]), w);
+                 test_tmp(unlabelled[i]), w);
         CLI_EXPECT(a, 0, "index,label,predicted,p0");
         CHECK(strstr(cli_out, "\n0,,") && strstr(cli_out, "\n4,,") && !strstr(cli_out, "\n5,"),
               "%s: rows 0 to 4 with an empty label expected:\n%s", unlabelled[i], cli_out);
@@ -182,78 +182,78 @@ int main(void) {
         CHECK(strcmp(a_rows, b_rows) == 0, "%s: predictions differ from the labelled run's:\n%s\nvs\n%s",
               unlabelled[i], a_rows, b_rows);
     }
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("x.npy"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("x.npy"), w);
     CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("xonly.npz"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("xonly.npz"), w);
     CLI_EXPECT(a, 1, "xonly.npz has no array 'y'");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("nolabel.tfrecord"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("nolabel.tfrecord"), w);
     CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("nolabel.tfrecord"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("nolabel.tfrecord"), quick);
     CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
     /* Flat float examples reshaped by --input-shape. */
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", cli_tmp("xflat.npy"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", test_tmp("xflat.npy"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
     /* .npz with train and test splits (deflated and stored members); and one with x/y. */
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("split.npz"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("split.npz"), quick);
     CLI_EXPECT(a, 0, "Test accuracy:");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("split.npz"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("split.npz"), w);
     CLI_EXPECT(a, 0, "on 64 test images");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,28", cli_tmp("plain.npz"), quick);
+    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,28", test_tmp("plain.npz"), quick);
     CLI_EXPECT(a, 0, "No test split");
     /* TFRecords: default feature names (bytes), other names (floats, gzip). */
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("d.tfrecord"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("d.tfrecord"), quick);
     CLI_EXPECT(a, 0, "256 images of 28x28");
     snprintf(a, sizeof a, "train --data %s %s --image-feature pixels --label-feature class --input-shape 28,28,1",
-             cli_tmp("f.tfrecords"), quick);
+             test_tmp("f.tfrecords"), quick);
     CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("d.tfrecord"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("d.tfrecord"), w);
     CLI_EXPECT(a, 0, "Test loss:");
 
     /* Errors: each names the file and what is wrong. */
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", cli_tmp("x.npy"), cli_tmp("y_short.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("x.npy"), test_tmp("y_short.npy"), quick);
     CLI_EXPECT(a, 1, "x.npy holds 256 examples (shape [256, 28, 28]) but");
     CHECK(strstr(cli_out, "y_short.npy holds 255 labels") != NULL, "count mismatch message:\n%s", cli_out);
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", cli_tmp("xcut.npy"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xcut.npy"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 1, "xcut.npy is truncated: shape [256, 28, 28] of '|u1' needs 200704 bytes of data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", cli_tmp("xstr.npy"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xstr.npy"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 1, "xstr.npy: dtype '<U1' is not supported");
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("x.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("x.npy"), quick);
     CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 30,30", cli_tmp("x.npy"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 30,30", test_tmp("x.npy"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 1, "--input-shape [30, 30] has 900 values per example but the examples of");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,x", cli_tmp("x.npy"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,x", test_tmp("x.npy"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 2, "--input-shape: '28,x' is not a list");
     snprintf(a, sizeof a, "train --data %s --labels %s --epochs 1 --steps-per-epoch 1 --batch-size 32 --model small_cnn",
-             cli_tmp("xflat.npy"), cli_tmp("y.npy"));
+             test_tmp("xflat.npy"), test_tmp("y.npy"));
     CLI_EXPECT(a, 1, "model small_cnn cannot take examples of shape [784]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("small.npz"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("small.npz"), w);
     CLI_EXPECT(a, 1, "m.weights.h5");
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("other.npz"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("other.npz"), quick);
     CLI_EXPECT(a, 1, "has neither arrays x_train/y_train nor x/y");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,27", cli_tmp("d.tfrecord"), quick);
+    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,27", test_tmp("d.tfrecord"), quick);
     CLI_EXPECT(a, 1, "d.tfrecord: record 0: feature \"image\" should be one bytes value of 756 raw u8 pixels");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", cli_tmp("d.tfrecord"), quick);
+    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("d.tfrecord"), quick);
     CLI_EXPECT(a, 1, "record 0: feature \"pixels\"");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", cli_tmp("split.npz"), quick);
+    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("split.npz"), quick);
     CLI_EXPECT(a, 2, "--image-feature and --label-feature go with TFRecord data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", cli_tmp("split.npz"), cli_tmp("y.npy"), quick);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("split.npz"), test_tmp("y.npy"), quick);
     CLI_EXPECT(a, 2, "--labels goes with --data x.npy");
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("t.corpus"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("t.corpus"), quick);
     CLI_EXPECT(a, 2, "cannot tell what kind of data");
-    snprintf(a, sizeof a, "train --data %s --data-dir %s %s", cli_tmp("t.txt"), cli_tmpdir, quick);
+    snprintf(a, sizeof a, "train --data %s --data-dir %s %s", test_tmp("t.txt"), test_tmpdir, quick);
     CLI_EXPECT(a, 2, "--data and --data-dir both name the data");
-    snprintf(a, sizeof a, "train --data %s %s", cli_tmp("missing.npz"), quick);
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("missing.npz"), quick);
     CLI_EXPECT(a, 1, "missing.npz");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", cli_tmp("t.txt"), w);
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("t.txt"), w);
     CLI_EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
 
     /* Text: invalid UTF-8 names the offset; --bytes reads it; a text model's training writes
      * the vocabulary beside the weights (needs the char_lstm presets; skipped until then). */
-    snprintf(a, sizeof a, "train --data %s --seq-length 20 --epochs 1", cli_tmp("bad.txt"));
+    snprintf(a, sizeof a, "train --data %s --seq-length 20 --epochs 1", test_tmp("bad.txt"));
     CLI_EXPECT(a, 1, "is not valid UTF-8: the sequence at byte offset 100");
-    const char *tw = cli_tmp("t.weights.h5");
+    const char *tw = test_tmp("t.weights.h5");
     snprintf(a, sizeof a, "train --data %s --text --seq-length 20 --batch-size 4 --epochs 1 --save %s",
-             cli_tmp("t.corpus"), tw);
+             test_tmp("t.corpus"), tw);
     int rc = cli_sinter(a);
     if (rc == 1 && strstr(cli_out, "unknown model preset 'char_lstm_small'")) {
         printf("test_data_cli: text training part skipped: no char_lstm_small preset in this build\n");
@@ -267,6 +267,6 @@ int main(void) {
         free(vp);
     }
 
-    cli_tmpdir_remove();
+    test_tmpdir_remove();
     return sn_test_finish("test_data_cli");
 }
