@@ -1,8 +1,10 @@
 /* A temporary folder for the C tests that write files (one copy, not one per test): make it,
- * name files in it, write bytes to one, remove it. cli_test_util.h builds on it. */
+ * name files in it, write bytes to one, remove it; and removing a flat folder a test made
+ * itself (test_rm_dir). cli_test_util.h builds on it. */
 #ifndef SN_TMP_TEST_UTIL_H
 #define SN_TMP_TEST_UTIL_H
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +43,21 @@ static inline void test_write_file(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");
     if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
         fprintf(stderr, "test setup: cannot write %s\n", path);
+}
+
+/* Removes dir and the files in it (one level: what a checkpoint folder holds), without a
+ * shell. */
+static inline void test_rm_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (e->d_name[0] == '.') continue;
+        char p[512];
+        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+        remove(p);
+    }
+    closedir(d);
+    rmdir(dir);
 }
 
 #endif
