@@ -200,6 +200,19 @@ static void check_refusals(void) {
     if (st) CHECK(sn_stepper_precision(st) == SN_F32, "a refused bf16 changed the precision");
     if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_I32), SN_ERR_INVALID, "expected f32 or bf16");
     sn_stepper_free(st);
+    /* Where the kernel table has no bf16 step (here: SN_KERNELS=ref), bf16 is refused, and
+     * asking again adds nothing to the model's graph. */
+    st = NULL;
+    if (m) CHECK_OK(sn_stepper_new(m, 1, &st));
+    setenv("SN_KERNELS", "ref", 1);
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED, "AVX512-BF16");
+    int nodes = m ? sn_graph_node_count(sn_model_graph(m)) : 0;
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED, "AVX512-BF16");
+    CHECK(!m || sn_graph_node_count(sn_model_graph(m)) == nodes,
+          "a second refused bf16 grew the graph from %d nodes", nodes);
+    unsetenv("SN_KERNELS");
+    if (st) CHECK_OK(sn_stepper_set_precision(st, SN_BF16));
+    sn_stepper_free(st);
     sn_model_free(m);
     m = sn_sequential_new("char_gru");
     sn_model_add(m, sn_layer_embedding(10, 4));

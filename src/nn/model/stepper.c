@@ -82,6 +82,7 @@ struct sn_stepper {
     /* bf16: the one-step plan (built by the first sn_stepper_set_precision(bf16)): inputs the
      * id, the table and the states; target lstm_dense_step's h' | c' | logits */
     sn_plan *bf16_plan;
+    bool bf16_built; /* the nodes below exist (built once, even when a plan is refused) */
     sn_node bx, btab, bh, bc, bout;
     uint64_t bf16_table_version; /* of the table copied into btab (0: none yet) */
     /* context models (attention): state[2k], state[2k+1] are block k's key and value caches
@@ -344,11 +345,10 @@ static const char *bf16_refusal(const sn_stepper *s, char *buf, size_t n) {
     return NULL;
 }
 
-/* The bf16 step plan: id -> the table's row (Embedding and the LSTM's input projection) ->
- * lstm_dense_step with the LSTM's recurrent kernel and the Dense's kernel and bias, under
- * bf16_compute. Refused (and not kept) unless the plan's kernel for that op is the bf16 one:
- * the CPU table's choice, which nn does not make itself. */
-static sn_status build_bf16(sn_stepper *s) {
+/* The bf16 step's nodes, once per stepper (a refused plan does not add them again): id -> the
+ * table's row (Embedding and the LSTM's input projection) -> lstm_dense_step with the LSTM's
+ * recurrent kernel and the Dense's kernel and bias. */
+static sn_status build_bf16_nodes(sn_stepper *s) {
     sn_model *m = s->m;
     sn_graph *g = m->g;
     const sn_layer *r = m->layers[1], *d = m->layers[2];
@@ -371,10 +371,18 @@ static sn_status build_bf16(sn_stepper *s) {
     s->bout = sn_lstm_dense_step(g, xw, r->vars[1], s->bh, s->bc, d->vars[0], bd);
     SN_TRY(sn_error_context(sn_graph_status(g), "stepper: building the bf16 step of model '%s'",
                             m->name));
+    s->bf16_built = true;
+    return SN_OK;
+}
+
+/* The bf16 step plan, under bf16_compute. Refused (and not kept) unless the plan's kernel for
+ * lstm_dense_step is the bf16 one: the CPU table's choice, which nn does not make itself. */
+static sn_status build_bf16(sn_stepper *s) {
+    if (!s->bf16_built) SN_TRY(build_bf16_nodes(s));
     sn_plan_opts po = sn_plan_opts_defaults();
     po.bf16_compute = true;
     sn_plan *p = NULL;
-    SN_TRY(sn_plan_new(&p, g, 1, &s->bout, &po));
+    SN_TRY(sn_plan_new(&p, s->m->g, 1, &s->bout, &po));
     const char *impl = NULL;
     sn_plan_profile_entry(p, sn_plan_call_of(p, s->bout), NULL, &impl, NULL);
     if (!impl || strcmp(impl, "avx512_bf16") != 0) {
