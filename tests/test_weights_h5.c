@@ -407,7 +407,7 @@ static void test_mha_sublayers(void) {
             }
             add_layer(m, "MultiHeadAttention", "mha", 0, bias ? 8 : 4);
         }
-        const char *p = tmp_path("mha.weights.h5");
+        const char *p = test_tmp("mha.weights.h5");
         CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
         CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
         CHECK(same_bits(&a, &b), "MultiHeadAttention round trip (bias %d)", bias);
