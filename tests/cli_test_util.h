@@ -1,6 +1,6 @@
-/* Shared by the C tests that run the `sinter` command (test_numerics_cli.c; test_data_cli.c
- * keeps its own copies of the same helpers for now): a temporary folder, files written into
- * it (.npy images as numpy writes them), and running `sinter ARGS` with its output captured.
+/* Shared by the C tests that run the `sinter` command (test_numerics_cli.c, test_data_cli.c):
+ * tmp_test_util.h's temporary folder, .npy images written into it as numpy writes them, and
+ * running `sinter ARGS` with its output captured.
  * Uses sn_test.h's CHECK. */
 #ifndef SN_CLI_TEST_UTIL_H
 #define SN_CLI_TEST_UTIL_H
@@ -12,55 +12,39 @@
 #include <unistd.h>
 
 #include "sn_test.h"
+#include "tmp_test_util.h"
 
-static char cli_tmpdir[256];
 static char cli_out[1 << 16];
 
-/* Makes the temporary folder (prefix names the test); false when it cannot. */
-static bool cli_tmpdir_make(const char *prefix) {
-    snprintf(cli_tmpdir, sizeof cli_tmpdir, "/tmp/%s_XXXXXX", prefix);
-    if (!mkdtemp(cli_tmpdir)) {
-        perror("mkdtemp");
-        return false;
-    }
-    return true;
-}
-
-/* Removes the folder and what the test wrote in it. */
-static void cli_tmpdir_remove(void) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", cli_tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cli_tmpdir);
-}
-
-/* name inside the temporary folder (one of 64 rotating buffers) */
-static const char *cli_tmp(const char *name) {
-    static char bufs[64][320];
-    static int n;
-    char *p = bufs[n++ % 64];
-    snprintf(p, 320, "%s/%s", cli_tmpdir, name);
-    return p;
-}
-
-/* An .npy file (header padded as numpy pads it) of the given descr ('<f4', '|u1', ...) and
- * shape text ("(64, 28, 28)") holding n bytes of data. */
-static void cli_write_npy(const char *path, const char *descr, const char *shape,
-                          const void *data, size_t n) {
+/* An .npy image (header padded as numpy pads it) of the given descr ('<f4', '|u1', ...) and
+ * shape text ("(64, 28, 28)") holding n bytes of data, into buf (room for n + 512 bytes);
+ * returns its size. */
+static size_t cli_npy(unsigned char *buf, const char *descr, const char *shape,
+                      const void *data, size_t n) {
     char h[256];
     int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                       descr, shape);
     size_t total = ((10 + (size_t)hl + 1 + 63) / 64) * 64 - 10;
-    unsigned char head[512];
-    memcpy(head, "\x93NUMPY\x01\x00", 8);
-    head[8] = (unsigned char)(total & 0xFF);
-    head[9] = (unsigned char)(total >> 8);
-    memcpy(head + 10, h, (size_t)hl);
-    memset(head + 10 + hl, ' ', total - (size_t)hl);
-    head[10 + total - 1] = '\n';
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(head, 1, 10 + total, f) != 10 + total || fwrite(data, 1, n, f) != n ||
-        fclose(f) != 0)
-        fprintf(stderr, "test setup: cannot write %s\n", path);
+    memcpy(buf, "\x93NUMPY\x01\x00", 8);
+    buf[8] = (unsigned char)(total & 0xFF);
+    buf[9] = (unsigned char)(total >> 8);
+    memcpy(buf + 10, h, (size_t)hl);
+    memset(buf + 10 + hl, ' ', total - (size_t)hl);
+    buf[10 + total - 1] = '\n';
+    memcpy(buf + 10 + total, data, n);
+    return 10 + total + n;
+}
+
+/* The same as a file at path. */
+static void cli_write_npy(const char *path, const char *descr, const char *shape,
+                          const void *data, size_t n) {
+    unsigned char *buf = malloc(n + 512);
+    if (!buf) {
+        fprintf(stderr, "test setup: no memory for %s\n", path);
+        return;
+    }
+    test_write_file(path, buf, cli_npy(buf, descr, shape, data, n));
+    free(buf);
 }
 
 /* Runs `sinter ARGS` (2 threads) with stdout and stderr in cli_out; returns its exit code. */

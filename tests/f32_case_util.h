@@ -1,7 +1,8 @@
 /* One float32 kernel call built by hand for kernel-vs-reference tests: random inputs, then
  * run_kernel prepares and runs a kernel twice (the same prepared state) into a NaN-filled
  * output with NaN-patterned scratch, so a kernel that skips elements or reads uninitialised
- * scratch is caught. Used by test_cpu_kernels_blas.c and test_bf16.c. */
+ * scratch is caught; matmul_case sets up a matmul call's attributes and shapes. Used by
+ * test_cpu_kernels_blas.c, test_bf16.c and test_thread_count.c. */
 #ifndef SN_F32_CASE_UTIL_H
 #define SN_F32_CASE_UTIL_H
 
@@ -40,6 +41,18 @@ static void init_case(tcase *t, sn_rng *rng, sn_op op, const sn_attrs *attr, int
 
 static void free_case(tcase *t) {
     for (int i = 0; i < 2; i++) sn_free_aligned(t->in[i]);
+}
+
+/* A matmul of a and b (transposed as ta, tb): its attributes, the output shape (the batch
+ * dims of whichever side has more, then M, N) and the input shapes. */
+static inline void matmul_case(sn_shape a, sn_shape b, bool ta, bool tb, sn_attrs *attr,
+                               sn_shape *out, sn_shape in[2]) {
+    memset(attr, 0, sizeof *attr);
+    attr->matmul.ta = ta, attr->matmul.tb = tb;
+    *out = a.ndim >= b.ndim ? a : b;
+    out->dim[out->ndim - 2] = ta ? a.dim[a.ndim - 1] : a.dim[a.ndim - 2];
+    out->dim[out->ndim - 1] = tb ? b.dim[b.ndim - 2] : b.dim[b.ndim - 1];
+    in[0] = a, in[1] = b;
 }
 
 /* Runs kernel k on t into a fresh output the caller frees (sn_free_aligned). */

@@ -11,6 +11,7 @@
 
 #include "backend/kernel.h"
 #include "graph/graph_impl.h"
+#include "fd_test_util.h"
 #include "sn_test.h"
 
 #define S1(a) {.ndim = 1, .dim = {a}}
@@ -124,23 +125,7 @@ static void test_gradients(void) {
         double ga[N];
         memcpy(ga, sn_plan_buffer(p, dx), sizeof ga);
         double worst = 0;
-        int bad = 0;
-        for (int i = 0; i < N; i++) {
-            const double eps = 1e-6;
-            double x0 = xv[i];
-            xv[i] = x0 + eps;
-            sn_plan_run(p, 1, NULL, NULL);
-            double lp = *(double *)sn_plan_buffer(p, loss);
-            xv[i] = x0 - eps;
-            sn_plan_run(p, 1, NULL, NULL);
-            double lm = *(double *)sn_plan_buffer(p, loss);
-            xv[i] = x0;
-            double num = (lp - lm) / (2 * eps);
-            double err = fabs(num - ga[i]) / fmax(1.0, fmax(fabs(num), fabs(ga[i])));
-            worst = fmax(worst, err);
-            if (!(err <= 1e-7) && bad++ < 3)
-                fprintf(stderr, "  %s x=%g: analytic %.12g numeric %.12g\n", acts[k].name, x0, ga[i], num);
-        }
+        int bad = fd_check(p, loss, xv, ga, N, 1e-7, acts[k].name, &worst);
         CHECK(bad == 0, "%s: %d gradient entries off (worst %.3g)", acts[k].name, bad, worst);
         if (bad == 0) printf("ok  grad %-14s worst relative error %.2e\n", acts[k].name, worst);
         sn_plan_free(p);

@@ -8,16 +8,11 @@ set -u
 BUILD=$(cd "${1:?usage: bash tests/test_bench.sh <build dir>}" && pwd)
 SINTER="$BUILD/sinter"
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_bench.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-passed=0 failed=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; [ -s "$2" ] && sed 's/^/     | /' "$2" | tail -15; }
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir test_bench
 
-if [ ! -d /usr/share/datasets/fashion-mnist ]; then
-    echo "SKIPPED: Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
-    exit 77 # CTest's SKIP_RETURN_CODE
-fi
+[ -d /usr/share/datasets/fashion-mnist ] ||
+    sn_skip "Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)"
 
 # bench NAME ARGS...: runs sinter bench, checks exit 0 and the fields of its key=value line.
 bench() {
@@ -72,5 +67,4 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q "fp32, bf16 or fp32-strict" "$TMP/bad2"; then ok "bench --precision fp16 is refused"
 else bad "bench --precision fp16: exit $rc" "$TMP/bad2"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+sn_finish

@@ -65,12 +65,8 @@ static void check(const char *name, sn_op op, const sn_attrs *attr, const sn_sha
 
 static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool tb) {
     sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.matmul.ta = ta, attr.matmul.tb = tb;
-    const sn_shape *big = a.ndim >= b.ndim ? &a : &b;
-    sn_shape out = *big, in[2] = {a, b};
-    out.dim[out.ndim - 2] = ta ? a.dim[a.ndim - 1] : a.dim[a.ndim - 2];
-    out.dim[out.ndim - 1] = tb ? b.dim[b.ndim - 2] : b.dim[b.ndim - 1];
+    sn_shape out, in[2];
+    matmul_case(a, b, ta, tb, &attr, &out, in);
     char name[96];
     snprintf(name, sizeof name, "matmul %s ta=%d tb=%d", tag, ta, tb);
     check(name, SN_OP_MATMUL, &attr, in, out, sn_cpu_matmul_impl("dnnl"), true);

@@ -12,14 +12,14 @@ set -u
 BUILD=$(cd "${1:?usage: bash tests/test_char_quality.sh <build dir>}" && pwd)
 SINTER="$BUILD/sinter"
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+. "$(dirname "$0")/sh_test_util.sh"
 CORPUS=$("$(dirname "$0")/../scripts/shakespeare.sh" --no-fetch)
 case $? in
     0) ;;
-    77) echo "SKIPPED: no Shakespeare corpus (scripts/shakespeare.sh fetches it)"; exit 77 ;;
+    77) sn_skip "no Shakespeare corpus (scripts/shakespeare.sh fetches it)" ;;
     *) echo "FAIL: scripts/shakespeare.sh --no-fetch failed"; exit 1 ;;
 esac
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_char_quality.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+sn_tmpdir test_char_quality
 head -c 300000 "$CORPUS" >"$TMP/slice.txt"
 if ! "$SINTER" train --data "$TMP/slice.txt" --model char_lstm_small --seq-length 50 \
     --batch-size 32 --epochs 1 --steps-per-epoch 300 --learning-rate 0.003 --seed 0 \

@@ -19,41 +19,8 @@ export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 # keep this test at seconds. libgomp reads the variable when it loads, hence here.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
-
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1"
-    shift
-    for f in "$@"; do [ -s "$f" ] && sed 's/^/     | /' "$f" | tail -20; done
-}
-
-# run NAME EXPECTED_RC CMD... : runs CMD with stdout/stderr in $TMP/NAME.{out,err}; checks rc.
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        bad "$name: exit code $rc, expected $want ($*)" "$TMP/$name.out" "$TMP/$name.err"
-        return 1
-    fi
-    return 0
-}
-
-# expect NAME STREAM PATTERN : the output of run NAME matches grep -E PATTERN.
-expect() {
-    local name=$1 stream=$2 pattern=$3
-    if grep -Eq -- "$pattern" "$TMP/$name.$stream"; then
-        ok "$name: $stream has '$pattern'"
-    else
-        bad "$name: $stream lacks '$pattern'" "$TMP/$name.out" "$TMP/$name.err"
-    fi
-}
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir test_cli
 
 if [ ! -x "$SINTER" ]; then
     echo "FAIL $SINTER is not built"
@@ -189,6 +156,5 @@ else
     skipped=1
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] || exit 1
+sn_finish || exit 1
 [ "${skipped:-0}" -eq 0 ] || exit 77

@@ -61,14 +61,8 @@ static void check(const char *name, sn_op op, const sn_attrs *attr, int n_in, co
 
 static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool tb) {
     sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.matmul.ta = ta, attr.matmul.tb = tb;
-    /* Output: the batch dims of whichever side has them, then M, N. */
-    const sn_shape *big = a.ndim >= b.ndim ? &a : &b;
-    sn_shape out = *big;
-    out.dim[out.ndim - 2] = ta ? a.dim[a.ndim - 1] : a.dim[a.ndim - 2];
-    out.dim[out.ndim - 1] = tb ? b.dim[b.ndim - 2] : b.dim[b.ndim - 1];
-    sn_shape in[2] = {a, b};
+    sn_shape out, in[2];
+    matmul_case(a, b, ta, tb, &attr, &out, in);
     char name[80];
     snprintf(name, sizeof name, "matmul %s ta=%d tb=%d", tag, ta, tb);
     const char *impls[] = {"openblas", "dnnl"};

@@ -6,53 +6,12 @@
  * together; predict on examples without labels. Each run checks the exit code and the
  * message. */
 #include <stdint.h>
-#include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 #include <zip.h>
 
+#include "cli_test_util.h"
 #include "sinter/data.h"
-#include "sn_test.h"
 
 #define N 256 /* examples */
-
-static char tmpdir[256];
-static char out[1 << 16];
-
-static const char *tmp_path(const char *name) {
-    static char bufs[64][320];
-    static int n;
-    char *p = bufs[n++ % 64];
-    snprintf(p, 320, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
-        fprintf(stderr, "test setup: cannot write %s\n", path);
-}
-
-/* Runs `sinter ARGS` with stdout and stderr in `out`; returns its exit code. */
-static int sinter(const char *args) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "SN_NUM_THREADS=2 OMP_WAIT_POLICY=passive %s/sinter %s 2>&1",
-             SN_BINARY_DIR, args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, sizeof out - 1, p);
-    out[n] = 0;
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-#define EXPECT(args, rc, needle)                                                               \
-    do {                                                                                       \
-        int rc_ = sinter(args);                                                                \
-        CHECK(rc_ == (rc) && strstr(out, (needle)) != NULL,                                    \
-              "sinter %s: exit %d (wanted %d), output lacks '%s':\n%s", args, rc_, (rc),       \
-              (needle), out);                                                                  \
-    } while (0)
 
 /* `csv` (predict's rows) without the second field of each line, into out_ (size n). */
 static void drop_label(const char *csv, char *out_, size_t n) {
@@ -66,35 +25,18 @@ static void drop_label(const char *csv, char *out_, size_t n) {
     out_[k] = 0;
 }
 
-/* An .npy image (header padded as numpy pads it) of the given descr and shape text. */
-static size_t npy(unsigned char *buf, const char *descr, const char *shape, const void *data,
-                  size_t n) {
-    char h[256];
-    int hl = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
-                      descr, shape);
-    size_t total = ((10 + (size_t)hl + 1 + 63) / 64) * 64 - 10;
-    memcpy(buf, "\x93NUMPY\x01\x00", 8);
-    buf[8] = (unsigned char)(total & 0xFF);
-    buf[9] = (unsigned char)(total >> 8);
-    memcpy(buf + 10, h, (size_t)hl);
-    memset(buf + 10 + hl, ' ', total - (size_t)hl);
-    buf[10 + total - 1] = '\n';
-    memcpy(buf + 10 + total, data, n);
-    return 10 + total + n;
-}
-
 static unsigned char img[N][28][28];
 static uint8_t lbl[N];
 static unsigned char buf[N * 28 * 28 * 4 + 1024];
 
 static void write_npy(const char *name, const char *descr, const char *shape, const void *d,
                       size_t n) {
-    write_file(tmp_path(name), buf, npy(buf, descr, shape, d, n));
+    cli_write_npy(test_tmp(name), descr, shape, d, n);
 }
 
 static void npz_member(zip_t *z, const char *name, const char *descr, const char *shape,
                        const void *d, size_t n, bool deflate) {
-    size_t len = npy(buf, descr, shape, d, n);
+    size_t len = cli_npy(buf, descr, shape, d, n);
     void *copy = malloc(len);
     memcpy(copy, buf, len);
     zip_source_t *src = zip_source_buffer(z, copy, len, 1);
@@ -129,11 +71,11 @@ static void make_files(void) {
     snprintf(shape, sizeof shape, "(%d, 28, 28)", N);
     write_npy("xstr.npy", "<U1", shape, xf, sizeof img * 4);
     /* A truncated .npy: the header promises more than there is. */
-    size_t n = npy(buf, "|u1", shape, img, sizeof img);
-    write_file(tmp_path("xcut.npy"), buf, n - 1000);
+    size_t n = cli_npy(buf, "|u1", shape, img, sizeof img);
+    test_write_file(test_tmp("xcut.npy"), buf, n - 1000);
 
     int err = 0;
-    zip_t *z = zip_open(tmp_path("split.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    zip_t *z = zip_open(test_tmp("split.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     snprintf(shape, sizeof shape, "(%d, 28, 28)", N);
     npz_member(z, "x_train.npy", "|u1", shape, img, sizeof img, true);
     snprintf(shape, sizeof shape, "(%d,)", N);
@@ -141,28 +83,28 @@ static void make_files(void) {
     npz_member(z, "x_test.npy", "|u1", "(64, 28, 28)", img, 64 * 784, false);
     npz_member(z, "y_test.npy", "<i8", "(64,)", y8, 64 * 8, true);
     zip_close(z);
-    z = zip_open(tmp_path("plain.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("plain.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     snprintf(shape, sizeof shape, "(%d, 784)", N);
     npz_member(z, "x.npy", "<f4", shape, xf, sizeof xf, true);
     snprintf(shape, sizeof shape, "(%d,)", N);
     npz_member(z, "y.npy", "|u1", shape, lbl, sizeof lbl, true);
     zip_close(z);
-    z = zip_open(tmp_path("small.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("small.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     npz_member(z, "x.npy", "|u1", "(4, 14, 14)", img, 4 * 196, false);
     npz_member(z, "y.npy", "|u1", "(4,)", lbl, 4, false);
     zip_close(z);
-    z = zip_open(tmp_path("xonly.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err); /* no labels */
+    z = zip_open(test_tmp("xonly.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err); /* no labels */
     npz_member(z, "x.npy", "|u1", "(256, 28, 28)", img, sizeof img, true);
     zip_close(z);
-    z = zip_open(tmp_path("other.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
+    z = zip_open(test_tmp("other.npz"), ZIP_CREATE | ZIP_TRUNCATE, &err);
     npz_member(z, "images.npy", "|u1", "(4, 28, 28)", img, 4 * 784, false);
     zip_close(z);
 
     /* TFRecords: raw bytes under the default names; floats under other names. */
     sn_tfrecord_writer *w = NULL, *wf = NULL, *wn = NULL;
-    if (sn_tfrecord_writer_open(&w, tmp_path("d.tfrecord"), false) != SN_OK ||
-        sn_tfrecord_writer_open(&wf, tmp_path("f.tfrecords"), true) != SN_OK ||
-        sn_tfrecord_writer_open(&wn, tmp_path("nolabel.tfrecord"), false) != SN_OK) {
+    if (sn_tfrecord_writer_open(&w, test_tmp("d.tfrecord"), false) != SN_OK ||
+        sn_tfrecord_writer_open(&wf, test_tmp("f.tfrecords"), true) != SN_OK ||
+        sn_tfrecord_writer_open(&wn, test_tmp("nolabel.tfrecord"), false) != SN_OK) {
         fprintf(stderr, "test setup: %s\n", sn_last_error());
         return;
     }
@@ -192,11 +134,11 @@ static void make_files(void) {
     size_t k = 0;
     while (k + 60 < sizeof text)
         k += (size_t)snprintf(text + k, sizeof text - k, "To be, or not to be: that is the question. ");
-    write_file(tmp_path("t.txt"), text, k);
-    write_file(tmp_path("t.corpus"), text, k);
+    test_write_file(test_tmp("t.txt"), text, k);
+    test_write_file(test_tmp("t.corpus"), text, k);
     text[100] = (char)0xC3; /* a cut-short UTF-8 sequence */
     text[101] = 'x';
-    write_file(tmp_path("bad.txt"), text, k);
+    test_write_file(test_tmp("bad.txt"), text, k);
 }
 
 int main(void) {
@@ -206,121 +148,117 @@ int main(void) {
         fprintf(stderr, "FAIL: %s is not built\n", exe);
         return 1;
     }
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/sn_test_data_cli_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_data_cli")) return 1;
     make_files();
     char a[2048];
     const char *quick = "--epochs 1 --steps-per-epoch 3 --batch-size 32 --model mlp";
 
     /* .npy examples + labels: trains (no test split), saves, evaluates and predicts. */
-    const char *w = tmp_path("m.weights.h5");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --save %s", tmp_path("x.npy"), tmp_path("y.npy"), quick, w);
-    EXPECT(a, 0, "256 images of 28x28");
-    CHECK(strstr(out, "No test split in") != NULL, "no-test-split note missing:\n%s", out);
-    snprintf(a, sizeof a, "evaluate --data %s --labels %s --model mlp --weights %s", tmp_path("x.npy"), tmp_path("y8.npy"), w);
-    EXPECT(a, 0, "Test accuracy:");
-    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 3", tmp_path("x.npy"), tmp_path("y.npy"), w);
-    EXPECT(a, 0, "index,label,predicted,p0");
+    const char *w = test_tmp("m.weights.h5");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --save %s", test_tmp("x.npy"), test_tmp("y.npy"), quick, w);
+    CLI_EXPECT(a, 0, "256 images of 28x28");
+    CHECK(strstr(cli_out, "No test split in") != NULL, "no-test-split note missing:\n%s", cli_out);
+    snprintf(a, sizeof a, "evaluate --data %s --labels %s --model mlp --weights %s", test_tmp("x.npy"), test_tmp("y8.npy"), w);
+    CLI_EXPECT(a, 0, "Test accuracy:");
+    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 3", test_tmp("x.npy"), test_tmp("y.npy"), w);
+    CLI_EXPECT(a, 0, "index,label,predicted,p0");
     /* Predict on examples without labels: the label field is empty and the rest of each row is
      * what predict gives with labels (x.npy alone, an .npz without y, a TFRecord without the
      * label feature). train and evaluate still need labels. */
     static char with_labels[1 << 16], a_rows[1 << 16], b_rows[1 << 16];
-    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", tmp_path("x.npy"), tmp_path("y.npy"), w);
-    EXPECT(a, 0, "index,label,predicted,p0");
-    CHECK(strstr(out, "\n0,,") == NULL, "labelled predict left a label empty:\n%s", out);
-    snprintf(with_labels, sizeof with_labels, "%s", out);
+    snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", test_tmp("x.npy"), test_tmp("y.npy"), w);
+    CLI_EXPECT(a, 0, "index,label,predicted,p0");
+    CHECK(strstr(cli_out, "\n0,,") == NULL, "labelled predict left a label empty:\n%s", cli_out);
+    snprintf(with_labels, sizeof with_labels, "%s", cli_out);
     drop_label(with_labels, b_rows, sizeof b_rows);
     const char *unlabelled[] = {"x.npy", "xonly.npz", "nolabel.tfrecord"};
     for (int i = 0; i < 3; i++) {
         snprintf(a, sizeof a, "predict --data %s --model mlp --weights %s --count 5",
-                 tmp_path(unlabelled[i]), w);
-        EXPECT(a, 0, "index,label,predicted,p0");
-        CHECK(strstr(out, "\n0,,") && strstr(out, "\n4,,") && !strstr(out, "\n5,"),
-              "%s: rows 0 to 4 with an empty label expected:\n%s", unlabelled[i], out);
-        drop_label(out, a_rows, sizeof a_rows);
+                 test_tmp(unlabelled[i]), w);
+        CLI_EXPECT(a, 0, "index,label,predicted,p0");
+        CHECK(strstr(cli_out, "\n0,,") && strstr(cli_out, "\n4,,") && !strstr(cli_out, "\n5,"),
+              "%s: rows 0 to 4 with an empty label expected:\n%s", unlabelled[i], cli_out);
+        drop_label(cli_out, a_rows, sizeof a_rows);
         CHECK(strcmp(a_rows, b_rows) == 0, "%s: predictions differ from the labelled run's:\n%s\nvs\n%s",
               unlabelled[i], a_rows, b_rows);
     }
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("x.npy"), w);
-    EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("xonly.npz"), w);
-    EXPECT(a, 1, "xonly.npz has no array 'y'");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("nolabel.tfrecord"), w);
-    EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("nolabel.tfrecord"), quick);
-    EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("x.npy"), w);
+    CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("xonly.npz"), w);
+    CLI_EXPECT(a, 1, "xonly.npz has no array 'y'");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("nolabel.tfrecord"), w);
+    CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("nolabel.tfrecord"), quick);
+    CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
     /* Flat float examples reshaped by --input-shape. */
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", tmp_path("xflat.npy"), tmp_path("y.npy"), quick);
-    EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", test_tmp("xflat.npy"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
     /* .npz with train and test splits (deflated and stored members); and one with x/y. */
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("split.npz"), quick);
-    EXPECT(a, 0, "Test accuracy:");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("split.npz"), w);
-    EXPECT(a, 0, "on 64 test images");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,28", tmp_path("plain.npz"), quick);
-    EXPECT(a, 0, "No test split");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("split.npz"), quick);
+    CLI_EXPECT(a, 0, "Test accuracy:");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("split.npz"), w);
+    CLI_EXPECT(a, 0, "on 64 test images");
+    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,28", test_tmp("plain.npz"), quick);
+    CLI_EXPECT(a, 0, "No test split");
     /* TFRecords: default feature names (bytes), other names (floats, gzip). */
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("d.tfrecord"), quick);
-    EXPECT(a, 0, "256 images of 28x28");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("d.tfrecord"), quick);
+    CLI_EXPECT(a, 0, "256 images of 28x28");
     snprintf(a, sizeof a, "train --data %s %s --image-feature pixels --label-feature class --input-shape 28,28,1",
-             tmp_path("f.tfrecords"), quick);
-    EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("d.tfrecord"), w);
-    EXPECT(a, 0, "Test loss:");
+             test_tmp("f.tfrecords"), quick);
+    CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("d.tfrecord"), w);
+    CLI_EXPECT(a, 0, "Test loss:");
 
     /* Errors: each names the file and what is wrong. */
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", tmp_path("x.npy"), tmp_path("y_short.npy"), quick);
-    EXPECT(a, 1, "x.npy holds 256 examples (shape [256, 28, 28]) but");
-    CHECK(strstr(out, "y_short.npy holds 255 labels") != NULL, "count mismatch message:\n%s", out);
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", tmp_path("xcut.npy"), tmp_path("y.npy"), quick);
-    EXPECT(a, 1, "xcut.npy is truncated: shape [256, 28, 28] of '|u1' needs 200704 bytes of data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", tmp_path("xstr.npy"), tmp_path("y.npy"), quick);
-    EXPECT(a, 1, "xstr.npy: dtype '<U1' is not supported");
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("x.npy"), quick);
-    EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 30,30", tmp_path("x.npy"), tmp_path("y.npy"), quick);
-    EXPECT(a, 1, "--input-shape [30, 30] has 900 values per example but the examples of");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,x", tmp_path("x.npy"), tmp_path("y.npy"), quick);
-    EXPECT(a, 2, "--input-shape: '28,x' is not a list");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("x.npy"), test_tmp("y_short.npy"), quick);
+    CLI_EXPECT(a, 1, "x.npy holds 256 examples (shape [256, 28, 28]) but");
+    CHECK(strstr(cli_out, "y_short.npy holds 255 labels") != NULL, "count mismatch message:\n%s", cli_out);
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xcut.npy"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 1, "xcut.npy is truncated: shape [256, 28, 28] of '|u1' needs 200704 bytes of data");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xstr.npy"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 1, "xstr.npy: dtype '<U1' is not supported");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("x.npy"), quick);
+    CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 30,30", test_tmp("x.npy"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 1, "--input-shape [30, 30] has 900 values per example but the examples of");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,x", test_tmp("x.npy"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 2, "--input-shape: '28,x' is not a list");
     snprintf(a, sizeof a, "train --data %s --labels %s --epochs 1 --steps-per-epoch 1 --batch-size 32 --model small_cnn",
-             tmp_path("xflat.npy"), tmp_path("y.npy"));
-    EXPECT(a, 1, "model small_cnn cannot take examples of shape [784]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("small.npz"), w);
-    EXPECT(a, 1, "m.weights.h5");
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("other.npz"), quick);
-    EXPECT(a, 1, "has neither arrays x_train/y_train nor x/y");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,27", tmp_path("d.tfrecord"), quick);
-    EXPECT(a, 1, "d.tfrecord: record 0: feature \"image\" should be one bytes value of 756 raw u8 pixels");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", tmp_path("d.tfrecord"), quick);
-    EXPECT(a, 1, "record 0: feature \"pixels\"");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", tmp_path("split.npz"), quick);
-    EXPECT(a, 2, "--image-feature and --label-feature go with TFRecord data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", tmp_path("split.npz"), tmp_path("y.npy"), quick);
-    EXPECT(a, 2, "--labels goes with --data x.npy");
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("t.corpus"), quick);
-    EXPECT(a, 2, "cannot tell what kind of data");
-    snprintf(a, sizeof a, "train --data %s --data-dir %s %s", tmp_path("t.txt"), tmpdir, quick);
-    EXPECT(a, 2, "--data and --data-dir both name the data");
-    snprintf(a, sizeof a, "train --data %s %s", tmp_path("missing.npz"), quick);
-    EXPECT(a, 1, "missing.npz");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", tmp_path("t.txt"), w);
-    EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
+             test_tmp("xflat.npy"), test_tmp("y.npy"));
+    CLI_EXPECT(a, 1, "model small_cnn cannot take examples of shape [784]");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("small.npz"), w);
+    CLI_EXPECT(a, 1, "m.weights.h5");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("other.npz"), quick);
+    CLI_EXPECT(a, 1, "has neither arrays x_train/y_train nor x/y");
+    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,27", test_tmp("d.tfrecord"), quick);
+    CLI_EXPECT(a, 1, "d.tfrecord: record 0: feature \"image\" should be one bytes value of 756 raw u8 pixels");
+    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("d.tfrecord"), quick);
+    CLI_EXPECT(a, 1, "record 0: feature \"pixels\"");
+    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("split.npz"), quick);
+    CLI_EXPECT(a, 2, "--image-feature and --label-feature go with TFRecord data");
+    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("split.npz"), test_tmp("y.npy"), quick);
+    CLI_EXPECT(a, 2, "--labels goes with --data x.npy");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("t.corpus"), quick);
+    CLI_EXPECT(a, 2, "cannot tell what kind of data");
+    snprintf(a, sizeof a, "train --data %s --data-dir %s %s", test_tmp("t.txt"), test_tmpdir, quick);
+    CLI_EXPECT(a, 2, "--data and --data-dir both name the data");
+    snprintf(a, sizeof a, "train --data %s %s", test_tmp("missing.npz"), quick);
+    CLI_EXPECT(a, 1, "missing.npz");
+    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("t.txt"), w);
+    CLI_EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
 
     /* Text: invalid UTF-8 names the offset; --bytes reads it; a text model's training writes
      * the vocabulary beside the weights (needs the char_lstm presets; skipped until then). */
-    snprintf(a, sizeof a, "train --data %s --seq-length 20 --epochs 1", tmp_path("bad.txt"));
-    EXPECT(a, 1, "is not valid UTF-8: the sequence at byte offset 100");
-    const char *tw = tmp_path("t.weights.h5");
+    snprintf(a, sizeof a, "train --data %s --seq-length 20 --epochs 1", test_tmp("bad.txt"));
+    CLI_EXPECT(a, 1, "is not valid UTF-8: the sequence at byte offset 100");
+    const char *tw = test_tmp("t.weights.h5");
     snprintf(a, sizeof a, "train --data %s --text --seq-length 20 --batch-size 4 --epochs 1 --save %s",
-             tmp_path("t.corpus"), tw);
-    int rc = sinter(a);
-    if (rc == 1 && strstr(out, "unknown model preset 'char_lstm_small'")) {
+             test_tmp("t.corpus"), tw);
+    int rc = cli_sinter(a);
+    if (rc == 1 && strstr(cli_out, "unknown model preset 'char_lstm_small'")) {
         printf("test_data_cli: text training part skipped: no char_lstm_small preset in this build\n");
     } else {
-        CHECK(rc == 0, "text training: exit %d:\n%s", rc, out);
+        CHECK(rc == 0, "text training: exit %d:\n%s", rc, cli_out);
         char *vp = sn_vocab_path_for(tw);
         sn_vocab *v = NULL;
         CHECK(vp && sn_vocab_load(&v, vp) == SN_OK && sn_vocab_size(v) == 17, /* "To be, or not to be: that is the question. " */
@@ -329,8 +267,6 @@ int main(void) {
         free(vp);
     }
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    test_tmpdir_remove();
     return sn_test_finish("test_data_cli");
 }

@@ -13,6 +13,8 @@
  *   test_dist --bench PRESET B STEPS   under mpirun: ms/step of a preset model and how much
  *                                      of the gradient all-reduce waited after the backward
  *                                      pass (docs/distributed.md)
+ *   test_dist --threads                under mpirun: the worker's thread count after
+ *                                      making a multi_worker strategy
  *   test_dist --bench-local PRESET B STEPS N   ms/step mirrored on N logical CPU devices
  *                                      ($SN_DIST_CONCURRENT=0: replicas one after another;
  *                                      $SN_BENCH_SPE=K: K steps per execution, default 1) */
@@ -776,6 +778,23 @@ static void test_steps_per_execution(void) {
     sn_tensor_free(y);
 }
 
+/* Under mpirun: the thread count a multi_worker strategy leaves this worker with (printed
+ * as "rank R threads N cores C"), for test_mpi.sh's check that unbound workers share the
+ * node's cores instead of each taking all of them. */
+static int threads_mode(void) {
+    sn_strategy *s = NULL;
+    if (sn_strategy_multi_worker(1, &s) != SN_OK) {
+        fprintf(stderr, "test_dist --threads: %s\n", sn_last_error());
+        return 1;
+    }
+    printf("rank %d threads %d cores %d\n", sn_strategy_worker_rank(s), sn_num_threads(),
+           sn_num_cores());
+    fflush(stdout);
+    sn_strategy_free(s);
+    sn_dist_shutdown(true);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     const char *spe = getenv("SN_BENCH_SPE");
     bench_spe = spe ? atoll(spe) : 1;
@@ -783,6 +802,7 @@ int main(int argc, char **argv) {
         return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), 0);
     if (argc == 6 && !strcmp(argv[1], "--bench-local"))
         return bench_mode(argv[2], atoll(argv[3]), atoll(argv[4]), atoi(argv[5]));
+    if (argc == 2 && !strcmp(argv[1], "--threads")) return threads_mode();
     if (argc == 4 && !strcmp(argv[1], "--train")) return train_mode(argv[2], argv[3]);
     if (argc == 3 && !strcmp(argv[1], "--train-die")) return die_mode(atoll(argv[2]), false);
     if (argc == 3 && !strcmp(argv[1], "--train-hang")) return die_mode(atoll(argv[2]), true);

@@ -24,16 +24,7 @@
 #include "io/keras_file.h"
 #include "sinter/io.h"
 #include "sn_test.h"
-
-static char dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", dir, name);
-    return p;
-}
+#include "tmp_test_util.h"
 
 static char *slurp(const char *path, size_t *n) {
     *n = 0;
@@ -54,7 +45,7 @@ static char *slurp(const char *path, size_t *n) {
 
 /* Names in the test folder holding ".tmp": what a failed write must not leave. */
 static int temp_files(void) {
-    DIR *d = opendir(dir);
+    DIR *d = opendir(test_tmpdir);
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d)) != NULL;)
         if (strstr(e->d_name, ".tmp")) n++;
@@ -131,7 +122,7 @@ static void check_full(const char *what, writer_fn fn, const char *path, rlim_t 
     char *after = slurp(path, &n1);
     CHECK(after && n1 == n0 && memcmp(before, after, n0) == 0,
           "%s: the existing file changed (%zu bytes before, %zu after)", what, n0, n1);
-    CHECK(temp_files() == 0, "%s: %d temporary files left in %s", what, temp_files(), dir);
+    CHECK(temp_files() == 0, "%s: %d temporary files left in %s", what, temp_files(), test_tmpdir);
     free(before);
     free(after);
 }
@@ -208,23 +199,23 @@ done:
 static void test_full_disk(void) {
     /* 64 KiB: less than each file (256+ KiB), more than nothing. */
     const rlim_t limit = 64 << 10;
-    check_full("checkpoint", write_ckpt, tmp_path("ckpt-000001.h5"), limit);
+    check_full("checkpoint", write_ckpt, test_tmp("ckpt-000001.h5"), limit);
     int n = 0;
     sn_ckpt_item *items = NULL;
-    CHECK_OK(sn_ckpt_read(tmp_path("ckpt-000001.h5"), "sinter-checkpoint", 1, &n, &items));
+    CHECK_OK(sn_ckpt_read(test_tmp("ckpt-000001.h5"), "sinter-checkpoint", 1, &n, &items));
     sn_ckpt_items_free(n, items);
-    check_full("weights file", write_weights, tmp_path("w.weights.h5"), limit);
-    check_full(".keras archive", write_archive, tmp_path("m.keras"), limit);
-    check_full("plain file", write_plain, tmp_path("plain.bin"), limit);
+    check_full("weights file", write_weights, test_tmp("w.weights.h5"), limit);
+    check_full(".keras archive", write_archive, test_tmp("m.keras"), limit);
+    check_full("plain file", write_plain, test_tmp("plain.bin"), limit);
 
     /* A file that did not exist: the same message without the note, nothing left behind. */
-    child_result r = limited(write_ckpt, tmp_path("new.h5"), limit);
+    child_result r = limited(write_ckpt, test_tmp("new.h5"), limit);
     char want[512];
-    snprintf(want, sizeof want, "cannot write checkpoint '%s': %s", tmp_path("new.h5"),
+    snprintf(want, sizeof want, "cannot write checkpoint '%s': %s", test_tmp("new.h5"),
              strerror(EFBIG));
     CHECK(r.st == SN_ERR_IO && !strcmp(r.msg, want), "new checkpoint: '%s' (wanted '%s')",
           r.msg, want);
-    CHECK(access(tmp_path("new.h5"), F_OK) != 0 && temp_files() == 0,
+    CHECK(access(test_tmp("new.h5"), F_OK) != 0 && temp_files() == 0,
           "a failed first write left a file");
 
     /* A folder that does not exist. */
@@ -233,13 +224,13 @@ static void test_full_disk(void) {
 
     /* HDF5's record ("file write failed: time = <ctime>\n, filename = ..., file descriptor =
      * 3, errno = 27, error message = 'File too large', buf = 0x..., ...") as one line. */
-    r = limited(hdf5_direct, tmp_path("direct.h5"), limit);
+    r = limited(hdf5_direct, test_tmp("direct.h5"), limit);
     CHECK(r.st == SN_ERR_IO, "HDF5's own write: %s: %s", sn_status_name(r.st), r.msg);
     check_line("HDF5's own write", r.msg);
     char cause[128];
     snprintf(cause, sizeof cause, ": %s (HDF5 ", strerror(EFBIG));
     CHECK(strstr(r.msg, cause) != NULL, "HDF5's own write: '%s' lacks '%s'", r.msg, cause);
-    unlink(tmp_path("direct.h5"));
+    unlink(test_tmp("direct.h5"));
 }
 
 /* ---- the text itself ---------------------------------------------------------------------- */
@@ -279,15 +270,9 @@ static void test_text(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/sn_test_errmsg_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_errmsg")) return 1;
     test_text();
     test_full_disk();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmpdir_remove();
     return sn_test_finish("test_error_messages");
 }

@@ -11,11 +11,10 @@ BUILD=${1:?usage: bash tests/test_generate.sh <build dir>}
 SINTER="$(cd "$BUILD" && pwd)/sinter"
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_generate.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failed=0
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir test_generate
 check() { # check NAME CONDITION-RESULT MESSAGE
-    if [ "$2" = 0 ]; then echo "ok   $1"; else echo "FAIL $1: $3"; failed=$((failed + 1)); fi
+    if [ "$2" = 0 ]; then ok "$1"; else bad "$1: $3"; fi
 }
 
 for i in $(seq 40); do printf 'ROMEO: But soft, what light through yonder window breaks?\n'; done > "$TMP/t.txt"
@@ -60,5 +59,4 @@ rm "$TMP/m.weights.h5.vocab.json"
 gen --length 5 >"$TMP/e3" 2>&1; rc=$?
 [ $rc = 1 ] && grep -q "no vocabulary at" "$TMP/e3"; check missing_vocab $? "rc $rc: $(cat "$TMP/e3")"
 
-[ $failed = 0 ] || { echo "$failed failed"; exit 1; }
-echo "all passed"
+sn_finish

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "graph/graph_impl.h" /* sn_broadcast_to, an internal builder */
+#include "fd_test_util.h"
 #include "sn_test.h"
 
 enum { RANDN = 0, POSITIVE, AWAY_FROM_ZERO, LABELS, INDICES };
@@ -41,16 +42,6 @@ static void fill(double *x, int64_t n, int kind, int64_t range, int32_t *ix) {
         if (kind == LABELS || kind == INDICES) ix[i] = (int32_t)sn_rng_below(&rng, (uint64_t)range);
         else x[i] = v;
     }
-}
-
-static double run_loss(sn_plan *p, sn_node loss) {
-    sn_plan_set_step(p, 0); /* dropout: the same mask on every evaluation */
-    sn_status s = sn_plan_run(p, 1, NULL, NULL);
-    if (s != SN_OK) {
-        fprintf(stderr, "run failed: %s\n", sn_last_error());
-        return NAN;
-    }
-    return *(double *)sn_plan_buffer(p, loss);
 }
 
 static void check_case(const op_case *c) {
@@ -97,7 +88,7 @@ static void check_case(const op_case *c) {
         void *buf = sn_plan_buffer(p, in[i]);
         fill(buf, n, c->kind[i], c->range, buf);
     }
-    run_loss(p, loss);
+    fd_loss(p, loss);
     /* Every analytic gradient is copied now, from the unperturbed run: the finite differences
      * below rerun the plan, which overwrites the gradient buffers. */
     double *ga_all[4] = {0};
@@ -112,22 +103,9 @@ static void check_case(const op_case *c) {
         int64_t n = sn_shape_numel(&c->shape[wi[k]]);
         double *x = sn_plan_buffer(p, in[wi[k]]);
         double *ga = ga_all[k];
-        for (int64_t j = 0; j < n; j++) {
-            const double eps = 1e-6;
-            double x0 = x[j];
-            x[j] = x0 + eps;
-            double lp = run_loss(p, loss);
-            x[j] = x0 - eps;
-            double lm = run_loss(p, loss);
-            x[j] = x0;
-            double num = (lp - lm) / (2 * eps);
-            double scale = fmax(1.0, fmax(fabs(num), fabs(ga[j])));
-            double err = fabs(num - ga[j]) / scale;
-            if (err > worst) worst = err;
-            if (!(err <= c->tol) && bad++ < 3)
-                fprintf(stderr, "  %s: d/d input %d [%lld]: analytic %.10g numeric %.10g\n",
-                        c->name, wi[k], (long long)j, ga[j], num);
-        }
+        char what[96];
+        snprintf(what, sizeof what, "%s: d/d input %d", c->name, wi[k]);
+        bad += fd_check(p, loss, x, ga, n, c->tol, what, &worst);
         free(ga);
     }
     CHECK(bad == 0, "%s: %d gradient entries off by more than %g (worst %.3g)", c->name, bad,
@@ -323,7 +301,7 @@ static void check_model_directional(void) {
         sn_shape s = sn_node_shape(g, vars[i]);
         fill(sn_variable_data(g, vars[i]), sn_shape_numel(&s), RANDN, 0, NULL);
     }
-    run_loss(p, loss);
+    fd_loss(p, loss);
     double gd = 0;
     int64_t total = (int64_t)(nbytes / sizeof(double));
     double *d = calloc((size_t)total, sizeof *d), *t0 = malloc(nbytes);
@@ -338,9 +316,9 @@ static void check_model_directional(void) {
     }
     const double eps = 1e-6;
     for (int64_t j = 0; j < total; j++) theta[j] = t0[j] + eps * d[j];
-    double lp = run_loss(p, loss);
+    double lp = fd_loss(p, loss);
     for (int64_t j = 0; j < total; j++) theta[j] = t0[j] - eps * d[j];
-    double lm = run_loss(p, loss);
+    double lm = fd_loss(p, loss);
     double num = (lp - lm) / (2 * eps), err = fabs(num - gd) / fmax(1.0, fabs(gd));
     CHECK(err < 1e-6, "whole-model directional derivative: analytic %.10g numeric %.10g", gd, num);
     printf("ok  %-28s analytic %.8g numeric %.8g\n", "small CNN directional", gd, num);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include "graph/graph_impl.h"
+#include "graph/plan_impl.h"
 #include "sn_test.h"
 #include "sinter/device.h"
 
@@ -291,6 +292,56 @@ static void test_all_reduce_hoisting(void) {
     sn_graph_free(g);
 }
 
+/* sn_kcall.vars_version (a kernel's cue to remake its copy of a weight): steady across runs
+ * and steps of a plan without side effects, new after a caller takes a variable's storage,
+ * new at every step of a plan whose side effects write a variable. */
+static uint64_t seen_version[8];
+static int n_seen;
+static sn_status record_version(void *ctx, sn_plan *p, int call, sn_node n) {
+    (void)ctx, (void)n;
+    if (call == 0 && n_seen < 8) seen_version[n_seen++] = p->calls[0].vars_version;
+    return SN_OK;
+}
+
+static void test_vars_version(void) {
+    sn_graph *g = sn_graph_new();
+    sn_shape s = {.ndim = 1, .dim = {4}};
+    sn_node w = sn_variable(g, "w", SN_F32, &s, true);
+    sn_node x = sn_input(g, "x", SN_F32, &s);
+    sn_node y = sn_mul(g, x, w);
+    sn_node up = sn_assign_add(g, w, x);
+    sn_plan *pure = NULL, *writes = NULL;
+    sn_plan_opts po = sn_plan_opts_defaults();
+    CHECK_OK(sn_plan_new(&pure, g, 1, &y, &po));
+    CHECK_OK(sn_plan_new(&writes, g, 1, &up, &po));
+    if (!pure || !writes) goto done;
+    sn_plan_set_node_hook(pure, record_version, NULL);
+    sn_plan_set_node_hook(writes, record_version, NULL);
+    n_seen = 0;
+    CHECK_OK(sn_plan_run(pure, 2, NULL, NULL));
+    CHECK_OK(sn_plan_run(pure, 1, NULL, NULL));
+    CHECK(n_seen == 3 && seen_version[0] == seen_version[1] && seen_version[1] == seen_version[2],
+          "a plan without side effects moved the version: %llu %llu %llu",
+          (unsigned long long)seen_version[0], (unsigned long long)seen_version[1],
+          (unsigned long long)seen_version[2]);
+    ((float *)sn_variable_data(g, w))[0] = 1.0f;
+    CHECK_OK(sn_plan_run(pure, 1, NULL, NULL));
+    CHECK(n_seen == 4 && seen_version[3] != seen_version[2],
+          "writing a variable through sn_variable_data left the version at %llu",
+          (unsigned long long)seen_version[3]);
+    n_seen = 0;
+    CHECK_OK(sn_plan_run(writes, 2, NULL, NULL));
+    CHECK_OK(sn_plan_run(pure, 1, NULL, NULL));
+    CHECK(n_seen == 3 && seen_version[0] != seen_version[1] && seen_version[1] != seen_version[2],
+          "steps of a plan with side effects: versions %llu %llu, then %llu",
+          (unsigned long long)seen_version[0], (unsigned long long)seen_version[1],
+          (unsigned long long)seen_version[2]);
+done:
+    sn_plan_free(pure);
+    sn_plan_free(writes);
+    sn_graph_free(g);
+}
+
 int main(void) {
     test_registry_complete();
     test_eager_matmul();
@@ -301,5 +352,6 @@ int main(void) {
     test_devices();
     test_plan_threads_follow_device();
     test_all_reduce_hoisting();
+    test_vars_version();
     return sn_test_finish("test_graph");
 }

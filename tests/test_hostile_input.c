@@ -18,16 +18,7 @@
 #include "sinter/data.h"
 #include "sinter/nn.h"
 #include "sn_test.h"
-
-static char dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", dir, name);
-    return p;
-}
+#include "tmp_test_util.h"
 
 static void write_file(const char *path, const void *p, size_t n, bool gz) {
     if (gz) {
@@ -64,7 +55,7 @@ static void test_idx_claims(void) {
     put_be32(b + 12, 256);
     memcpy(b + 16, "data", 4);
     for (int gz = 0; gz < 2; gz++) {
-        const char *p = tmp_path(gz ? "claims_4g.idx.gz" : "claims_4g.idx");
+        const char *p = test_tmp(gz ? "claims_4g.idx.gz" : "claims_4g.idx");
         write_file(p, b, sizeof b, gz);
         sn_tensor *t = (sn_tensor *)&t; /* must come back NULL */
         CHECK_ERR(sn_idx_load(p, &t), SN_ERR_FORMAT, "need 4294967296 bytes of data");
@@ -78,7 +69,7 @@ static void test_idx_claims(void) {
     uint8_t s[4 + 8 + 11] = {0, 0, 0x08, 0x02};
     put_be32(s + 4, 3);
     put_be32(s + 8, 4);
-    const char *p = tmp_path("short_by_one.idx");
+    const char *p = test_tmp("short_by_one.idx");
     write_file(p, s, sizeof s, false);
     sn_tensor *t = NULL;
     CHECK_ERR(sn_idx_load(p, &t), SN_ERR_FORMAT, "need 12 bytes of data");
@@ -86,7 +77,7 @@ static void test_idx_claims(void) {
     uint8_t ok[4 + 8 + 12] = {0, 0, 0x08, 0x02};
     put_be32(ok + 4, 3);
     put_be32(ok + 8, 4);
-    p = tmp_path("exact.idx");
+    p = test_tmp("exact.idx");
     write_file(p, ok, sizeof ok, false);
     CHECK_OK(sn_idx_load(p, &t));
     sn_tensor_free(t);
@@ -96,13 +87,13 @@ static void test_idx_claims(void) {
      * overflow): four dims of 2^32 - 1, i32 elements. */
     uint8_t o[4 + 16] = {0, 0, 0x0C, 0x04};
     for (int i = 0; i < 4; i++) put_be32(o + 4 + 4 * i, 0xFFFFFFFFu);
-    p = tmp_path("overflow.idx");
+    p = test_tmp("overflow.idx");
     write_file(p, o, sizeof o, false);
     CHECK_ERR(sn_idx_load(p, &t), SN_ERR_FORMAT, "multiply past 2^40 elements");
     /* fuzz_idx's input: [2307, 3774340893, ...] u8 */
     static const uint8_t crash[] = {0x0, 0x0, 0x8, 0x3, 0x0, 0x0, 0x0, 0x89, 0xae, 0xd3, 0xf8,
                                     0x1d, 0x42, 0x67, 0x8c, 0xb1, 0xd6, 0xfb, 0x20, 0x31};
-    p = tmp_path("fuzz_crash.idx");
+    p = test_tmp("fuzz_crash.idx");
     write_file(p, crash, sizeof crash, false);
     CHECK(sn_idx_load(p, &t) == SN_ERR_FORMAT && t == NULL, "fuzz_idx input: %s",
           sn_last_error());
@@ -125,7 +116,7 @@ static void test_tfrecord_claims(void) {
     put_le32(b + 8, sn_crc32c_masked(b, 8));
     memcpy(b + 12, "abcd", 4);
     for (int gz = 0; gz < 2; gz++) {
-        const char *p = tmp_path(gz ? "claims_2g.tfrecord.gz" : "claims_2g.tfrecord");
+        const char *p = test_tmp(gz ? "claims_2g.tfrecord.gz" : "claims_2g.tfrecord");
         write_file(p, b, sizeof b, gz);
         sn_tfrecord_reader *r = NULL;
         CHECK_OK(sn_tfrecord_open(&r, p));
@@ -145,7 +136,7 @@ static void test_tfrecord_claims(void) {
     /* Past the 2 GiB limit: refused from the header alone. */
     put_le64(b, (uint64_t)1 << 40);
     put_le32(b + 8, sn_crc32c_masked(b, 8));
-    const char *p = tmp_path("claims_1t.tfrecord");
+    const char *p = test_tmp("claims_1t.tfrecord");
     write_file(p, b, sizeof b, false);
     sn_tfrecord_reader *r = NULL;
     CHECK_OK(sn_tfrecord_open(&r, p));
@@ -215,7 +206,7 @@ static void check_line(const char *what, const char *msg, const char *needle) {
 
 /* A .keras archive with these members, written by sinter's own writer. */
 static const char *archive(const char *name, const char *config, const void *w, size_t wn) {
-    const char *p = tmp_path(name);
+    const char *p = test_tmp(name);
     sn_keras_archive a = {.config = (char *)config, .config_len = strlen(config),
                           .weights = (void *)w, .weights_len = wn};
     CHECK_OK(sn_keras_archive_write(p, &a));
@@ -232,7 +223,7 @@ static void expect_load_fails(const char *what, const char *path, const char *ne
 
 static void test_foreign_messages(void) {
     /* libzip: bytes that are not a zip, a zip cut in half, an empty file. */
-    const char *junk = tmp_path("junk.keras");
+    const char *junk = test_tmp("junk.keras");
     write_file(junk, "PK\x03\x04\xff\x00\n\x01not a zip at all", 22, false);
     expect_load_fails("junk .keras", junk, "junk.keras");
     const char *good = archive("good.keras", "{\"class_name\": \"Sequential\"}", NULL, 0);
@@ -240,13 +231,13 @@ static void test_foreign_messages(void) {
     char buf[4096];
     size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
     if (f) fclose(f);
-    const char *cut = tmp_path("cut.keras");
+    const char *cut = test_tmp("cut.keras");
     write_file(cut, buf, n / 2, false);
     expect_load_fails("truncated .keras", cut, "cut.keras");
-    const char *empty = tmp_path("empty.keras");
+    const char *empty = test_tmp("empty.keras");
     write_file(empty, "", 0, false);
     expect_load_fails("empty .keras", empty, "empty.keras");
-    CHECK(sn_keras_archive_read(tmp_path("absent.keras"), &(sn_keras_archive){0}) == SN_ERR_IO,
+    CHECK(sn_keras_archive_read(test_tmp("absent.keras"), &(sn_keras_archive){0}) == SN_ERR_IO,
           "a missing archive is not SN_ERR_IO");
     check_line("missing .keras", sn_last_error(), "No such file or directory");
 
@@ -290,7 +281,7 @@ static void test_foreign_messages(void) {
     sn_status s = sn_model_from_json(cfg, strlen(cfg), 1, &m, NULL);
     CHECK(s == SN_OK, "the small model's JSON: %s", sn_last_error());
     if (s == SN_OK) {
-        const char *wpath = tmp_path("d.weights.h5");
+        const char *wpath = test_tmp("d.weights.h5");
         CHECK_OK(sn_model_save_weights(m, wpath));
         FILE *wf = fopen(wpath, "rb");
         static char img[1 << 16];
@@ -300,7 +291,7 @@ static void test_foreign_messages(void) {
         expect_load_fails("weights not HDF5", archive("w_junk.keras", cfg, "junk", 4), "HDF5");
         expect_load_fails("weights cut", archive("w_cut.keras", cfg, img, wn / 2), NULL);
         /* HDF5's own error stack for a torn file: one line, no record. */
-        const char *torn = tmp_path("torn.weights.h5");
+        const char *torn = test_tmp("torn.weights.h5");
         write_file(torn, img, wn / 2, false);
         CHECK(sn_model_load_weights(m, torn) != SN_OK, "a torn weights file loaded");
         check_line("torn weights file", sn_last_error(), "torn.weights.h5");
@@ -308,7 +299,7 @@ static void test_foreign_messages(void) {
     }
 
     /* jansson on a vocabulary file and on :predict bodies. */
-    const char *voc = tmp_path("bad.vocab.json");
+    const char *voc = test_tmp("bad.vocab.json");
     write_file(voc, "{\"format\": \"\x02\xc3\"}", 15, false);
     sn_vocab *v = NULL;
     CHECK(sn_vocab_load(&v, voc) != SN_OK, "a hostile vocabulary loaded");
@@ -333,17 +324,11 @@ static void test_foreign_messages(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/sn_test_hostile_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_hostile")) return 1;
     test_idx_claims();
     test_tfrecord_claims();
     test_example_claims();
     test_foreign_messages();
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmpdir_remove();
     return sn_test_finish("test_hostile_input");
 }

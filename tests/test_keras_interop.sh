@@ -16,11 +16,11 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
+. "$SRC/tests/sh_test_util.sh"
 PY=$("$SRC/scripts/pyenv.sh" "$BUILD")
 rc=$?
-if [ $rc -eq 77 ]; then echo "SKIPPED: no Keras reference (scripts/pyenv.sh could not make the venv)"; exit 77; fi
+[ $rc -eq 77 ] && sn_skip "no Keras reference (scripts/pyenv.sh could not make the venv)"
 [ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_keras_interop.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+sn_tmpdir keras_interop
 "$PY" "$SRC/tests/keras_models_interop.py" "$BUILD" "$TMP"

@@ -19,6 +19,7 @@
 
 #include "sinter/nn.h"
 #include "sn_test.h"
+#include "tmp_test_util.h"
 #include "fmnist_test_util.h"
 
 static sn_tensor *tx, *ty;
@@ -250,23 +251,10 @@ static int count_files(const char *dir, const char *needle) {
     return n;
 }
 
-static void rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.') continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 static void test_model_checkpoint(void) {
     char dir[128], pat[256];
     snprintf(dir, sizeof dir, "/tmp/sn_test_mckpt_%d", (int)getpid());
-    rm_dir(dir);
+    test_rm_dir(dir);
     sn_dataset *ds = fmnist_ds(tx, ty, 256, 32, 4, true);
     sn_dataset *va = fmnist_ds(tx, ty, 64, 32, 0, true);
     sn_model *m = mlp(1e-3, SN_ADAM);
@@ -346,7 +334,7 @@ static void test_model_checkpoint(void) {
     sn_dataset_free(va);
     sn_dataset_free(ds2);
     sn_dataset_free(va2);
-    rm_dir(dir);
+    test_rm_dir(dir);
 }
 
 int main(void) {

@@ -15,33 +15,9 @@ SINTER="$BUILD/sinter"
 DATA=/usr/share/datasets/fashion-mnist
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_model_files_cli.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-passed=0
-failed=0
+. "$(dirname "$0")/sh_test_util.sh"
+sn_tmpdir model_files_cli
 skipped=0
-ok() { passed=$((passed + 1)); echo "ok   $1"; }
-bad() {
-    failed=$((failed + 1))
-    echo "FAIL $1"
-    shift
-    for f in "$@"; do [ -s "$f" ] && sed 's/^/     | /' "$f" | tail -20; done
-}
-# run NAME EXPECTED_RC CMD...: stdout/stderr in $TMP/NAME.{out,err}; checks the exit code.
-run() {
-    local name=$1 want=$2
-    shift 2
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        bad "$name: exit code $rc, expected $want ($*)" "$TMP/$name.out" "$TMP/$name.err"
-        return 1
-    fi
-    return 0
-}
-expect() {
-    if grep -Eq -- "$3" "$TMP/$1.$2"; then ok "$1: $2 has '$3'"; else bad "$1: $2 lacks '$3'" "$TMP/$1.out" "$TMP/$1.err"; fi
-}
 
 # export a preset; summary of the file equals the preset's (same layers, shapes, counts)
 run export_keras 0 "$SINTER" export --model small_cnn --to "$TMP/s.keras" && expect export_keras out "Exported small_cnn to"
@@ -89,7 +65,6 @@ else
     run train_wrong_input 1 "$SINTER" train --model "$TMP/m8.keras" --epochs 1 --steps-per-epoch 1 &&
         expect train_wrong_input err "takes inputs of shape \[8, 8, 1\], but the data.s examples have shape \[28, 28, 1\]"
 fi
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] || exit 1
+sn_finish || exit 1
 [ "$skipped" -eq 0 ] || exit 77
 exit 0

@@ -15,17 +15,13 @@ set -u
 B=${1:-build}
 T=$B/tests/test_dist
 S=$B/sinter
-if ! command -v mpirun >/dev/null 2>&1; then
-    echo "test_mpi: SKIPPED: mpirun not found (install Open MPI to run the multi-worker tests)"
-    exit 77
-fi
+. "$(dirname "$0")/sh_test_util.sh"
+command -v mpirun >/dev/null 2>&1 ||
+    sn_skip "test_mpi: mpirun not found (install Open MPI to run the multi-worker tests)"
 MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+sn_tmpdir test_mpi
+tmp=$TMP
 skipped=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
 
 # Probe: a build without MPI says so.
 if ! out=$(SN_NUM_THREADS=1 timeout 60 "${MPIRUN[@]}" "$T" --train multi_worker "$tmp/w_mpi.bin" 2>&1); then
@@ -95,6 +91,20 @@ else
     bad "hung worker: exit $rc after ${dt}s (wanted non-zero within 30 s naming the stall)"; cat "$tmp/hang.log"
 fi
 
+# 3b. Threads per worker: unbound workers (--bind-to none) without SN_NUM_THREADS share the
+# node's cores (cores / 2 each, at least 1) instead of each taking all of them; bound ones
+# (Open MPI's default for 2 ranks: a core each) keep their core; SN_NUM_THREADS is obeyed.
+cores=$(nproc)
+want=$((cores / 2)); [ "$want" -ge 1 ] || want=1
+out=$(env -u SN_NUM_THREADS timeout 60 "${MPIRUN[@]}" --bind-to none "$T" --threads 2>&1)
+n=$(grep -c "threads $want cores $cores\$" <<<"$out")
+[ "$n" = 2 ] && ok "unbound workers: $want thread(s) each of $cores cores" ||
+    bad "unbound workers: wanted 2 lines 'threads $want cores $cores', got: $out"
+out=$(SN_NUM_THREADS=3 timeout 60 "${MPIRUN[@]}" --bind-to none "$T" --threads 2>&1)
+n=$(grep -c "threads 3 cores" <<<"$out")
+[ "$n" = 2 ] && ok "SN_NUM_THREADS=3 kept by unbound workers" ||
+    bad "SN_NUM_THREADS=3 under --bind-to none: got: $out"
+
 # 4. The command line, end to end (small: 20 steps of the MLP).
 args=(train --model mlp --epochs 1 --steps-per-epoch 20 --validation-steps 4 --batch-size 64
       --steps-per-execution 5 --seed 5)
@@ -124,6 +134,5 @@ fi
 n=$("$B/examples/distributed_matmul" 8 | grep -c "^\[\[22. 28.\]")
 [ "$n" = 8 ] && ok "distributed_matmul 8: 8 identical replicas" || bad "distributed_matmul 8 printed $n results"
 
-if [ $fail -ne 0 ]; then echo "test_mpi: FAILED"; exit 1; fi
+sn_finish || exit 1
 if [ $skipped -ne 0 ]; then echo "test_mpi: the rest passed, some parts SKIPPED"; exit 77; fi
-echo "test_mpi: all passed"

@@ -12,22 +12,7 @@
 #include "core/core.h"
 #include "sinter/data.h"
 #include "sn_test.h"
-
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char bufs[32][320];
-    static int n;
-    char *p = bufs[n++ % 32];
-    snprintf(p, 320, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
-        fprintf(stderr, "test setup: cannot write %s\n", path);
-}
+#include "tmp_test_util.h"
 
 /* An .npy image: magic, version major.0, the header text as given (padded with spaces and a
  * newline to a multiple of 64 as numpy does, unless raw), then data. Returns its length. */
@@ -55,8 +40,8 @@ static sn_tensor *load_both(const unsigned char *b, size_t n, const char *name) 
     sn_tensor *t = NULL, *u = NULL;
     sn_status s = sn_npy_load_memory(b, n, name, &t);
     CHECK(s == SN_OK, "%s from memory: %s", name, sn_last_error());
-    const char *p = tmp_path(name);
-    write_file(p, b, n);
+    const char *p = test_tmp(name);
+    test_write_file(p, b, n);
     s = sn_npy_load(p, &u);
     CHECK(s == SN_OK, "%s from a file: %s", name, sn_last_error());
     if (t && u)
@@ -198,8 +183,8 @@ static void test_npy_hostile(void) {
         if (cases[i].major == 4) buf[6] = 4;
         char name[32];
         snprintf(name, sizeof name, "hostile%zu.npy", i);
-        const char *p = tmp_path(name);
-        write_file(p, buf, n);
+        const char *p = test_tmp(name);
+        test_write_file(p, buf, n);
         sn_tensor *t = NULL;
         sn_status s = sn_npy_load(p, &t);
         CHECK(s == cases[i].code && !t && strstr(sn_last_error(), cases[i].needle) && strstr(sn_last_error(), p),
@@ -227,7 +212,7 @@ static void test_npy_hostile(void) {
     uint32_t u4 = 2147483648u;
     n = make_npy(buf, 1, "{'descr': '<u4', 'fortran_order': False, 'shape': (1,), }", false, &u4, 4);
     CHECK_ERR(sn_npy_load_memory(buf, n, "u.npy", &t), SN_ERR_FORMAT, "element 0 is 2147483648");
-    CHECK_ERR(sn_npy_load(tmp_path("missing.npy"), &t), SN_ERR_IO, "cannot open");
+    CHECK_ERR(sn_npy_load(test_tmp("missing.npy"), &t), SN_ERR_IO, "cannot open");
 }
 
 /* ---- .npz ------------------------------------------------------------------------------- */
@@ -243,7 +228,7 @@ static void npz_add(zip_t *z, const char *name, const unsigned char *data, size_
 }
 
 static void test_npz(void) {
-    const char *p = tmp_path("d.npz");
+    const char *p = test_tmp("d.npz");
     int err = 0;
     zip_t *z = zip_open(p, ZIP_CREATE | ZIP_TRUNCATE, &err);
     CHECK(z != NULL, "zip_open for writing: %d", err);
@@ -276,19 +261,19 @@ static void test_npz(void) {
     CHECK_ERR(sn_npz_load(p, "x", &t), SN_ERR_NOT_FOUND, "has no array 'x' (no member x.npy); it holds 'x_train', 'y_train', 'bad'");
     CHECK_ERR(sn_npz_load(p, "bad", &t), SN_ERR_FORMAT, "array 'bad' (member bad.npy) is truncated");
     /* Not a zip; a zip cut short; a deflated member with a flipped byte. */
-    const char *q = tmp_path("junk.npz");
-    write_file(q, "this is not a zip archive at all", 32);
+    const char *q = test_tmp("junk.npz");
+    test_write_file(q, "this is not a zip archive at all", 32);
     CHECK_ERR(sn_npz_load(q, "x", &t), SN_ERR_FORMAT, "cannot open");
     FILE *f = fopen(p, "rb");
     static unsigned char whole[8192];
     size_t n = f ? fread(whole, 1, sizeof whole, f) : 0;
     if (f) fclose(f);
-    write_file(q, whole, n / 2);
+    test_write_file(q, whole, n / 2);
     CHECK(sn_npz_load(q, "x_train", &t) != SN_OK && !t, "half an npz accepted");
     /* Local header of the first member at 0: its data starts after 30 + name + extra. */
     size_t off = 30 + (size_t)(whole[26] | whole[27] << 8) + (size_t)(whole[28] | whole[29] << 8);
     whole[off + 5] ^= 0x55;
-    write_file(q, whole, n);
+    test_write_file(q, whole, n);
     sn_status s = sn_npz_load(q, "x_train", &t);
     CHECK(s != SN_OK && !t && strstr(sn_last_error(), "x_train"), "corrupt member: %s '%s'", sn_status_name(s),
           sn_last_error());
@@ -313,7 +298,7 @@ static void write_example(sn_tfrecord_writer *w, const float *img, int nimg, con
 }
 
 static void test_tfrecord_floats(void) {
-    const char *p = tmp_path("f.tfrecord");
+    const char *p = test_tmp("f.tfrecord");
     sn_tfrecord_writer *w = NULL;
     CHECK_OK(sn_tfrecord_writer_open(&w, p, false));
     if (!w) return;
@@ -339,7 +324,7 @@ static void test_tfrecord_floats(void) {
     CHECK_ERR(sn_dataset_next(ds, c, &end), SN_ERR_FORMAT, "f.tfrecord: record 2: feature \"pixels\" has 5 floats; shape [2, 3, 1] needs 6");
     sn_dataset_free(ds);
     /* A file that mixes bytes and floats. */
-    const char *q = tmp_path("mix.tfrecord");
+    const char *q = test_tmp("mix.tfrecord");
     CHECK_OK(sn_tfrecord_writer_open(&w, q, false));
     uint8_t raw[6] = {1, 2, 3, 4, 5, 6};
     write_example(w, a, 6, NULL, 1);
@@ -356,17 +341,11 @@ static void test_tfrecord_floats(void) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/sn_test_npy_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_npy")) return 1;
     test_npy_valid();
     test_npy_hostile();
     test_npz();
     test_tfrecord_floats();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    test_tmpdir_remove();
     return sn_test_finish("test_npy");
 }

@@ -24,13 +24,13 @@ static void make_files(void) {
             for (int c = 0; c < 28; c++)
                 img[i][r][c] = (float)(((r < 14) == (i % 2) ? 200 : 20) + (r * 7 + c * 3 + i) % 40) / 255.0f;
     }
-    cli_write_npy(cli_tmp("clean.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
-    cli_write_npy(cli_tmp("y.npy"), "|u1", "(64,)", lbl, sizeof lbl);
+    cli_write_npy(test_tmp("clean.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
+    cli_write_npy(test_tmp("y.npy"), "|u1", "(64,)", lbl, sizeof lbl);
     img[43][14][9] = NAN; /* example 43, feature 14 * 28 + 9 = 401 */
-    cli_write_npy(cli_tmp("nan.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
+    cli_write_npy(test_tmp("nan.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
     img[43][14][9] = img[43][14][8];
     img[7][0][27] = -INFINITY; /* example 7, feature 27 */
-    cli_write_npy(cli_tmp("inf.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
+    cli_write_npy(test_tmp("inf.npy"), "<f4", "(64, 28, 28)", img, sizeof img);
 }
 
 /* The step TerminateOnNaN named in cli_out ("..., step S (TerminateOnNaN)"), or -1. */
@@ -46,10 +46,10 @@ int main(void) {
         fprintf(stderr, "FAIL: %s is not built\n", exe);
         return 1;
     }
-    if (!cli_tmpdir_make("sn_test_numerics_cli")) return 1;
+    if (!test_tmpdir_make("sn_test_numerics_cli")) return 1;
     make_files();
     const char *common = "--model small_cnn --epochs 1 --batch-size 8";
-    const char *nan = cli_tmp("nan.npy"), *y = cli_tmp("y.npy"), *w = cli_tmp("m.weights.h5");
+    const char *nan = test_tmp("nan.npy"), *y = test_tmp("y.npy"), *w = test_tmp("m.weights.h5");
 
     /* The NaN reaches the loss: one step named (8 steps an epoch, one per execution) ... */
     snprintf(a, sizeof a, "train --data %s --labels %s %s --steps-per-execution 1", nan, y, common);
@@ -67,12 +67,12 @@ int main(void) {
     CLI_EXPECT(a, 1, "example 43, feature 401 (row 14, col 9) is NaN");
     CHECK(strstr(cli_out, "train data (") && !strstr(cli_out, "Epoch 1/"),
           "the check names the split and runs before training:\n%s", cli_out);
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --check-numerics", cli_tmp("inf.npy"),
+    snprintf(a, sizeof a, "train --data %s --labels %s %s --check-numerics", test_tmp("inf.npy"),
              y, common);
     CLI_EXPECT(a, 1, "example 7, feature 27 (row 0, col 27) is -Inf");
     /* clean data: trains as without the flag */
     snprintf(a, sizeof a, "train --data %s --labels %s %s --steps-per-epoch 2 --check-numerics "
-             "--save %s", cli_tmp("clean.npy"), y, common, w);
+             "--save %s", test_tmp("clean.npy"), y, common, w);
     CLI_EXPECT(a, 0, "Saved weights");
     /* evaluate and predict load through the same path */
     snprintf(a, sizeof a, "evaluate --data %s --labels %s --model small_cnn --weights %s "
@@ -89,6 +89,6 @@ int main(void) {
         snprintf(a, sizeof a, "%s --help", cmds[i]);
         CLI_EXPECT(a, 0, "--check-numerics");
     }
-    if (!getenv("SN_KEEP_TMP")) cli_tmpdir_remove();
+    if (!getenv("SN_KEEP_TMP")) test_tmpdir_remove();
     return sn_test_finish("test_numerics_cli");
 }

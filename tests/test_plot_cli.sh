@@ -14,13 +14,10 @@ BUILD=$(cd "$BUILD" && pwd)
 SINTER="$BUILD/sinter"
 DATA=/usr/share/datasets/fashion-mnist
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-[ -e "$DATA/t10k-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $DATA"; exit 77; }
+. "$(dirname "$0")/sh_test_util.sh"
+[ -e "$DATA/t10k-images-idx3-ubyte.gz" ] || sn_skip "no Fashion-MNIST in $DATA"
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_plot.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
-failed=0
-ok() { echo "ok   $1"; }
-bad() { failed=$((failed + 1)); echo "FAIL $1"; shift; for f in "$@"; do sed 's/^/     | /' "$f" | tail -20; done; }
+sn_tmpdir test_plot
 # png_size FILE: "WIDTHxHEIGHT" from the IHDR chunk (bytes 16..23, big-endian)
 png_size() {
     local w h
@@ -83,5 +80,4 @@ if [ $r1 = 2 ] && grep -q "missing the CSV log" "$TMP/e1.out" && [ $r2 = 1 ] &&
 else
     bad "errors: rc $r1 $r2 $r3" "$TMP/e1.out" "$TMP/e2.out" "$TMP/e3.out"
 fi
-[ $failed -eq 0 ] && echo "test_plot_cli.sh: passed" || echo "test_plot_cli.sh: $failed FAILED"
-exit $((failed > 0))
+sn_finish

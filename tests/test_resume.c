@@ -14,6 +14,7 @@
 #include "sinter/dist.h"
 #include "sinter/nn.h"
 #include "sn_test.h"
+#include "tmp_test_util.h"
 #include "fmnist_test_util.h"
 
 #define N_TRAIN 600
@@ -107,19 +108,6 @@ static bool same_history(run *a, run *b) {
     return true;
 }
 
-static void rm_dir(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (e->d_name[0] == '.') continue;
-        char p[512];
-        snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-        remove(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
 /* Checkpoint paths of dir, sorted by name (= by step: fixed width). */
 static int list(const char *dir, char paths[][512], int cap) {
     DIR *d = opendir(dir);
@@ -143,7 +131,7 @@ static int list(const char *dir, char paths[][512], int cap) {
 static void test_case(const cfg *c) {
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/sn_test_resume_%d_%s", (int)getpid(), c->name);
-    rm_dir(dir);
+    test_rm_dir(dir);
     run ref = fit_once(c, NULL);
     CHECK_OK(ref.st);
 
@@ -185,7 +173,7 @@ static void test_case(const cfg *c) {
     fclose(log);
     run_free(&ck);
     run_free(&ref);
-    rm_dir(dir);
+    test_rm_dir(dir);
 }
 
 /* The user block sinter reserves before HDF5's superblock (src/io/checkpoint_io.h). */
@@ -224,7 +212,7 @@ static void test_corrupt(void) {
     cfg c = {.name = "corrupt", .spe = 1, .every = 7, .opt = SN_ADAM};
     char dir[256];
     snprintf(dir, sizeof dir, "/tmp/sn_test_resume_%d_corrupt", (int)getpid());
-    rm_dir(dir);
+    test_rm_dir(dir);
     run ref = fit_once(&c, NULL);
     sn_backup_opts b = sn_backup_defaults();
     b.dir = dir;
@@ -317,7 +305,7 @@ static void test_corrupt(void) {
 out:
     run_free(&ck);
     run_free(&ref);
-    rm_dir(dir);
+    test_rm_dir(dir);
 }
 
 static char *slurp(const char *path) {
@@ -339,7 +327,7 @@ static char *slurp(const char *path) {
 static void test_csv_resume(void) {
     char dir[256], ref_csv[300], out_csv[300];
     snprintf(dir, sizeof dir, "/tmp/sn_test_resume_%d_csv", (int)getpid());
-    rm_dir(dir);
+    test_rm_dir(dir);
     snprintf(ref_csv, sizeof ref_csv, "%s.ref.csv", dir);
     snprintf(out_csv, sizeof out_csv, "%s.out.csv", dir);
     cfg c = {.name = "csv", .spe = 2, .every = 5, .opt = SN_ADAM, .csv = ref_csv};
@@ -381,7 +369,7 @@ static void test_csv_resume(void) {
     free(want);
     run_free(&ck);
     run_free(&ref);
-    rm_dir(dir);
+    test_rm_dir(dir);
     remove(ref_csv);
     remove(out_csv);
 }

@@ -22,17 +22,12 @@ B=$(cd "${1:-build}" && pwd)
 S=$B/sinter
 H=$B/tests/sinter_hooked # the same commands with the checkpoint seam set (test-only)
 FM=/usr/share/datasets/fashion-mnist
-if [ ! -r $FM/train-images-idx3-ubyte.gz ]; then
-    echo "test_resume_kill: SKIPPED: Fashion-MNIST is not installed"; exit 77
-fi
-if ! command -v h5diff >/dev/null 2>&1; then
-    echo "test_resume_kill: SKIPPED: h5diff not found (apt-get install hdf5-tools)"; exit 77
-fi
-W=$(mktemp -d /tmp/sn_resume_kill.XXXXXX)
-trap 'rm -rf "$W"' EXIT
-fail=0
-ok() { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. "$(dirname "$0")/sh_test_util.sh"
+[ -r $FM/train-images-idx3-ubyte.gz ] || sn_skip "test_resume_kill: Fashion-MNIST is not installed"
+command -v h5diff >/dev/null 2>&1 ||
+    sn_skip "test_resume_kill: h5diff not found (apt-get install hdf5-tools)"
+sn_tmpdir resume_kill
+W=$TMP
 
 # A small MNIST-layout folder: the first 2,000 training and 500 test images (IDX headers
 # rewritten with the new counts, big-endian).
@@ -235,5 +230,4 @@ else
     echo "     (multi_worker case skipped: no mpirun)"
 fi
 
-[ $fail -eq 0 ] && echo "test_resume_kill: all passed" || echo "test_resume_kill: FAILED"
-exit $fail
+sn_finish

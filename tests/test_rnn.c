@@ -6,6 +6,7 @@
 
 #include "graph/op_rnn.h"
 #include "sinter/nn.h"
+#include "fd_test_util.h"
 #include "sn_test.h"
 
 static sn_rng rng;
@@ -18,14 +19,6 @@ typedef struct gc_in {
 } gc_in;
 
 typedef sn_node (*gc_build)(sn_graph *g, const sn_node *in);
-
-static double run_loss(sn_plan *p, sn_node loss) {
-    if (sn_plan_run(p, 1, NULL, NULL) != SN_OK) {
-        fprintf(stderr, "run failed: %s\n", sn_last_error());
-        return NAN;
-    }
-    return *(double *)sn_plan_buffer(p, loss);
-}
 
 /* loss = sum(build(...) * random projection); checks d loss / d every wrt input. */
 static void gradcheck(const char *name, int n, const gc_in *ins, gc_build build, double tol) {
@@ -65,30 +58,18 @@ static void gradcheck(const char *name, int n, const gc_in *ins, gc_build build,
             else ((double *)buf)[j] = 0.7 * sn_rng_normal(&rng);
         }
     }
-    run_loss(p, loss);
+    fd_loss(p, loss);
     int bad = 0;
     double worst = 0;
     for (int k = 0; k < nw; k++) {
         int64_t cnt = sn_shape_numel(&ins[wi[k]].shape);
         double *x = sn_plan_buffer(p, in[wi[k]]);
         double *ga = malloc(sizeof *ga * (size_t)cnt);
-        run_loss(p, loss); /* the gradients at the unperturbed point (the last run moved it) */
+        fd_loss(p, loss); /* the gradients at the unperturbed point (the last run moved it) */
         memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)cnt);
-        for (int64_t j = 0; j < cnt; j++) {
-            const double eps = 1e-6;
-            double x0 = x[j];
-            x[j] = x0 + eps;
-            double lp = run_loss(p, loss);
-            x[j] = x0 - eps;
-            double lm = run_loss(p, loss);
-            x[j] = x0;
-            double num = (lp - lm) / (2 * eps);
-            double err = fabs(num - ga[j]) / fmax(1.0, fmax(fabs(num), fabs(ga[j])));
-            if (err > worst) worst = err;
-            if (!(err <= tol) && bad++ < 3)
-                fprintf(stderr, "  %s: d/d input %d [%lld]: analytic %.10g numeric %.10g\n", name,
-                        wi[k], (long long)j, ga[j], num);
-        }
+        char what[96];
+        snprintf(what, sizeof what, "%s: d/d input %d", name, wi[k]);
+        bad += fd_check(p, loss, x, ga, cnt, tol, what, &worst);
         free(ga);
     }
     CHECK(bad == 0, "%s: %d gradient entries off by more than %g (worst %.3g)", name, bad, tol,

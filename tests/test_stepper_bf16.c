@@ -6,11 +6,16 @@
  *     BF16_TOL (absolute, per character; the measured worst is printed);
  *   - bf16 gives the same bits on 1, 2 and 3 threads, and again after a reset; so does f32;
  *   - after the weights change and a reset, bf16 follows the new weights;
- *   - refusals: batch 2, a GRU model, an id outside the vocabulary.
+ *   - refusals: batch 2, a GRU model, an id outside the vocabulary;
+ *   - the op the stepper's bf16 plan runs (lstm_dense_step) at the kernel level: the CPU table
+ *     picks the bf16 kernel only under bf16_compute at batch 1; it gives the bits of the bf16
+ *     step called directly (what the stepper called before it ran a plan), follows the double
+ *     reference within BF16_STEP_TOL, and packs the weights again when vars_version moves.
  * Skipped (77) on CPUs without AVX512-BF16. */
 #include <stdlib.h>
 
 #include "backend/cpu/cpu_lstm_step.h"
+#include "backend/kernel.h"
 #include "sinter/nn.h"
 #include "sn_test.h"
 
@@ -195,6 +200,19 @@ static void check_refusals(void) {
     if (st) CHECK(sn_stepper_precision(st) == SN_F32, "a refused bf16 changed the precision");
     if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_I32), SN_ERR_INVALID, "expected f32 or bf16");
     sn_stepper_free(st);
+    /* Where the kernel table has no bf16 step (here: SN_KERNELS=ref), bf16 is refused, and
+     * asking again adds nothing to the model's graph. */
+    st = NULL;
+    if (m) CHECK_OK(sn_stepper_new(m, 1, &st));
+    setenv("SN_KERNELS", "ref", 1);
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED, "AVX512-BF16");
+    int nodes = m ? sn_graph_node_count(sn_model_graph(m)) : 0;
+    if (st) CHECK_ERR(sn_stepper_set_precision(st, SN_BF16), SN_ERR_UNSUPPORTED, "AVX512-BF16");
+    CHECK(!m || sn_graph_node_count(sn_model_graph(m)) == nodes,
+          "a second refused bf16 grew the graph from %d nodes", nodes);
+    unsetenv("SN_KERNELS");
+    if (st) CHECK_OK(sn_stepper_set_precision(st, SN_BF16));
+    sn_stepper_free(st);
     sn_model_free(m);
     m = sn_sequential_new("char_gru");
     sn_model_add(m, sn_layer_embedding(10, 4));
@@ -209,6 +227,76 @@ static void check_refusals(void) {
     sn_model_free(m);
 }
 
+/* One step from random weights (U 40: a padded block and 20 row pairs), h, c in [-1, 1]: h and
+ * R rounded to bf16 move a pre-activation by at most about sum |h R| 2^-8, 0.03 here; gates and
+ * states move less (slopes <= 1), the logits by |wd| times that over U terms. */
+#define BF16_STEP_TOL 0.05
+
+static void check_step_kernel(void) {
+    enum { U = 40, V = 23 };
+    static float xw[4 * U], r[U * 4 * U], h[U], c[U], wd[U * V], bd[V];
+    static float ref[2 * U + V], got[2 * U + V], direct[2 * U + V];
+    float *in[6] = {xw, r, h, c, wd, bd};
+    int64_t n[6] = {4 * U, U * 4 * U, U, U, U * V, V};
+    for (int k = 0; k < 6; k++)
+        for (int64_t i = 0; i < n[k]; i++)
+            in[k][i] = (float)((k == 1 ? 0.3 : k == 4 ? 0.2 : 1.0) * (2 * sn_rng_uniform(&rng) - 1));
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    sn_kcall call = {.op = SN_OP_LSTM_DENSE_STEP, .attr = &attr, .n_in = 6,
+                     .y = {.dtype = SN_F32, .shape = {.ndim = 2, .dim = {1, 2 * U + V}}}};
+    sn_shape sh[6] = {{.ndim = 2, .dim = {1, 4 * U}}, {.ndim = 2, .dim = {U, 4 * U}},
+                      {.ndim = 2, .dim = {1, U}},     {.ndim = 2, .dim = {1, U}},
+                      {.ndim = 2, .dim = {U, V}},     {.ndim = 1, .dim = {V}}};
+    for (int k = 0; k < 6; k++) {
+        call.x[k] = (sn_tdesc){.dtype = SN_F32, .shape = sh[k]};
+        call.in[k] = in[k];
+    }
+    const sn_kernel *kf = sn_kernel_select(sn_cpu_kernels(), &call);
+    CHECK(kf && strcmp(kf->impl, "ref") == 0, "lstm_dense_step without bf16_compute: kernel %s, "
+          "expected the f32 reference", kf ? kf->impl : "none");
+    call.out = ref;
+    CHECK_OK(sn_ref_kernels()->k[SN_OP_LSTM_DENSE_STEP]->run(&call));
+    call.bf16 = true;
+    const sn_kernel *kb = sn_kernel_select(sn_cpu_kernels(), &call);
+    CHECK(kb && strcmp(kb->impl, "avx512_bf16") == 0, "lstm_dense_step under bf16_compute: "
+          "kernel %s, expected avx512_bf16", kb ? kb->impl : "none");
+    if (!kb || strcmp(kb->impl, "avx512_bf16") != 0) return;
+    size_t scratch = 0;
+    CHECK_OK(kb->prepare(&call, &scratch));
+    call.out = got;
+    call.vars_version = 1;
+    CHECK_OK(kb->run(&call));
+    double worst = 0;
+    for (int i = 0; i < 2 * U + V; i++) worst = fmax(worst, fabs((double)got[i] - ref[i]));
+    CHECK(worst < BF16_STEP_TOL, "lstm_dense_step bf16 vs reference: %.3g", worst);
+    /* The direct call, as the stepper made it before: the same bits. */
+    sn_lstm_step *ds = NULL;
+    CHECK_OK(sn_lstm_step_new(r, U, wd, bd, V, &ds));
+    memcpy(direct, h, sizeof h);
+    memcpy(direct + U, c, sizeof c);
+    if (ds) sn_lstm_step_run(ds, xw, direct, direct + U, direct + 2 * U);
+    sn_lstm_step_free(ds);
+    CHECK(memcmp(direct, got, sizeof got) == 0, "lstm_dense_step bf16 kernel differs from the "
+          "direct bf16 step");
+    /* New weights: packed again when the version moves, not before. */
+    for (int64_t i = 0; i < U * 4 * U; i++) r[i] = -r[i];
+    float again[2 * U + V];
+    call.out = again;
+    CHECK_OK(kb->run(&call));
+    CHECK(memcmp(again, got, sizeof got) == 0, "the kernel repacked with vars_version unchanged");
+    call.vars_version = 2;
+    CHECK_OK(kb->run(&call));
+    CHECK(memcmp(again, got, sizeof got) != 0, "the kernel kept old weights after vars_version moved");
+    call.bf16 = false;
+    call.out = ref;
+    CHECK_OK(sn_ref_kernels()->k[SN_OP_LSTM_DENSE_STEP]->run(&call));
+    worst = 0;
+    for (int i = 0; i < 2 * U + V; i++) worst = fmax(worst, fabs((double)again[i] - ref[i]));
+    CHECK(worst < BF16_STEP_TOL, "lstm_dense_step bf16 vs reference, new weights: %.3g", worst);
+    if (kb->release) kb->release(&call);
+}
+
 int main(void) {
     sn_rng_init(&rng, 7, 0);
     if (!sn_lstm_step_bf16_supported()) {
@@ -219,5 +307,6 @@ int main(void) {
     check_size(37);   /* odd, and a padded last block */
     check_size(512);  /* large: long sums */
     check_refusals();
+    check_step_kernel();
     return sn_test_finish("test_stepper_bf16");
 }

@@ -16,14 +16,14 @@ DATA=/usr/share/datasets/fashion-mnist
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2} OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 export TF_CPP_MIN_LOG_LEVEL=2  # TensorFlow, if tensorboard loads it, without its banner
 
-[ -e "$DATA/train-images-idx3-ubyte.gz" ] || { echo "SKIP: no Fashion-MNIST in $DATA"; exit 77; }
+. "$SRC/tests/sh_test_util.sh"
+[ -e "$DATA/train-images-idx3-ubyte.gz" ] || sn_skip "no Fashion-MNIST in $DATA"
 PY=$("$SRC/scripts/pyenv.sh" "$BUILD")
 rc=$?
-[ $rc -eq 77 ] && { echo "SKIP: no Python venv with tensorboard (PyPI unreachable)"; exit 77; }
+[ $rc -eq 77 ] && sn_skip "no Python venv with tensorboard (PyPI unreachable)"
 [ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_test_tb.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+sn_tmpdir test_tb
 
 # 3 epochs of 20 steps, 5 steps per execution, batch scalars every 10 steps.
 if ! "$BUILD/sinter" train --model mlp --epochs 3 --steps-per-epoch 20 --steps-per-execution 5 \

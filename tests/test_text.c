@@ -9,22 +9,7 @@
 #include "core/core.h"
 #include "sinter/data.h"
 #include "sn_test.h"
-
-static char tmpdir[256];
-
-static const char *tmp_path(const char *name) {
-    static char bufs[32][320];
-    static int n;
-    char *p = bufs[n++ % 32];
-    snprintf(p, 320, "%s/%s", tmpdir, name);
-    return p;
-}
-
-static void write_file(const char *path, const void *p, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(p, 1, n, f) != n || fclose(f) != 0)
-        fprintf(stderr, "test setup: cannot write %s\n", path);
-}
+#include "tmp_test_util.h"
 
 /* ---- UTF-8 ------------------------------------------------------------------------------ */
 
@@ -109,7 +94,7 @@ static void test_vocab(void) {
     CHECK_ERR(sn_vocab_encode(v, "he\xc3", 3, &ids, &n), SN_ERR_FORMAT, "invalid UTF-8 at byte offset 2");
 
     /* Save and load: the same ids; NUL and a 4-byte character survive JSON. */
-    const char *p = tmp_path("v.vocab.json");
+    const char *p = test_tmp("v.vocab.json");
     CHECK_OK(sn_vocab_save(v, p));
     sn_vocab *u = NULL;
     CHECK_OK(sn_vocab_load(&u, p));
@@ -170,9 +155,9 @@ static void test_vocab(void) {
         {"{\"format\": \"sinter.vocab\", \"version\": 1, \"mode\": \"utf8\", \"size\": 1, "
          "\"chars\": [\"a\"], \"size\": 1}", "is not valid JSON"},
     };
-    const char *bp = tmp_path("bad.vocab.json");
+    const char *bp = test_tmp("bad.vocab.json");
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_file(bp, bad[i].json, strlen(bad[i].json));
+        test_write_file(bp, bad[i].json, strlen(bad[i].json));
         u = NULL;
         sn_status s = sn_vocab_load(&u, bp);
         CHECK(s != SN_OK && !u && strstr(sn_last_error(), bad[i].needle) &&
@@ -181,11 +166,11 @@ static void test_vocab(void) {
               bad[i].needle);
         sn_vocab_free(u);
     }
-    CHECK_ERR(sn_vocab_load(&u, tmp_path("missing.json")), SN_ERR_IO, "cannot read");
+    CHECK_ERR(sn_vocab_load(&u, test_tmp("missing.json")), SN_ERR_IO, "cannot read");
     /* An atomic save leaves no temporary file behind. */
     char cmd[600];
-    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", tmpdir);
-    CHECK(system(cmd) != 0, "a temporary file was left in %s", tmpdir);
+    snprintf(cmd, sizeof cmd, "ls %s | grep -q tmp", test_tmpdir);
+    CHECK(system(cmd) != 0, "a temporary file was left in %s", test_tmpdir);
 }
 
 /* ---- the text dataset -------------------------------------------------------------------- */
@@ -326,8 +311,8 @@ static void test_text_dataset(void) {
     sn_vocab_free(given);
 
     /* Files: invalid UTF-8 names the offset; bytes mode reads it; too short; options. */
-    const char *bad = tmp_path("bad.txt");
-    write_file(bad, "hello\nw\xc3\x28rld\n", 13);
+    const char *bad = test_tmp("bad.txt");
+    test_write_file(bad, "hello\nw\xc3\x28rld\n", 13);
     o = sn_text_defaults();
     o.seq_length = 3;
     o.batch_size = 1;
@@ -352,20 +337,14 @@ static void test_text_dataset(void) {
     o.validation_split = 1.0;
     CHECK_ERR(sn_text_dataset_from_memory("abcdef", 6, "s.txt", &o, &v, &tr, NULL, NULL), SN_ERR_INVALID,
               "validation_split 1 is outside [0, 1)");
-    CHECK_ERR(sn_text_dataset(tmp_path("nope.txt"), &o, &v, &tr, NULL, NULL), SN_ERR_IO, "cannot open");
+    CHECK_ERR(sn_text_dataset(test_tmp("nope.txt"), &o, &v, &tr, NULL, NULL), SN_ERR_IO, "cannot open");
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/sn_test_text_XXXXXX");
-    if (!mkdtemp(tmpdir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_text")) return 1;
     test_utf8();
     test_vocab();
     test_text_dataset();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+    test_tmpdir_remove();
     return sn_test_finish("test_text");
 }

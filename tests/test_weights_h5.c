@@ -14,16 +14,7 @@
 #include "sinter/io.h"
 #include "sinter/tensor.h"
 #include "sn_test.h"
-
-static char dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", dir, name);
-    return p;
-}
+#include "tmp_test_util.h"
 
 /* ---- a small Sequential CNN: Conv2D, BN, MaxPool, Flatten, Dense, Dropout, Dense -------- */
 
@@ -304,9 +295,9 @@ static void test_keras3_roundtrip_and_layout(void) {
     model a, b;
     build_cnn(&a, 1, 10, 0);
     build_cnn(&b, 0, 10, 0);
-    const char *p = tmp_path("cnn.weights.h5");
+    const char *p = test_tmp("cnn.weights.h5");
     CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
-    CHECK(access(tmp_path("cnn.weights.h5.tmp"), F_OK) != 0, "temporary file left behind");
+    CHECK(access(test_tmp("cnn.weights.h5.tmp"), F_OK) != 0, "temporary file left behind");
     CHECK(!same_bits(&a, &b), "models differ before loading");
     CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
     CHECK(same_bits(&a, &b), "Keras 3 round trip is not bit-identical");
@@ -378,7 +369,7 @@ static void test_recurrent_path(void) {
         mk(m, "bias", 4 * (1 - k), 1, 64, 0, 0, 0);
         add_layer(m, "LSTM", "lstm", 1, 3);
     }
-    const char *p = tmp_path("lstm.weights.h5");
+    const char *p = test_tmp("lstm.weights.h5");
     CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
     CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
     CHECK(same_bits(&a, &b), "LSTM round trip");
@@ -387,7 +378,7 @@ static void test_recurrent_path(void) {
     CHECK(h5_exists(f, "/layers/embedding/vars/0"), "embedding");
     CHECK(n_links(f, "/layers/lstm/vars") == 0, "lstm's own vars group is empty");
     H5Fclose(f);
-    const char *p2 = tmp_path("lstm_legacy.h5");
+    const char *p2 = test_tmp("lstm_legacy.h5");
     sn_weights_h5_options o = sn_weights_h5_defaults();
     o.layout = SN_WEIGHTS_KERAS2;
     CHECK_OK(sn_weights_save_h5(p2, a.nl, a.layers, &o));
@@ -416,7 +407,7 @@ static void test_mha_sublayers(void) {
             }
             add_layer(m, "MultiHeadAttention", "mha", 0, bias ? 8 : 4);
         }
-        const char *p = tmp_path("mha.weights.h5");
+        const char *p = test_tmp("mha.weights.h5");
         CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
         CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
         CHECK(same_bits(&a, &b), "MultiHeadAttention round trip (bias %d)", bias);
@@ -445,7 +436,7 @@ static void test_keras2_by_hand(void) {
     model a, b;
     build_cnn(&a, 1, 10, 0);
     for (int w = 0; w < 2; w++) {
-        const char *p = tmp_path(w ? "keras2_model.h5" : "keras2_weights.h5");
+        const char *p = test_tmp(w ? "keras2_model.h5" : "keras2_weights.h5");
         write_keras2_by_hand(p, &a, w ? "model_weights" : "/");
         build_cnn(&b, 0, 10, 0);
         CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
@@ -465,7 +456,7 @@ static void test_keras2_save(void) {
     model a, b;
     build_cnn(&a, 1, 10, 0);
     build_cnn(&b, 0, 10, 0);
-    const char *p = tmp_path("legacy.h5");
+    const char *p = test_tmp("legacy.h5");
     sn_weights_h5_options o = sn_weights_h5_defaults();
     o.layout = SN_WEIGHTS_KERAS2;
     CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, &o));
@@ -491,7 +482,7 @@ static void test_errors(void) {
     model a, b;
     build_cnn(&a, 1, 128, 0); /* dense_1's bias is [128] in the file */
     build_cnn(&b, 0, 10, 0);
-    const char *p = tmp_path("bias128.weights.h5");
+    const char *p = test_tmp("bias128.weights.h5");
     CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
     float before = ((float *)sn_tensor_data(b.t[0]))[5];
     CHECK_ERR(sn_weights_load_h5(p, b.nl, b.layers, NULL), SN_ERR_SHAPE,
@@ -503,20 +494,20 @@ static void test_errors(void) {
     CHECK_ERR(sn_weights_load_h5("/nonexistent/x.h5", b.nl, b.layers, NULL), SN_ERR_IO,
               "weights file '/nonexistent/x.h5': cannot open: No such file or directory");
 
-    const char *txt = tmp_path("not_hdf5.h5");
+    const char *txt = test_tmp("not_hdf5.h5");
     FILE *fp = fopen(txt, "w");
     fputs("this is not an HDF5 file, just some text that is long enough to look at\n", fp);
     fclose(fp);
     CHECK_ERR(sn_weights_load_h5(txt, b.nl, b.layers, NULL), SN_ERR_FORMAT, "not an HDF5 file");
-    const char *zip = tmp_path("model.keras");
+    const char *zip = test_tmp("model.keras");
     fp = fopen(zip, "w");
     fputs("PK\003\004 pretend zip", fp);
     fclose(fp);
     CHECK_ERR(sn_weights_load_h5(zip, b.nl, b.layers, NULL), SN_ERR_FORMAT, ".keras model");
 
-    hid_t f = H5Fcreate(tmp_path("other.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t f = H5Fcreate(test_tmp("other.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     H5Fclose(f);
-    CHECK_ERR(sn_weights_load_h5(tmp_path("other.h5"), b.nl, b.layers, NULL), SN_ERR_FORMAT,
+    CHECK_ERR(sn_weights_load_h5(test_tmp("other.h5"), b.nl, b.layers, NULL), SN_ERR_FORMAT,
               "not Keras weights");
 
     CHECK_ERR(sn_weights_save_h5("/nonexistent/dir/x.weights.h5", a.nl, a.layers, NULL), SN_ERR_IO,
@@ -525,7 +516,7 @@ static void test_errors(void) {
     /* Layer counts: a file with 4 weighted layers and a model with 5, and the reverse. */
     model big;
     build_cnn(&big, 0, 10, 1);
-    const char *ok = tmp_path("cnn4.weights.h5");
+    const char *ok = test_tmp("cnn4.weights.h5");
     model a10;
     build_cnn(&a10, 1, 10, 0);
     CHECK_OK(sn_weights_save_h5(ok, a10.nl, a10.layers, NULL));
@@ -533,12 +524,12 @@ static void test_errors(void) {
               "model has 5 layers with weights, file has 4");
     CHECK(strstr(sn_last_error(), "first missing: layer 'dense_2' (Dense)") != NULL, "%s",
           sn_last_error());
-    const char *bigp = tmp_path("cnn5.weights.h5");
+    const char *bigp = test_tmp("cnn5.weights.h5");
     CHECK_OK(sn_weights_save_h5(bigp, big.nl, big.layers, NULL));
     CHECK_ERR(sn_weights_load_h5(bigp, b.nl, b.layers, NULL), SN_ERR_SHAPE,
               "model has 4 layers with weights, file has 5");
     /* Same for Keras 2 files. */
-    const char *k2 = tmp_path("k2.h5");
+    const char *k2 = test_tmp("k2.h5");
     write_keras2_by_hand(k2, &a10, "/");
     CHECK_ERR(sn_weights_load_h5(k2, big.nl, big.layers, NULL), SN_ERR_SHAPE,
               "model has 5 layers with weights, file has 4");
@@ -585,7 +576,7 @@ static void test_errors(void) {
     CHECK_OK(sn_tensor_new(&i32, SN_I32, &s10));
     sn_weight_var iv[2] = {{"kernel", b.t[8]}, {"bias", i32}};
     nb.layers[6] = (sn_weight_layer){"Dense", "dense_1", 2, iv};
-    CHECK_ERR(sn_weights_save_h5(tmp_path("bad.weights.h5"), nb.nl, nb.layers, NULL), SN_ERR_SHAPE,
+    CHECK_ERR(sn_weights_save_h5(test_tmp("bad.weights.h5"), nb.nl, nb.layers, NULL), SN_ERR_SHAPE,
               "variable 1 'bias': tensor dtype");
     sn_tensor_free(i32);
 
@@ -610,7 +601,7 @@ static void test_strided_view(void) {
     if (!view || !dst) return;
     sn_weight_var v = {"kernel", view}, d = {"kernel", dst};
     sn_weight_layer L = {"Dense", "dense", 1, &v}, D = {"Dense", "dense", 1, &d};
-    const char *path = tmp_path("view.weights.h5");
+    const char *path = test_tmp("view.weights.h5");
     CHECK_OK(sn_weights_save_h5(path, 1, &L, NULL));
     CHECK_OK(sn_weights_load_h5(path, 1, &D, NULL));
     int ok = 1;
@@ -655,11 +646,7 @@ static int interop(const char *d) {
 int main(void) {
     const char *interop_dir = getenv("SN_KERAS_INTEROP_DIR");
     if (interop_dir) return interop(interop_dir);
-    snprintf(dir, sizeof dir, "/tmp/sn_weights_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_weights")) return 1;
     test_snake_case();
     test_keras3_roundtrip_and_layout();
     test_recurrent_path();
@@ -668,10 +655,6 @@ int main(void) {
     test_keras2_save();
     test_errors();
     test_strided_view();
-    if (!sn_test_fail) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    }
+    if (!sn_test_fail) test_tmpdir_remove();
     return sn_test_finish("test_weights_h5");
 }

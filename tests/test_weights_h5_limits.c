@@ -20,16 +20,7 @@
 #include "sinter/io.h"
 #include "sinter/nn.h"
 #include "sn_test.h"
-
-static char dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[8][256];
-    static int k;
-    char *p = buf[k++ % 8];
-    snprintf(p, 256, "%s/%s", dir, name);
-    return p;
-}
+#include "tmp_test_util.h"
 
 /* Dense [3, 2] + [2] */
 static sn_tensor *t[2];
@@ -50,7 +41,7 @@ static ssize_t open_objects(void) { return H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ
 
 /* ---- 1. no handle outlives a call -------------------------------------------------------- */
 static void test_handles(void) {
-    const char *good = tmp_path("good.weights.h5"), *k2 = tmp_path("good_k2.h5");
+    const char *good = test_tmp("good.weights.h5"), *k2 = test_tmp("good_k2.h5");
     sn_weights_h5_options o2 = sn_weights_h5_defaults();
     o2.layout = SN_WEIGHTS_KERAS2;
     /* A file with the wrong shape and one that is not HDF5: the error paths. */
@@ -59,8 +50,8 @@ static void test_handles(void) {
     CHECK_OK(sn_tensor_new(&wrong, SN_F32, &ws));
     sn_weight_var wv[2] = {{"kernel", wrong}, {"bias", t[1]}};
     sn_weight_layer wl = {"Dense", "dense", 2, wv};
-    const char *bad_shape = tmp_path("bad_shape.weights.h5"), *not_h5 = tmp_path("text.h5");
-    const char *missing = tmp_path("missing.h5"); /* tmp_path has 8 slots: no calls in the loop */
+    const char *bad_shape = test_tmp("bad_shape.weights.h5"), *not_h5 = test_tmp("text.h5");
+    const char *missing = test_tmp("missing.h5"); /* tmp_path has 8 slots: no calls in the loop */
     CHECK_OK(sn_weights_save_h5(bad_shape, 1, &wl, NULL));
     FILE *f = fopen(not_h5, "w");
     if (f) {
@@ -95,7 +86,7 @@ static void test_handles(void) {
     CHECK_OK(sn_model_add(m, sn_layer_dense(4, SN_ACT_RELU)));
     CHECK_OK(sn_model_add(m, sn_layer_dense(2, SN_ACT_NONE)));
     CHECK_OK(sn_model_build(m, &(sn_shape){.ndim = 1, .dim = {3}}, 1));
-    const char *mp = tmp_path("model.weights.h5");
+    const char *mp = test_tmp("model.weights.h5");
     for (int i = 0; i < 100; i++) {
         CHECK_OK(sn_model_save_weights(m, mp));
         CHECK_OK(sn_model_load_weights(m, mp));
@@ -111,7 +102,7 @@ static void test_handles(void) {
 
 /* /layers/dense/vars with the right datasets, plus what `extra` adds; returns the path. */
 static const char *keras3_file(const char *name, void (*extra)(hid_t file)) {
-    const char *p = tmp_path(name);
+    const char *p = test_tmp(name);
     CHECK_OK(sn_weights_save_h5(p, 1, &dense, NULL));
     hid_t file = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
     CHECK(file >= 0, "reopen %s", p);
@@ -166,18 +157,12 @@ static void test_structure(void) {
 }
 
 int main(void) {
-    snprintf(dir, sizeof dir, "/tmp/sn_test_h5limits_XXXXXX");
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    if (!test_tmpdir_make("sn_test_h5limits")) return 1;
     setup();
     test_handles();
     test_structure();
     sn_tensor_free(t[0]);
     sn_tensor_free(t[1]);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    test_tmpdir_remove();
     return sn_test_finish("test_weights_h5_limits");
 }

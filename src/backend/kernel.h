@@ -57,6 +57,10 @@ typedef struct sn_kcall {
     void *state;                           /* the kernel's own, from prepare */
     void *stream;                          /* the backend's stream (backend.h); NULL on CPU */
     int64_t step;                          /* the plan's step counter (dropout) */
+    /* Changes whenever the variables the kernel reads may have changed since its last run (a
+     * caller wrote them, or a side effect did): a kernel that keeps a copy of a weight in its
+     * own layout (the bf16 LSTM step) makes it again when this differs from its last run's. */
+    uint64_t vars_version;
     bool bf16;                             /* sn_plan_opts.bf16_compute (matmul, conv2d) */
     bool fp32_strict;                      /* sn_plan_opts.fp32_strict (GPU: no TF32) */
     /* Epilogue: the planner fused a following relu into this bias_add, so the kernel writes
@@ -127,6 +131,7 @@ void sn_cpu_register_shape(sn_kernel_table *t);
 void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */
 void sn_cpu_register_attention(sn_kernel_table *t); /* layer_norm, gelu_tanh, attention */
+void sn_cpu_register_lstm_step(sn_kernel_table *t); /* lstm_dense_step in bf16 (cpu_lstm_step.c) */
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */
 const sn_kernel_table *sn_ref_kernels(void);

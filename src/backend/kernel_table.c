@@ -42,6 +42,7 @@ static void build_cpu(void) {
     sn_cpu_register_activation(&cpu_table);
     sn_cpu_register_fused(&cpu_table);
     sn_cpu_register_attention(&cpu_table);
+    sn_cpu_register_lstm_step(&cpu_table);
     /* SN_RNN=loop: the same table with the whole-layer recurrent ops on the loop's kernels */
     cpu_loop_table = cpu_table;
     sn_cpu_register_rnn_layer_loop(&cpu_loop_table);

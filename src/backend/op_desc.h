@@ -113,6 +113,9 @@ typedef enum sn_op {
     SN_OP_DEPTHWISE_CONV2D, /* (x [N,H,W,C], w) -> [N,OH,OW,C*M]; attr.conv */
     SN_OP_DEPTHWISE_BWD_DATA,   /* (dy, w) -> dx (attr.conv.x_shape) */
     SN_OP_DEPTHWISE_BWD_FILTER, /* (x, dy) -> dw (attr.conv.w_shape) */
+    SN_OP_LSTM_DENSE_STEP,  /* (xw [B,4U], r [U,4U], h, c [B,U], wd [U,V], bd [V]) -> [B, 2U+V]:
+                               h' | c' | h' @ wd + bd, one LSTM step and a linear Dense
+                               (generation, op_rnn.c); no gradient */
     SN_OP_COUNT
 } sn_op;
 

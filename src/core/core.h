@@ -79,6 +79,9 @@ uint64_t sn_rng_below(sn_rng *r, uint64_t n);     /* uniform integer in [0, n) *
  * docs/dependencies.md). The count comes from SN_NUM_THREADS, else all cores. */
 int sn_num_threads(void);
 void sn_set_num_threads(int n);
+/* Whether the count was chosen (SN_NUM_THREADS, sn_set_num_threads) rather than defaulted to
+ * every core: an MPI worker sharing its cores with others shrinks only a default count. */
+bool sn_num_threads_chosen(void);
 /* Cores this process may run on (its affinity mask), whatever the thread count. */
 int sn_num_cores(void);
 /* Runs the calling thread's kernels (ours and oneDNN's) on n threads until sn_threads_leave:

@@ -9,7 +9,9 @@
 static const struct {
     const char *name, *doc;
 } switches[SN_ENV_COUNT] = {
-    [SN_ENV_NUM_THREADS] = {"SN_NUM_THREADS", "threads of the one OpenMP team (default: all cores)"},
+    [SN_ENV_NUM_THREADS] = {"SN_NUM_THREADS", "threads of the one OpenMP team (default: all "
+                                              "cores; an MPI worker: its cores shared with the "
+                                              "workers on them)"},
     [SN_ENV_KERNELS] = {"SN_KERNELS", "`ref`: run the portable reference kernels only"},
     [SN_ENV_CPU_ISA] = {"SN_CPU_ISA", "`avx512`, `avx2` or `generic`: the widest ISA our own "
                                       "kernels may use"},

@@ -9,8 +9,16 @@
 void openblas_set_num_threads(int n); /* from OpenBLAS; declared here to avoid its header */
 
 static int sn_threads = 0;
+static bool sn_threads_chosen = false; /* by SN_NUM_THREADS or sn_set_num_threads */
 /* The team size of the plan this thread is running (its device's share), 0 when none. */
 static _Thread_local int tl_threads = 0;
+
+static void set_threads(int n) {
+    if (n < 1) n = 1;
+    sn_threads = n;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
 
 static void threads_init(void) {
     if (sn_threads > 0) return;
@@ -18,7 +26,8 @@ static void threads_init(void) {
     const char *env = sn_env(SN_ENV_NUM_THREADS);
     if (env) n = atoi(env);
     if (n <= 0) n = omp_get_num_procs();
-    sn_set_num_threads(n);
+    set_threads(n);
+    sn_threads_chosen = env != NULL;
 }
 
 int sn_num_threads(void) {
@@ -29,10 +38,13 @@ int sn_num_threads(void) {
 int sn_num_cores(void) { return omp_get_num_procs(); }
 
 void sn_set_num_threads(int n) {
-    if (n < 1) n = 1;
-    sn_threads = n;
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    set_threads(n);
+    sn_threads_chosen = true;
+}
+
+bool sn_num_threads_chosen(void) {
+    threads_init();
+    return sn_threads_chosen;
 }
 
 int sn_threads_enter(int n) {

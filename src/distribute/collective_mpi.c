@@ -14,6 +14,7 @@
  * wait node calls finish before the optimizer update: the all-reduce overlaps the rest of the
  * backward pass. */
 #include <mpi.h>
+#include <sched.h>
 #include <string.h>
 #include <time.h>
 
@@ -205,6 +206,41 @@ static const sn_collective_vt mpi_vt = {
     .destroy = mpi_destroy,
 };
 
+/* A worker's default thread count: its cores shared with the workers of its node that may run
+ * on any of them. Without this, workers started unbound (`mpirun --bind-to none`, or more
+ * ranks than cores, where Open MPI binds none) would each default to every core of the node,
+ * and k workers would run k times as many threads as there are cores, each team spinning
+ * while the others hold its cores. Bound workers (Open MPI's default of one core each for up
+ * to 2 ranks) see only their own cores and share with nobody: their count stays. A count
+ * chosen by SN_NUM_THREADS or sn_set_num_threads is left alone. */
+static void share_cores(MPI_Comm comm) {
+    /* Collective: every rank takes part, whatever it then does with the answer. */
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) CPU_ZERO(&mine);
+    MPI_Comm node = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return;
+    int n = 0;
+    cpu_set_t *all = NULL;
+    if (MPI_Comm_size(node, &n) == MPI_SUCCESS && n > 1 && (all = sn_calloc((size_t)n, sizeof *all)) &&
+        MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, node) ==
+            MPI_SUCCESS) {
+        int sharing = 0; /* itself included */
+        for (int i = 0; i < n; i++) {
+            cpu_set_t both;
+            CPU_AND(&both, &mine, &all[i]);
+            if (CPU_COUNT(&both) > 0) sharing++;
+        }
+        int share = CPU_COUNT(&mine) / (sharing > 0 ? sharing : 1);
+        if (share < 1) share = 1;
+        if (CPU_COUNT(&mine) > 0 && !sn_num_threads_chosen() && share < sn_num_threads())
+            sn_set_num_threads(share);
+    }
+    free(all);
+    MPI_Comm_free(&node);
+}
+
 sn_status sn_collective_mpi_new(sn_collective **out) {
     *out = NULL;
     int init = 0, fin = 0;
@@ -233,6 +269,7 @@ sn_status sn_collective_mpi_new(sn_collective **out) {
         mpi_destroy(&c->base);
         return sn_errorf(SN_ERR_DIST, "MPI: setting up the communicator failed");
     }
+    share_cores(c->comm);
     *out = &c->base;
     return SN_OK;
 }

@@ -47,18 +47,31 @@ static sn_status download_all(sn_plan *p) {
     return SN_OK;
 }
 
+/* After a step: its side effects wrote the variables (the graph's, or a private copy), so the
+ * next step's kernels see a new version (sn_kcall.vars_version). A plan without side effects
+ * leaves the version alone: a kernel's copy of a weight stays valid across its steps. */
+static void vars_written(sn_plan *p) {
+    if (!p->writes_vars) return;
+    if (p->private_vars) p->pvars_version++;
+    else p->g->vars_version++;
+}
+
 /* One step's kernel runs, issued on the backend's stream (or run, on the CPU). */
 static sn_status issue_calls(sn_plan *p, int64_t key) {
+    uint64_t vv = p->private_vars ? p->pvars_version : p->g->vars_version;
     for (int c = 0; c < p->n_calls; c++) {
         sn_kcall *k = &p->calls[c];
         k->step = key;
+        k->vars_version = vv;
         double t0 = p->prof ? sn_now() : 0;
         sn_status st = p->kern[c]->run(k);
         if (p->prof) p->prof[c] += sn_now() - t0;
         if (st == SN_OK && p->hook) st = p->hook(p->hook_ctx, p, c, k->id);
-        if (st != SN_OK)
+        if (st != SN_OK) {
+            vars_written(p); /* some side effects may have run */
             return sn_error_context(st, "step %lld, node %d (%s)", (long long)p->step,
                                     (int)k->id, sn_ops[k->op]->name);
+        }
     }
     return SN_OK;
 }
@@ -133,6 +146,7 @@ static sn_status run_steps(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx
             SN_TRY(issue_calls(p, key));
         }
         p->step++;
+        vars_written(p);
     }
     return SN_OK;
 }
@@ -153,8 +167,6 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx) {
     p->running = false;
     sn_status sy = sn_backend_synchronize(p->backend);
     if (s == SN_OK) s = sy;
-    /* Its side effects wrote the graph's variables (a private copy is the plan's own). */
-    if (!p->private_vars && steps > 0) p->g->vars_version++;
     /* Even after a failed step: the host's variables then hold what the device computed, as
      * they would on the CPU. */
     if (p->mirror) {

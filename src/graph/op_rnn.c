@@ -196,6 +196,48 @@ const sn_op_def sn_def_gru_rb = {.name = "gru_reset_before", .n_in = 3, .infer =
 const sn_op_def sn_def_gru_rb_grad = {.name = "gru_reset_before_grad", .n_in = 4,
                                        .infer = infer_gru_rb_grad};
 
+/* ---- one LSTM step and a Dense (op_rnn.h) ------------------------------------------------ */
+static sn_status infer_lstm_dense_step(const sn_graph *g, sn_node_t *node) {
+    const sn_node_t *xw = IN(g, node, 0), *r = IN(g, node, 1), *h = IN(g, node, 2),
+                    *c = IN(g, node, 3), *wd = IN(g, node, 4), *bd = IN(g, node, 5);
+    char s1[128], s2[128], s3[128];
+    for (int i = 1; i < 6; i++)
+        if (!same_float(xw, IN(g, node, i)))
+            return sn_errorf(SN_ERR_SHAPE, "lstm_dense_step: inputs must be floats of one "
+                             "dtype, got %s and %s (input %d)", sn_dtype_name(xw->dtype),
+                             sn_dtype_name(IN(g, node, i)->dtype), i);
+    if (r->shape.ndim != 2 || r->shape.dim[0] < 1 || r->shape.dim[1] != 4 * r->shape.dim[0])
+        return sn_errorf(SN_ERR_SHAPE, "lstm_dense_step: recurrent kernel must be [U, 4*U], got %s",
+                         sn_shape_str(&r->shape, s1, sizeof s1));
+    int64_t U = r->shape.dim[0];
+    if (xw->shape.ndim != 2 || xw->shape.dim[1] != 4 * U)
+        return sn_errorf(SN_ERR_SHAPE, "lstm_dense_step: input projection must be [B, %lld], got %s",
+                         (long long)(4 * U), sn_shape_str(&xw->shape, s1, sizeof s1));
+    int64_t B = xw->shape.dim[0];
+    sn_shape hs = {.ndim = 2, .dim = {B, U}};
+    if (!sn_shape_equal(&h->shape, &hs) || !sn_shape_equal(&c->shape, &hs))
+        return sn_errorf(SN_ERR_SHAPE, "lstm_dense_step: states must be %s, got %s and %s",
+                         sn_shape_str(&hs, s1, sizeof s1), sn_shape_str(&h->shape, s2, sizeof s2),
+                         sn_shape_str(&c->shape, s3, sizeof s3));
+    if (wd->shape.ndim != 2 || wd->shape.dim[0] != U || wd->shape.dim[1] < 1 ||
+        bd->shape.ndim != 1 || bd->shape.dim[0] != wd->shape.dim[1])
+        return sn_errorf(SN_ERR_SHAPE, "lstm_dense_step: Dense kernel [%lld, V] and bias [V] "
+                         "expected, got %s and %s", (long long)U,
+                         sn_shape_str(&wd->shape, s1, sizeof s1),
+                         sn_shape_str(&bd->shape, s2, sizeof s2));
+    node->dtype = xw->dtype;
+    node->shape = (sn_shape){.ndim = 2, .dim = {B, 2 * U + wd->shape.dim[1]}};
+    return SN_OK;
+}
+
+sn_node sn_lstm_dense_step(sn_graph *g, sn_node xw, sn_node r, sn_node h, sn_node c, sn_node wd,
+                           sn_node bd) {
+    return sn_graph_add(g, SN_OP_LSTM_DENSE_STEP, 6, (sn_node[]){xw, r, h, c, wd, bd}, NULL);
+}
+
+const sn_op_def sn_def_lstm_dense_step = {.name = "lstm_dense_step", .n_in = 6,
+                                          .infer = infer_lstm_dense_step};
+
 /* ---- the whole LSTM layer (op_rnn.h) ------------------------------------------------------ */
 /* Checks a whole-layer op's x [B, T, D], w [D, G*U], r [U, G*U], b [4U] and states; sets the
  * output [B, T (+1 with keep_c), U]. */

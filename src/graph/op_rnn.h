@@ -26,6 +26,14 @@ sn_node sn_lstm_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0, sn_node c0);
 sn_node sn_gru_seq(sn_graph *g, sn_node xw, sn_node r, sn_node rb, sn_node h0);
 sn_node sn_gru_rb_seq(sn_graph *g, sn_node xw, sn_node r, sn_node h0);
 
+/* One LSTM step and a linear Dense on top (generation, nn/model/stepper.c): xw [B, 4U] (the
+ * step's input projection plus bias), r [U, 4U], h, c [B, U], wd [U, V], bd [V] -> [B, 2U + V],
+ * per row h' | c' | h' @ wd + bd. One op so that a kernel can keep both weights in its own
+ * layout (the batch-1 bf16 step, backend/cpu/cpu_lstm_step.c, which the kernel table picks
+ * for a plan with bf16_compute); the reference computes it in double. No gradient. */
+sn_node sn_lstm_dense_step(sn_graph *g, sn_node xw, sn_node r, sn_node h, sn_node c, sn_node wd,
+                           sn_node bd);
+
 /* The whole LSTM layer as one op, for backends whose kernel takes the input projection too
  * (oneDNN's RNN primitives): x [B, T, D], w [D, 4U], r [U, 4U], b [4U], h0, c0 [B, U] ->
  * y [B, T, U], the h sequence; with keep_c, [B, T+1, U] whose row T of each batch row is the

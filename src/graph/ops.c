@@ -77,6 +77,7 @@ extern const sn_op_def sn_def_layer_norm, sn_def_layer_norm_grad, sn_def_gelu_ta
     sn_def_gelu_tanh_grad, sn_def_attention, sn_def_attention_grad, sn_def_attention_cached;
 extern const sn_op_def sn_def_depthwise_conv2d, sn_def_depthwise_bwd_data,
     sn_def_depthwise_bwd_filter;
+extern const sn_op_def sn_def_lstm_dense_step;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -162,6 +163,7 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_DEPTHWISE_CONV2D] = &sn_def_depthwise_conv2d,
     [SN_OP_DEPTHWISE_BWD_DATA] = &sn_def_depthwise_bwd_data,
     [SN_OP_DEPTHWISE_BWD_FILTER] = &sn_def_depthwise_bwd_filter,
+    [SN_OP_LSTM_DENSE_STEP] = &sn_def_lstm_dense_step,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {

@@ -377,6 +377,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             bool se = (nd->flags & SN_NODE_SIDE_EFFECT) != 0;
             if (se != (pass == 1)) continue;
             if (nd->op == SN_OP_RESHAPE) continue; /* a view: no kernel runs */
+            if (se) p->writes_vars = true;
             p->order[n++] = i;
         }
     p->n_calls = n;
@@ -503,6 +504,7 @@ sn_status sn_plan_load_vars(sn_plan *p) {
         SN_TRY(sn_backend_copy_to_device(p->backend, p->dvars, p->g->vars, p->g->vars_bytes));
     else memcpy(p->pvars, p->g->vars, p->g->vars_bytes);
     p->vars_loaded = p->g->vars_version + 1;
+    p->pvars_version++;
     return SN_OK;
 }
 

@@ -72,6 +72,8 @@ struct sn_plan {
     int64_t step_mul, step_add; /* the kernels see step * step_mul + step_add (dropout keys) */
     int64_t runs;               /* sn_plan_run calls that ran steps (sn_plan_run_count) */
     uint64_t vars_loaded;       /* private_vars: g->vars_version its copy equals (+1; 0 none) */
+    bool writes_vars;           /* it has side effects: its steps write the variables */
+    uint64_t pvars_version;     /* private_vars: bumped when its copy is loaded or written */
     int n_nodes; /* graph size when planned */
     /* Recorded steps on a backend that can record them (exec.c): the recording, each call's
      * attributes as recorded ([n_calls][1 + SN_FUSED_MAX_OUT2]), whether the plan may be

@@ -21,17 +21,8 @@
 
 enum { BR = 64, BC = 64, RG = 4, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
 
-/* sum of x[0..n) over LANES lanes folded pairwise: vectorises, same bits in every variant */
-INL float lane_sum(const float *x, int64_t n) {
-    float l[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) l[j] += x[i + j];
-    for (int j = 0; i + j < n; j++) l[j] += x[i + j];
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) l[j] += l[j + w];
-    return l[0];
-}
+/* sum of x[0..n) over LANES lanes folded pairwise (cpu_vec.h): same bits in every variant */
+INL float lane_sum(const float *x, int64_t n) { return vec_lanes_sum(x, n, LANES); }
 
 INL float lane_dot(const float *x, const float *y, int64_t n) {
     float l[LANES] = {0};

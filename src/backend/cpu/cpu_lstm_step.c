@@ -17,6 +17,7 @@
 
 #include "backend/cpu/cpu_lstm_step.h"
 #include "backend/cpu/cpu_vec.h"
+#include "backend/kernel.h"
 
 #define BLK 16
 
@@ -202,4 +203,60 @@ void sn_lstm_step_run(sn_lstm_step *s, const float *xw, float *h, float *c, floa
     (void)s, (void)xw, (void)h, (void)c, (void)logits;
     SN_ASSERT(!"sn_lstm_step_run without AVX512-BF16: sn_lstm_step_new refuses that");
 #endif
+}
+
+/* ---- the kernel of lstm_dense_step (graph/op_rnn.h) under bf16_compute ------------------- */
+/* The packed weights and the variables' version they were packed from: packed at the first
+ * run, again whenever the version moves (new weights), never per step. */
+typedef struct step_state {
+    sn_lstm_step *s;
+    uint64_t vars_version;
+} step_state;
+
+static bool step_supports(const sn_kcall *c) {
+    for (int i = 0; i < c->n_in; i++)
+        if (c->x[i].dtype != SN_F32) return false;
+    return c->bf16 && c->y.dtype == SN_F32 && c->x[0].shape.dim[0] == 1 &&
+           sn_lstm_step_bf16_supported();
+}
+
+static sn_status step_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    *scratch_bytes = 0;
+    c->state = sn_calloc(1, sizeof(step_state));
+    return c->state ? SN_OK : SN_ERR_NOMEM;
+}
+
+static void step_release(sn_kcall *c) {
+    step_state *st = c->state;
+    if (st) sn_lstm_step_free(st->s);
+    free(st);
+    c->state = NULL;
+}
+
+/* (xw [1, 4U], r [U, 4U], h, c [1, U], wd [U, V], bd [V]) -> [1, 2U + V]: h and c are copied
+ * to the output's first 2U and stepped there. */
+static sn_status step_run(sn_kcall *c) {
+    step_state *st = c->state;
+    int64_t U = c->x[1].shape.dim[0], V = c->x[4].shape.dim[1];
+    if (!st->s || st->vars_version != c->vars_version) {
+        sn_lstm_step_free(st->s);
+        st->s = NULL;
+        SN_TRY(sn_lstm_step_new(c->in[1], U, c->in[4], c->in[5], V, &st->s));
+        st->vars_version = c->vars_version;
+    }
+    float *out = c->out;
+    memcpy(out, c->in[2], sizeof(float) * (size_t)U);
+    memcpy(out + U, c->in[3], sizeof(float) * (size_t)U);
+    sn_lstm_step_run(st->s, c->in[0], out, out + U, out + 2 * U);
+    return SN_OK;
+}
+
+static const sn_kernel k_lstm_step_bf16 = {.impl = "avx512_bf16",
+                                           .supports = step_supports,
+                                           .prepare = step_prepare,
+                                           .run = step_run,
+                                           .release = step_release};
+
+void sn_cpu_register_lstm_step(sn_kernel_table *t) {
+    t->k[SN_OP_LSTM_DENSE_STEP] = &k_lstm_step_bf16;
 }

@@ -1,4 +1,6 @@
-/* Internal: the batch-1 LSTM step with bf16 weights (generation, nn/model/stepper.c).
+/* Internal: the batch-1 LSTM step with bf16 weights (generation): the kernel of
+ * lstm_dense_step (graph/op_rnn.h) that the CPU table picks for a plan with bf16_compute at
+ * batch 1 (nn/model/stepper.c builds that plan), and what bench/bench_lstm_step.c times.
  *
  * At batch 1 a step of a large LSTM is one matrix-vector product with the [U, 4U] recurrent
  * kernel, bound by reading that kernel (16 MB of f32 for U = 1024, every character). A bf16

@@ -33,16 +33,7 @@ typedef enum { R_SUM, R_MEAN, R_MAX } red_kind;
 
 /* ---- inner loops (maxnan: the NaN-propagating max of cpu_vec.h) ------------------------- */
 
-INL float lanes_sum_body(const float *x, int64_t n) {
-    float l[LANES] = {0};
-    int64_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int j = 0; j < LANES; j++) l[j] += x[i + j];
-    for (int j = 0; i + j < n; j++) l[j] += x[i + j];
-    for (int w = LANES / 2; w >= 1; w /= 2)
-        for (int j = 0; j < w; j++) l[j] += l[j + w];
-    return l[0];
-}
+INL float lanes_sum_body(const float *x, int64_t n) { return vec_lanes_sum(x, n, LANES); }
 
 /* acc[b] = acc[b] (+ or max) x[r * ld + b] for r < rows, b < n: rows in order. */
 INL void cols_body(int is_max, float *restrict acc, const float *restrict x, int64_t ld,

@@ -80,6 +80,20 @@ INL float vec_lanes_max(const float *x, int64_t n) {
     return l[0];
 }
 
+/* Sum of x[0..n) over `lanes` lanes (16 or 32, at most VEC_LANES), folded pairwise: the same
+ * order, so the same bits, in every variant of a caller. Every caller passes a constant, so
+ * once this is inlined the loops are the fixed-width ones that vectorise. */
+INL float vec_lanes_sum(const float *x, int64_t n, int lanes) {
+    float l[VEC_LANES] = {0};
+    int64_t i = 0;
+    for (; i + lanes <= n; i += lanes)
+        for (int j = 0; j < lanes; j++) l[j] += x[i + j];
+    for (int j = 0; i + j < n; j++) l[j] += x[i + j];
+    for (int w = lanes / 2; w >= 1; w /= 2)
+        for (int j = 0; j < w; j++) l[j] += l[j + w];
+    return l[0];
+}
+
 INL float vexp(float x) {
     x = sel(mask(x > 88.8f), 88.8f, x);
     x = sel(mask(x < -104.0f), -104.0f, x);

@@ -258,10 +258,41 @@ static sn_status gru_rb_grad_run(sn_kcall *c) {
     return SN_OK;
 }
 
+/* lstm_dense_step: (xw [B, 4U], r [U, 4U], h, c [B, U], wd [U, V], bd [V]) -> [B, 2U + V],
+ * per row h' | c' | h' @ wd + bd. */
+static sn_status lstm_dense_step_run(sn_kcall *c) {
+    int64_t B = c->x[0].shape.dim[0], U = c->x[1].shape.dim[0], V = c->x[4].shape.dim[1];
+    double *z = malloc(sizeof(double) * (size_t)(5 * U));
+    if (!z) return SN_ERR_NOMEM;
+    double *h = z + 4 * U;
+    for (int64_t b = 0; b < B; b++) {
+        for (int64_t u = 0; u < U; u++) h[u] = sn_load(c->x[2].dtype, c->in[2], b * U + u);
+        for (int64_t k = 0; k < 4 * U; k++) z[k] = sn_load(c->x[0].dtype, c->in[0], b * 4 * U + k);
+        add_hr_cols(c, 1, h, U, 4 * U, 0, 4 * U, z);
+        int64_t row = b * (2 * U + V);
+        for (int64_t u = 0; u < U; u++) {
+            double i = sigm(z[u]), f = sigm(z[U + u]), g = tanh(z[2 * U + u]),
+                   o = sigm(z[3 * U + u]);
+            double cn = f * sn_load(c->x[3].dtype, c->in[3], b * U + u) + i * g;
+            sn_store(c->y.dtype, c->out, row + U + u, cn);
+            h[u] = o * tanh(cn);
+            sn_store(c->y.dtype, c->out, row + u, h[u]);
+        }
+        for (int64_t v = 0; v < V; v++) {
+            double y = sn_load(c->x[5].dtype, c->in[5], v);
+            for (int64_t u = 0; u < U; u++) y += h[u] * sn_load(c->x[4].dtype, c->in[4], u * V + v);
+            sn_store(c->y.dtype, c->out, row + 2 * U + v, y);
+        }
+    }
+    free(z);
+    return SN_OK;
+}
+
 static const sn_kernel k_lstm = REF_KERNEL(lstm_run), k_lstm_grad = REF_KERNEL(lstm_grad_run),
                        k_gru = REF_KERNEL(gru_run), k_gru_grad = REF_KERNEL(gru_grad_run),
                        k_gru_rb = REF_KERNEL(gru_rb_run),
-                       k_gru_rb_grad = REF_KERNEL(gru_rb_grad_run);
+                       k_gru_rb_grad = REF_KERNEL(gru_rb_grad_run),
+                       k_lstm_dense_step = REF_KERNEL(lstm_dense_step_run);
 
 void sn_ref_register_rnn(sn_kernel_table *t) {
     t->k[SN_OP_LSTM] = &k_lstm;
@@ -270,4 +301,5 @@ void sn_ref_register_rnn(sn_kernel_table *t) {
     t->k[SN_OP_GRU_GRAD] = &k_gru_grad;
     t->k[SN_OP_GRU_RB] = &k_gru_rb;
     t->k[SN_OP_GRU_RB_GRAD] = &k_gru_rb_grad;
+    t->k[SN_OP_LSTM_DENSE_STEP] = &k_lstm_dense_step;
 }

@@ -15,10 +15,14 @@
  * sn_stepper_reset, which is therefore what to call after changing the weights.
  *
  * Precision bf16 (sn_stepper_set_precision): for Embedding -> LSTM -> Dense(linear) at batch 1
- * the steps bypass the step plans and run backend/cpu/cpu_lstm_step.c, which reads a bf16
- * copy of the recurrent kernel packed once (again after a reset): the step is bound by
- * reading that kernel, so half the bytes is nearly half the time. The table (f32) and the
- * carried states (f32) are the same as in the f32 path.
+ * the steps run a plan of their own, built once with bf16_compute: the table row gathered by
+ * id, then one lstm_dense_step op (graph/op_rnn.h), for which the CPU kernel table picks the
+ * bf16 step (backend/cpu/cpu_lstm_step.c). That kernel reads a bf16 copy of the recurrent
+ * kernel, packed at its first run and again whenever the weights change: the step is bound
+ * by reading that kernel, so half the bytes is nearly half the time. Where the table has no
+ * such kernel (no AVX512-BF16, SN_CPU_ISA or SN_KERNELS asking for less) the plan would run
+ * the op's f32 reference, so bf16 is refused instead. The table (f32) and the carried states
+ * (f32) are the same as in the f32 path.
  *
  * Models with attention (the char_transformer presets: TokenAndPositionEmbedding and decoder
  * blocks, nn/layers/layers_attention.h) carry the context instead: per block a cache of keys and
@@ -33,7 +37,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend/cpu/cpu_lstm_step.h"
+#include "graph/op_rnn.h"
 #include "nn/layers/layers_attention.h"
 #include "nn/nn_impl.h"
 #include "nn/train/train_impl.h"
@@ -75,9 +79,13 @@ struct sn_stepper {
     sn_plan *table_plan;
     uint64_t table_version; /* bumped each time the tables are computed */
     bool tables_stale;
-    sn_dtype precision;    /* SN_F32 (the step plans) or SN_BF16 (cpu_lstm_step) */
-    sn_lstm_step *packed;  /* bf16: the packed weights, NULL until the next run packs them */
-    float *logits;         /* bf16: [classes], the last step's output */
+    sn_dtype precision;    /* SN_F32 (the step plans) or SN_BF16 (bf16_plan) */
+    /* bf16: the one-step plan (built by the first sn_stepper_set_precision(bf16)): inputs the
+     * id, the table and the states; target lstm_dense_step's h' | c' | logits */
+    sn_plan *bf16_plan;
+    bool bf16_built; /* the nodes below exist (built once, even when a plan is refused) */
+    sn_node bx, btab, bh, bc, bout;
+    uint64_t bf16_table_version; /* of the table copied into btab (0: none yet) */
     /* context models (attention): state[2k], state[2k+1] are block k's key and value caches
      * [batch, ctx, row] (row = H * D), not copied whole per run */
     bool ctx_mode;
@@ -92,8 +100,7 @@ void sn_stepper_free(sn_stepper *s) {
     for (int i = 0; i < s->n_plans; i++) sn_plan_free(s->plans[i].plan);
     for (int i = 0; i < s->n_states; i++) free(s->state[i]);
     sn_plan_free(s->table_plan);
-    sn_lstm_step_free(s->packed);
-    free(s->logits);
+    sn_plan_free(s->bf16_plan);
     free(s->hist);
     free(s->window);
     free(s);
@@ -105,9 +112,7 @@ void sn_stepper_reset(sn_stepper *s) {
     if (!s) return;
     s->pos = 0;
     s->epoch++;
-    s->tables_stale = true;
-    sn_lstm_step_free(s->packed); /* the weights may have changed: packed again at the next run */
-    s->packed = NULL;
+    s->tables_stale = true; /* the bf16 kernel repacks by itself when the weights change */
 }
 
 /* The stepper's plans go where the model was compiled to run (sn_compile_opts.device). */
@@ -331,11 +336,10 @@ static sn_status build_plan(sn_stepper *s, int64_t steps, stepper_plan *sp) {
     return sn_plan_new(&sp->plan, g, 1 + s->n_states, targets, &po);
 }
 
-/* Why the bf16 step cannot run model m at this batch (a message), or NULL when it can. */
+/* Why the bf16 step cannot run model m at this batch (a message), or NULL when its plan can be
+ * built (whether the kernel table has the bf16 kernel is asked of the plan, build_bf16). */
 static const char *bf16_refusal(const sn_stepper *s, char *buf, size_t n) {
     const sn_model *m = s->m;
-    if (!sn_lstm_step_bf16_supported())
-        return "this CPU has no AVX512-BF16 (or SN_CPU_ISA asks for less than avx512)";
     if (s->batch != 1) {
         snprintf(buf, n, "batch %lld, the bf16 step runs batch 1", (long long)s->batch);
         return buf;
@@ -352,6 +356,57 @@ static const char *bf16_refusal(const sn_stepper *s, char *buf, size_t n) {
     return NULL;
 }
 
+/* The bf16 step's nodes, once per stepper (a refused plan does not add them again): id -> the
+ * table's row (Embedding and the LSTM's input projection) -> lstm_dense_step with the LSTM's
+ * recurrent kernel and the Dense's kernel and bias. */
+static sn_status build_bf16_nodes(sn_stepper *s) {
+    sn_model *m = s->m;
+    sn_graph *g = m->g;
+    const sn_layer *r = m->layers[1], *d = m->layers[2];
+    const stepper_table *t = &s->tables[0];
+    int64_t U = r->rnn.units, V = s->classes;
+    s->bx = sn_input(g, "stepper_bf16_x", SN_F32, &(sn_shape){.ndim = 2, .dim = {1, 1}});
+    s->btab = sn_input(g, "stepper_bf16_table", SN_F32,
+                       &(sn_shape){.ndim = 2, .dim = {t->rows, t->cols}});
+    s->bh = sn_input(g, "stepper_bf16_h", SN_F32, &(sn_shape){.ndim = 2, .dim = {1, U}});
+    s->bc = sn_input(g, "stepper_bf16_c", SN_F32, &(sn_shape){.ndim = 2, .dim = {1, U}});
+    sn_node xw = sn_reshape(g, sn_gather(g, s->btab, sn_cast(g, s->bx, SN_I32)),
+                            &(sn_shape){.ndim = 2, .dim = {1, t->cols}});
+    sn_node bd = d->vars[1];
+    if (!d->dense.use_bias) { /* zeros: the kernel adds them exactly */
+        float *z = sn_calloc((size_t)V, sizeof *z);
+        if (!z) return SN_ERR_NOMEM;
+        bd = sn_const(g, SN_F32, &(sn_shape){.ndim = 1, .dim = {V}}, z);
+        free(z);
+    }
+    s->bout = sn_lstm_dense_step(g, xw, r->vars[1], s->bh, s->bc, d->vars[0], bd);
+    SN_TRY(sn_error_context(sn_graph_status(g), "stepper: building the bf16 step of model '%s'",
+                            m->name));
+    s->bf16_built = true;
+    return SN_OK;
+}
+
+/* The bf16 step plan, under bf16_compute. Refused (and not kept) unless the plan's kernel for
+ * lstm_dense_step is the bf16 one: the CPU table's choice, which nn does not make itself. */
+static sn_status build_bf16(sn_stepper *s) {
+    if (!s->bf16_built) SN_TRY(build_bf16_nodes(s));
+    sn_plan_opts po = sn_plan_opts_defaults();
+    po.bf16_compute = true;
+    sn_plan *p = NULL;
+    SN_TRY(sn_plan_new(&p, s->m->g, 1, &s->bout, &po));
+    const char *impl = NULL;
+    sn_plan_profile_entry(p, sn_plan_call_of(p, s->bout), NULL, &impl, NULL);
+    if (!impl || strcmp(impl, "avx512_bf16") != 0) {
+        sn_plan_free(p);
+        return sn_errorf(SN_ERR_UNSUPPORTED, "stepper precision bf16: the kernel table has no "
+                         "bf16 LSTM step here (kernel '%s'): this CPU has no AVX512-BF16, or "
+                         "SN_CPU_ISA or SN_KERNELS ask for less", impl ? impl : "none");
+    }
+    s->bf16_plan = p;
+    s->bf16_table_version = 0;
+    return SN_OK;
+}
+
 sn_status sn_stepper_set_precision(sn_stepper *s, sn_dtype dtype) {
     if (!s) return sn_errorf(SN_ERR_INVALID, "sn_stepper_set_precision: stepper is NULL");
     if (dtype != SN_F32 && dtype != SN_BF16)
@@ -361,8 +416,7 @@ sn_status sn_stepper_set_precision(sn_stepper *s, sn_dtype dtype) {
         char b[200];
         const char *why = bf16_refusal(s, b, sizeof b);
         if (why) return sn_errorf(SN_ERR_UNSUPPORTED, "stepper precision bf16: %s", why);
-        if (!s->logits && !(s->logits = sn_calloc((size_t)s->classes, sizeof(float))))
-            return SN_ERR_NOMEM;
+        if (!s->bf16_plan) SN_TRY(build_bf16(s));
     }
     s->precision = dtype;
     return SN_OK;
@@ -379,32 +433,35 @@ static sn_status run_tables(sn_stepper *s) {
     return SN_OK;
 }
 
-/* The bf16 steps: Embedding (folded into the table) -> LSTM -> Dense, batch 1. */
+/* The bf16 steps: Embedding (folded into the table) -> LSTM -> Dense, batch 1, one plan run
+ * per id. */
 static sn_status run_bf16(sn_stepper *s, const float *x, int64_t steps, const float **out) {
-    sn_model *m = s->m;
     SN_TRY(run_tables(s));
     const stepper_table *t = &s->tables[0];
-    const float *table = sn_plan_buffer(s->table_plan, t->expr);
-    if (!table) return sn_errorf(SN_ERR_STATE, "stepper: table 0 has no buffer");
-    if (!s->packed) {
-        const sn_layer *r = m->layers[1], *d = m->layers[2];
-        sn_graph *g = m->g;
-        SN_TRY(sn_error_context(
-            sn_lstm_step_new(sn_variable_data(g, r->vars[1]), r->rnn.units,
-                             sn_variable_data(g, d->vars[0]),
-                             d->dense.use_bias ? sn_variable_data(g, d->vars[1]) : NULL,
-                             s->classes, &s->packed),
-            "stepper: model '%s'", m->name));
+    sn_plan *p = s->bf16_plan;
+    if (s->bf16_table_version != s->table_version) {
+        const float *table = sn_plan_buffer(s->table_plan, t->expr);
+        if (!table) return sn_errorf(SN_ERR_STATE, "stepper: table 0 has no buffer");
+        SN_TRY(sn_plan_set_input(p, s->btab, table, sizeof(float) * (size_t)(t->rows * t->cols)));
+        s->bf16_table_version = s->table_version;
     }
+    int64_t U = s->state_units[0];
+    size_t sb = sizeof(float) * (size_t)U;
+    const float *y = sn_plan_buffer(p, s->bout);
+    if (!y) return sn_errorf(SN_ERR_STATE, "stepper: the bf16 step has no output buffer");
     for (int64_t i = 0; i < steps; i++) {
         float v = x[i];
         if (!(v >= 0 && v < (float)t->rows) || v != floorf(v))
             return sn_errorf(SN_ERR_INVALID, "stepper: input id %g at step %lld is not an "
                              "integer in [0, %lld)", (double)v, (long long)i, (long long)t->rows);
-        sn_lstm_step_run(s->packed, table + (int64_t)v * t->cols, s->state[0], s->state[1],
-                         s->logits);
+        SN_TRY(sn_plan_set_input(p, s->bx, &v, sizeof v));
+        SN_TRY(sn_plan_set_input(p, s->bh, s->state[0], sb));
+        SN_TRY(sn_plan_set_input(p, s->bc, s->state[1], sb));
+        SN_TRY(sn_error_context(sn_plan_run(p, 1, NULL, NULL), "stepper: bf16 step"));
+        memcpy(s->state[0], y, sb);
+        memcpy(s->state[1], y + U, sb);
     }
-    *out = s->logits;
+    *out = y + 2 * U;
     return SN_OK;
 }
 
