@@ -272,19 +272,42 @@ static sn_node stateful_forward(sn_layer *l, sn_graph *g, sn_node x, sn_updates 
     return y;
 }
 
-/* From zero states, as Keras's get_initial_state (or the carried ones: stateful). */
-static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
-    if (l->n_carried > 0) return stateful_forward(l, g, x, u);
+static sn_node zero_state_forward(sn_layer *l, sn_graph *g, sn_node x) {
     sn_shape xs = sn_node_shape(g, x);
     sn_node zero = zeros(l, g, (sn_shape){.ndim = 2, .dim = {xs.dim[0], l->rnn.units}});
     sn_node st[2] = {zero, zero};
     return layer_forward(l, g, x, st, NULL);
 }
 
+/* The layer's forward with return_sequences set to `seq` for this call only (masks and
+ * go_backwards, layers_mask.c, need the whole sequence to pick from). */
+sn_node sn_rnn_run_zero(sn_layer *l, sn_graph *g, sn_node x, bool seq) {
+    bool rs = l->rnn.return_sequences;
+    l->rnn.return_sequences = seq;
+    sn_node y = zero_state_forward(l, g, x);
+    l->rnn.return_sequences = rs;
+    return y;
+}
+
+/* From zero states, as Keras's get_initial_state (or the carried ones: stateful). */
+static sn_node rnn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
+    bool masked = l->has_mask || l->rnn.go_backwards;
+    if (l->n_carried > 0 && masked)
+        return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s): stateful=True with a mask "
+                             "or go_backwards is not implemented", l->name, l->vt->class_name);
+    if (l->n_carried > 0) return stateful_forward(l, g, x, u);
+    if (masked)
+        return sn_rnn_forward_masked(l, g, x, l->has_mask ? l->mask : SN_NONE,
+                                     l->rnn.go_backwards, true, l->rnn.zero_output_for_mask);
+    return zero_state_forward(l, g, x);
+}
+
 static const sn_layer_vtable lstm_vt = {"LSTM", "lstm", rnn_build, rnn_forward, NULL};
 static const sn_layer_vtable gru_vt = {"GRU", "gru", rnn_build, rnn_forward, NULL};
 
 static bool is_gru(const sn_layer *l) { return l->vt == &gru_vt; }
+
+bool sn_layer_is_rnn(const sn_layer *l) { return l && (l->vt == &gru_vt || l->vt == &lstm_vt); }
 
 sn_rnn_layer_opts sn_lstm_layer_defaults(int64_t units) {
     return (sn_rnn_layer_opts){.units = units, .activation = SN_ACT_TANH,

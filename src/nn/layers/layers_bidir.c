@@ -1,0 +1,127 @@
+/* Keras's Bidirectional over an LSTM or GRU: the wrapped layer reads forwards, its copy with
+ * go_backwards reads backwards, and with return_sequences the backward outputs are flipped
+ * back into time order before the merge (keras/src/layers/rnn/bidirectional.py). With a mask,
+ * both halves skip masked steps (layers_mask.c); returning sequences, masked steps output zero
+ * (Keras forces zero_output_for_mask = return_sequences on both halves).
+ *
+ * The two halves are ordinary LSTM/GRU layers owned by this one (inner[0], inner[1]); their
+ * variables are this layer's, forward first, as Keras's weights list and its weights file
+ * (layers/<name>/forward_layer/cell/vars, .../backward_layer/cell/vars: src/io/weights_h5.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "nn/layers/layers_impl.h"
+
+static sn_status bidir_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
+    for (int k = 0; k < 2; k++) {
+        sn_layer *h = l->inner[k];
+        h->dtype = l->dtype;
+        /* Variables named "<this>/<half>/kernel": unique in the graph whatever the halves are
+         * called; the half keeps its Keras name ("forward_lstm") for configs. */
+        char *keras_name = h->name, full[512];
+        snprintf(full, sizeof full, "%s/%s", l->name, keras_name);
+        h->name = full;
+        h->in_shape = *in;
+        sn_status st = h->vt->build(h, g, in, rng);
+        h->name = keras_name;
+        if (st != SN_OK) return sn_error_context(st, "layer '%s' (Bidirectional)", l->name);
+        if (h->n_vars + l->n_vars > SN_LAYER_MAX_VARS)
+            return sn_errorf(SN_ERR_STATE, "layer '%s' (Bidirectional): too many variables",
+                             l->name);
+        for (int j = 0; j < h->n_vars; j++) {
+            l->vars[l->n_vars] = h->vars[j];
+            l->var_names[l->n_vars++] = h->var_names[j];
+        }
+        for (int j = 0; j < h->n_regs && l->n_regs < SN_LAYER_MAX_VARS; j++)
+            l->regs[l->n_regs++] = h->regs[j];
+    }
+    sn_shape o = l->inner[0]->out_shape;
+    if (l->merge_mode == SN_BIDIR_CONCAT) o.dim[o.ndim - 1] *= 2;
+    l->out_shape = o;
+    return SN_OK;
+}
+
+static sn_node bidir_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                             sn_updates *u) {
+    sn_node m = l->has_mask ? l->mask : SN_NONE, y[2];
+    bool seq = l->inner[0]->rnn.return_sequences;
+    for (int k = 0; k < 2; k++) {
+        sn_layer *h = l->inner[k];
+        y[k] = sn_rnn_forward_masked(h, g, x, m, h->rnn.go_backwards, false, seq);
+    }
+    switch (l->merge_mode) {
+    case SN_BIDIR_CONCAT: return sn_concat(g, 2, y, -1);
+    case SN_BIDIR_SUM: return sn_add(g, y[0], y[1]);
+    case SN_BIDIR_MUL: return sn_mul(g, y[0], y[1]);
+    default: /* ave: Keras's (y + y_rev) / 2 */
+        return sn_div(g, sn_add(g, y[0], y[1]), sn_scalar(g, l->dtype, 2.0));
+    }
+}
+
+static void bidir_destroy(sn_layer *l) {
+    sn_layer_destroy(l->inner[0]);
+    sn_layer_destroy(l->inner[1]);
+}
+
+static const sn_layer_vtable bidir_vt = {"Bidirectional", "bidirectional", bidir_build,
+                                         bidir_forward, bidir_destroy};
+
+bool sn_layer_is_bidirectional(const sn_layer *l) { return l && l->vt == &bidir_vt; }
+
+/* "forward_lstm" / "backward_lstm" from the wrapped layer's name (its class's base name when
+ * it has none yet), as Keras names the halves. */
+static sn_status name_half(sn_layer *h, const char *prefix, const char *base) {
+    /* base is at most 299 characters (sn_layer_bidirectional's copy) */
+    char nm[320];
+    snprintf(nm, sizeof nm, "%s_%s", prefix, base);
+    return sn_layer_set_name(h, nm);
+}
+
+sn_layer *sn_layer_bidirectional_ex(sn_layer *fwd, sn_layer *bwd, sn_bidir_merge merge) {
+    const char *why = NULL;
+    if (!fwd || !bwd) why = "a layer is NULL";
+    else if (!sn_layer_is_rnn(fwd) || !sn_layer_is_rnn(bwd)) why = "sinter wraps LSTM and GRU";
+    else if (fwd->vt != bwd->vt) why = "the forward and backward layers are of different classes";
+    else if (fwd->rnn.go_backwards == bwd->rnn.go_backwards)
+        why = "the forward and backward layers must differ in go_backwards";
+    else if (fwd->rnn.return_sequences != bwd->rnn.return_sequences)
+        why = "the forward and backward layers must agree in return_sequences";
+    else if (fwd->rnn.stateful || bwd->rnn.stateful) why = "stateful=True is not implemented";
+    else if ((int)merge < SN_BIDIR_CONCAT || merge > SN_BIDIR_AVE)
+        why = "merge_mode must be concat, sum, mul or ave";
+    sn_layer *l = why ? NULL : sn_layer_alloc(&bidir_vt);
+    if (!l) {
+        if (why) sn_errorf(SN_ERR_INVALID, "Bidirectional: %s", why);
+        sn_layer_destroy(fwd);
+        sn_layer_destroy(bwd);
+        return NULL;
+    }
+    l->inner[0] = fwd;
+    l->inner[1] = bwd;
+    l->merge_mode = merge;
+    return l;
+}
+
+sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge) {
+    if (!layer || !sn_layer_is_rnn(layer)) {
+        sn_errorf(SN_ERR_INVALID, "Bidirectional: the layer is %s; sinter wraps LSTM and GRU",
+                  layer ? layer->vt->class_name : "NULL");
+        sn_layer_destroy(layer);
+        return NULL;
+    }
+    sn_rnn_layer_opts o = layer->rnn;
+    o.go_backwards = !o.go_backwards;
+    bool gru = !strcmp(layer->vt->class_name, "GRU");
+    sn_layer *bwd = gru ? sn_layer_gru_ex(&o) : sn_layer_lstm_ex(&o);
+    const char *base = layer->name ? layer->name : layer->vt->base_name;
+    char own[300];
+    snprintf(own, sizeof own, "%s", base);
+    if (!bwd || name_half(layer, "forward", own) != SN_OK ||
+        name_half(bwd, "backward", own) != SN_OK) {
+        sn_layer_destroy(layer);
+        sn_layer_destroy(bwd);
+        return NULL;
+    }
+    return sn_layer_bidirectional_ex(layer, bwd, merge);
+}
