@@ -566,7 +566,8 @@ static int predict_n(sn_model *m, const char *d, const char *name, int64_t rows)
     sn_tensor *xt[8] = {0};
     int rc = 0;
     for (int k = 0; k < ni; k++) {
-        sn_shape is = m->fn->nodes[m->fn->inputs[k]].shape, bs = {.ndim = is.ndim + 1, .dim = {rows}};
+        sn_shape is = m->fn ? m->fn->nodes[m->fn->inputs[k]].shape : m->input_shape; /* Sequential */
+        sn_shape bs = {.ndim = is.ndim + 1, .dim = {rows}};
         for (int i = 0; i < is.ndim; i++) bs.dim[i + 1] = is.dim[i];
         xs[k] = sn_input(g, "x", SN_F32, &bs);
         char f[300];
@@ -618,8 +619,15 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
         char f[300];
         snprintf(f, sizeof f, "%s.in0.f32", name);
         sn_tensor *xy[2] = {read_f32(d, f, rows, &m->input_shape, SN_F32), NULL};
-        snprintf(f, sizeof f, "%s.y0.i32", name);
-        xy[1] = read_f32(d, f, rows, &ls, SN_I32);
+        /* float labels NAME.y0.f32: binary cross-entropy from logits (the text classifier) */
+        snprintf(f, sizeof f, "%s/%s.y0.f32", d, name);
+        bool binary = access(f, R_OK) == 0;
+        if (binary) {
+            co.loss = SN_LOSS_BINARY_CROSSENTROPY;
+            co.n_metrics = 0;
+        }
+        snprintf(f, sizeof f, binary ? "%s.y0.f32" : "%s.y0.i32", name);
+        xy[1] = read_f32(d, f, rows, &ls, binary ? SN_F32 : SN_I32);
         sn_dataset *ds = NULL;
         sn_fit_opts fo = sn_fit_defaults();
         rc = !xy[0] || !xy[1] || sn_model_compile(m, &co) != SN_OK ||

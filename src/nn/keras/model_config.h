@@ -96,6 +96,12 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v);
 int sn_cfg_mha_causal(const sn_layer *l);
 
+/* ---- Bidirectional (model_config_seq.c): its halves are LSTM/GRU configs read and written
+ * by the readers and writers above ----------------------------------------------------------- */
+#define SN_CFG_BIDIRECTIONAL_KEYS "merge_mode", "layer", "backward_layer"
+sn_status sn_cfg_read_bidirectional(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_bidirectional(const sn_layer *l, json_t *cfg);
+
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer
  * presets), the Functional model of Keras's built-in layers with the same weights, built and

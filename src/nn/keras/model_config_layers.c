@@ -201,7 +201,8 @@ static sn_status read_bn(const json_t *c, sn_layer **out) {
     return st;
 }
 
-/* Embedding: masks are not implemented (mask_zero false), nor sparse gradients of the table
+/* Embedding: mask_zero carries its mask to the recurrent layers (layers_mask.c); sparse
+ * gradients of the table are not implemented
  * (Keras 3.15 writes no `sparse`); `input_length` (Keras 2) is accepted only as null. */
 static sn_status read_embedding(const json_t *c, sn_layer **out) {
     static const char *const nulls[] = {"activity_regularizer", "embeddings_constraint",
@@ -213,11 +214,7 @@ static sn_status read_embedding(const json_t *c, sn_layer **out) {
     sn_embedding_layer_opts o = sn_embedding_layer_defaults(in_dim, out_dim);
     SN_TRY(sn_cfg_initializer(c, "embeddings_initializer", &o.embeddings_initializer));
     SN_TRY(sn_cfg_regularizer(c, "embeddings_regularizer", &o.embeddings_regularizer));
-    bool mask_zero = false;
-    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &mask_zero));
-    if (mask_zero)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'mask_zero' is true; sinter supports false "
-                         "(masks are not implemented)");
+    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &o.mask_zero));
     SN_TRY(must_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_embedding_ex(&o), &st);
@@ -249,10 +246,10 @@ static sn_status read_rnn(const json_t *c, bool gru, sn_layer **out) {
     SN_TRY(sn_cfg_bool(c, "stateful", false, &o.stateful));
     if (gru) SN_TRY(sn_cfg_bool(c, "reset_after", false, &o.reset_after));
     else SN_TRY(sn_cfg_bool(c, "unit_forget_bias", false, &o.unit_forget_bias));
-    SN_TRY(must_false(c, "go_backwards", "the sequence is read forwards"));
+    SN_TRY(sn_cfg_bool(c, "go_backwards", false, &o.go_backwards));
     SN_TRY(must_false(c, "unroll", "a symbolic loop; unrolling does not change the result, "
                       "re-save with unroll=False"));
-    SN_TRY(must_false(c, "zero_output_for_mask", "masks are not implemented"));
+    SN_TRY(sn_cfg_bool(c, "zero_output_for_mask", false, &o.zero_output_for_mask));
     SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
     SN_TRY(sn_cfg_initializer(c, "recurrent_initializer", &o.recurrent_initializer));
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
@@ -386,7 +383,7 @@ static void write_embedding(const sn_layer *l, json_t *c) {
     set(c, "embeddings_regularizer", reg_json(&o->embeddings_regularizer));
     set(c, "activity_regularizer", json_null());
     set(c, "embeddings_constraint", json_null());
-    set(c, "mask_zero", json_false());
+    set(c, "mask_zero", json_boolean(o->mask_zero));
     set(c, "quantization_config", json_null());
 }
 
@@ -396,10 +393,10 @@ static void write_lstm_gru(const sn_layer *l, json_t *c) {
     const bool gru = !strcmp(l->vt->class_name, "GRU");
     set(c, "return_sequences", json_boolean(o->return_sequences));
     set(c, "return_state", json_boolean(o->return_state));
-    set(c, "go_backwards", json_false());
+    set(c, "go_backwards", json_boolean(o->go_backwards));
     set(c, "stateful", json_boolean(o->stateful));
     set(c, "unroll", json_false());
-    set(c, "zero_output_for_mask", json_false());
+    set(c, "zero_output_for_mask", json_boolean(o->zero_output_for_mask));
     set(c, "units", json_integer(o->units));
     set(c, "activation", json_string(sn_activation_name(o->activation)));
     set(c, "recurrent_activation", json_string(sn_activation_name(o->recurrent_activation)));
@@ -600,6 +597,7 @@ static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_d
     "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", \
     "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout", "seed"
 static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
+static const char *const bidirectional_keys[] = {COMMON_KEYS, SN_CFG_BIDIRECTIONAL_KEYS, NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
 /* The attention layers' readers and writers (model_config_attention.c). */
@@ -620,6 +618,7 @@ static const cls_entry classes[] = {
     {"Embedding", embedding_keys, read_embedding, write_embedding},
     {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
     {"GRU", gru_keys, read_gru, write_lstm_gru},
+    {"Bidirectional", bidirectional_keys, sn_cfg_read_bidirectional, sn_cfg_write_bidirectional},
     {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
     {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
     /* merge layers and layer-form activations (issue 23, Functional models) */

@@ -7,7 +7,9 @@
  * The two halves are ordinary LSTM/GRU layers owned by this one (inner[0], inner[1]); their
  * variables are this layer's, forward first, as Keras's weights list and its weights file
  * (layers/<name>/forward_layer/cell/vars, .../backward_layer/cell/vars: src/io/weights_h5.c). */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/layers/layers_impl.h"
@@ -29,9 +31,17 @@ static sn_status bidir_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rn
         if (h->n_vars + l->n_vars > SN_LAYER_MAX_VARS)
             return sn_errorf(SN_ERR_STATE, "layer '%s' (Bidirectional): too many variables",
                              l->name);
+        /* Keras's names for them, "forward_lstm/lstm_cell/kernel": its legacy weight names,
+         * and how the weights file writer learns the halves' names (src/io/weights_h5.c) */
+        char cell[64];
+        snprintf(cell, sizeof cell, "%s_cell", h->vt->base_name);
         for (int j = 0; j < h->n_vars; j++) {
+            char nm[600];
+            snprintf(nm, sizeof nm, "%s/%s/%s", keras_name, cell, h->var_names[j]);
+            char *c = sn_strdup(nm);
+            if (!c) return SN_ERR_NOMEM;
             l->vars[l->n_vars] = h->vars[j];
-            l->var_names[l->n_vars++] = h->var_names[j];
+            l->var_names[l->n_vars++] = c;
         }
         for (int j = 0; j < h->n_regs && l->n_regs < SN_LAYER_MAX_VARS; j++)
             l->regs[l->n_regs++] = h->regs[j];
@@ -60,6 +70,7 @@ static sn_node bidir_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
 }
 
 static void bidir_destroy(sn_layer *l) {
+    for (int j = 0; j < l->n_vars; j++) free((char *)(uintptr_t)l->var_names[j]);
     sn_layer_destroy(l->inner[0]);
     sn_layer_destroy(l->inner[1]);
 }
