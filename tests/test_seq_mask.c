@@ -1,5 +1,5 @@
 /* Bidirectional, go_backwards and Embedding(mask_zero=True) masks (layers_bidir.c,
- * layers_mask.c):
+ * layers_seq.c):
  * - finite-difference gradient checks in double of Bidirectional over LSTM and GRU (every
  *   merge mode, return_sequences both ways) and of go_backwards LSTMs, with and without a
  *   mask in front;

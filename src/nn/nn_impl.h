@@ -70,7 +70,7 @@ struct sn_layer {
     struct sn_layer *inner[2];         /* Bidirectional: forward, backward (owned) */
     sn_bidir_merge merge_mode;         /* Bidirectional */
     /* The input mask [B, T] (1 keep, 0 masked) of the call being added, set by the model's
-     * forward pass around an LSTM/GRU/Bidirectional call (layers_mask.c); has_mask false:
+     * forward pass around an LSTM/GRU/Bidirectional call (layers_seq.c, layers_bidir.c); has_mask false:
      * none. */
     bool has_mask;
     sn_node mask;
@@ -114,7 +114,7 @@ sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node
 sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x);
 sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
                                  sn_node *state_out);
-/* Masks (layers_mask.c). Calls l on x as the model's forward pass does, with the mask of x
+/* Masks (layers_seq.c, layers_bidir.c). Calls l on x as the model's forward pass does, with the mask of x
  * in *mask (SN_NONE: none), and sets *mask to the output's mask: Embedding(mask_zero) makes
  * one, LSTM/GRU/Bidirectional consume it (passing it on with return_sequences), Dense,
  * Dropout and Activation pass it on; any other layer receiving one is an error naming it. */

@@ -96,8 +96,7 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v);
 int sn_cfg_mha_causal(const sn_layer *l);
 
-/* ---- Bidirectional (model_config_seq.c): its halves are LSTM/GRU configs read and written
- * by the readers and writers above ----------------------------------------------------------- */
+/* ---- Bidirectional (model_config_layers.c): its halves are LSTM/GRU configs ------------- */
 #define SN_CFG_BIDIRECTIONAL_KEYS "merge_mode", "layer", "backward_layer"
 sn_status sn_cfg_read_bidirectional(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_bidirectional(const sn_layer *l, json_t *cfg);

@@ -1,12 +1,15 @@
 /* Keras's Bidirectional over an LSTM or GRU: the wrapped layer reads forwards, its copy with
  * go_backwards reads backwards, and with return_sequences the backward outputs are flipped
  * back into time order before the merge (keras/src/layers/rnn/bidirectional.py). With a mask,
- * both halves skip masked steps (layers_mask.c); returning sequences, masked steps output zero
+ * both halves skip masked steps (layers_seq.c); returning sequences, masked steps output zero
  * (Keras forces zero_output_for_mask = return_sequences on both halves).
  *
  * The two halves are ordinary LSTM/GRU layers owned by this one (inner[0], inner[1]); their
  * variables are this layer's, forward first, as Keras's weights list and its weights file
- * (layers/<name>/forward_layer/cell/vars, .../backward_layer/cell/vars: src/io/weights_h5.c). */
+ * (layers/<name>/forward_layer/cell/vars, .../backward_layer/cell/vars: src/io/weights_h5.c).
+ *
+ * Also here, at the end: sn_layer_call_masked, how a model's forward pass carries a mask
+ * from layer to layer. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,10 +72,19 @@ static sn_node bidir_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
     }
 }
 
+/* A half, or a layer given to a failed constructor (an LSTM/GRU: no destroy of its own);
+ * freed here, as model.c frees layers, which this file may not call (layers sit below it). */
+static void free_half(sn_layer *h) {
+    if (!h) return;
+    if (h->vt->destroy) h->vt->destroy(h);
+    free(h->name);
+    free(h);
+}
+
 static void bidir_destroy(sn_layer *l) {
     for (int j = 0; j < l->n_vars; j++) free((char *)(uintptr_t)l->var_names[j]);
-    sn_layer_destroy(l->inner[0]);
-    sn_layer_destroy(l->inner[1]);
+    free_half(l->inner[0]);
+    free_half(l->inner[1]);
 }
 
 static const sn_layer_vtable bidir_vt = {"Bidirectional", "bidirectional", bidir_build,
@@ -104,8 +116,8 @@ sn_layer *sn_layer_bidirectional_ex(sn_layer *fwd, sn_layer *bwd, sn_bidir_merge
     sn_layer *l = why ? NULL : sn_layer_alloc(&bidir_vt);
     if (!l) {
         if (why) sn_errorf(SN_ERR_INVALID, "Bidirectional: %s", why);
-        sn_layer_destroy(fwd);
-        sn_layer_destroy(bwd);
+        free_half(fwd);
+        free_half(bwd);
         return NULL;
     }
     l->inner[0] = fwd;
@@ -118,7 +130,7 @@ sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge) {
     if (!layer || !sn_layer_is_rnn(layer)) {
         sn_errorf(SN_ERR_INVALID, "Bidirectional: the layer is %s; sinter wraps LSTM and GRU",
                   layer ? layer->vt->class_name : "NULL");
-        sn_layer_destroy(layer);
+        free_half(layer);
         return NULL;
     }
     sn_rnn_layer_opts o = layer->rnn;
@@ -130,9 +142,46 @@ sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge) {
     snprintf(own, sizeof own, "%s", base);
     if (!bwd || name_half(layer, "forward", own) != SN_OK ||
         name_half(bwd, "backward", own) != SN_OK) {
-        sn_layer_destroy(layer);
-        sn_layer_destroy(bwd);
+        free_half(layer);
+        free_half(bwd);
         return NULL;
     }
     return sn_layer_bidirectional_ex(layer, bwd, merge);
+}
+
+/* ---- carrying masks (Embedding(mask_zero) -> ... -> LSTM/GRU/Bidirectional) ------------- */
+/* Layers Keras passes a mask through unchanged (supports_masking, compute_mask the input's). */
+static bool passes_mask(const sn_layer *l) {
+    const char *c = l->vt->class_name;
+    return !strcmp(c, "Dense") || !strcmp(c, "Dropout") || !strcmp(c, "Activation");
+}
+
+sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask, bool training,
+                             sn_updates *updates) {
+    if (sn_layer_is_embedding(l) && l->embedding.mask_zero) {
+        sn_node y = l->vt->forward(l, g, x, training, updates);
+        /* ids are whole numbers >= 0 (gather fails on others): min(id, 1) = 1 - relu(1 - id) */
+        sn_dtype dt = l->dtype;
+        sn_node ids = sn_node_dtype(g, x) == dt ? x : sn_cast(g, x, dt);
+        sn_node one = sn_scalar(g, dt, 1.0);
+        *mask = sn_sub(g, one, sn_relu(g, sn_sub(g, one, ids)));
+        return y;
+    }
+    bool rnn = sn_layer_is_rnn(l), bidir = sn_layer_is_bidirectional(l);
+    if (rnn || bidir) {
+        l->has_mask = *mask != SN_NONE;
+        l->mask = *mask;
+        sn_node y = l->vt->forward(l, g, x, training, updates);
+        l->has_mask = false;
+        l->mask = SN_NONE;
+        bool seq = rnn ? l->rnn.return_sequences : l->inner[0]->rnn.return_sequences;
+        if (!seq) *mask = SN_NONE;
+        return y;
+    }
+    if (*mask != SN_NONE && !passes_mask(l))
+        return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
+                             "Embedding with mask_zero=True); sinter carries masks into LSTM, GRU "
+                             "and Bidirectional layers and through Dense, Dropout and Activation "
+                             "only", l->name, l->vt->class_name);
+    return l->vt->forward(l, g, x, training, updates);
 }
