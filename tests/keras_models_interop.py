@@ -15,8 +15,9 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
  (g) the RNN text classifier (text_classifier below: Embedding(mask_zero) ->
-     Bidirectional(LSTM) -> Dense -> Dense(1)) on 64 padded sequences, checked as (f) is,
-     its step by binary cross-entropy from logits;
+     Bidirectional(LSTM) -> Dense -> Dense(1)), a 1D CNN (Conv1D, the 1D pools, ELU, Permute)
+     and a masked Bidirectional(GRU) into GlobalAveragePooling1D, on 64 padded sequences,
+     checked as (f) is, their steps by binary cross-entropy from logits;
  (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
      shared layer, Concatenate and Subtract, and a mix of the other merge and activation
      layers), saved by Keras as .keras: `sinter summary`
@@ -287,13 +288,15 @@ def text_classifier():
     return m, keras.losses.BinaryCrossentropy(from_logits=True)
 
 
-def padding_rows(rng, rows, steps, vocab):
+def padding_rows(rng, rows, steps, vocab, empty):
     """Sequences of 0 to `steps` ids in [1, vocab), padded with 0 at the end (TextVectorization)
-    for even rows, at the start (pad_sequences' default) for odd ones; row 0 is all padding,
-    row 1 has none, row 2 has padding inside."""
+    for even rows, at the start (pad_sequences' default) for odd ones; row 0 is all padding
+    when `empty` (else a full row: a masked average is 0/0 there), row 1 has none, row 2 has
+    padding inside."""
     x = np.zeros((rows, steps), np.int32)
     for r in range(rows):
-        n = steps if r == 1 else 0 if r == 0 else int(rng.integers(1, steps + 1))
+        n = steps if r == 1 or (r == 0 and not empty) else 0 if r == 0 else \
+            int(rng.integers(1, steps + 1))
         ids = rng.integers(1, vocab, n)
         if r % 2 == 0:
             x[r, :n] = ids
@@ -303,7 +306,39 @@ def padding_rows(rng, rows, steps, vocab):
     return x
 
 
-TEXT = {"text_classifier": text_classifier}
+def text_cnn():
+    """The 1D layers, ELU and Permute on ids (no mask): Conv1D same and strided, both 1D pools,
+    GlobalMaxPooling1D."""
+    m = keras.Sequential([
+        keras.Input((TEXT_STEPS,), dtype="int32"),
+        layers.Embedding(1000, 16),
+        layers.Conv1D(8, 3, padding="same", activation="relu"),
+        layers.MaxPooling1D(2),
+        layers.AveragePooling1D(3, strides=1, padding="same"),
+        layers.ELU(0.5),
+        layers.Permute((2, 1)),
+        layers.Conv1D(4, 2, strides=2),
+        layers.GlobalMaxPooling1D(),
+        layers.Dense(1),
+    ], name="text_cnn")
+    return m, keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+def text_bigru_avg():
+    """The mask through Bidirectional(GRU) returning sequences (masked steps output zero) into
+    GlobalAveragePooling1D's masked average; merge_mode ave."""
+    m = keras.Sequential([
+        keras.Input((TEXT_STEPS,), dtype="int32"),
+        layers.Embedding(1000, 16, mask_zero=True),
+        layers.Bidirectional(layers.GRU(8, return_sequences=True), merge_mode="ave"),
+        layers.GlobalAveragePooling1D(),
+        layers.Dense(1),
+    ], name="text_bigru_avg")
+    return m, keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+TEXT = {"text_classifier": text_classifier, "text_cnn": text_cnn,
+        "text_bigru_avg": text_bigru_avg}
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
@@ -355,7 +390,8 @@ def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part
         if inputs:  # ids: Keras takes int32, sinter reads the same ids as float32
             xs = inputs[0](rng, ROWS)
         else:  # ids for an Embedding are padded sequences, which sinter reads as float32
-            xs = [padding_rows(rng, ROWS, t.shape[1], 1000) if "int" in str(t.dtype) else
+            xs = [padding_rows(rng, ROWS, t.shape[1], 1000, name == "text_classifier")
+                  if "int" in str(t.dtype) else
                   rng.random((ROWS,) + tuple(t.shape[1:])).astype(np.float32) for t in m.inputs]
         for k, x in enumerate(xs):
             x.astype(np.float32).tofile(os.path.join(work, f"{name}.in{k}.f32"))

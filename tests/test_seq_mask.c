@@ -1,5 +1,5 @@
 /* Bidirectional, go_backwards and Embedding(mask_zero=True) masks (layers_bidir.c,
- * layers_seq.c):
+ * layers_seq.c), and the 1D layers, ELU and Permute (layers_seq1d.c):
  * - finite-difference gradient checks in double of Bidirectional over LSTM and GRU (every
  *   merge mode, return_sequences both ways) and of go_backwards LSTMs, with and without a
  *   mask in front;
@@ -10,7 +10,9 @@
  *   Bidirectional gives what the same weights give on the row with its zeros removed and no
  *   mask (return_sequences: at an unmasked step, that row's output at its compacted position;
  *   at a masked step zero, Keras's zero_output_for_mask); a row of only padding gives zeros;
- * - a mask reaching a layer that does not take one is an error naming it.
+ * - a mask reaching a layer that does not take one is an error naming it;
+ * - gradient checks of Conv1D, the 1D pools, ELU and Permute, and the masked average of
+ *   GlobalAveragePooling1D against its definition.
  * The numbers against real Keras are tests/keras_models_interop.py's text classifier. */
 #include <math.h>
 #include <stdlib.h>
@@ -66,11 +68,12 @@ static sn_model *id_model(sn_layer *l, bool mask_zero, int64_t t, sn_dtype dt) {
     return m;
 }
 
-/* Gradient check of every trainable variable of an id model with the mask on. */
-static void masked_grad_case(const char *what, sn_layer *l) {
+/* Gradient check of every trainable variable of an id model with the mask on, over the first
+ * `rows` of ids_rows. */
+static void masked_grad_case_rows(const char *what, sn_layer *l, int rows) {
     sn_model *m = id_model(l, true, T, SN_F64);
     sn_graph *g = m->g;
-    sn_node x = sn_input(g, "x", SN_F64, &(sn_shape)S2(B, T)), y;
+    sn_node x = sn_input(g, "x", SN_F64, &(sn_shape)S2(rows, T)), y;
     sn_status s = sn_model_forward(m, x, false, NULL, &y);
     CHECK(s == SN_OK, "%s: forward: %s", what, sn_last_error());
     if (s != SN_OK) {
@@ -96,7 +99,7 @@ static void masked_grad_case(const char *what, sn_layer *l) {
     if (s == SN_OK) s = sn_plan_new(&p, g, 1 + nw, t, NULL);
     CHECK(s == SN_OK, "%s: gradients/plan: %s", what, sn_last_error());
     if (s == SN_OK) {
-        memcpy(sn_plan_buffer(p, x), ids_rows, sizeof ids_rows);
+        memcpy(sn_plan_buffer(p, x), ids_rows, sizeof ids_rows[0] * (size_t)rows);
         for (int k = 0; k < nw; k++) {
             sn_shape vs = sn_node_shape(g, wrt[k]);
             double *d = sn_variable_data(g, wrt[k]);
@@ -120,6 +123,8 @@ static void masked_grad_case(const char *what, sn_layer *l) {
     sn_plan_free(p);
     sn_model_free(m);
 }
+
+static void masked_grad_case(const char *what, sn_layer *l) { masked_grad_case_rows(what, l, B); }
 
 static void test_masked_gradients(void) {
     masked_grad_case("masked LSTM", lstm(3, false, false));
@@ -278,6 +283,51 @@ static void test_refusals(void) {
           strstr(sn_last_error(), "return_sequences"), "return_sequences differ: '%s'", sn_last_error());
 }
 
+/* ---- 1D layers, ELU, Permute (layers_seq1d.c) ------------------------------------------- */
+static void test_1d_gradients(void) {
+    sn_conv1d_layer_opts same = sn_conv1d_layer_defaults(3, 3);
+    same.padding = SN_PAD_SAME;
+    same.stride = 2;
+    same.activation = SN_ACT_TANH;
+    int perm[2] = {2, 1};
+    grad_case("Conv1D valid", sn_layer_conv1d_ex(&(sn_conv1d_layer_opts){.filters = 2, .kernel_size = 2, .stride = 1, .use_bias = true}), (sn_shape)S2(5, 3), 2, false, 1e-5);
+    /* conv sums: ~1e-6 relative noise in the numeric estimate (test_layers.c's tolerance) */
+    grad_case("Conv1D same stride 2 tanh", sn_layer_conv1d_ex(&same), (sn_shape)S2(6, 2), 2, false, 1e-5);
+    grad_case("MaxPooling1D 2", sn_layer_pool1d(true, 2, 0, SN_PAD_VALID), (sn_shape)S2(6, 2), 2, false, 1e-7);
+    grad_case("AveragePooling1D 3 stride 1 same", sn_layer_pool1d(false, 3, 1, SN_PAD_SAME), (sn_shape)S2(5, 2), 2, false, 1e-7);
+    grad_case("GlobalMaxPooling1D", sn_layer_global_pool1d(true, false), (sn_shape)S2(5, 3), 2, false, 1e-7);
+    grad_case("GlobalAveragePooling1D keepdims", sn_layer_global_pool1d(false, true), (sn_shape)S2(5, 3), 2, false, 1e-7);
+    grad_case("ELU 0.7", sn_layer_elu(0.7), (sn_shape)S2(4, 3), 2, false, 1e-7);
+    grad_case("Permute (2, 1)", sn_layer_permute(2, perm), (sn_shape)S2(4, 3), 2, false, 1e-7);
+    /* not the row of padding only: Keras's average is 0/0 there */
+    masked_grad_case_rows("masked GlobalAveragePooling1D", sn_layer_global_pool1d(false, false), 3);
+}
+
+/* Keras's masked average: the unmasked steps' mean (rows with some ids only). */
+static void test_masked_average(void) {
+    sn_model *m = id_model(sn_layer_global_pool1d(false, false), true, T, SN_F64);
+    int64_t ny;
+    double *got = run_ids(m, 3, T, &ids_rows[0][0], &ny);
+    const double *tab = sn_variable_data(m->g, m->layers[0]->vars[0]);
+    int bad = 0;
+    for (int b = 0; got && b < 3; b++)
+        for (int c = 0; c < E; c++) {
+            double sum = 0;
+            int n = 0;
+            for (int t = 0; t < T; t++)
+                if (ids_rows[b][t] != 0) {
+                    sum += tab[(int)ids_rows[b][t] * E + c];
+                    n++;
+                }
+            if (!(fabs(got[b * E + c] - sum / n) <= 1e-15) && bad++ < 4)
+                fprintf(stderr, "  row %d [%d]: got %.17g, want %.17g\n", b, c, got[b * E + c], sum / n);
+        }
+    CHECK(got && bad == 0, "masked GlobalAveragePooling1D: %d values differ", bad);
+    if (got && bad == 0) printf("ok  masked GlobalAveragePooling1D averages the unmasked steps\n");
+    free(got);
+    sn_model_free(m);
+}
+
 int main(void) {
     (void)unused_helpers;
     test_unmasked_gradients();
@@ -288,5 +338,7 @@ int main(void) {
     check_semantics(false, true);
     check_semantics(true, true);
     test_refusals();
+    test_1d_gradients();
+    test_masked_average();
     return sn_test_finish("test_seq_mask");
 }

@@ -237,6 +237,26 @@ typedef enum sn_bidir_merge {
 sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge_mode);
 sn_layer *sn_layer_bidirectional_ex(sn_layer *forward, sn_layer *backward,
                                     sn_bidir_merge merge_mode);
+/* Keras's 1D layers over [B, steps, channels] (channels_last): Conv1D (kernel [k, C, filters],
+ * Keras's layout; padding valid/same), MaxPooling1D and AveragePooling1D (stride 0: the pool
+ * size), GlobalMaxPooling1D and GlobalAveragePooling1D (keepdims; the average skips masked
+ * steps, as Keras's, 0/0 for a row of only masked steps as there); the ELU layer (alpha) and
+ * Permute (dims of the non-batch axes, 1-based, as Keras's). */
+typedef struct sn_conv1d_layer_opts {
+    int64_t filters;
+    int kernel_size, stride; /* stride default 1 */
+    sn_padding padding;      /* default valid */
+    sn_activation activation;
+    bool use_bias; /* default true */
+    sn_initializer kernel_initializer, bias_initializer;
+    sn_regularizer kernel_regularizer, bias_regularizer;
+} sn_conv1d_layer_opts;
+sn_conv1d_layer_opts sn_conv1d_layer_defaults(int64_t filters, int kernel_size);
+sn_layer *sn_layer_conv1d_ex(const sn_conv1d_layer_opts *o);
+sn_layer *sn_layer_pool1d(bool max, int pool, int stride, sn_padding padding);
+sn_layer *sn_layer_global_pool1d(bool max, bool keepdims);
+sn_layer *sn_layer_elu(double alpha);
+sn_layer *sn_layer_permute(int n, const int *dims);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 

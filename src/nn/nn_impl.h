@@ -67,6 +67,9 @@ struct sn_layer {
     double scale, offset;              /* Rescaling */
     int pad[4];                        /* ZeroPadding2D: top, bottom, left, right */
     bool keepdims;                     /* GlobalAveragePooling2D, GlobalMaxPooling2D */
+    sn_conv1d_layer_opts conv1d;       /* Conv1D (layers_seq1d.c) */
+    double alpha;                      /* ELU */
+    int n_perm, perm[SN_MAX_DIMS];     /* Permute: Keras's dims (1-based) */
     struct sn_layer *inner[2];         /* Bidirectional: forward, backward (owned) */
     sn_bidir_merge merge_mode;         /* Bidirectional */
     /* The input mask [B, T] (1 keep, 0 masked) of the call being added, set by the model's
@@ -130,6 +133,8 @@ sn_node sn_rnn_forward_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node m, bo
  * whatever l's return_sequences (layers_seq.c). */
 sn_node sn_rnn_run_zero(sn_layer *l, sn_graph *g, sn_node x, bool seq);
 bool sn_layer_is_rnn(const sn_layer *l);
+/* GlobalAveragePooling1D, which averages over unmasked steps only (layers_seq1d.c). */
+bool sn_layer_is_global_avg_pool1d(const sn_layer *l);
 bool sn_layer_is_bidirectional(const sn_layer *l);
 /* Whether l is an Embedding (its table is l->vars[0], [input_dim, output_dim]). */
 bool sn_layer_is_embedding(const sn_layer *l);

@@ -682,6 +682,9 @@ static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_d
     "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout", "seed"
 static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
 static const char *const bidirectional_keys[] = {COMMON_KEYS, SN_CFG_BIDIRECTIONAL_KEYS, NULL};
+static const char *const conv1d_keys[] = {COMMON_KEYS, SN_CFG_CONV1D_KEYS, NULL};
+static const char *const elu_keys[] = {COMMON_KEYS, "alpha", NULL};
+static const char *const permute_keys[] = {COMMON_KEYS, "dims", NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
 /* The attention layers' readers and writers (model_config_attention.c). */
@@ -703,6 +706,14 @@ static const cls_entry classes[] = {
     {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
     {"GRU", gru_keys, read_gru, write_lstm_gru},
     {"Bidirectional", bidirectional_keys, sn_cfg_read_bidirectional, sn_cfg_write_bidirectional},
+    /* 1D layers, ELU, Permute (model_config_seq.c) */
+    {"Conv1D", conv1d_keys, sn_cfg_read_conv1d, sn_cfg_write_conv1d},
+    {"MaxPooling1D", pool_keys, sn_cfg_read_max_pool1d, sn_cfg_write_pool1d},
+    {"AveragePooling1D", pool_keys, sn_cfg_read_avg_pool1d, sn_cfg_write_pool1d},
+    {"GlobalMaxPooling1D", gap_keys, sn_cfg_read_gmp1d, sn_cfg_write_gpool1d},
+    {"GlobalAveragePooling1D", gap_keys, sn_cfg_read_gap1d, sn_cfg_write_gpool1d},
+    {"ELU", elu_keys, sn_cfg_read_elu, sn_cfg_write_elu},
+    {"Permute", permute_keys, sn_cfg_read_permute, sn_cfg_write_permute},
     {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
     {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
     /* merge layers and layer-form activations (issue 23, Functional models) */

@@ -153,7 +153,8 @@ sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge) {
 /* Layers Keras passes a mask through unchanged (supports_masking, compute_mask the input's). */
 static bool passes_mask(const sn_layer *l) {
     const char *c = l->vt->class_name;
-    return !strcmp(c, "Dense") || !strcmp(c, "Dropout") || !strcmp(c, "Activation");
+    return !strcmp(c, "Dense") || !strcmp(c, "Dropout") || !strcmp(c, "Activation") ||
+           !strcmp(c, "ELU");
 }
 
 sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask, bool training,
@@ -168,6 +169,14 @@ sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask,
         return y;
     }
     bool rnn = sn_layer_is_rnn(l), bidir = sn_layer_is_bidirectional(l);
+    if (sn_layer_is_global_avg_pool1d(l)) { /* averages the unmasked steps; passes none on */
+        l->has_mask = *mask != SN_NONE;
+        l->mask = *mask;
+        sn_node y = l->vt->forward(l, g, x, training, updates);
+        l->has_mask = false;
+        *mask = SN_NONE;
+        return y;
+    }
     if (rnn || bidir) {
         l->has_mask = *mask != SN_NONE;
         l->mask = *mask;
@@ -180,8 +189,8 @@ sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask,
     }
     if (*mask != SN_NONE && !passes_mask(l))
         return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
-                             "Embedding with mask_zero=True); sinter carries masks into LSTM, GRU "
-                             "and Bidirectional layers and through Dense, Dropout and Activation "
-                             "only", l->name, l->vt->class_name);
+                             "Embedding with mask_zero=True); sinter carries masks into LSTM, GRU, "
+                             "Bidirectional and GlobalAveragePooling1D layers and through Dense, "
+                             "Dropout, Activation and ELU only", l->name, l->vt->class_name);
     return l->vt->forward(l, g, x, training, updates);
 }
