@@ -15,7 +15,7 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
  (g) the RNN text classifier (text_classifier below: Embedding(mask_zero) ->
-     Bidirectional(LSTM) -> Dense -> Dense(1)), a 1D CNN (Conv1D, the 1D pools, ELU, Permute)
+     Bidirectional(LSTM) -> Dense -> Dense(1)), a 1D CNN (Conv1D, the 1D pools, ELU, Permute, PReLU)
      and a masked Bidirectional(GRU) into GlobalAveragePooling1D, on 64 padded sequences,
      checked as (f) is, their steps by binary cross-entropy from logits;
  (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
@@ -307,8 +307,8 @@ def padding_rows(rng, rows, steps, vocab, empty):
 
 
 def text_cnn():
-    """The 1D layers, ELU and Permute on ids (no mask): Conv1D same and strided, both 1D pools,
-    GlobalMaxPooling1D."""
+    """The 1D layers, ELU, Permute and PReLU on ids (no mask): Conv1D same and strided, both
+    1D pools, GlobalMaxPooling1D."""
     m = keras.Sequential([
         keras.Input((TEXT_STEPS,), dtype="int32"),
         layers.Embedding(1000, 16),
@@ -318,6 +318,7 @@ def text_cnn():
         layers.ELU(0.5),
         layers.Permute((2, 1)),
         layers.Conv1D(4, 2, strides=2),
+        layers.PReLU(shared_axes=[1]),
         layers.GlobalMaxPooling1D(),
         layers.Dense(1),
     ], name="text_cnn")

@@ -11,7 +11,7 @@
  *   mask (return_sequences: at an unmasked step, that row's output at its compacted position;
  *   at a masked step zero, Keras's zero_output_for_mask); a row of only padding gives zeros;
  * - a mask reaching a layer that does not take one is an error naming it;
- * - gradient checks of Conv1D, the 1D pools, ELU and Permute, and the masked average of
+ * - gradient checks of Conv1D, the 1D pools, ELU, Permute and PReLU, and the masked average of
  *   GlobalAveragePooling1D against its definition.
  * The numbers against real Keras are tests/keras_models_interop.py's text classifier. */
 #include <math.h>
@@ -112,6 +112,7 @@ static void masked_grad_case_rows(const char *what, sn_layer *l, int rows) {
             sn_shape ws = sn_node_shape(g, wrt[k]);
             int64_t n = sn_shape_numel(&ws);
             double *ga = malloc(sizeof *ga * (size_t)n);
+            loss_of(p, loss); /* the gradients at the unperturbed point */
             memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
             bad += fd_check(sn_node_name(g, wrt[k]), p, loss, sn_variable_data(g, wrt[k]), ga, n,
                             1e-6, &worst);
@@ -299,6 +300,9 @@ static void test_1d_gradients(void) {
     grad_case("GlobalAveragePooling1D keepdims", sn_layer_global_pool1d(false, true), (sn_shape)S2(5, 3), 2, false, 1e-7);
     grad_case("ELU 0.7", sn_layer_elu(0.7), (sn_shape)S2(4, 3), 2, false, 1e-7);
     grad_case("Permute (2, 1)", sn_layer_permute(2, perm), (sn_shape)S2(4, 3), 2, false, 1e-7);
+    sn_prelu_layer_opts po = {.n_shared_axes = 1, .shared_axes = {1}};
+    grad_case("PReLU", sn_layer_prelu_ex(&(sn_prelu_layer_opts){0}), (sn_shape)S2(4, 3), 2, false, 1e-7);
+    grad_case("PReLU shared over steps", sn_layer_prelu_ex(&po), (sn_shape)S2(4, 3), 2, false, 1e-7);
     /* not the row of padding only: Keras's average is 0/0 there */
     masked_grad_case_rows("masked GlobalAveragePooling1D", sn_layer_global_pool1d(false, false), 3);
 }

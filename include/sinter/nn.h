@@ -257,6 +257,15 @@ sn_layer *sn_layer_pool1d(bool max, int pool, int stride, sn_padding padding);
 sn_layer *sn_layer_global_pool1d(bool max, bool keepdims);
 sn_layer *sn_layer_elu(double alpha);
 sn_layer *sn_layer_permute(int n, const int *dims);
+/* Keras's PReLU: max(x, 0) - alpha * max(-x, 0) with a learned alpha of the input's shape
+ * (without the batch; 1 along shared_axes, Keras's 1-based axes), default initializer zeros. */
+typedef struct sn_prelu_layer_opts {
+    sn_initializer alpha_initializer;
+    sn_regularizer alpha_regularizer;
+    int n_shared_axes;
+    int shared_axes[SN_MAX_DIMS];
+} sn_prelu_layer_opts;
+sn_layer *sn_layer_prelu_ex(const sn_prelu_layer_opts *o);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 

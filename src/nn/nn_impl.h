@@ -69,6 +69,7 @@ struct sn_layer {
     bool keepdims;                     /* GlobalAveragePooling2D, GlobalMaxPooling2D */
     sn_conv1d_layer_opts conv1d;       /* Conv1D (layers_seq1d.c) */
     double alpha;                      /* ELU */
+    sn_prelu_layer_opts prelu;         /* PReLU */
     int n_perm, perm[SN_MAX_DIMS];     /* Permute: Keras's dims (1-based) */
     struct sn_layer *inner[2];         /* Bidirectional: forward, backward (owned) */
     sn_bidir_merge merge_mode;         /* Bidirectional */

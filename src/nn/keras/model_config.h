@@ -118,6 +118,8 @@ sn_status sn_cfg_read_elu(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_elu(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_read_permute(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_permute(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_prelu(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_prelu(const sn_layer *l, json_t *cfg);
 
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer

@@ -685,6 +685,8 @@ static const char *const bidirectional_keys[] = {COMMON_KEYS, SN_CFG_BIDIRECTION
 static const char *const conv1d_keys[] = {COMMON_KEYS, SN_CFG_CONV1D_KEYS, NULL};
 static const char *const elu_keys[] = {COMMON_KEYS, "alpha", NULL};
 static const char *const permute_keys[] = {COMMON_KEYS, "dims", NULL};
+static const char *const prelu_keys[] = {COMMON_KEYS, "alpha_initializer", "alpha_regularizer",
+                                         "alpha_constraint", "shared_axes", NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
 /* The attention layers' readers and writers (model_config_attention.c). */
@@ -714,6 +716,7 @@ static const cls_entry classes[] = {
     {"GlobalAveragePooling1D", gap_keys, sn_cfg_read_gap1d, sn_cfg_write_gpool1d},
     {"ELU", elu_keys, sn_cfg_read_elu, sn_cfg_write_elu},
     {"Permute", permute_keys, sn_cfg_read_permute, sn_cfg_write_permute},
+    {"PReLU", prelu_keys, sn_cfg_read_prelu, sn_cfg_write_prelu},
     {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
     {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
     /* merge layers and layer-form activations (issue 23, Functional models) */

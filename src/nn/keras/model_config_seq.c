@@ -1,4 +1,4 @@
-/* Readers and writers of Keras's 1D layers, ELU and Permute (layers_seq1d.c), in the fields
+/* Readers and writers of Keras's 1D layers, ELU, Permute and PReLU (layers_seq1d.c), in the fields
  * and order Keras 3.15 writes them; registered in model_config_layers.c's class table. Fields
  * sinter does not implement (causal padding, dilation, groups, channels_first, constraints)
  * are refused by name. */
@@ -145,4 +145,46 @@ void sn_cfg_write_permute(const sn_layer *l, json_t *c) {
     json_t *d = json_array();
     for (int i = 0; i < l->n_perm; i++) json_array_append_new(d, json_integer(l->perm[i]));
     set(c, "dims", d);
+}
+
+sn_status sn_cfg_read_prelu(const json_t *c, sn_layer **out) {
+    sn_prelu_layer_opts o = {0};
+    SN_TRY(sn_cfg_initializer(c, "alpha_initializer", &o.alpha_initializer));
+    SN_TRY(sn_cfg_regularizer(c, "alpha_regularizer", &o.alpha_regularizer));
+    SN_TRY(sn_cfg_must(c, "alpha_constraint", NULL, "only null (not implemented in sinter)"));
+    const json_t *v = json_object_get(c, "shared_axes");
+    if (v && !json_is_null(v)) {
+        if (json_is_integer(v)) {
+            o.n_shared_axes = 1;
+            o.shared_axes[0] = (int)json_integer_value(v);
+        } else if (json_is_array(v) && json_array_size(v) < SN_MAX_DIMS) {
+            o.n_shared_axes = (int)json_array_size(v);
+            for (int i = 0; i < o.n_shared_axes; i++) {
+                const json_t *e = json_array_get(v, (size_t)i);
+                if (!json_is_integer(e))
+                    return sn_errorf(SN_ERR_FORMAT, "field 'shared_axes' item %d is %s, "
+                                     "expected an integer", i, sn_cfg_type(e));
+                o.shared_axes[i] = (int)json_integer_value(e);
+            }
+        } else {
+            char b[96];
+            return sn_errorf(SN_ERR_FORMAT, "field 'shared_axes' is %s, expected null, an axis "
+                             "or a list of axes", sn_cfg_show(v, b, sizeof b));
+        }
+    }
+    return made(sn_layer_prelu_ex(&o), out);
+}
+
+void sn_cfg_write_prelu(const sn_layer *l, json_t *c) {
+    const sn_prelu_layer_opts *o = &l->prelu;
+    set(c, "alpha_initializer", sn_cfg_init_json(&o->alpha_initializer, SN_INIT_ZEROS));
+    set(c, "alpha_regularizer", sn_cfg_reg_json(&o->alpha_regularizer));
+    set(c, "alpha_constraint", json_null());
+    json_t *a = json_null();
+    if (o->n_shared_axes > 0) {
+        a = json_array();
+        for (int i = 0; i < o->n_shared_axes; i++)
+            json_array_append_new(a, json_integer(o->shared_axes[i]));
+    }
+    set(c, "shared_axes", a);
 }

@@ -5,7 +5,7 @@
  * - MaxPooling1D / AveragePooling1D: the same view through the 2D pools with a 1 x k window;
  * - GlobalMaxPooling1D / GlobalAveragePooling1D: reductions over the steps; the average with a
  *   mask (Embedding(mask_zero)) is Keras's sum(x * m) / sum(m);
- * - ELU (alpha) and Permute (Keras's 1-based dims of the non-batch axes). */
+ * - ELU (alpha), Permute (Keras's 1-based dims of the non-batch axes) and PReLU. */
 #include <stdio.h>
 #include <string.h>
 
@@ -229,5 +229,48 @@ sn_layer *sn_layer_permute(int n, const int *dims) {
         l->n_perm = n;
         memcpy(l->perm, dims, sizeof(int) * (size_t)n);
     }
+    return l;
+}
+
+/* ---- PReLU ----------------------------------------------------------------------------------- */
+static sn_status prelu_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    const sn_prelu_layer_opts *o = &l->prelu;
+    sn_shape as = *in;
+    for (int i = 0; i < o->n_shared_axes; i++) {
+        int a = o->shared_axes[i];
+        if (a < 1 || a > in->ndim) {
+            char e[96];
+            snprintf(e, sizeof e, "an axis %d for shared_axes (1-based, after the batch)", a);
+            return sn_layer_shape_error(l, in, e);
+        }
+        as.dim[a - 1] = 1;
+    }
+    sn_node a;
+    SN_TRY(sn_layer_add_var(l, g, "alpha", &as, true, &o->alpha_initializer, SN_INIT_ZEROS, rng,
+                            &a));
+    SN_TRY(sn_layer_add_regularizer(l, a, &o->alpha_regularizer, "alpha_regularizer"));
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+/* Keras's relu(x) + (-alpha) * relu(-x), which is relu(x) - alpha * relu(-x) exactly (a
+ * negation is exact). */
+static sn_node prelu_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                             sn_updates *u) {
+    return sn_sub(g, sn_relu(g, x), sn_mul(g, l->vars[0], sn_relu(g, sn_neg(g, x))));
+}
+
+static const sn_layer_vtable prelu_vt = {"PReLU", "p_re_lu", prelu_build, prelu_forward, NULL};
+
+sn_layer *sn_layer_prelu_ex(const sn_prelu_layer_opts *o) {
+    if (!o || o->n_shared_axes < 0 || o->n_shared_axes >= SN_MAX_DIMS) {
+        sn_errorf(SN_ERR_INVALID, "PReLU: options are NULL or n_shared_axes is out of range");
+        return NULL;
+    }
+    if (sn_check_initializer("PReLU", "alpha_initializer", &o->alpha_initializer) != SN_OK ||
+        sn_check_regularizer("PReLU", "alpha_regularizer", &o->alpha_regularizer) != SN_OK)
+        return NULL;
+    sn_layer *l = sn_layer_alloc(&prelu_vt);
+    if (l) l->prelu = *o;
     return l;
 }
