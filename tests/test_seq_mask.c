@@ -284,6 +284,62 @@ static void test_refusals(void) {
           strstr(sn_last_error(), "return_sequences"), "return_sequences differ: '%s'", sn_last_error());
 }
 
+/* A Functional model carries the mask along its edges as the Sequential one does: the same
+ * stack built both ways gives the same outputs; a merge layer receiving a mask is refused. */
+static sn_layer *masked_embedding(void) {
+    sn_embedding_layer_opts eo = sn_embedding_layer_defaults(V, E);
+    eo.mask_zero = true;
+    return sn_layer_embedding_ex(&eo);
+}
+
+static void test_functional_masks(void) {
+    sn_model *s = sn_sequential_new("seq");
+    s->dtype = SN_F64;
+    CHECK_OK(sn_model_add(s, masked_embedding()));
+    CHECK_OK(sn_model_add(s, sn_layer_bidirectional(lstm(3, true, false), SN_BIDIR_SUM)));
+    CHECK_OK(sn_model_add(s, sn_layer_dropout(0.2)));
+    CHECK_OK(sn_model_add(s, sn_layer_bidirectional(gru(2, false, true), SN_BIDIR_CONCAT)));
+    sn_shape in = S1(T);
+    CHECK_OK(sn_model_build(s, &in, 9));
+    sn_model *f = sn_functional_new("fn");
+    f->dtype = SN_F64;
+    sn_functional_input_opts io = sn_functional_input_defaults(&in);
+    io.int_ids = true;
+    sn_ftensor x, a, b, c, d;
+    CHECK_OK(sn_functional_input(f, &io, &x));
+    CHECK_OK(sn_layer_call(f, masked_embedding(), &x, 1, &a));
+    CHECK_OK(sn_layer_call(f, sn_layer_bidirectional(lstm(3, true, false), SN_BIDIR_SUM), &a, 1, &b));
+    CHECK_OK(sn_layer_call(f, sn_layer_dropout(0.2), &b, 1, &c));
+    CHECK_OK(sn_layer_call(f, sn_layer_bidirectional(gru(2, false, true), SN_BIDIR_CONCAT), &c, 1, &d));
+    CHECK_OK(sn_functional_set_outputs(f, &d, 1));
+    CHECK_OK(sn_model_build(f, NULL, 9));
+    copy_vars(s, f);
+    int64_t n1, n2;
+    double *y1 = run_ids(s, B, T, &ids_rows[0][0], &n1), *y2 = run_ids(f, B, T, &ids_rows[0][0], &n2);
+    int bad = 0;
+    for (int64_t i = 0; y1 && y2 && i < n1; i++)
+        if (y1[i] != y2[i] && bad++ < 4) fprintf(stderr, "  [%lld]: %.17g vs %.17g\n", (long long)i, y1[i], y2[i]);
+    CHECK(y1 && y2 && n1 == n2 && bad == 0, "Functional and Sequential masked stacks differ in %d values", bad);
+    if (y1 && y2 && bad == 0) printf("ok  a Functional model carries masks as the Sequential one\n");
+    free(y1);
+    free(y2);
+    sn_model_free(s);
+    sn_model_free(f);
+
+    sn_model *m = sn_functional_new("merge");
+    CHECK_OK(sn_functional_input(m, &io, &x));
+    CHECK_OK(sn_layer_call(m, masked_embedding(), &x, 1, &a));
+    sn_ftensor two[2] = {a, a};
+    CHECK_OK(sn_layer_call(m, sn_layer_merge(SN_MERGE_ADD), two, 2, &b));
+    CHECK_OK(sn_functional_set_outputs(m, &b, 1));
+    CHECK_OK(sn_model_build(m, NULL, 1));
+    sn_node xi = sn_input(m->g, "x", SN_F32, &(sn_shape)S2(2, T)), y;
+    sn_status st = sn_model_forward(m, xi, false, NULL, &y);
+    CHECK(st == SN_ERR_UNSUPPORTED && strstr(sn_last_error(), "'add'") && strstr(sn_last_error(), "mask"),
+          "a mask into Add: status %d, '%s'", st, sn_last_error());
+    sn_model_free(m);
+}
+
 /* ---- 1D layers, ELU, Permute (layers_seq1d.c) ------------------------------------------- */
 static void test_1d_gradients(void) {
     sn_conv1d_layer_opts same = sn_conv1d_layer_defaults(3, 3);
@@ -342,6 +398,7 @@ int main(void) {
     check_semantics(false, true);
     check_semantics(true, true);
     test_refusals();
+    test_functional_masks();
     test_1d_gradients();
     test_masked_average();
     return sn_test_finish("test_seq_mask");
