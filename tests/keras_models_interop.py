@@ -14,6 +14,10 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      and one training step's loss includes the guide's L2(1e-5) penalty (it equals Keras's
      cross-entropy + sum(model.losses) on the same 32 images, and differs from the
      cross-entropy alone by more than the tolerance).
+ (g) the RNN text classifier (text_classifier below: Embedding(mask_zero) ->
+     Bidirectional(LSTM) -> Dense -> Dense(1)), a 1D CNN (Conv1D, the 1D pools, ELU, Permute, PReLU)
+     and a masked Bidirectional(GRU) into GlobalAveragePooling1D, on 64 padded sequences,
+     checked as (f) is, their steps by binary cross-entropy from logits;
  (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
      shared layer, Concatenate and Subtract, a mix of the other merge and activation
      layers, the convolution family; with SN_INTEROP_ONLY also the STOCK models,
@@ -332,6 +336,77 @@ BUILD = WORK = None  # set by main() for char_transformer_small
 # Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them
 # (SN_INTEROP_ONLY=mobilenet_v2,xception_small) as a test of their own.
 STOCK = {"mobilenet_v2": mobilenet_v2, "xception_small": xception_small}
+
+TEXT_STEPS = 20  # a fixed sequence length (sinter's shapes are static)
+
+
+def text_classifier():
+    """The TensorFlow RNN text-classification tutorial's model without its TextVectorization
+    (ids in, vocabulary 1000): Embedding(mask_zero=True) -> Bidirectional(LSTM(64)) ->
+    Dense(64, relu) -> Dense(1), binary cross-entropy from logits. Its inputs are padded
+    sequences (padding_rows below)."""
+    m = keras.Sequential([
+        keras.Input((TEXT_STEPS,), dtype="int32"),
+        layers.Embedding(1000, 64, mask_zero=True),
+        layers.Bidirectional(layers.LSTM(64)),
+        layers.Dense(64, activation="relu"),
+        layers.Dense(1),
+    ], name="text_classifier")
+    return m, keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+def padding_rows(rng, rows, steps, vocab, empty):
+    """Sequences of 0 to `steps` ids in [1, vocab), padded with 0 at the end (TextVectorization)
+    for even rows, at the start (pad_sequences' default) for odd ones; row 0 is all padding
+    when `empty` (else a full row: a masked average is 0/0 there), row 1 has none, row 2 has
+    padding inside."""
+    x = np.zeros((rows, steps), np.int32)
+    for r in range(rows):
+        n = steps if r == 1 or (r == 0 and not empty) else 0 if r == 0 else \
+            int(rng.integers(1, steps + 1))
+        ids = rng.integers(1, vocab, n)
+        if r % 2 == 0:
+            x[r, :n] = ids
+        else:
+            x[r, steps - n:] = ids
+    x[2, 3] = 0
+    return x
+
+
+def text_cnn():
+    """The 1D layers, ELU, Permute and PReLU on ids (no mask): Conv1D same and strided, both
+    1D pools, GlobalMaxPooling1D."""
+    m = keras.Sequential([
+        keras.Input((TEXT_STEPS,), dtype="int32"),
+        layers.Embedding(1000, 16),
+        layers.Conv1D(8, 3, padding="same", activation="relu"),
+        layers.MaxPooling1D(2),
+        layers.AveragePooling1D(3, strides=1, padding="same"),
+        layers.ELU(0.5),
+        layers.Permute((2, 1)),
+        layers.Conv1D(4, 2, strides=2),
+        layers.PReLU(shared_axes=[1]),
+        layers.GlobalMaxPooling1D(),
+        layers.Dense(1),
+    ], name="text_cnn")
+    return m, keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+def text_bigru_avg():
+    """The mask through Bidirectional(GRU) returning sequences (masked steps output zero) into
+    GlobalAveragePooling1D's masked average; merge_mode ave."""
+    m = keras.Sequential([
+        keras.Input((TEXT_STEPS,), dtype="int32"),
+        layers.Embedding(1000, 16, mask_zero=True),
+        layers.Bidirectional(layers.GRU(8, return_sequences=True), merge_mode="ave"),
+        layers.GlobalAveragePooling1D(),
+        layers.Dense(1),
+    ], name="text_bigru_avg")
+    return m, keras.losses.BinaryCrossentropy(from_logits=True)
+
+
+TEXT = {"text_classifier": text_classifier, "text_cnn": text_cnn,
+        "text_bigru_avg": text_bigru_avg}
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
@@ -382,27 +457,33 @@ def keras_step(path, loss, xs, ys, w0, f64):
     return [np.asarray(w, np.float64) for w in m.get_weights()]
 
 
-def check_functional(build, work, rng):
-    """Part (f); returns True when everything matched."""
+def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part="f"):
+    """Part (f) (and (g), the text classifier); returns True when everything matched."""
     ok = True
-    work = os.path.join(work, "functional")  # its own folder: test_model_files does only these
+    work = os.path.join(work, sub)  # its own folder: test_model_files does only these
     os.makedirs(work, exist_ok=True)
     sinter = os.path.join(build, "sinter")
     names = []
     ref = {}
     only = os.environ.get("SN_INTEROP_ONLY")  # a comma list: run just these models
-    for name, make in {**FUNCTIONAL, **STOCK}.items():
+    pool = {**models, **STOCK} if models is FUNCTIONAL else models
+    for name, make in pool.items():
         if (only and name not in only.split(",")) or (not only and name in STOCK):
             continue
         m, loss, *inputs = make()
         randomize(m, rng)
         if inputs:  # ids: Keras takes int32, sinter reads the same ids as float32
             xs = inputs[0](rng, ROWS)
-        else:
-            xs = [rng.random((ROWS,) + tuple(t.shape[1:])).astype(np.float32) for t in m.inputs]
+        else:  # ids for an Embedding are padded sequences, which sinter reads as float32
+            xs = [padding_rows(rng, ROWS, t.shape[1], 1000, name == "text_classifier")
+                  if "int" in str(t.dtype) else
+                  rng.random((ROWS,) + tuple(t.shape[1:])).astype(np.float32) for t in m.inputs]
         for k, x in enumerate(xs):
             x.astype(np.float32).tofile(os.path.join(work, f"{name}.in{k}.f32"))
-        if isinstance(loss, list):
+        if isinstance(loss, keras.losses.BinaryCrossentropy):
+            ys = [rng.integers(0, 2, (ROWS,)).astype(np.float32)]
+            ys[0].tofile(os.path.join(work, f"{name}.y0.f32"))
+        elif isinstance(loss, list):
             ys = [rng.standard_normal((ROWS,) + tuple(t.shape[1:])).astype(np.float32)
                   for t in m.outputs]
             for j, y in enumerate(ys):
@@ -434,7 +515,7 @@ def check_functional(build, work, rng):
                            env=dict(os.environ, COLUMNS="80"))
         good = r.returncode == 0 and r.stdout == table
         ok &= good
-        print(f"{'OK  ' if good else 'FAIL'} (f) sinter summary --model {name}.keras "
+        print(f"{'OK  ' if good else 'FAIL'} ({part}) sinter summary --model {name}.keras "
               f"{'equals' if good else 'differs from'} Keras's table")
         if not good:
             print("Keras:\n" + table + "sinter:\n" + r.stdout + r.stderr)
@@ -445,7 +526,7 @@ def check_functional(build, work, rng):
             d = max(d, float(np.max(np.abs(got - p))) if got is not None else float("inf"))
         good = d <= TOL
         ok &= good
-        print(f"{'OK  ' if good else 'FAIL'} (f) sinter predicts {name} ({len(pred)} outputs, "
+        print(f"{'OK  ' if good else 'FAIL'} ({part}) sinter predicts {name} ({len(pred)} outputs, "
               f"{ROWS} rows) like Keras: max abs diff {d:.3g} (bound {TOL})")
         # one SGD step from the same weights and batch, against Keras's in float64
         w0 = [np.asarray(w) for w in m.get_weights()]
@@ -489,7 +570,7 @@ def check_functional(build, work, rng):
         if rel_keras:
             good = os.path.exists(step) and not bad
             ok &= good
-            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+            print(f"{'OK  ' if good else 'FAIL'} ({part}) one SGD step of {name} (lr {STEP_LR}): every "
                   f"weight's change within {STEP_KERAS_FACTOR:g}x Keras's own float32 distance "
                   f"(or {STEP_TOL}) of Keras's float64 step: worst sinter/Keras ratio "
                   f"{worst_ratio:.3g}; sinter's largest distance {worst:.3g} relative ({where}), "
@@ -497,7 +578,7 @@ def check_functional(build, work, rng):
         else:
             good = worst <= STEP_TOL
             ok &= good
-            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} (lr {STEP_LR}): every "
+            print(f"{'OK  ' if good else 'FAIL'} ({part}) one SGD step of {name} (lr {STEP_LR}): every "
                   f"weight's change as Keras's in float64 within {worst:.3g} relative beyond 2 "
                   f"float32 ulps (worst: {where}; bound {STEP_TOL}; Keras's own float32 step: "
                   f"{k32:.3g})")
@@ -516,7 +597,7 @@ def check_functional(build, work, rng):
                         worst, where = e, v.path
             good = worst <= STEP_TOL
             ok &= good
-            print(f"{'OK  ' if good else 'FAIL'} (f) one SGD step of {name} in float64 (sinter's "
+            print(f"{'OK  ' if good else 'FAIL'} ({part}) one SGD step of {name} in float64 (sinter's "
                   f"reference kernels against Keras's float64 step): every weight's change within "
                   f"{worst:.3g} relative beyond 2 float32 ulps (worst: {where}; bound {STEP_TOL})")
         # Keras reopens sinter's .keras
@@ -529,7 +610,7 @@ def check_functional(build, work, rng):
             d2 = max(float(np.max(np.abs(a - b))) for a, b in zip(p2, pred))
         good = d2 <= TOL
         ok &= good
-        print(f"{'OK  ' if good else 'FAIL'} (f) Keras {keras.__version__} loads sinter's "
+        print(f"{'OK  ' if good else 'FAIL'} ({part}) Keras {keras.__version__} loads sinter's "
               f"{name}.sinter.keras and predicts within {d2:.3g} of the original (bound {TOL})")
     return ok
 
@@ -686,6 +767,7 @@ def main():
               f"{l2:.6f} = {ce + l2:.6f} (bound 1e-4)"
               + (" -- sinter's fit does not add the regularizers' penalty yet" if pending else ""))
     ok &= check_functional(build, work, rng)
+    ok &= check_functional(build, work, rng, TEXT, "text", "g")
     print("PASS" if ok and not skipped else "SKIPPED (part)" if ok else "FAIL")
     return 1 if not ok else 77 if skipped else 0
 

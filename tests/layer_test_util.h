@@ -158,6 +158,7 @@ static void grad_case(const char *what, sn_layer *l, sn_shape in, int64_t batch,
         sn_shape ws = sn_node_shape(g, wrt[k]);
         int64_t n = sn_shape_numel(&ws);
         double *ga = malloc(sizeof *ga * (size_t)n);
+        loss_of(f.p, loss); /* the gradients at the unperturbed point (the last check moved it) */
         memcpy(ga, sn_plan_buffer(f.p, grads[k]), sizeof *ga * (size_t)n);
         double *val = k == 0 ? xv : sn_variable_data(g, wrt[k]);
         bad += fd_check(k == 0 ? "x" : sn_node_name(g, wrt[k]), f.p, loss, val, ga, n, tol, &worst);

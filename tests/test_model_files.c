@@ -478,13 +478,67 @@ static json_t *text_config(bool gru) {
     return j;
 }
 
+/* Embedding(mask_zero) -> Bidirectional(LSTM) -> Dense, as sinter writes it. */
+static json_t *bidir_config(void) {
+    sn_model *m = sn_sequential_new("bidir");
+    sn_embedding_layer_opts eo = sn_embedding_layer_defaults(20, 8);
+    eo.mask_zero = true;
+    sn_model_add(m, sn_layer_embedding_ex(&eo));
+    sn_model_add(m, sn_layer_bidirectional(sn_layer_lstm(6, false), SN_BIDIR_CONCAT));
+    sn_model_add(m, sn_layer_dense(3, SN_ACT_NONE));
+    sn_shape in = {.ndim = 1, .dim = {10}};
+    json_t *j = sn_model_build(m, &in, 1) == SN_OK ? sn_model_to_config(m) : NULL;
+    sn_model_free(m);
+    return j;
+}
+
+/* sinter's Bidirectional config read back: the same config, the same predictions. */
+static void test_bidir_round_trip(void) {
+    json_t *j = bidir_config();
+    char *a = j ? json_dumps(j, JSON_SORT_KEYS) : NULL;
+    sn_model *m = NULL;
+    CHECK_OK(j ? sn_model_from_config(j, 1, false, &m, NULL) : SN_ERR_INVALID);
+    json_t *k = m ? sn_model_to_config(m) : NULL;
+    char *b = k ? json_dumps(k, JSON_SORT_KEYS) : NULL;
+    CHECK(a && b && !strcmp(a, b), "Bidirectional config changed on a round trip:\n%s\n%s",
+          a ? a : "(none)", b ? b : "(none)");
+    CHECK(m && m->layers[1]->n_vars == 6 && !strcmp(m->layers[1]->inner[1]->name, "backward_lstm") &&
+          m->layers[1]->inner[1]->rnn.go_backwards && m->layers[0]->embedding.mask_zero,
+          "Bidirectional read back: halves or mask_zero lost");
+    free(a);
+    free(b);
+    json_decref(j);
+    json_decref(k);
+    sn_model_free(m);
+}
+
 static void test_malformed_text(void) {
     json_t *j = text_config(false);
-    json_object_set_new(layer_cfg(j, 2), "go_backwards", json_true());
-    expect_json(j, "lstm_backwards.json", SN_ERR_UNSUPPORTED, "field 'go_backwards' is true");
-    j = text_config(false);
+    /* a mask (mask_zero) into a layer that takes none: the Dense after an LSTM returning one
+     * vector takes none, so the mask goes to a Flatten in place of the LSTM */
     json_object_set_new(layer_cfg(j, 1), "mask_zero", json_true());
-    expect_json(j, "embedding_mask.json", SN_ERR_UNSUPPORTED, "field 'mask_zero' is true");
+    json_t *layers = json_object_get(json_object_get(j, "config"), "layers");
+    json_array_set_new(layers, 2, json_pack("{s:s, s:s, s:{s:s, s:b, s:s}}", "module",
+                       "keras.layers", "class_name", "Flatten", "config", "name", "flatten",
+                       "trainable", 1, "data_format", "channels_last"));
+    sn_model *m = NULL; /* read (layers are read one by one); its forward pass fails */
+    CHECK_OK(sn_model_from_config(j, 1, false, &m, NULL));
+    sn_node x = m ? sn_input(m->g, "x", SN_F32, &(sn_shape){.ndim = 2, .dim = {2, 7}}) : SN_NONE, y;
+    sn_status st = m ? sn_model_forward(m, x, false, NULL, &y) : SN_ERR_INVALID;
+    CHECK(st == SN_ERR_UNSUPPORTED && strstr(sn_last_error(), "layer 'flatten' (Flatten) receives a mask"),
+          "a mask into Flatten: status %d, '%s'", st, sn_last_error());
+    sn_model_free(m);
+    json_decref(j);
+    j = bidir_config();
+    json_object_set_new(layer_cfg(j, 2), "merge_mode", json_null());
+    expect_json(j, "bidir_merge_null.json", SN_ERR_UNSUPPORTED, "field 'merge_mode' is null");
+    j = bidir_config();
+    json_object_set_new(layer_cfg(j, 2), "merge_mode", json_string("max"));
+    expect_json(j, "bidir_merge_max.json", SN_ERR_UNSUPPORTED, "field 'merge_mode' is \"max\"");
+    j = bidir_config(); /* both halves forwards */
+    json_object_set_new(json_object_get(json_object_get(layer_cfg(j, 2), "backward_layer"),
+                                         "config"), "go_backwards", json_false());
+    expect_json(j, "bidir_same_direction.json", SN_ERR_INVALID, "differ in go_backwards");
     j = text_config(false);
     json_object_set_new(layer_cfg(j, 2), "recurrent_dropout", json_real(0.2));
     expect_json(j, "lstm_dropout.json", SN_ERR_UNSUPPORTED, "field 'recurrent_dropout' is 0.2");
@@ -566,7 +620,8 @@ static int predict_n(sn_model *m, const char *d, const char *name, int64_t rows)
     sn_tensor *xt[8] = {0};
     int rc = 0;
     for (int k = 0; k < ni; k++) {
-        sn_shape is = m->fn->nodes[m->fn->inputs[k]].shape, bs = {.ndim = is.ndim + 1, .dim = {rows}};
+        sn_shape is = m->fn ? m->fn->nodes[m->fn->inputs[k]].shape : m->input_shape; /* Sequential */
+        sn_shape bs = {.ndim = is.ndim + 1, .dim = {rows}};
         for (int i = 0; i < is.ndim; i++) bs.dim[i + 1] = is.dim[i];
         xs[k] = sn_input(g, "x", SN_F32, &bs);
         char f[300];
@@ -618,8 +673,15 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr, bo
         char f[300];
         snprintf(f, sizeof f, "%s.in0.f32", name);
         sn_tensor *xy[2] = {read_f32(d, f, rows, &m->input_shape, SN_F32), NULL};
-        snprintf(f, sizeof f, "%s.y0.i32", name);
-        xy[1] = read_f32(d, f, rows, &ls, SN_I32);
+        /* float labels NAME.y0.f32: binary cross-entropy from logits (the text classifier) */
+        snprintf(f, sizeof f, "%s/%s.y0.f32", d, name);
+        bool binary = access(f, R_OK) == 0;
+        if (binary) {
+            co.loss = SN_LOSS_BINARY_CROSSENTROPY;
+            co.n_metrics = 0;
+        }
+        snprintf(f, sizeof f, binary ? "%s.y0.f32" : "%s.y0.i32", name);
+        xy[1] = read_f32(d, f, rows, &ls, binary ? SN_F32 : SN_I32);
         sn_dataset *ds = NULL;
         sn_fit_opts fo = sn_fit_defaults();
         rc = !xy[0] || !xy[1] || sn_model_compile(m, &co) != SN_OK ||
@@ -919,6 +981,7 @@ int main(void) {
     printf("malformed or unsupported files (each must be a clear error):\n");
     test_malformed();
     test_malformed_text();
+    test_bidir_round_trip();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -181,6 +181,10 @@ typedef struct sn_embedding_layer_opts {
     int64_t input_dim, output_dim;
     sn_initializer embeddings_initializer;
     sn_regularizer embeddings_regularizer;
+    /* Keras's mask_zero: id 0 is padding; the mask (id != 0) is carried to the LSTM, GRU and
+     * Bidirectional layers after it, through Dense, Dropout and Activation (as Keras); any
+     * other layer that receives it is an error naming it. */
+    bool mask_zero;
 } sn_embedding_layer_opts;
 sn_embedding_layer_opts sn_embedding_layer_defaults(int64_t input_dim, int64_t output_dim);
 sn_layer *sn_layer_embedding(int64_t input_dim, int64_t output_dim);
@@ -204,6 +208,11 @@ typedef struct sn_rnn_layer_opts {
     bool reset_after;                   /* GRU: true */
     sn_initializer kernel_initializer, recurrent_initializer, bias_initializer;
     sn_regularizer kernel_regularizer, recurrent_regularizer, bias_regularizer;
+    /* Keras's go_backwards: the sequence is read last step first, and with return_sequences
+     * the outputs come in that reversed order (as Keras). With a mask (mask_zero), masked steps
+     * keep the previous state and output (zero_output_for_mask: their output is zero). */
+    bool go_backwards;
+    bool zero_output_for_mask;
 } sn_rnn_layer_opts;
 sn_rnn_layer_opts sn_lstm_layer_defaults(int64_t units);
 sn_rnn_layer_opts sn_gru_layer_defaults(int64_t units);
@@ -216,6 +225,47 @@ sn_layer *sn_layer_gru_ex(const sn_rnn_layer_opts *o);
  * does: across batches and epochs (fit does not reset them; shuffling is allowed and makes the
  * carried state meaningless, as in Keras), until sn_model_reset_states zeroes them (Keras's
  * reset_state). A batch of another size fails with both sizes named. Not under a strategy. */
+/* Keras's Bidirectional over an LSTM or GRU: `layer` reads forwards, a copy with go_backwards
+ * flipped (named "backward_<name>", Keras's) reads backwards; with return_sequences the
+ * backward outputs are put back in time order; the two are merged (concat on the last axis,
+ * sum, mul or ave). Takes ownership of `layer` (also on failure). Variables: the forward
+ * layer's, then the backward layer's, as Keras's weights. The _ex form takes both layers
+ * (Keras's backward_layer), which must differ in go_backwards and agree in return_sequences. */
+typedef enum sn_bidir_merge {
+    SN_BIDIR_CONCAT = 0, SN_BIDIR_SUM, SN_BIDIR_MUL, SN_BIDIR_AVE
+} sn_bidir_merge;
+sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge_mode);
+sn_layer *sn_layer_bidirectional_ex(sn_layer *forward, sn_layer *backward,
+                                    sn_bidir_merge merge_mode);
+/* Keras's 1D layers over [B, steps, channels] (channels_last): Conv1D (kernel [k, C, filters],
+ * Keras's layout; padding valid/same), MaxPooling1D and AveragePooling1D (stride 0: the pool
+ * size), GlobalMaxPooling1D and GlobalAveragePooling1D (keepdims; the average skips masked
+ * steps, as Keras's, 0/0 for a row of only masked steps as there); the ELU layer (alpha) and
+ * Permute (dims of the non-batch axes, 1-based, as Keras's). */
+typedef struct sn_conv1d_layer_opts {
+    int64_t filters;
+    int kernel_size, stride; /* stride default 1 */
+    sn_padding padding;      /* default valid */
+    sn_activation activation;
+    bool use_bias; /* default true */
+    sn_initializer kernel_initializer, bias_initializer;
+    sn_regularizer kernel_regularizer, bias_regularizer;
+} sn_conv1d_layer_opts;
+sn_conv1d_layer_opts sn_conv1d_layer_defaults(int64_t filters, int kernel_size);
+sn_layer *sn_layer_conv1d_ex(const sn_conv1d_layer_opts *o);
+sn_layer *sn_layer_pool1d(bool max, int pool, int stride, sn_padding padding);
+sn_layer *sn_layer_global_pool1d(bool max, bool keepdims);
+sn_layer *sn_layer_elu(double alpha);
+sn_layer *sn_layer_permute(int n, const int *dims);
+/* Keras's PReLU: max(x, 0) - alpha * max(-x, 0) with a learned alpha of the input's shape
+ * (without the batch; 1 along shared_axes, Keras's 1-based axes), default initializer zeros. */
+typedef struct sn_prelu_layer_opts {
+    sn_initializer alpha_initializer;
+    sn_regularizer alpha_regularizer;
+    int n_shared_axes;
+    int shared_axes[SN_MAX_DIMS];
+} sn_prelu_layer_opts;
+sn_layer *sn_layer_prelu_ex(const sn_prelu_layer_opts *o);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
 

@@ -93,7 +93,8 @@ static int is_recurrent(const char *cls) {
  * (layers/multi_head_attention/query_dense/vars/{0 kernel, 1 bias}, then key_dense,
  * value_dense, output_dense, each vars group named as Keras names the sublayer), beside the
  * empty groups of its Dropout and Softmax sublayers. sinter's MultiHeadAttention lists the 8
- * (4 without biases) variables flat, in that order. */
+ * (4 without biases) variables flat, in that order. Bidirectional: its two recurrent halves
+ * (below). */
 #define MAX_SUBLAYERS 6
 typedef struct sublayer {
     const char *group; /* under the layer's group; NULL: the layer's own vars */
@@ -121,6 +122,31 @@ static int keras3_sublayers(const sn_weight_layer *L, sublayer *out) {
             snprintf(out[k].name, sizeof out[k].name, "%s", nm[k]);
         }
         return MAX_SUBLAYERS;
+    }
+    if (!strcmp(L->class_name, "Bidirectional") && L->n_vars % 2 == 0) {
+        /* Its halves are recurrent layers: layers/<name>/forward_layer/vars (named after the
+         * half) and forward_layer/cell/vars (named "lstm_cell") with the first n_vars / 2
+         * variables, then the same under backward_layer. sinter names those variables
+         * "forward_lstm/lstm_cell/kernel" (Keras's legacy weight names), which give the
+         * halves' names here. */
+        static const char *const grp[] = {"forward_layer", "forward_layer/cell",
+                                          "backward_layer", "backward_layer/cell"};
+        int per = L->n_vars / 2;
+        for (int h = 0; h < 2; h++) {
+            char half[NAME_CAP], cell[NAME_CAP];
+            snprintf(half, sizeof half, "%s", grp[2 * h]);
+            snprintf(cell, sizeof cell, "cell");
+            const char *vn = per > 0 ? L->vars[h * per].name : NULL, *s1, *s2;
+            if (vn && (s1 = strchr(vn, '/')) && (s2 = strchr(s1 + 1, '/'))) {
+                snprintf(half, sizeof half, "%.*s", (int)(s1 - vn), vn);
+                snprintf(cell, sizeof cell, "%.*s", (int)(s2 - s1 - 1), s1 + 1);
+            }
+            out[2 * h] = (sublayer){.group = grp[2 * h], .first = 0, .n = 0};
+            snprintf(out[2 * h].name, sizeof out[2 * h].name, "%s", half);
+            out[2 * h + 1] = (sublayer){.group = grp[2 * h + 1], .first = h * per, .n = per};
+            snprintf(out[2 * h + 1].name, sizeof out[2 * h + 1].name, "%s", cell);
+        }
+        return 4;
     }
     out[0] = (sublayer){.group = NULL, .first = 0, .n = L->n_vars};
     snprintf(out[0].name, sizeof out[0].name, "%s", L->name);

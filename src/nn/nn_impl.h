@@ -69,6 +69,17 @@ struct sn_layer {
                                           UpSampling2D: size_h, size_w */
     sn_sepconv2d_layer_opts sep;       /* DepthwiseConv2D, SeparableConv2D (layers_conv.c) */
     bool keepdims;                     /* GlobalAveragePooling2D, GlobalMaxPooling2D */
+    sn_conv1d_layer_opts conv1d;       /* Conv1D (layers_seq1d.c) */
+    double alpha;                      /* ELU */
+    sn_prelu_layer_opts prelu;         /* PReLU */
+    int n_perm, perm[SN_MAX_DIMS];     /* Permute: Keras's dims (1-based) */
+    struct sn_layer *inner[2];         /* Bidirectional: forward, backward (owned) */
+    sn_bidir_merge merge_mode;         /* Bidirectional */
+    /* The input mask [B, T] (1 keep, 0 masked) of the call being added, set by the model's
+     * forward pass around an LSTM/GRU/Bidirectional call (layers_seq.c, layers_bidir.c); has_mask false:
+     * none. */
+    bool has_mask;
+    sn_node mask;
     /* A stateful LSTM/GRU's carried states h (, c), [batch_size, units] non-trainable
      * variables outside vars[] (Keras saves no state in weights files either). */
     int n_carried;
@@ -109,6 +120,25 @@ sn_node sn_rnn_forward_states(sn_layer *l, sn_graph *g, sn_node x, const sn_node
 sn_node sn_rnn_input_projection(sn_layer *l, sn_graph *g, sn_node x);
 sn_node sn_rnn_forward_projected(sn_layer *l, sn_graph *g, sn_node xw, const sn_node *state_in,
                                  sn_node *state_out);
+/* Masks (layers_seq.c, layers_bidir.c). Calls l on x as the model's forward pass does, with the mask of x
+ * in *mask (SN_NONE: none), and sets *mask to the output's mask: Embedding(mask_zero) makes
+ * one, LSTM/GRU/Bidirectional consume it (passing it on with return_sequences), Dense,
+ * Dropout and Activation pass it on; any other layer receiving one is an error naming it. */
+sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask, bool training,
+                             sn_updates *updates);
+/* An LSTM/GRU over x [B, T, D] from zero states, with mask m [B, T] (SN_NONE: none), read
+ * backwards when `reverse`; return_sequences outputs in time order (Bidirectional's
+ * backward half) unless keras_order (a go_backwards layer's own output, reversed).
+ * zero_out: masked steps output zero (zero_output_for_mask). */
+sn_node sn_rnn_forward_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node m, bool reverse,
+                              bool keras_order, bool zero_out);
+/* The LSTM/GRU forward from zero states giving the whole sequence (seq) or the last output,
+ * whatever l's return_sequences (layers_seq.c). */
+sn_node sn_rnn_run_zero(sn_layer *l, sn_graph *g, sn_node x, bool seq);
+bool sn_layer_is_rnn(const sn_layer *l);
+/* GlobalAveragePooling1D, which averages over unmasked steps only (layers_seq1d.c). */
+bool sn_layer_is_global_avg_pool1d(const sn_layer *l);
+bool sn_layer_is_bidirectional(const sn_layer *l);
 /* Whether l is an Embedding (its table is l->vars[0], [input_dim, output_dim]). */
 bool sn_layer_is_embedding(const sn_layer *l);
 

@@ -119,6 +119,31 @@ void sn_cfg_write_upsampling(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_read_cropping(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_cropping(const sn_layer *l, json_t *cfg);
 
+/* ---- Bidirectional (model_config_layers.c): its halves are LSTM/GRU configs ------------- */
+#define SN_CFG_BIDIRECTIONAL_KEYS "merge_mode", "layer", "backward_layer"
+sn_status sn_cfg_read_bidirectional(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_bidirectional(const sn_layer *l, json_t *cfg);
+
+/* ---- 1D layers, ELU, Permute (model_config_seq.c) ---------------------------------------- */
+#define SN_CFG_CONV1D_KEYS "filters", "kernel_size", "strides", "padding", "data_format", \
+    "dilation_rate", "groups", "activation", "use_bias", "kernel_initializer", \
+    "bias_initializer", "kernel_regularizer", "bias_regularizer", "activity_regularizer", \
+    "kernel_constraint", "bias_constraint", "lora_rank", "lora_alpha"
+sn_status sn_cfg_read_conv1d(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_conv1d(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_max_pool1d(const json_t *cfg, sn_layer **out);
+sn_status sn_cfg_read_avg_pool1d(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_pool1d(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_gmp1d(const json_t *cfg, sn_layer **out);
+sn_status sn_cfg_read_gap1d(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_gpool1d(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_elu(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_elu(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_permute(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_permute(const sn_layer *l, json_t *cfg);
+sn_status sn_cfg_read_prelu(const json_t *cfg, sn_layer **out);
+void sn_cfg_write_prelu(const sn_layer *l, json_t *cfg);
+
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
 /* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer
  * presets), the Functional model of Keras's built-in layers with the same weights, built and

@@ -201,7 +201,8 @@ static sn_status read_bn(const json_t *c, sn_layer **out) {
     return st;
 }
 
-/* Embedding: masks are not implemented (mask_zero false), nor sparse gradients of the table
+/* Embedding: mask_zero carries its mask to the recurrent layers (layers_seq.c, layers_bidir.c); sparse
+ * gradients of the table are not implemented
  * (Keras 3.15 writes no `sparse`); `input_length` (Keras 2) is accepted only as null. */
 static sn_status read_embedding(const json_t *c, sn_layer **out) {
     static const char *const nulls[] = {"activity_regularizer", "embeddings_constraint",
@@ -213,11 +214,7 @@ static sn_status read_embedding(const json_t *c, sn_layer **out) {
     sn_embedding_layer_opts o = sn_embedding_layer_defaults(in_dim, out_dim);
     SN_TRY(sn_cfg_initializer(c, "embeddings_initializer", &o.embeddings_initializer));
     SN_TRY(sn_cfg_regularizer(c, "embeddings_regularizer", &o.embeddings_regularizer));
-    bool mask_zero = false;
-    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &mask_zero));
-    if (mask_zero)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'mask_zero' is true; sinter supports false "
-                         "(masks are not implemented)");
+    SN_TRY(sn_cfg_bool(c, "mask_zero", false, &o.mask_zero));
     SN_TRY(must_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_embedding_ex(&o), &st);
@@ -249,10 +246,10 @@ static sn_status read_rnn(const json_t *c, bool gru, sn_layer **out) {
     SN_TRY(sn_cfg_bool(c, "stateful", false, &o.stateful));
     if (gru) SN_TRY(sn_cfg_bool(c, "reset_after", false, &o.reset_after));
     else SN_TRY(sn_cfg_bool(c, "unit_forget_bias", false, &o.unit_forget_bias));
-    SN_TRY(must_false(c, "go_backwards", "the sequence is read forwards"));
+    SN_TRY(sn_cfg_bool(c, "go_backwards", false, &o.go_backwards));
     SN_TRY(must_false(c, "unroll", "a symbolic loop; unrolling does not change the result, "
                       "re-save with unroll=False"));
-    SN_TRY(must_false(c, "zero_output_for_mask", "masks are not implemented"));
+    SN_TRY(sn_cfg_bool(c, "zero_output_for_mask", false, &o.zero_output_for_mask));
     SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
     SN_TRY(sn_cfg_initializer(c, "recurrent_initializer", &o.recurrent_initializer));
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
@@ -386,7 +383,7 @@ static void write_embedding(const sn_layer *l, json_t *c) {
     set(c, "embeddings_regularizer", reg_json(&o->embeddings_regularizer));
     set(c, "activity_regularizer", json_null());
     set(c, "embeddings_constraint", json_null());
-    set(c, "mask_zero", json_false());
+    set(c, "mask_zero", json_boolean(o->mask_zero));
     set(c, "quantization_config", json_null());
 }
 
@@ -396,10 +393,10 @@ static void write_lstm_gru(const sn_layer *l, json_t *c) {
     const bool gru = !strcmp(l->vt->class_name, "GRU");
     set(c, "return_sequences", json_boolean(o->return_sequences));
     set(c, "return_state", json_boolean(o->return_state));
-    set(c, "go_backwards", json_false());
+    set(c, "go_backwards", json_boolean(o->go_backwards));
     set(c, "stateful", json_boolean(o->stateful));
     set(c, "unroll", json_false());
-    set(c, "zero_output_for_mask", json_false());
+    set(c, "zero_output_for_mask", json_boolean(o->zero_output_for_mask));
     set(c, "units", json_integer(o->units));
     set(c, "activation", json_string(sn_activation_name(o->activation)));
     set(c, "recurrent_activation", json_string(sn_activation_name(o->recurrent_activation)));
@@ -560,6 +557,90 @@ static const char *const softmax_keys[] = {COMMON_KEYS, "axis", NULL};
 static const char *const rescaling_keys[] = {COMMON_KEYS, "scale", "offset", NULL};
 static const char *const zero_padding_keys[] = {COMMON_KEYS, "padding", "data_format", NULL};
 
+/* ---- Bidirectional: {"merge_mode", "layer", "backward_layer"}, the two halves serialised
+ * LSTM/GRU layers (keras/src/layers/rnn/bidirectional.py get_config), read and written by the
+ * LSTM/GRU reader and writer above through sn_cfg_read_layer / sn_cfg_write_layer. merge_mode
+ * null (a list of two outputs) is refused: a Sequential model passes one tensor on. ------- */
+
+static const char *const merge_names[] = {"concat", "sum", "mul", "ave"};
+
+/* One half: a serialised LSTM or GRU. */
+static sn_status read_half(const json_t *c, const char *key, sn_layer **out) {
+    *out = NULL;
+    const json_t *v = json_object_get(c, key);
+    if (!v || json_is_null(v)) return SN_OK;
+    char what[64];
+    snprintf(what, sizeof what, "field '%s'", key);
+    const char *cls;
+    const json_t *cfg;
+    SN_TRY(sn_cfg_object(v, what, "layers", &cls, &cfg));
+    if (strcmp(cls, "LSTM") && strcmp(cls, "GRU"))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is a %s; sinter's Bidirectional wraps "
+                         "LSTM and GRU", key, cls);
+    /* the halves' dtype policies are checked on their own (the wrapper's is the model's) */
+    sn_cfg_state st = {0};
+    sn_status s = sn_cfg_read_layer(cls, cfg, &st, out);
+    return s == SN_OK ? SN_OK : sn_error_context(s, "field '%s' (%s)", key, cls);
+}
+
+sn_status sn_cfg_read_bidirectional(const json_t *c, sn_layer **out) {
+    const char *mm = "concat";
+    const json_t *mv = json_object_get(c, "merge_mode");
+    if (mv && json_is_null(mv))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'merge_mode' is null (two outputs); sinter "
+                         "supports \"concat\", \"sum\", \"mul\" and \"ave\"");
+    SN_TRY(sn_cfg_str(c, "merge_mode", false, &mm));
+    int merge = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(mm, merge_names[i])) merge = i;
+    if (merge < 0)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'merge_mode' is \"%s\"; sinter supports "
+                         "\"concat\", \"sum\", \"mul\" and \"ave\"", mm);
+    sn_layer *fwd = NULL, *bwd = NULL;
+    SN_TRY(read_half(c, "layer", &fwd));
+    if (!fwd) return sn_errorf(SN_ERR_FORMAT, "field 'layer' is missing");
+    sn_status s = read_half(c, "backward_layer", &bwd);
+    if (s != SN_OK) {
+        sn_layer_destroy(fwd);
+        return s;
+    }
+    /* Keras 3 always writes backward_layer; without one the copy is made as Keras makes it */
+    *out = bwd ? sn_layer_bidirectional_ex(fwd, bwd, (sn_bidir_merge)merge)
+               : sn_layer_bidirectional(fwd, (sn_bidir_merge)merge);
+    return *out ? SN_OK : SN_ERR_INVALID;
+}
+
+/* A half as Keras serialises it inside the wrapper, with its build_config. */
+static json_t *write_half(const sn_layer *h, const json_t *dtype) {
+    json_t *c = json_object();
+    json_object_set_new(c, "name", json_string(h->name));
+    json_object_set_new(c, "trainable", json_true());
+    json_object_set_new(c, "dtype", json_deep_copy(dtype));
+    /* the LSTM/GRU writer, reached through the class table */
+    json_t *full = sn_cfg_write_layer(h, false);
+    const char *k;
+    json_t *v;
+    json_object_foreach(full, k, v) {
+        if (strcmp(k, "name") && strcmp(k, "trainable") && strcmp(k, "dtype"))
+            json_object_set(c, k, v);
+    }
+    json_decref(full);
+    json_t *o = sn_cfg_keras_object("keras.layers", h->vt->class_name, c);
+    json_t *shape = json_array();
+    json_array_append_new(shape, json_null());
+    for (int i = 0; i < h->in_shape.ndim; i++)
+        json_array_append_new(shape, json_integer(h->in_shape.dim[i]));
+    json_object_set_new(o, "build_config", json_pack("{s:o}", "input_shape", shape));
+    return o;
+}
+
+void sn_cfg_write_bidirectional(const sn_layer *l, json_t *c) {
+    const json_t *dtype = json_object_get(c, "dtype"); /* the wrapper's, already written */
+    json_object_set_new(c, "merge_mode", json_string(merge_names[l->merge_mode]));
+    json_object_set_new(c, "layer", write_half(l->inner[0], dtype));
+    json_object_set_new(c, "backward_layer", write_half(l->inner[1], dtype));
+}
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 typedef struct cls_entry {
@@ -600,6 +681,12 @@ static const char *const embedding_keys[] = {COMMON_KEYS, "input_dim", "output_d
     "recurrent_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", \
     "recurrent_constraint", "bias_constraint", "dropout", "recurrent_dropout", "seed"
 static const char *const lstm_keys[] = {COMMON_KEYS, RNN_KEYS, "unit_forget_bias", NULL};
+static const char *const bidirectional_keys[] = {COMMON_KEYS, SN_CFG_BIDIRECTIONAL_KEYS, NULL};
+static const char *const conv1d_keys[] = {COMMON_KEYS, SN_CFG_CONV1D_KEYS, NULL};
+static const char *const elu_keys[] = {COMMON_KEYS, "alpha", NULL};
+static const char *const permute_keys[] = {COMMON_KEYS, "dims", NULL};
+static const char *const prelu_keys[] = {COMMON_KEYS, "alpha_initializer", "alpha_regularizer",
+                                         "alpha_constraint", "shared_axes", NULL};
 static const char *const gru_keys[] = {COMMON_KEYS, RNN_KEYS, "reset_after", NULL};
 
 /* The attention layers' readers and writers (model_config_attention.c). */
@@ -626,6 +713,16 @@ static const cls_entry classes[] = {
     {"Embedding", embedding_keys, read_embedding, write_embedding},
     {"LSTM", lstm_keys, read_lstm, write_lstm_gru},
     {"GRU", gru_keys, read_gru, write_lstm_gru},
+    {"Bidirectional", bidirectional_keys, sn_cfg_read_bidirectional, sn_cfg_write_bidirectional},
+    /* 1D layers, ELU, Permute (model_config_seq.c) */
+    {"Conv1D", conv1d_keys, sn_cfg_read_conv1d, sn_cfg_write_conv1d},
+    {"MaxPooling1D", pool_keys, sn_cfg_read_max_pool1d, sn_cfg_write_pool1d},
+    {"AveragePooling1D", pool_keys, sn_cfg_read_avg_pool1d, sn_cfg_write_pool1d},
+    {"GlobalMaxPooling1D", gap_keys, sn_cfg_read_gmp1d, sn_cfg_write_gpool1d},
+    {"GlobalAveragePooling1D", gap_keys, sn_cfg_read_gap1d, sn_cfg_write_gpool1d},
+    {"ELU", elu_keys, sn_cfg_read_elu, sn_cfg_write_elu},
+    {"Permute", permute_keys, sn_cfg_read_permute, sn_cfg_write_permute},
+    {"PReLU", prelu_keys, sn_cfg_read_prelu, sn_cfg_write_prelu},
     {"LayerNormalization", layer_norm_keys, sn_cfg_read_layer_norm, sn_cfg_write_layer_norm},
     {"MultiHeadAttention", mha_keys, sn_cfg_read_mha, sn_cfg_write_mha},
     /* merge layers and layer-form activations (issue 23, Functional models) */

@@ -31,10 +31,10 @@ sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *up
     if (sn_node_dtype(g, x) != m->dtype)
         return sn_errorf(SN_ERR_SHAPE, "model '%s': input node has dtype %s, expected %s", m->name,
                          sn_dtype_name(sn_node_dtype(g, x)), sn_dtype_name(m->dtype));
-    sn_node y = x;
+    sn_node y = x, mask = SN_NONE; /* Embedding(mask_zero)'s, carried as Keras carries it */
     for (int i = 0; i < m->n_layers; i++) {
         sn_layer *l = m->layers[i];
-        y = l->vt->forward(l, g, y, training, updates);
+        y = sn_layer_call_masked(l, g, y, &mask, training, updates);
         if (y == SN_NONE || sn_graph_status(g) != SN_OK) {
             sn_status st = sn_graph_status(g);
             return sn_error_context(st != SN_OK ? st : SN_ERR_STATE, "model '%s', layer '%s' (%s)",
@@ -55,7 +55,9 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
     sn_fgraph *f = m->fn;
     sn_node *val = sn_calloc((size_t)f->n_nodes, sizeof *val);
     sn_node *args = sn_calloc((size_t)f->n_nodes + 1, sizeof *args);
-    sn_status st = val && args ? SN_OK : SN_ERR_NOMEM;
+    sn_node *mask = sn_calloc((size_t)f->n_nodes + 1, sizeof *mask); /* each node's output mask */
+    sn_status st = val && args && mask ? SN_OK : SN_ERR_NOMEM;
+    for (int i = 0; st == SN_OK && i < f->n_nodes; i++) mask[i] = SN_NONE;
     for (int k = 0; st == SN_OK && k < f->n_inputs; k++) {
         const sn_fnode *in = &f->nodes[f->inputs[k]];
         sn_shape xs = sn_node_shape(g, x[k]);
@@ -74,10 +76,23 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
         const sn_fnode *nd = &f->nodes[i];
         sn_layer *l = nd->layer;
         if (!l) continue;
-        for (int k = 0; k < nd->n_in; k++) args[k] = val[nd->in[k]];
+        bool masked = false;
+        for (int k = 0; k < nd->n_in; k++) {
+            args[k] = val[nd->in[k]];
+            masked |= mask[nd->in[k]] != SN_NONE;
+        }
         const sn_layer_vtable_n *vn = sn_layer_vt_n(l);
-        sn_node y = vn ? vn->forward_n(l, g, nd->n_in, args, training, updates)
-                                     : l->vt->forward(l, g, args[0], training, updates);
+        sn_node y;
+        if (vn && masked)
+            y = sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
+                              "Embedding with mask_zero=True); sinter's merge layers take none",
+                              l->name, l->vt->class_name);
+        else if (vn)
+            y = vn->forward_n(l, g, nd->n_in, args, training, updates);
+        else {
+            mask[i] = mask[nd->in[0]];
+            y = sn_layer_call_masked(l, g, args[0], &mask[i], training, updates);
+        }
         if (y == SN_NONE || sn_graph_status(g) != SN_OK) {
             sn_status gs = sn_graph_status(g);
             st = sn_error_context(gs != SN_OK ? gs : SN_ERR_STATE, "model '%s', layer '%s' (%s)",
@@ -88,5 +103,6 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
     for (int k = 0; st == SN_OK && k < f->n_outputs; k++) out[k] = val[f->outputs[k]];
     free(val);
     free(args);
+    free(mask);
     return st;
 }
