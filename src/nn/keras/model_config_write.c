@@ -52,35 +52,73 @@ static json_t *optimizer_json(const sn_optimizer_opts *o) {
     return sn_cfg_keras_object("keras.optimizers", cls[o->type], c);
 }
 
-static json_t *loss_json(const sn_compile_opts *o) {
+static json_t *loss_json(sn_loss_type t, bool from_logits, double delta) {
     static const char *cls[] = {"SparseCategoricalCrossentropy", "CategoricalCrossentropy",
-                                "BinaryCrossentropy", "MeanSquaredError"};
+                                "BinaryCrossentropy", "MeanSquaredError", "MeanAbsoluteError",
+                                "Huber"};
+    /* Keras 3's default names (Huber's is "huber_loss"; its get_config has no delta) */
     static const char *name[] = {"sparse_categorical_crossentropy", "categorical_crossentropy",
-                                 "binary_crossentropy", "mean_squared_error"};
+                                 "binary_crossentropy", "mean_squared_error",
+                                 "mean_absolute_error", "huber_loss"};
+    bool regression = t >= SN_LOSS_MEAN_SQUARED_ERROR;
     json_t *c = json_object();
-    json_object_set_new(c, "name", json_string(name[o->loss]));
+    json_object_set_new(c, "name", json_string(name[t]));
     json_object_set_new(c, "reduction", json_string("sum_over_batch_size"));
-    if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR)
-        json_object_set_new(c, "from_logits", json_boolean(o->from_logits));
-    if (o->loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+    if (!regression) json_object_set_new(c, "from_logits", json_boolean(from_logits));
+    if (t == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
         json_object_set_new(c, "ignore_class", json_null());
-    } else if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR) {
+    } else if (!regression) {
         json_object_set_new(c, "label_smoothing", json_real(0.0));
         json_object_set_new(c, "axis", json_integer(-1));
     }
-    return sn_cfg_keras_object("keras.losses", cls[o->loss], c);
+    /* Keras 3's Huber.get_config leaves delta out (a saved Huber reloads with 1.0); its
+     * constructor takes it, so sinter writes it when it is not the default. */
+    if (t == SN_LOSS_HUBER && delta != 1.0) json_object_set_new(c, "delta", json_real(delta));
+    return sn_cfg_keras_object("keras.losses", cls[t], c);
+}
+
+static json_t *metrics_json(int n, const sn_metric_type *m, double threshold) {
+    json_t *ms = json_array();
+    for (int i = 0; i < n; i++) {
+        if (m[i] == SN_METRIC_BINARY_ACCURACY && threshold != 0.5) {
+            json_t *c = json_object();
+            json_object_set_new(c, "name", json_string("binary_accuracy"));
+            json_object_set_new(c, "dtype", json_string("float32"));
+            json_object_set_new(c, "threshold", json_real(threshold));
+            json_array_append_new(ms, sn_cfg_keras_object("keras.metrics", "BinaryAccuracy", c));
+            continue;
+        }
+        json_array_append_new(ms, json_string(m[i] == SN_METRIC_ACCURACY ? "accuracy"
+                                              : m[i] == SN_METRIC_BINARY_ACCURACY
+                                                  ? "binary_accuracy"
+                                              : m[i] == SN_METRIC_CATEGORICAL_ACCURACY
+                                                  ? "categorical_accuracy"
+                                                  : "sparse_categorical_accuracy"));
+    }
+    return ms;
 }
 
 static json_t *compile_json(const sn_compile_opts *o) {
     json_t *c = json_object();
     json_object_set_new(c, "optimizer", optimizer_json(&o->optimizer));
-    json_object_set_new(c, "loss", loss_json(o));
-    json_object_set_new(c, "loss_weights", json_null());
-    json_t *ms = json_array();
-    for (int i = 0; i < o->n_metrics; i++)
-        json_array_append_new(ms, json_string(o->metrics[i] == SN_METRIC_ACCURACY
-                                                  ? "accuracy" : "sparse_categorical_accuracy"));
-    json_object_set_new(c, "metrics", ms);
+    if (o->n_outputs == 0) {
+        json_object_set_new(c, "loss", loss_json(o->loss, o->from_logits, o->huber_delta));
+        json_object_set_new(c, "loss_weights", json_null());
+        json_object_set_new(c, "metrics",
+                            metrics_json(o->n_metrics, o->metrics, o->accuracy_threshold));
+    } else { /* Keras's lists of one entry per output */
+        json_t *ls = json_array(), *ws = json_array(), *ms = json_array();
+        for (int k = 0; k < o->n_outputs; k++) {
+            const sn_output_loss *ol = &o->outputs[k];
+            json_array_append_new(ls, loss_json(ol->loss, ol->from_logits, o->huber_delta));
+            json_array_append_new(ws, json_real(ol->loss_weight));
+            json_array_append_new(ms, metrics_json(ol->n_metrics, ol->metrics,
+                                                   o->accuracy_threshold));
+        }
+        json_object_set_new(c, "loss", ls);
+        json_object_set_new(c, "loss_weights", ws);
+        json_object_set_new(c, "metrics", ms);
+    }
     json_object_set_new(c, "weighted_metrics", json_null());
     json_object_set_new(c, "run_eagerly", json_false());
     json_object_set_new(c, "steps_per_execution", json_integer(o->steps_per_execution));
