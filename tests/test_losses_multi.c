@@ -377,7 +377,98 @@ static void test_multi_errors(void) {
     sn_model_free(m);
 }
 
+/* ---- the Keras interop driver (tests/keras_losses_interop.py) ---------------------------
+ * With SN_KERAS_LOSSES_DIR set, for each line "NAME ROWS LR" of its cases.txt: loads
+ * NAME.keras (Keras's compile settings: losses, loss_weights, metrics), reads the inputs
+ * NAME.in<k>.f32 and labels NAME.y<j>.f32, compiles with SGD(LR), and writes
+ * NAME.eval.txt ("name value" per line: evaluate on the batch), NAME.keys.txt (the History's
+ * keys after one fit step, validation on the same batch) and NAME.step.weights.h5 (the
+ * weights after that step). */
+static sn_status read_f32(const char *path, sn_shape s, sn_tensor **out) {
+    SN_TRY(sn_tensor_new(out, SN_F32, &s));
+    FILE *f = fopen(path, "rb");
+    size_t n = (size_t)sn_shape_numel(&s), got = f ? fread(sn_tensor_data(*out), 4, n, f) : 0;
+    if (f) fclose(f);
+    if (got != n) return sn_errorf(SN_ERR_IO, "%s: read %zu of %zu floats", path, got, n);
+    return SN_OK;
+}
+
+static void interop_case(const char *dir, const char *name, int64_t rows, double lr) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.keras", dir, name);
+    sn_model *m = NULL;
+    sn_model_file_info info;
+    sn_status st = sn_model_load(path, 0, &m, &info);
+    CHECK(st == SN_OK, "%s: load: %s", name, sn_last_error());
+    if (st != SN_OK) return;
+    int ni = sn_model_input_count(m), no = sn_model_output_count(m);
+    sn_tensor *ts[SN_DATASET_MAX_COMPONENTS] = {0};
+    for (int k = 0; k < ni + no && st == SN_OK; k++) {
+        sn_shape e = k < ni ? m->fn->nodes[m->fn->inputs[k]].shape
+                            : m->fn->nodes[m->fn->outputs[k - ni]].shape;
+        sn_shape s = {.ndim = e.ndim + 1, .dim = {rows}};
+        for (int d = 0; d < e.ndim; d++) s.dim[d + 1] = e.dim[d];
+        snprintf(path, sizeof path, "%s/%s.%s%d.f32", dir, name, k < ni ? "in" : "y",
+                 k < ni ? k : k - ni);
+        st = read_f32(path, s, &ts[k]);
+    }
+    sn_dataset *ds = NULL;
+    if (st == SN_OK) st = sn_dataset_from_tensors(&ds, ni + no, ts);
+    if (st == SN_OK) st = sn_dataset_batch(&ds, rows, false);
+    sn_compile_opts c = info.compile;
+    c.optimizer = sn_optimizer_defaults(SN_SGD);
+    c.optimizer.learning_rate = lr;
+    if (st == SN_OK) st = sn_model_compile(m, &c);
+    double v[SN_ACC_MAX];
+    int nv = 0;
+    if (st == SN_OK) st = sn_model_evaluate(m, ds, 0, v, SN_ACC_MAX, &nv);
+    if (st == SN_OK) {
+        snprintf(path, sizeof path, "%s/%s.eval.txt", dir, name);
+        FILE *f = fopen(path, "w");
+        for (int i = 0; f && i < nv; i++)
+            fprintf(f, "%s %.9g\n", sn_train_log_name(m->train, i), v[i]);
+        if (f) fclose(f);
+    }
+    sn_history *h = NULL;
+    if (st == SN_OK) {
+        sn_fit_opts fo = sn_fit_defaults();
+        fo.validation = ds;
+        st = sn_model_fit(m, ds, &fo, &h);
+    }
+    if (st == SN_OK) {
+        const char *names[SN_LOGS_MAX];
+        int n = sn_history_names(h, names);
+        snprintf(path, sizeof path, "%s/%s.keys.txt", dir, name);
+        FILE *f = fopen(path, "w");
+        for (int i = 0; f && i < n; i++) fprintf(f, "%s\n", names[i]);
+        if (f) fclose(f);
+        snprintf(path, sizeof path, "%s/%s.step.weights.h5", dir, name);
+        st = sn_model_save_weights(m, path);
+    }
+    CHECK(st == SN_OK, "%s: %s", name, sn_last_error());
+    if (st == SN_OK) printf("ok  interop case %s (%d inputs, %d outputs)\n", name, ni, no);
+    sn_history_free(h);
+    sn_dataset_free(ds);
+    for (int k = 0; k < ni + no; k++) sn_tensor_free(ts[k]);
+    sn_model_free(m);
+}
+
+static int interop(const char *dir) {
+    char path[1024], name[256];
+    snprintf(path, sizeof path, "%s/cases.txt", dir);
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL, "cannot open %s", path);
+    long long rows;
+    double lr;
+    while (f && fscanf(f, "%255s %lld %lf", name, &rows, &lr) == 3)
+        interop_case(dir, name, rows, lr);
+    if (f) fclose(f);
+    return sn_test_finish("test_losses_multi (Keras interop driver)");
+}
+
 int main(void) {
+    const char *dir = getenv("SN_KERAS_LOSSES_DIR");
+    if (dir && *dir) return interop(dir);
     (void)fx_build;
     (void)fx_plan;
     (void)fx_free;
