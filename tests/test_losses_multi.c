@@ -469,6 +469,16 @@ static int interop(const char *dir) {
 int main(void) {
     const char *dir = getenv("SN_KERAS_LOSSES_DIR");
     if (dir && *dir) return interop(dir);
+    /* tests/test_multi_io_cli.sh: the two-input, two-output model as a file */
+    const char *save = getenv("SN_SAVE_TWO_TWO");
+    if (save && *save) {
+        sn_model *m = two_two();
+        sn_compile_opts c = two_two_compile();
+        CHECK_OK(sn_model_compile(m, &c));
+        CHECK_OK(sn_model_save(m, save));
+        sn_model_free(m);
+        return sn_test_finish("test_losses_multi (saving the two-output model)");
+    }
     (void)fx_build;
     (void)fx_plan;
     (void)fx_free;

@@ -489,9 +489,9 @@ sn_status sn_cli_check_one_io(const char *name, const sn_model *m) {
     if (ni == 1 && no == 1) return SN_OK;
     return sn_errorf(SN_ERR_UNSUPPORTED, "model '%s' has %d inputs and %d outputs; the command "
                      "line feeds one array of examples and one of labels, so it trains, "
-                     "evaluates and predicts models of one input and one output (use the C API "
-                     "or the Python package for this one; `sinter summary` and `sinter export` "
-                     "take it)", name, ni, no);
+                     "evaluates and predicts models of one input and one output (train this one "
+                     "with the C API: a dataset of its inputs then one label per output; "
+                     "`sinter summary` and `sinter export` take it)", name, ni, no);
 }
 
 /* for_loading: a preset is built without initialisers (its weights are loaded next). */
