@@ -13,6 +13,7 @@
 #include "layer_test_util.h"
 #include "nn/train/train_impl.h"
 #include "sinter/data.h"
+#include "sinter/dist.h"
 
 enum { B = 5, C = 3 };
 
@@ -363,6 +364,18 @@ static void test_multi_errors(void) {
     CHECK_ERR(sn_model_compile(m, &c), SN_ERR_SHAPE, "output 1 ('cls')");
     c = two_two_compile();
     CHECK_OK(sn_model_compile(m, &c));
+    /* strategies take one input and one output so far */
+    sn_strategy *strat = NULL;
+    CHECK_OK(sn_strategy_one_device("cpu:0", &strat));
+    if (strat) {
+        sn_dataset *four = two_two_data(8, 4);
+        CHECK_OK(sn_model_set_strategy(m, strat));
+        CHECK_ERR(sn_model_fit(m, four, NULL, NULL), SN_ERR_UNSUPPORTED,
+                  "sinter's strategies train models of one input and one output so far");
+        CHECK_OK(sn_model_set_strategy(m, NULL));
+        sn_dataset_free(four);
+        sn_strategy_free(strat);
+    }
     sn_dataset *two = two_two_data(8, 2);
     CHECK_ERR(sn_model_fit(m, two, NULL, NULL), SN_ERR_INVALID,
               "model 'two_two' has 2 inputs and 2 outputs, so it expects 4");
