@@ -93,8 +93,41 @@ def mixed():
     return m, ["binary", "onehot"]
 
 
+def encoder():
+    """A model of two outputs, to be nested (as the U-Net's MobileNetV2 encoder is)."""
+    i = keras.Input((6,), name="ei")
+    h = layers.Dense(5, activation="relu", name="e1")(i)
+    g = layers.Dense(4, activation="tanh", name="e2")(h)
+    return keras.Model(i, [h, g], name="enc")
+
+
+def nested_two():
+    x = keras.Input((6,), name="x")
+    a, b = encoder()(x)
+    c = layers.Concatenate()([a, b])
+    o = layers.Dense(3, name="out")(c)
+    m = keras.Model(x, o, name="nested_two")
+    m.compile(optimizer=keras.optimizers.SGD(LR), loss="mse")
+    return m, ["real"]
+
+
+def nested_shared():
+    """The nested model called twice (shared weights), its outputs used by two heads."""
+    x, y = keras.Input((6,), name="x"), keras.Input((6,), name="y")
+    enc = encoder()
+    a1, b1 = enc(x)
+    a2, b2 = enc(y)
+    s = layers.Add()([b1, b2])
+    o1 = layers.Dense(2, name="o1")(layers.Concatenate()([a1, a2]))
+    o2 = layers.Dense(1, name="o2")(s)
+    m = keras.Model([x, y], [o1, o2], name="nested_shared")
+    m.compile(optimizer=keras.optimizers.SGD(LR), loss=["mse", "mae"])
+    return m, ["real", "real"]
+
+
 CASES = {"bce_probs": bce_probs, "cce_logits": cce_logits, "cce_probs": cce_probs,
-         "regress3": regress3, "mixed": mixed}
+         "regress3": regress3, "mixed": mixed, "nested_two": nested_two,
+         "nested_shared": nested_shared}
 
 
 def labels(kind, shape, rng):
@@ -121,7 +154,8 @@ def main():
         for j, y in enumerate(ys):
             y.tofile(os.path.join(work, f"{name}.y{j}.f32"))
         m.save(os.path.join(work, f"{name}.keras"))
-        ref[name] = (m, xs, ys)
+        pred = m.predict(xs if len(xs) > 1 else xs[0], verbose=0)
+        ref[name] = (m, xs, ys, [np.asarray(p) for p in (pred if isinstance(pred, list) else [pred])])
     with open(os.path.join(work, "cases.txt"), "w") as f:
         f.write("".join(f"{n} {ROWS} {LR}\n" for n in CASES))
     exe = os.path.join(build, "tests", "test_losses_multi")
@@ -132,9 +166,18 @@ def main():
         print(r.stderr.strip())
         print("FAIL sinter could not load, evaluate or train a model")
     ok = r.returncode == 0
-    for name, (m, xs, ys) in ref.items():
+    for name, (m, xs, ys, pred) in ref.items():
         x = xs if len(xs) > 1 else xs[0]
         y = ys if len(ys) > 1 else ys[0]
+        d = 0.0
+        for j, p in enumerate(pred):
+            f = os.path.join(work, f"{name}.out{j}.f32")
+            got = np.fromfile(f, np.float32).reshape(p.shape) if os.path.exists(f) else None
+            d = max(d, float(np.max(np.abs(got - p))) if got is not None else float("inf"))
+        good = d <= TOL
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (p) {name}: sinter predicts {len(pred)} outputs "
+              f"within {d:.3g} of Keras (bound {TOL})")
         w0 = [np.asarray(w) for w in m.get_weights()]
         want = m.evaluate(x, y, batch_size=ROWS, verbose=0, return_dict=True)
         got = {}

@@ -432,6 +432,23 @@ static void interop_case(const char *dir, const char *name, int64_t rows, double
     c.optimizer = sn_optimizer_defaults(SN_SGD);
     c.optimizer.learning_rate = lr;
     if (st == SN_OK) st = sn_model_compile(m, &c);
+    if (st == SN_OK) { /* predict, raw outputs: NAME.out<k>.f32 */
+        sn_compile_opts raw = c;
+        raw.predict_raw = true;
+        st = sn_model_compile(m, &raw);
+        sn_tensor *o[SN_DATASET_MAX_COMPONENTS] = {0};
+        if (st == SN_OK) st = sn_model_predict_n(m, ni, (const sn_tensor *const *)ts, no, o);
+        for (int k = 0; st == SN_OK && k < no; k++) {
+            snprintf(path, sizeof path, "%s/%s.out%d.f32", dir, name, k);
+            FILE *f = fopen(path, "wb");
+            if (f) {
+                fwrite(sn_tensor_cdata(o[k]), 4, (size_t)sn_tensor_numel(o[k]), f);
+                fclose(f);
+            }
+        }
+        for (int k = 0; k < no; k++) sn_tensor_free(o[k]);
+        if (st == SN_OK) st = sn_model_compile(m, &c);
+    }
     double v[SN_ACC_MAX];
     int nv = 0;
     if (st == SN_OK) st = sn_model_evaluate(m, ds, 0, v, SN_ACC_MAX, &nv);

@@ -231,6 +231,13 @@ json_t *sn_model_to_config(sn_model *m) {
         sn_errorf(SN_ERR_STATE, "writing a model config: the model %s", m ? "is not built" : "is NULL");
         return NULL;
     }
+    if (m->fn && m->fn->n_subs > 0) {
+        sn_errorf(SN_ERR_UNSUPPORTED, "writing a model config: model '%s' nests model '%s'; "
+                  "sinter does not write nested models yet (save the weights: "
+                  "sn_model_save_weights writes Keras's nested layout)", m->name,
+                  m->fn->subs[0].model->name);
+        return NULL;
+    }
     const bool compiled = m->train && m->train->compiled;
     const bool bf16 = compiled && m->train->opts.mixed_bfloat16;
     if (m->fn) return functional_config(m, compiled, bf16);

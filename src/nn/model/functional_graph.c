@@ -22,6 +22,11 @@ void sn_fgraph_free(sn_fgraph *f) {
     free(f->inputs);
     free(f->outputs);
     free(f->ops);
+    for (int i = 0; i < f->n_subs; i++) {
+        sn_model_free(f->subs[i].model);
+        free(f->subs[i].layers);
+    }
+    free(f->subs);
     free(f);
 }
 
@@ -74,7 +79,7 @@ static void walk(korder *k, int node) {
     k->post[k->n_post++] = node;
 }
 
-static sn_status keras_order(sn_model *m) {
+sn_status sn_functional_keras_order(sn_model *m) {
     sn_fgraph *f = m->fn;
     int n = f->n_nodes;
     korder k = {.f = f, .op_index = sn_calloc((size_t)n, sizeof(int)),
@@ -161,7 +166,7 @@ sn_status sn_functional_build(sn_model *m, sn_graph *g, uint64_t seed, bool init
                          d->layer ? " (" : "", d->layer ? d->layer->vt->class_name : "",
                          d->layer ? ")" : "", d->call_index, m->name);
     }
-    SN_TRY(keras_order(m));
+    SN_TRY(sn_functional_keras_order(m));
     sn_shape shapes[64];
     for (int i = 0; i < f->n_nodes; i++) {
         sn_fnode *nd = &f->nodes[i];

@@ -423,6 +423,9 @@ static int summary_rows(const sn_model *m, summary_row *rows) {
 sn_status sn_model_summary(const sn_model *m, FILE *out) {
     if (!m || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_summary: %s is NULL",
                                      !m ? "model" : "out");
+    if (m->fn && m->fn->n_subs > 0)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "model '%s' nests model '%s'; sinter does not print "
+                         "the summary of a nested model yet", m->name, m->fn->subs[0].model->name);
     int n = m->fn ? m->fn->n_ops : m->n_layers;
     summary_row *rows = sn_calloc((size_t)(n ? n : 1), sizeof *rows);
     if (!rows) return SN_ERR_NOMEM;
