@@ -297,6 +297,14 @@ sn_status sn_functional_input(sn_model *m, const sn_functional_input_opts *o, sn
  * the same shapes). A merge layer takes n >= 2 tensors, any other layer one. */
 sn_status sn_layer_call(sn_model *m, sn_layer *layer, const sn_ftensor *in, int n,
                         sn_ftensor *out);
+/* Keras's nested models: inner (a Functional model with its inputs and outputs set, not
+ * built) called as a layer of m on in[0 .. n-1] (one per input of inner); out[k] receives its
+ * output k (n_out = its output count). m owns inner from the first call on (also when it
+ * fails); calling inner again shares its weights. Its weights are saved in Keras's nested
+ * layout (layers/functional/layers/dense/...); the summary and the .keras writer refuse
+ * nested models so far. */
+sn_status sn_model_call(sn_model *m, sn_model *inner, const sn_ftensor *in, int n,
+                        sn_ftensor *out, int n_out);
 /* The model's outputs, in order (each once). */
 sn_status sn_functional_set_outputs(sn_model *m, const sn_ftensor *outputs, int n);
 /* Inputs and outputs of a model (1 and 1 for Sequential), and their shapes without batch. */

@@ -158,6 +158,8 @@ typedef struct sn_fgraph {
 } sn_fgraph;
 
 void sn_fgraph_free(sn_fgraph *f);
+/* Frees a nested model whose layers the outer model took (sn_fsub.model): not its layers. */
+void sn_fsub_model_free(struct sn_model *sub);
 /* Nested models (functional_nested.c): calls `sub` (an unbuilt Functional model, taken over
  * whether this succeeds or not) on the outer tensors in[0 .. n-1] (one per input of sub),
  * inlining its calls; out[k] receives the node of its output k (n_out of them). */

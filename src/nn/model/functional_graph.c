@@ -12,6 +12,15 @@ static int layer_index(const sn_model *m, const sn_layer *l) {
     return -1;
 }
 
+void sn_fsub_model_free(sn_model *sub) {
+    if (!sub) return;
+    free(sub->layers); /* the layers themselves are the outer model's */
+    sn_fgraph_free(sub->fn);
+    sn_graph_free(sub->g);
+    free(sub->name);
+    free(sub);
+}
+
 void sn_fgraph_free(sn_fgraph *f) {
     if (!f) return;
     for (int i = 0; i < f->n_nodes; i++) {
@@ -23,7 +32,7 @@ void sn_fgraph_free(sn_fgraph *f) {
     free(f->outputs);
     free(f->ops);
     for (int i = 0; i < f->n_subs; i++) {
-        sn_model_free(f->subs[i].model);
+        sn_fsub_model_free(f->subs[i].model);
         free(f->subs[i].layers);
     }
     free(f->subs);

@@ -97,3 +97,22 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
     free(args);
     return st;
 }
+
+sn_status sn_model_call(sn_model *m, sn_model *inner, const sn_ftensor *in, int n,
+                        sn_ftensor *out, int n_out) {
+    if (!m || !m->fn || m->built || (n > 0 && !in) || (n_out > 0 && !out) || n < 0 || n > 64 ||
+        n_out < 0 || n_out > 64) {
+        bool known = false;
+        for (int s = 0; m && m->fn && s < m->fn->n_subs; s++) known |= m->fn->subs[s].model == inner;
+        if (!known) sn_model_free(inner);
+        return sn_errorf(SN_ERR_INVALID, "sn_model_call: %s", !m ? "model is NULL"
+                         : !m->fn ? "the outer model is Sequential (sn_functional_new)"
+                         : m->built ? "the outer model is already built"
+                         : "in/out NULL or more than 64 tensors");
+    }
+    int ids[64], outs[64];
+    for (int k = 0; k < n; k++) ids[k] = in[k].id;
+    SN_TRY(sn_functional_call_model(m, inner, ids, n, outs, n_out));
+    for (int k = 0; k < n_out; k++) out[k].id = outs[k];
+    return SN_OK;
+}

@@ -117,11 +117,11 @@ static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
     if (!isfinite(o->accuracy_threshold))
         return sn_errorf(SN_ERR_INVALID, "compile: accuracy_threshold %g must be finite",
                          o->accuracy_threshold);
-    int n_out = sn_model_output_count(m);
-    if (n_out > SN_MAX_OUTPUTS || sn_model_input_count(m) + n_out > SN_FIT_MAX_IO)
+    int n_out = sn_train_n_outputs(m);
+    if (n_out > SN_MAX_OUTPUTS || sn_train_n_inputs(m) + n_out > SN_FIT_MAX_IO)
         return sn_errorf(SN_ERR_UNSUPPORTED, "compile: model '%s' has %d inputs and %d outputs; "
                          "sinter trains models of at most %d outputs and %d inputs and outputs "
-                         "together", m->name, sn_model_input_count(m), n_out, SN_MAX_OUTPUTS,
+                         "together", m->name, sn_train_n_inputs(m), n_out, SN_MAX_OUTPUTS,
                          SN_FIT_MAX_IO);
     if (o->n_outputs < 0 || (o->n_outputs > 0 && o->n_outputs != n_out))
         return sn_errorf(SN_ERR_INVALID, "compile: n_outputs %d, but model '%s' has %d outputs "
@@ -148,7 +148,7 @@ static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
 
 /* The per-output losses and the flat metric list from o (checked). */
 static void resolve_losses(const sn_model *m, const sn_compile_opts *o, sn_train_state *t) {
-    int n_out = sn_model_output_count(m);
+    int n_out = sn_train_n_outputs(m);
     t->n_out = n_out;
     t->n_out_losses = n_out > 1 ? n_out : 0;
     t->n_met = 0;
@@ -255,7 +255,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     sn_train_state *t = m->train;
     sn_graph *g = m->g;
     const sn_compile_opts *o = &t->opts;
-    int n_in = sn_model_input_count(m), n_out = sn_model_output_count(m);
+    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
     cp->n_x = n_in;
     cp->n_out = n_out;
     for (int i = 0; i < n_in; i++) {
@@ -555,11 +555,11 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
 /* cp's replicas under m's strategy: graphs and plans, each on its replica's device. */
 static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
     sn_strategy *s = m->strategy;
-    if (sn_model_input_count(m) != 1 || sn_model_output_count(m) != 1)
+    if (sn_train_n_inputs(m) != 1 || sn_train_n_outputs(m) != 1)
         return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: model '%s' has %d inputs and "
                          "%d outputs; sinter's strategies train models of one input and one "
                          "output so far (train it without a strategy)", m->name,
-                         sn_model_input_count(m), sn_model_output_count(m));
+                         sn_train_n_inputs(m), sn_train_n_outputs(m));
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->n_carried > 0)
             return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: layer '%s' is stateful, "

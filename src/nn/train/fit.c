@@ -127,7 +127,7 @@ static sn_status check_labels(const runner *r, int k, const sn_tensor *yt, int64
 }
 
 static sn_status check_batch(const runner *r, sn_tensor *const *b) {
-    int n_in = sn_model_input_count(r->m), n_out = sn_model_output_count(r->m);
+    int n_in = sn_train_n_inputs(r->m), n_out = sn_train_n_outputs(r->m);
     int64_t bsz = 0;
     for (int i = 0; i < n_in; i++) SN_TRY(check_input(r, i, b[i], &bsz));
     for (int k = 0; k < n_out; k++) SN_TRY(check_labels(r, k, b[n_in + k], bsz));
@@ -136,7 +136,7 @@ static sn_status check_batch(const runner *r, sn_tensor *const *b) {
 
 static bool fits_plan(const runner *r, sn_tensor *const *b) {
     const sn_cached_plan *cp = r->cp;
-    int n_in = sn_model_input_count(r->m);
+    int n_in = sn_train_n_inputs(r->m);
     for (int i = 0; i < n_in; i++) {
         sn_shape is = in_shape_at(r->m, i);
         sn_shape xs = {.ndim = is.ndim + 1};
@@ -173,7 +173,7 @@ static sn_status next_batch(void *ctx, int64_t step, const void **x, const void 
     }
     /* The tensors stay valid until the next sn_dataset_next, which comes after every replica
      * has copied its rows (sn_train_run). */
-    int n_in = sn_model_input_count(r->m);
+    int n_in = sn_train_n_inputs(r->m);
     for (int i = 0; i < n_in; i++) x[i] = sn_tensor_cdata(r->pending[i]);
     for (int k = 0; k < r->cp->n_y; k++) y[k] = sn_tensor_cdata(r->pending[n_in + k]);
     r->have_pending = false;
@@ -278,7 +278,7 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
     }
     SN_TRY(check_batch(r, r->pending));
     sn_train_state *t = r->m->train;
-    int n_in = sn_model_input_count(r->m), n_out = sn_model_output_count(r->m);
+    int n_in = sn_train_n_inputs(r->m), n_out = sn_train_n_outputs(r->m);
     sn_shape ys[SN_FIT_MAX_IO];
     sn_dtype yd[SN_FIT_MAX_IO];
     for (int k = 0; k < n_out; k++) {
@@ -339,7 +339,7 @@ static void train_logs(sn_model *m, sn_logs *l) {
 /* A dataset for m yields its inputs then one label per output. */
 static sn_status check_components(const sn_model *m, sn_dataset *ds, const char *what) {
     int nc = sn_dataset_num_components(ds);
-    int n_in = sn_model_input_count(m), n_out = sn_model_output_count(m);
+    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
     if (nc == n_in + n_out) return SN_OK;
     if (n_in == 1 && n_out == 1)
         return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; expected 2 "
@@ -590,11 +590,11 @@ sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out) {
     if (!m || !x || !out)
         return sn_errorf(SN_ERR_INVALID, "predict: NULL %s", !m ? "model" : !x ? "x" : "out");
     *out = NULL;
-    if (sn_model_input_count(m) != 1 || sn_model_output_count(m) != 1)
+    if (sn_train_n_inputs(m) != 1 || sn_train_n_outputs(m) != 1)
         return sn_errorf(SN_ERR_INVALID, "predict: model '%s' has %d inputs and %d outputs; "
                          "sn_model_predict feeds one and takes one (use sn_model_predict_n)",
-                         m->name ? m->name : "", sn_model_input_count(m),
-                         sn_model_output_count(m));
+                         m->name ? m->name : "", sn_train_n_inputs(m),
+                         sn_train_n_outputs(m));
     if (!m->built)
         return sn_errorf(SN_ERR_STATE, "predict: model '%s' is not built; call sn_model_build "
                          "first", m->name ? m->name : "");
@@ -635,7 +635,7 @@ sn_status sn_model_predict_n(sn_model *m, int n_x, const sn_tensor *const *x, in
     if (!m->built)
         return sn_errorf(SN_ERR_STATE, "predict: model '%s' is not built; call sn_model_build "
                          "first", m->name ? m->name : "");
-    int ni = sn_model_input_count(m), no = sn_model_output_count(m);
+    int ni = sn_train_n_inputs(m), no = sn_train_n_outputs(m);
     if (n_x != ni || n_out != no)
         return sn_errorf(SN_ERR_INVALID, "predict: %d inputs and %d outputs given, but model "
                          "'%s' has %d inputs and %d outputs", n_x, n_out, m->name, ni, no);

@@ -70,6 +70,11 @@ typedef struct sn_replica_plan {
     int64_t lo, rows;
 } sn_replica_plan;
 
+/* The model's inputs and outputs (sn_model_input_count's, inline: functional.c, which has
+ * those, reaches compile.c through model.c). */
+static inline int sn_train_n_inputs(const sn_model *m) { return m->fn ? m->fn->n_inputs : 1; }
+static inline int sn_train_n_outputs(const sn_model *m) { return m->fn ? m->fn->n_outputs : 1; }
+
 /* Inputs and labels a plan takes: a dataset's components. */
 #define SN_FIT_MAX_IO SN_DATASET_MAX_COMPONENTS
 #define SN_TRAIN_MAX_METRICS (SN_MAX_OUTPUTS * SN_MAX_METRICS)
