@@ -15,9 +15,15 @@ Checked:
      output's "<layer>_loss", "<layer>_<metric>") and values within 1e-5 relative;
  (b) History keys of one fit epoch with validation: the same set as Keras's;
  (c) one SGD step: every weight's change as Keras's train_on_batch within 1e-5 relative
-     beyond 2 float32 ulps.
+     beyond 2 float32 ulps (sinter's weights file, in Keras's nested layout for the nested
+     models, loaded by Keras);
+ (p) predictions within 1e-5; (s) `sinter summary` prints Keras's table byte for byte.
+The nested models (nested_two, nested_shared) use a Functional encoder of two outputs as a
+layer, once and twice (shared weights), as the U-Net's MobileNetV2 encoder is.
 Exit 0 when everything matched, 1 otherwise.
 """
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -25,6 +31,7 @@ import sys
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+os.environ["COLUMNS"] = "80"  # Keras's summary is as wide as the terminal; sinter prints 80
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -144,6 +151,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     rng = np.random.default_rng(5)
     ref = {}
+    tables = {}
     for name, make in CASES.items():
         m, kinds = make()
         xs = [rng.standard_normal((ROWS,) + tuple(t.shape[1:])).astype(np.float32)
@@ -154,6 +162,10 @@ def main():
         for j, y in enumerate(ys):
             y.tofile(os.path.join(work, f"{name}.y{j}.f32"))
         m.save(os.path.join(work, f"{name}.keras"))
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            m.summary()
+        tables[name] = buf.getvalue()
         pred = m.predict(xs if len(xs) > 1 else xs[0], verbose=0)
         ref[name] = (m, xs, ys, [np.asarray(p) for p in (pred if isinstance(pred, list) else [pred])])
     with open(os.path.join(work, "cases.txt"), "w") as f:
@@ -169,6 +181,15 @@ def main():
     for name, (m, xs, ys, pred) in ref.items():
         x = xs if len(xs) > 1 else xs[0]
         y = ys if len(ys) > 1 else ys[0]
+        r = subprocess.run([os.path.join(build, "sinter"), "summary", "--model",
+                            os.path.join(work, f"{name}.keras")], capture_output=True, text=True,
+                           env=dict(os.environ, COLUMNS="80"))
+        good = r.returncode == 0 and r.stdout == tables[name]
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (s) sinter summary --model {name}.keras "
+              f"{'equals' if good else 'differs from'} Keras's table")
+        if not good:
+            print("Keras:\n" + tables[name] + "sinter:\n" + r.stdout + r.stderr)
         d = 0.0
         for j, p in enumerate(pred):
             f = os.path.join(work, f"{name}.out{j}.f32")

@@ -141,6 +141,10 @@ typedef struct sn_fsub {
     struct sn_model *model;
     int n_layers;
     sn_layer **layers; /* in the nested model's Keras order */
+    /* Its calls: the outer nodes of call c's arguments, call_in[c * n_in + k], and of its
+     * outputs, call_out[c * n_out + k] (the summary's "Connected to": "enc[c][k]"). */
+    int n_calls, n_in, n_out;
+    int *call_in, *call_out;
 } sn_fsub;
 
 typedef struct sn_fgraph {

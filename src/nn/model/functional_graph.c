@@ -34,6 +34,8 @@ void sn_fgraph_free(sn_fgraph *f) {
     for (int i = 0; i < f->n_subs; i++) {
         sn_fsub_model_free(f->subs[i].model);
         free(f->subs[i].layers);
+        free(f->subs[i].call_in);
+        free(f->subs[i].call_out);
     }
     free(f->subs);
     free(f);

@@ -95,6 +95,18 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
     for (int k = 0; st == SN_OK && k < n_out; k++) out[k] = map[sf->outputs[k]];
     free(map);
     free(args);
+    if (st == SN_OK) { /* the call, for the summary */
+        int *ci = sn_realloc(r->call_in, sizeof *ci * (size_t)((r->n_calls + 1) * (n ? n : 1)));
+        if (ci) r->call_in = ci;
+        int *co = sn_realloc(r->call_out, sizeof *co * (size_t)((r->n_calls + 1) * n_out));
+        if (co) r->call_out = co;
+        if (!ci || !co) return SN_ERR_NOMEM;
+        r->n_in = n;
+        r->n_out = n_out;
+        memcpy(r->call_in + r->n_calls * n, in, sizeof *in * (size_t)n);
+        memcpy(r->call_out + r->n_calls * n_out, out, sizeof *out * (size_t)n_out);
+        r->n_calls++;
+    }
     return st;
 }
 
