@@ -17,7 +17,9 @@ Checked:
  (c) one SGD step: every weight's change as Keras's train_on_batch within 1e-5 relative
      beyond 2 float32 ulps (sinter's weights file, in Keras's nested layout for the nested
      models, loaded by Keras);
- (p) predictions within 1e-5; (s) `sinter summary` prints Keras's table byte for byte.
+ (p) predictions within 1e-5; (s) `sinter summary` prints Keras's table byte for byte;
+ (k) sinter's .keras of the model (written as loaded), reopened by Keras, predicts within
+     1e-5 of the original.
 The nested models (nested_two, nested_shared) use a Functional encoder of two outputs as a
 layer, once and twice (shared weights), as the U-Net's MobileNetV2 encoder is.
 Exit 0 when everything matched, 1 otherwise.
@@ -199,6 +201,17 @@ def main():
         ok &= good
         print(f"{'OK  ' if good else 'FAIL'} (p) {name}: sinter predicts {len(pred)} outputs "
               f"within {d:.3g} of Keras (bound {TOL})")
+        # (k) Keras reopens sinter's .keras (written as loaded) and predicts the same
+        sp = os.path.join(work, f"{name}.sinter.keras")
+        d2 = float("inf")
+        if os.path.exists(sp):
+            p2 = keras.models.load_model(sp).predict(x, verbose=0)
+            p2 = [np.asarray(p) for p in (p2 if isinstance(p2, list) else [p2])]
+            d2 = max(float(np.max(np.abs(a - b))) for a, b in zip(p2, pred))
+        good = d2 <= TOL
+        ok &= good
+        print(f"{'OK  ' if good else 'FAIL'} (k) Keras {keras.__version__} reopens sinter's "
+              f"{name}.sinter.keras and predicts within {d2:.3g} of the original (bound {TOL})")
         w0 = [np.asarray(w) for w in m.get_weights()]
         want = m.evaluate(x, y, batch_size=ROWS, verbose=0, return_dict=True)
         got = {}

@@ -415,6 +415,9 @@ static void interop_case(const char *dir, const char *name, int64_t rows, double
     CHECK(st == SN_OK, "%s: load: %s", name, sn_last_error());
     if (st != SN_OK) return;
     int ni = sn_model_input_count(m), no = sn_model_output_count(m);
+    /* sinter's own .keras of the model as loaded (Keras reopens it) */
+    snprintf(path, sizeof path, "%s/%s.sinter.keras", dir, name);
+    st = sn_model_save(m, path);
     sn_tensor *ts[SN_DATASET_MAX_COMPONENTS] = {0};
     for (int k = 0; k < ni + no && st == SN_OK; k++) {
         sn_shape e = k < ni ? m->fn->nodes[m->fn->inputs[k]].shape

@@ -145,6 +145,7 @@ typedef struct sn_fsub {
      * outputs, call_out[c * n_out + k] (the summary's "Connected to": "enc[c][k]"). */
     int n_calls, n_in, n_out;
     int *call_in, *call_out;
+    int *map0; /* per node of model->fn: the outer node of its first call (the writer's shapes) */
 } sn_fsub;
 
 typedef struct sn_fgraph {

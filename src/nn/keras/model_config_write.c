@@ -126,10 +126,23 @@ static json_t *compile_json(const sn_compile_opts *o) {
     return c;
 }
 
+/* keras_history [layer, call, tensor] of node: a nested model's output is [model, call, k]. */
+static json_t *history_json(const sn_fgraph *f, int node) {
+    for (int s = 0; s < f->n_subs; s++) {
+        const sn_fsub *r = &f->subs[s];
+        for (int c = 0; c < r->n_calls; c++)
+            for (int k = 0; k < r->n_out; k++)
+                if (r->call_out[c * r->n_out + k] == node)
+                    return json_pack("[s, i, i]", r->model->name, c, k);
+    }
+    const sn_fnode *p = &f->nodes[node];
+    return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+}
+
 /* A tensor argument as Keras records it: its shape (batch null), dtype and keras_history. */
 static json_t *tensor_json(const sn_fgraph *f, int node) {
     const sn_fnode *p = &f->nodes[node];
-    json_t *h = json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+    json_t *h = history_json(f, node);
     json_t *c = json_pack("{s:o, s:s, s:o}", "shape", shape_json(&p->shape, 0), "dtype",
                           p->int_ids ? "int32" : "float32", "keras_history", h);
     return json_pack("{s:s, s:o}", "class_name", "__keras_tensor__", "config", c);
@@ -138,17 +151,66 @@ static json_t *tensor_json(const sn_fgraph *f, int node) {
 /* [["name", call, 0], ...]; one endpoint alone as ["name", call, 0], as Keras writes it (a
  * list would make Keras's model.inputs a list of one). */
 static json_t *endpoints_json(const sn_fgraph *f, const int *nodes, int n) {
-    if (n == 1) {
-        const sn_fnode *p = &f->nodes[nodes[0]];
-        return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
-    }
+    if (n == 1) return history_json(f, nodes[0]);
     json_t *a = json_array();
-    for (int k = 0; k < n; k++) {
-        const sn_fnode *p = &f->nodes[nodes[k]];
-        json_array_append_new(a, json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name,
-                                           p->call_index, 0));
-    }
+    for (int k = 0; k < n; k++) json_array_append_new(a, history_json(f, nodes[k]));
     return a;
+}
+
+static json_t *functional_layers(sn_model *m, bool bf16);
+
+/* A nested model's entry: its own Functional config (its graph, with the shapes of its first
+ * call) and the arguments of each of its calls. */
+static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
+    const sn_fgraph *sf = r->model->fn;
+    sn_fgraph view = *sf;
+    view.n_subs = 0;
+    view.subs = NULL;
+    view.nodes = sn_calloc((size_t)(sf->n_nodes ? sf->n_nodes : 1), sizeof *view.nodes);
+    if (!view.nodes || !r->map0) {
+        free(view.nodes);
+        sn_errorf(SN_ERR_NOMEM, "writing nested model '%s'", r->model->name);
+        return NULL;
+    }
+    for (int i = 0; i < sf->n_nodes; i++) {
+        view.nodes[i] = sf->nodes[i];
+        if (r->map0[i] >= 0) view.nodes[i].shape = m->fn->nodes[r->map0[i]].shape;
+    }
+    sn_model inner = {.name = r->model->name, .g = m->g, .layers = r->layers,
+                      .n_layers = r->n_layers, .built = true, .dtype = m->dtype, .fn = &view};
+    json_t *layers = functional_layers(&inner, bf16);
+    json_t *e = NULL;
+    if (layers) {
+        json_t *cfg = json_object();
+        json_object_set_new(cfg, "name", json_string(r->model->name));
+        json_object_set_new(cfg, "trainable", json_true());
+        json_object_set_new(cfg, "layers", layers);
+        json_object_set_new(cfg, "input_layers", endpoints_json(&view, view.inputs, view.n_inputs));
+        json_object_set_new(cfg, "output_layers",
+                            endpoints_json(&view, view.outputs, view.n_outputs));
+        e = sn_cfg_keras_object("keras.src.models.functional", "Functional", cfg);
+    }
+    free(view.nodes);
+    if (!e) return NULL;
+    json_object_set_new(e, "registered_name", json_string("Functional"));
+    json_object_set_new(e, "build_config", json_pack("{s:n}", "input_shape"));
+    json_object_set_new(e, "compile_config", json_object());
+    json_object_set_new(e, "name", json_string(r->model->name));
+    json_t *nodes = json_array();
+    for (int c = 0; c < r->n_calls; c++) {
+        json_t *ts = json_array(), *args = json_array();
+        for (int k = 0; k < r->n_in; k++)
+            json_array_append_new(ts, tensor_json(m->fn, r->call_in[c * r->n_in + k]));
+        if (r->n_in > 1) {
+            json_array_append_new(args, ts);
+        } else {
+            json_array_extend(args, ts);
+            json_decref(ts);
+        }
+        json_array_append_new(nodes, json_pack("{s:o, s:{s:n}}", "args", args, "kwargs", "mask"));
+    }
+    json_object_set_new(e, "inbound_nodes", nodes);
+    return e;
 }
 
 /* Keras 3's Functional config: every layer once (InputLayers too) in model.layers order, with
@@ -171,6 +233,24 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             continue;
         }
         const sn_layer *l = m->layers[op];
+        const sn_fsub *sub = NULL;
+        for (int s = 0; s < f->n_subs && !sub; s++)
+            for (int i = 0; i < f->subs[s].n_layers && !sub; i++)
+                if (f->subs[s].layers[i] == l) sub = &f->subs[s];
+        if (sub) { /* a nested model: its entry once, where its first layer comes */
+            bool first = true;
+            for (int q = 0; q < r && first; q++)
+                for (int i = 0; f->ops[q] >= 0 && i < sub->n_layers; i++)
+                    if (m->layers[f->ops[q]] == sub->layers[i]) first = false;
+            if (!first) continue;
+            json_t *e = nested_json(m, sub, bf16);
+            if (!e) {
+                json_decref(layers);
+                return NULL;
+            }
+            json_array_append_new(layers, e);
+            continue;
+        }
         json_t *c = sn_cfg_write_layer(l, bf16);
         if (!c) {
             json_decref(layers);
@@ -229,13 +309,6 @@ static json_t *functional_config(sn_model *m, bool compiled, bool bf16) {
 json_t *sn_model_to_config(sn_model *m) {
     if (!m || !m->built) {
         sn_errorf(SN_ERR_STATE, "writing a model config: the model %s", m ? "is not built" : "is NULL");
-        return NULL;
-    }
-    if (m->fn && m->fn->n_subs > 0) {
-        sn_errorf(SN_ERR_UNSUPPORTED, "writing a model config: model '%s' nests model '%s'; "
-                  "sinter does not write nested models yet (save the weights: "
-                  "sn_model_save_weights writes Keras's nested layout)", m->name,
-                  m->fn->subs[0].model->name);
         return NULL;
     }
     const bool compiled = m->train && m->train->compiled;

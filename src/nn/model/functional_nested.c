@@ -93,6 +93,10 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
         st = sn_layer_call_adopt(m, nd->layer, args, nd->n_in, &map[i]);
     }
     for (int k = 0; st == SN_OK && k < n_out; k++) out[k] = map[sf->outputs[k]];
+    if (st == SN_OK && r->n_calls == 0 && !r->map0) {
+        r->map0 = map; /* kept: the config writer's shapes of the nested model's tensors */
+        map = NULL;
+    }
     free(map);
     free(args);
     if (st == SN_OK) { /* the call, for the summary */
