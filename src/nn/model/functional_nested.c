@@ -30,10 +30,14 @@ static sn_status record(sn_model *m, sn_model *sub, sn_fsub **out) {
         return SN_ERR_NOMEM;
     }
     f->subs = p;
+    /* The nested model's own order (its config's, and its weights' numbering). */
+    sn_status st = sn_functional_keras_order(sub);
+    if (st != SN_OK) {
+        sn_model_free(sub); /* it still owns its layers */
+        return st;
+    }
     sn_fsub *r = &f->subs[f->n_subs++];
     *r = (sn_fsub){.model = sub};
-    /* The nested model's own order (its config's, and its weights' numbering). */
-    SN_TRY(sn_functional_keras_order(sub));
     r->layers = sn_calloc((size_t)(sub->n_layers ? sub->n_layers : 1), sizeof *r->layers);
     sn_layer **grown = sn_realloc(m->layers, sizeof *grown * (size_t)(m->n_layers + sub->n_layers));
     if (grown) m->layers = grown;
