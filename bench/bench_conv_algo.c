@@ -14,6 +14,11 @@
  *
  *   build/bench/bench_conv_algo [N ROUNDS]      (default: 200 3)
  *
+ * It compiles against oneDNN 2.x (Debian's 2.6.3, what sinter links) and 3.x (the v3 API:
+ * memory descriptors are handles, primitive descriptors are made in one call), so that
+ * bench/onednn_versions.sh can build it against a oneDNN 3 from PyPI and run both side by side
+ * (issue 28). The few calls that differ go through the md_* and conv_pds helpers below.
+ *
  * Prints ms of each op per round and the best of each; docs/benchmarks.md records them. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,20 +40,38 @@
 static dnnl_engine_t eng;
 static dnnl_stream_t strm;
 
+/* The v2/v3 difference in one place. md_t is what a descriptor is held in, md_arg what the
+ * API takes, MD(m) turns the first into the second. */
+#if DNNL_VERSION_MAJOR >= 3
+typedef dnnl_memory_desc_t md_t; /* a handle; the bench never frees them (process exit) */
+typedef const_dnnl_memory_desc_t md_arg;
+#define MD(m) (m)
+static dnnl_status_t md_tag(md_t *m, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t f) {
+    return dnnl_memory_desc_create_with_tag(m, 4, d, t, f);
+}
+#else
+typedef dnnl_memory_desc_t md_t;
+typedef const dnnl_memory_desc_t *md_arg;
+#define MD(m) (&(m))
+static dnnl_status_t md_tag(md_t *m, const dnnl_dims_t d, dnnl_data_type_t t, dnnl_format_tag_t f) {
+    return dnnl_memory_desc_init_by_tag(m, 4, d, t, f);
+}
+#endif
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
 
-static dnnl_memory_t mem_of(const dnnl_memory_desc_t *md) {
+static dnnl_memory_t mem_of(md_arg md) {
     dnnl_memory_t m = NULL;
     if (dnnl_memory_create(&m, md, eng, DNNL_MEMORY_ALLOCATE) != dnnl_success) return NULL;
     return m;
 }
 
 /* Fills a memory with deterministic values in [-scale, scale) through an f32 plain copy. */
-static int fill(dnnl_memory_t m, const dnnl_memory_desc_t *plain, float scale, unsigned seed) {
+static int fill(dnnl_memory_t m, md_arg plain, float scale, unsigned seed) {
     dnnl_memory_t p = mem_of(plain);
     if (!p) return -1;
     float *v;
@@ -59,7 +82,7 @@ static int fill(dnnl_memory_t m, const dnnl_memory_desc_t *plain, float scale, u
         s = s * 1664525u + 1013904223u;
         v[i] = scale * ((float)(s >> 8) / 8388608.0f - 1.0f);
     }
-    const dnnl_memory_desc_t *md;
+    md_arg md;
     CK(dnnl_memory_get_memory_desc(m, &md));
     dnnl_primitive_desc_t rpd;
     CK(dnnl_reorder_primitive_desc_create(&rpd, plain, eng, md, eng, NULL));
@@ -75,9 +98,9 @@ static int fill(dnnl_memory_t m, const dnnl_memory_desc_t *plain, float scale, u
 }
 
 /* Copies m into a plain f32 buffer of layout `plain` (the caller frees it). */
-static float *to_plain(dnnl_memory_t m, const dnnl_memory_desc_t *plain) {
+static float *to_plain(dnnl_memory_t m, md_arg plain) {
     dnnl_memory_t p = mem_of(plain);
-    const dnnl_memory_desc_t *md;
+    md_arg md;
     dnnl_primitive_desc_t rpd;
     dnnl_primitive_t r;
     if (!p || dnnl_memory_get_memory_desc(m, &md) ||
@@ -119,7 +142,7 @@ typedef struct variant {
 
 static dnnl_dims_t xd, yd, wd;
 static const dnnl_dims_t strides = {1, 1}, pad = {0, 0};
-static dnnl_memory_desc_t x_nhwc, y_nhwc, w_hwio;
+static md_t x_nhwc, y_nhwc, w_hwio;
 
 /* xt/yt: activation tag (dnnl_format_tag_any allowed); act/acc: data type of x, w, dy and of
  * the outputs y, dx, dw. */
@@ -127,27 +150,46 @@ static int variant_init(variant *v, const char *name, dnnl_alg_kind_t alg, dnnl_
                         dnnl_data_type_t act, dnnl_data_type_t acc) {
     memset(v, 0, sizeof *v);
     v->name = name;
-    dnnl_memory_desc_t x, w, y, xo, yo, wo;
-    CK(dnnl_memory_desc_init_by_tag(&x, 4, xd, act, at));
-    CK(dnnl_memory_desc_init_by_tag(&w, 4, wd, act, dnnl_format_tag_any));
-    CK(dnnl_memory_desc_init_by_tag(&y, 4, yd, act, at));
-    CK(dnnl_memory_desc_init_by_tag(&xo, 4, xd, acc, at));
-    CK(dnnl_memory_desc_init_by_tag(&yo, 4, yd, acc, at));
-    CK(dnnl_memory_desc_init_by_tag(&wo, 4, wd, acc, dnnl_format_tag_any));
+    md_t x, w, y, xo, yo, wo;
+    CK(md_tag(&x, xd, act, at));
+    CK(md_tag(&w, wd, act, dnnl_format_tag_any));
+    CK(md_tag(&y, yd, act, at));
+    CK(md_tag(&xo, xd, acc, at));
+    CK(md_tag(&yo, yd, acc, at));
+    CK(md_tag(&wo, wd, acc, dnnl_format_tag_any));
+    dnnl_primitive_desc_t fpd, bpd, wpd;
+#if DNNL_VERSION_MAJOR >= 3
+    dnnl_status_t s = dnnl_convolution_forward_primitive_desc_create(
+        &fpd, eng, dnnl_forward_training, alg, x, w, NULL, yo, strides, NULL, pad, pad, NULL);
+#else
     dnnl_convolution_desc_t fd, bd, wdsc;
     CK(dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, alg, &x, &w, NULL, &yo,
                                           strides, pad, pad));
-    dnnl_primitive_desc_t fpd, bpd, wpd;
     dnnl_status_t s = dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL);
+#endif
     if (s != dnnl_success) {
         printf("%-13s forward: unimplemented (status %d)\n", name, (int)s);
         return 1;
     }
+#if DNNL_VERSION_MAJOR >= 3
+    s = dnnl_convolution_backward_data_primitive_desc_create(&bpd, eng, alg, xo, w, y, strides,
+                                                             NULL, pad, pad, fpd, NULL);
+    if (s == dnnl_success)
+        s = dnnl_convolution_backward_weights_primitive_desc_create(
+            &wpd, eng, alg, x, wo, NULL, y, strides, NULL, pad, pad, fpd, NULL);
+#else
     CK(dnnl_convolution_backward_data_desc_init(&bd, alg, &xo, &w, &y, strides, pad, pad));
-    CK(dnnl_primitive_desc_create(&bpd, &bd, NULL, eng, fpd));
-    CK(dnnl_convolution_backward_weights_desc_init(&wdsc, alg, &x, &wo, NULL, &y, strides, pad,
-                                                   pad));
-    CK(dnnl_primitive_desc_create(&wpd, &wdsc, NULL, eng, fpd));
+    s = dnnl_primitive_desc_create(&bpd, &bd, NULL, eng, fpd);
+    if (s == dnnl_success) {
+        CK(dnnl_convolution_backward_weights_desc_init(&wdsc, alg, &x, &wo, NULL, &y, strides,
+                                                       pad, pad));
+        s = dnnl_primitive_desc_create(&wpd, &wdsc, NULL, eng, fpd);
+    }
+#endif
+    if (s != dnnl_success) {
+        printf("%-13s backward: unimplemented (status %d)\n", name, (int)s);
+        return 1;
+    }
     dnnl_primitive_desc_t pds[NOPS] = {fpd, bpd, wpd};
     for (int i = 0; i < NOPS; i++) {
         CK(dnnl_primitive_create(&v->prim[i], pds[i]));
@@ -167,9 +209,9 @@ static int variant_init(variant *v, const char *name, dnnl_alg_kind_t alg, dnnl_
     v->dw = mem_of(dnnl_primitive_desc_query_md(wpd, dnnl_query_diff_weights_md, 0));
     if (!v->x || !v->w || !v->y || !v->dy || !v->wb || !v->dx || !v->xw || !v->dyw || !v->dw)
         return -1;
-    if (fill(v->x, &x_nhwc, 1.0f, 1) || fill(v->w, &w_hwio, 0.03f, 2) ||
-        fill(v->dy, &y_nhwc, 1.0f, 3) || fill(v->wb, &w_hwio, 0.03f, 2) ||
-        fill(v->xw, &x_nhwc, 1.0f, 1) || fill(v->dyw, &y_nhwc, 1.0f, 3))
+    if (fill(v->x, MD(x_nhwc), 1.0f, 1) || fill(v->w, MD(w_hwio), 0.03f, 2) ||
+        fill(v->dy, MD(y_nhwc), 1.0f, 3) || fill(v->wb, MD(w_hwio), 0.03f, 2) ||
+        fill(v->xw, MD(x_nhwc), 1.0f, 1) || fill(v->dyw, MD(y_nhwc), 1.0f, 3))
         return -1;
     for (int i = 0; i < NOPS; i++) dnnl_primitive_desc_destroy(pds[i]);
     return 0;
@@ -202,8 +244,7 @@ typedef struct reorder {
     double best;
 } reorder;
 
-static int reorder_init(reorder *r, const char *name, const dnnl_memory_desc_t *from,
-                        const dnnl_memory_desc_t *to) {
+static int reorder_init(reorder *r, const char *name, md_arg from, md_arg to) {
     r->name = name;
     r->best = 1e30;
     dnnl_primitive_desc_t pd;
@@ -249,9 +290,11 @@ int main(int argc, char **argv) {
     wd[0] = F, wd[1] = C, wd[2] = K, wd[3] = K;
     CK(dnnl_engine_create(&eng, dnnl_cpu, 0));
     CK(dnnl_stream_create(&strm, eng, dnnl_stream_default_flags));
-    CK(dnnl_memory_desc_init_by_tag(&x_nhwc, 4, xd, dnnl_f32, dnnl_nhwc));
-    CK(dnnl_memory_desc_init_by_tag(&y_nhwc, 4, yd, dnnl_f32, dnnl_nhwc));
-    CK(dnnl_memory_desc_init_by_tag(&w_hwio, 4, wd, dnnl_f32, dnnl_hwio));
+    CK(md_tag(&x_nhwc, xd, dnnl_f32, dnnl_nhwc));
+    CK(md_tag(&y_nhwc, yd, dnnl_f32, dnnl_nhwc));
+    CK(md_tag(&w_hwio, wd, dnnl_f32, dnnl_hwio));
+    printf("oneDNN %d.%d.%d\n", dnnl_version()->major, dnnl_version()->minor,
+           dnnl_version()->patch);
 
     variant v[5];
     int nv = 0, st;
@@ -276,16 +319,16 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nv; i++)
         printf("%-13s %s | %s | %s\n", v[i].name, v[i].impl[0], v[i].impl[1], v[i].impl[2]);
 
-    dnnl_memory_desc_t x_blk, y_blk, x_bf, y_bf;
-    CK(dnnl_memory_desc_init_by_tag(&x_blk, 4, xd, dnnl_f32, dnnl_nChw16c));
-    CK(dnnl_memory_desc_init_by_tag(&y_blk, 4, yd, dnnl_f32, dnnl_nChw16c));
-    CK(dnnl_memory_desc_init_by_tag(&x_bf, 4, xd, dnnl_bf16, dnnl_nhwc));
-    CK(dnnl_memory_desc_init_by_tag(&y_bf, 4, yd, dnnl_bf16, dnnl_nhwc));
+    md_t x_blk, y_blk, x_bf, y_bf;
+    CK(md_tag(&x_blk, xd, dnnl_f32, dnnl_nChw16c));
+    CK(md_tag(&y_blk, yd, dnnl_f32, dnnl_nChw16c));
+    CK(md_tag(&x_bf, xd, dnnl_bf16, dnnl_nhwc));
+    CK(md_tag(&y_bf, yd, dnnl_bf16, dnnl_nhwc));
     reorder r[4];
-    if (reorder_init(&r[0], "x nhwc->nChw16c", &x_nhwc, &x_blk) ||
-        reorder_init(&r[1], "y nChw16c->nhwc", &y_blk, &y_nhwc) ||
-        reorder_init(&r[2], "x f32->bf16", &x_nhwc, &x_bf) ||
-        reorder_init(&r[3], "y f32->bf16", &y_nhwc, &y_bf))
+    if (reorder_init(&r[0], "x nhwc->nChw16c", MD(x_nhwc), MD(x_blk)) ||
+        reorder_init(&r[1], "y nChw16c->nhwc", MD(y_blk), MD(y_nhwc)) ||
+        reorder_init(&r[2], "x f32->bf16", MD(x_nhwc), MD(x_bf)) ||
+        reorder_init(&r[3], "y f32->bf16", MD(y_nhwc), MD(y_bf)))
         return 1;
 
     /* warm-up: one run of everything (JIT, page faults) */
@@ -300,7 +343,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < nv; i++) {
         if (strcmp(v[i].name, "wino") != 0) continue;
         dnnl_memory_t pairs[3][2] = {{v[i].y, v[0].y}, {v[i].dx, v[0].dx}, {v[i].dw, v[0].dw}};
-        const dnnl_memory_desc_t *pl[3] = {&y_nhwc, &x_nhwc, &w_hwio};
+        md_arg pl[3] = {MD(y_nhwc), MD(x_nhwc), MD(w_hwio)};
         for (int k = 0; k < 3; k++) {
             float *a = to_plain(pairs[k][0], pl[k]), *b = to_plain(pairs[k][1], pl[k]);
             if (!a || !b) return 1;

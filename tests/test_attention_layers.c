@@ -4,8 +4,10 @@
  * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
  * out in double (checks the [d, heads, key_dim] / [heads, key_dim, d] layouts and the
  * 1/sqrt(key_dim) scale), constructor refusals, the Keras config round trip of both layers
- * through a .keras file (same predictions), config refusals, and the char_transformer
- * presets' shapes. */
+ * through a .keras file (same predictions), config refusals, the char_transformer
+ * presets' shapes, generation with the cache, and the presets' Keras twin (same logits; its
+ * MultiHeadAttention calls as Keras writes them, and the Functional reader's refusals of
+ * cross-attention, an attention_mask tensor and use_causal_mask differing between calls). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -356,6 +358,116 @@ static void test_generation(void) {
     sn_model_free(m);
 }
 
+/* The Keras twin (nn/keras/keras_twin.c): a char_transformer-shaped model (context 8, run on
+ * 6 positions) saved as .keras is written as the Functional model of Keras's own layers
+ * (tokens and positions inputs, Embedding, Add, LayerNormalization, MultiHeadAttention,
+ * Dense); read back, fed the same ids and positions 0..5, it gives the preset's logits. */
+static void test_keras_twin(void) {
+    enum { V = 11, C = 8, T = 6, W = 16, B = 2 };
+    sn_model *m = sn_sequential_new("tiny_transformer");
+    sn_model_add(m, sn_layer_token_pos_embedding(V, C, W));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_model_add(m, sn_layer_transformer_block(2, W, 2 * W, true, 1e-5));
+    sn_layer_norm_opts lo = sn_layer_norm_defaults();
+    lo.epsilon = 1e-5;
+    sn_model_add(m, sn_layer_layer_norm_ex(&lo));
+    sn_model_add(m, sn_layer_dense(V, SN_ACT_NONE));
+    CHECK_OK(sn_model_build(m, &(sn_shape)S1(T), 7));
+    sn_tensor *ids = NULL, *y0 = NULL;
+    sn_tensor_new(&ids, SN_F32, &(sn_shape)S2(B, T));
+    float pos[B * T];
+    for (int i = 0; i < B * T; i++) {
+        ((float *)sn_tensor_data(ids))[i] = (float)((i * 7 + 3) % V);
+        pos[i] = (float)(i % T);
+    }
+    CHECK_OK(sn_model_predict(m, ids, &y0));
+    char path[300];
+    snprintf(path, sizeof path, "%s/twin.keras", dir);
+    CHECK_OK(sn_model_save(m, path));
+    json_t *cfg = sn_model_to_config(m); /* the preset's own config is still refused */
+    CHECK(cfg == NULL, "the composite preset wrote a config of its own");
+    json_decref(cfg);
+    /* The twin's config: MultiHeadAttention's calls as Keras writes them, and what the reader
+     * refuses: a value tensor other than the query (cross-attention), an attention_mask
+     * tensor, use_causal_mask differing between calls. */
+    sn_model *tw = NULL;
+    CHECK_OK(sn_model_keras_twin(m, &tw));
+    json_t *tc = tw ? sn_model_to_config(tw) : NULL;
+    json_t *mha = NULL;
+    json_t *tl = json_object_get(json_object_get(tc, "config"), "layers");
+    for (size_t i = 0; i < json_array_size(tl); i++) {
+        json_t *e = json_array_get(tl, i);
+        const char *cls = json_string_value(json_object_get(e, "class_name"));
+        if (!mha && cls && !strcmp(cls, "MultiHeadAttention")) mha = e;
+    }
+    json_t *node = json_array_get(json_object_get(mha, "inbound_nodes"), 0);
+    json_t *args = json_object_get(node, "args"), *kw = json_object_get(node, "kwargs");
+    CHECK(json_array_size(args) == 2 && json_is_true(json_object_get(kw, "use_causal_mask")) &&
+          json_object_get(json_object_get(mha, "build_config"), "shapes_dict"),
+          "MultiHeadAttention's call is not written as Keras writes mha(h, h, causal)");
+    static const struct { const char *what, *needle; } bad[] = {
+        {"cross", "self-attention"}, {"mask", "attention_mask"}, {"causal", "call 1"}};
+    for (int i = 0; tc && args && kw && i < 3; i++) {
+        json_t *c = json_deep_copy(tc), *e = NULL;
+        json_t *cl = json_object_get(json_object_get(c, "config"), "layers");
+        for (size_t j = 0; j < json_array_size(cl); j++)
+            if (json_equal(json_object_get(json_array_get(cl, j), "name"),
+                           json_object_get(mha, "name")))
+                e = json_array_get(cl, j);
+        json_t *nd = json_array_get(json_object_get(e, "inbound_nodes"), 0);
+        json_t *t0 = json_deep_copy(json_array_get(json_object_get(nd, "args"), 0));
+        /* another tensor: the tokens' Add, which comes before */
+        json_t *other = json_deep_copy(t0);
+        json_array_set_new(json_object_get(json_object_get(other, "config"), "keras_history"), 0,
+                           json_string("add"));
+        if (i == 0) json_array_set(json_object_get(nd, "args"), 1, other);
+        if (i == 1) json_object_set(json_object_get(nd, "kwargs"), "attention_mask", other);
+        if (i == 2) { /* a second call of the same layer, not causal */
+            json_t *n2 = json_deep_copy(nd);
+            json_object_set_new(json_object_get(n2, "kwargs"), "use_causal_mask", json_false());
+            json_array_append_new(json_object_get(e, "inbound_nodes"), n2);
+        }
+        json_decref(other);
+        json_decref(t0);
+        char *js = json_dumps(c, 0);
+        sn_model *bad_m = NULL;
+        CHECK_ERR(sn_model_from_json(js, strlen(js), 1, &bad_m, NULL), SN_ERR_UNSUPPORTED,
+                  bad[i].needle);
+        sn_model_free(bad_m);
+        free(js);
+        json_decref(c);
+    }
+    json_decref(tc);
+    sn_model_free(tw);
+    sn_model *r = NULL;
+    CHECK_OK(sn_model_load(path, 9, &r, NULL));
+    if (r && y0) {
+        CHECK(sn_model_input_count(r) == 2 && r->n_layers == 3 + 2 * 7 + 2,
+              "twin: %d inputs, %d layers (expected 2, 19)", sn_model_input_count(r),
+              r->n_layers);
+        sn_graph *g = sn_model_graph(r);
+        sn_node xs[2], y;
+        xs[0] = sn_input(g, "tokens", SN_F32, &(sn_shape)S2(B, T));
+        xs[1] = sn_input(g, "positions", SN_F32, &(sn_shape)S2(B, T));
+        sn_plan *p = NULL;
+        CHECK_OK(sn_model_forward_n(r, xs, false, NULL, &y));
+        CHECK_OK(sn_plan_new(&p, g, 1, &y, NULL));
+        if (p) {
+            CHECK_OK(sn_plan_set_input(p, xs[0], sn_tensor_data(ids), sizeof pos));
+            CHECK_OK(sn_plan_set_input(p, xs[1], pos, sizeof pos));
+            CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+            /* predict gives probabilities only for a from_logits compiled model: logits here */
+            expect("the Keras twin's logits", sn_plan_buffer(p, y), sn_tensor_cdata(y0),
+                   sn_tensor_numel(y0), 1e-5);
+            sn_plan_free(p);
+        }
+    }
+    sn_model_free(r);
+    sn_tensor_free(ids);
+    sn_tensor_free(y0);
+    sn_model_free(m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/sn_test_attn_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -369,6 +481,7 @@ int main(void) {
     test_keras_configs();
     test_presets();
     test_generation();
+    test_keras_twin();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -630,7 +630,7 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
         sn_tensor_free(xy[1]);
     } else {
         sn_graph *g = sn_model_graph(m);
-        sn_node xs[8], ys[8], loss = SN_NONE, wrt[64], grads[64];
+        sn_node xs[8], ys[8], loss = SN_NONE, wrt[256], grads[256];
         sn_tensor *t[16] = {0};
         int nt = 0, nw = 0;
         for (int k = 0; k < ni && !rc; k++) {
@@ -655,9 +655,15 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr) {
             loss = loss == SN_NONE ? l : sn_add(g, loss, l);
         }
         for (int i = 0; !rc && i < m->n_layers; i++)
-            for (int j = 0; j < m->layers[i]->n_vars && nw < 64; j++)
-                if (sn_node_at(g, m->layers[i]->vars[j])->flags & SN_NODE_TRAINABLE)
+            for (int j = 0; j < m->layers[i]->n_vars; j++)
+                if (sn_node_at(g, m->layers[i]->vars[j])->flags & SN_NODE_TRAINABLE) {
+                    if (nw == 256) { /* a variable left out would not move: say so */
+                        fprintf(stderr, "FAIL %s: over 256 trainable variables\n", name);
+                        rc = 1;
+                        break;
+                    }
                     wrt[nw++] = m->layers[i]->vars[j];
+                }
         sn_plan *pl = NULL;
         rc = rc || sn_gradients(g, loss, nw, wrt, grads) != SN_OK ||
              sn_plan_new(&pl, g, nw, grads, NULL) != SN_OK;

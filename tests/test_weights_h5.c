@@ -398,6 +398,49 @@ static void test_recurrent_path(void) {
     free_model(&b);
 }
 
+/* MultiHeadAttention: its 8 variables (query, key, value, output kernels and biases, flat in
+ * sinter) in Keras 3's sublayers, as Keras 3.15 writes them; without biases 4. A file with a
+ * sublayer's variable missing names the path. */
+static void test_mha_sublayers(void) {
+    static const char *const sub[] = {"query_dense", "key_dense", "value_dense", "output_dense"};
+    for (int bias = 1; bias >= 0; bias--) {
+        model a, b;
+        for (int k = 0; k < 2; k++) {
+            model *m = k ? &b : &a;
+            memset(m, 0, sizeof *m);
+            for (int i = 0; i < 4; i++) {
+                if (i < 3) mk(m, "kernel", (i + 1) * (1 - k), 3, 6, 2, 3, 0);
+                else mk(m, "kernel", 9 * (1 - k), 3, 2, 3, 6, 0);
+                if (bias && i < 3) mk(m, "bias", (i + 5) * (1 - k), 2, 2, 3, 0, 0);
+                if (bias && i == 3) mk(m, "bias", 11 * (1 - k), 1, 6, 0, 0, 0);
+            }
+            add_layer(m, "MultiHeadAttention", "mha", 0, bias ? 8 : 4);
+        }
+        const char *p = tmp_path("mha.weights.h5");
+        CHECK_OK(sn_weights_save_h5(p, a.nl, a.layers, NULL));
+        CHECK_OK(sn_weights_load_h5(p, b.nl, b.layers, NULL));
+        CHECK(same_bits(&a, &b), "MultiHeadAttention round trip (bias %d)", bias);
+        hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
+        for (int i = 0; i < 4; i++) {
+            char q[160];
+            snprintf(q, sizeof q, "/layers/multi_head_attention/%s/vars", sub[i]);
+            CHECK(n_links(f, q) == 1 + bias, "%s holds %d variables, expected %d", q,
+                  n_links(f, q), 1 + bias);
+        }
+        char shape[64];
+        int f32;
+        ds_info(f, "/layers/multi_head_attention/output_dense/vars/0", shape, sizeof shape, &f32);
+        CHECK(!strcmp(shape, "[2, 3, 6]") && f32, "output kernel %s", shape);
+        CHECK(n_links(f, "/layers/multi_head_attention/vars") == 0 &&
+              h5_exists(f, "/layers/multi_head_attention/_softmax/vars") &&
+              h5_exists(f, "/layers/multi_head_attention/_dropout_layer/vars"),
+              "MultiHeadAttention's own, softmax and dropout vars groups, empty");
+        H5Fclose(f);
+        free_model(&a);
+        free_model(&b);
+    }
+}
+
 static void test_keras2_by_hand(void) {
     model a, b;
     build_cnn(&a, 1, 10, 0);
@@ -620,6 +663,7 @@ int main(void) {
     test_snake_case();
     test_keras3_roundtrip_and_layout();
     test_recurrent_path();
+    test_mha_sublayers();
     test_keras2_by_hand();
     test_keras2_save();
     test_errors();

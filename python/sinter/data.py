@@ -83,9 +83,9 @@ class Dataset:
     def shard(self, num_shards, index, name=None):
         return self._with("shard", int(num_shards), int(index))
 
-    def map(self, *args, **kwargs):
-        raise NotImplementedError("Dataset.map with a Python function is not implemented in "
-                                  "sinter; transform the arrays with NumPy first")
+    def map(self, map_func, num_parallel_calls=None, deterministic=None, name=None):
+        from ._function import dataset_map  # issue 25
+        return dataset_map(self, map_func)
 
     # ---- the C chain ----------------------------------------------------------------------
     def _materialize(self):

@@ -94,3 +94,12 @@ def get_strategy():
 
 def has_strategy():
     return _current() is not None
+
+
+# strategy.run, reduce, PerReplica and distributed datasets (issue 25)
+from . import _distribute_run  # noqa: E402
+
+_distribute_run.extend(Strategy)
+PerReplica = _distribute_run.PerReplica
+InputContext = _distribute_run.InputContext
+ReduceOp = _distribute_run.ReduceOp

@@ -42,6 +42,9 @@ int sn_cmd_export(int argc, char **argv) {
 
     sn_model *m = NULL;
     sn_model_file_info info;
+    /* As sinter train: a char_transformer's sequences default to its context. */
+    if (!sn_flags_find(&fs, "seq-length")->set && sn_model_preset_text_context(model_name))
+        seq_length = sn_model_preset_text_context(model_name);
     if (sn_cli_is_text_model(model_name)) {
         /* Weights are loaded below, once, as for every model. */
         sn_cli_text_model_opts o = {.name = model_name, .vocab = vocab_path, .text = text,

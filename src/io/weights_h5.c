@@ -87,6 +87,46 @@ static int is_recurrent(const char *cls) {
     return !strcmp(cls, "LSTM") || !strcmp(cls, "GRU") || !strcmp(cls, "SimpleRNN");
 }
 
+/* Where a layer's variables lie in a Keras 3 file. Most layers keep them in their own vars
+ * group. A recurrent layer's cell holds them (layers/lstm/cell/vars, named "<snake>_cell").
+ * MultiHeadAttention's four EinsumDense sublayers hold them
+ * (layers/multi_head_attention/query_dense/vars/{0 kernel, 1 bias}, then key_dense,
+ * value_dense, output_dense, each vars group named as Keras names the sublayer), beside the
+ * empty groups of its Dropout and Softmax sublayers. sinter's MultiHeadAttention lists the 8
+ * (4 without biases) variables flat, in that order. */
+#define MAX_SUBLAYERS 6
+typedef struct sublayer {
+    const char *group; /* under the layer's group; NULL: the layer's own vars */
+    char name[NAME_CAP + 8]; /* the vars group's "name" attribute */
+    int first, n;            /* the layer's variables first .. first + n - 1 */
+} sublayer;
+
+static int keras3_sublayers(const sn_weight_layer *L, sublayer *out) {
+    if (is_recurrent(L->class_name)) {
+        char snake[NAME_CAP];
+        sn_keras_snake_case(L->class_name, snake, sizeof snake);
+        out[0] = (sublayer){.group = "cell", .first = 0, .n = L->n_vars};
+        snprintf(out[0].name, sizeof out[0].name, "%s_cell", snake);
+        return 1;
+    }
+    if (!strcmp(L->class_name, "MultiHeadAttention") && L->n_vars % 4 == 0) {
+        static const char *const grp[] = {"query_dense", "key_dense", "value_dense",
+                                          "output_dense", "_dropout_layer", "_softmax"};
+        static const char *const nm[] = {"query", "key", "value", "attention_output",
+                                         "dropout", "softmax"};
+        int per = L->n_vars / 4;
+        for (int k = 0; k < MAX_SUBLAYERS; k++) {
+            out[k] = (sublayer){.group = grp[k], .first = k < 4 ? k * per : 0,
+                                .n = k < 4 ? per : 0};
+            snprintf(out[k].name, sizeof out[k].name, "%s", nm[k]);
+        }
+        return MAX_SUBLAYERS;
+    }
+    out[0] = (sublayer){.group = NULL, .first = 0, .n = L->n_vars};
+    snprintf(out[0].name, sizeof out[0].name, "%s", L->name);
+    return 1;
+}
+
 /* ---- small helpers ---------------------------------------------------------------------- */
 
 static const char *var_name(const sn_weight_layer *L, int j) {
@@ -265,25 +305,28 @@ static sn_status save_keras3(hid_t file, int n, const sn_weight_layer *layers,
         SN_H5(g = H5Gcreate2(lg, names[i], lcpl, H5P_DEFAULT, H5P_DEFAULT));
         SN_H5(v = H5Gcreate2(g, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
         SN_H5_TRY(sn_h5_attr_vlen_str(v, "name", L->name));
-        hid_t target = v;
-        if (is_recurrent(L->class_name)) {
-            char snake[NAME_CAP], cell[NAME_CAP + 8];
-            sn_keras_snake_case(L->class_name, snake, sizeof snake);
-            snprintf(cell, sizeof cell, "%s_cell", snake);
-            SN_H5(cg = H5Gcreate2(g, "cell", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-            SN_H5(cv = H5Gcreate2(cg, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-            SN_H5_TRY(sn_h5_attr_vlen_str(cv, "name", cell));
-            target = cv;
-        }
-        for (int j = 0; j < L->n_vars; j++) {
-            char key[16];
-            snprintf(key, sizeof key, "%d", j);
-            st = write_var(target, key, H5P_DEFAULT, L->vars[j].value);
-            if (st != SN_OK) {
-                sn_error_context(st, "layer '%s' (%s) variable %d '%s'", L->name, L->class_name,
-                                 j, var_name(L, j));
-                goto done;
+        sublayer sub[MAX_SUBLAYERS];
+        int ns = keras3_sublayers(L, sub);
+        for (int k = 0; k < ns; k++) {
+            hid_t target = v;
+            if (sub[k].group) {
+                SN_H5(cg = H5Gcreate2(g, sub[k].group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+                SN_H5(cv = H5Gcreate2(cg, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+                SN_H5_TRY(sn_h5_attr_vlen_str(cv, "name", sub[k].name));
+                target = cv;
             }
+            for (int j = sub[k].first; j < sub[k].first + sub[k].n; j++) {
+                char key[16];
+                snprintf(key, sizeof key, "%d", j - sub[k].first);
+                st = write_var(target, key, H5P_DEFAULT, L->vars[j].value);
+                if (st != SN_OK) {
+                    sn_error_context(st, "layer '%s' (%s) variable %d '%s'", L->name,
+                                     L->class_name, j, var_name(L, j));
+                    goto done;
+                }
+            }
+            sn_h5_close(&cv);
+            sn_h5_close(&cg);
         }
         sn_h5_close(&cv);
         sn_h5_close(&cg);
@@ -670,12 +713,17 @@ static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers,
     }
     int first_missing = -1;
     for (int i = 0; i < n; i++) {
-        snprintf(vpath[i], PATH_CAP, "%s%s/vars", names[i],
-                 is_recurrent(layers[i].class_name) ? "/cell" : "");
-        if (layers[i].n_vars == 0) continue;
-        int ex;
-        SN_H5_TRY(path_exists(lg, vpath[i], &ex));
-        if (!ex && first_missing < 0) first_missing = i;
+        sublayer sub[MAX_SUBLAYERS];
+        int ns = keras3_sublayers(&layers[i], sub);
+        for (int k = 0; k < ns; k++) {
+            if (sub[k].n == 0) continue;
+            snprintf(vpath[i], PATH_CAP, "%s%s%s/vars", names[i], sub[k].group ? "/" : "",
+                     sub[k].group ? sub[k].group : "");
+            int ex;
+            SN_H5_TRY(path_exists(lg, vpath[i], &ex));
+            if (!ex && first_missing < 0) first_missing = i;
+            if (!ex) break; /* vpath[i] names the missing group */
+        }
     }
     int nm = count_weighted(n, layers, names);
     if (nm != fl.n || first_missing >= 0) {
@@ -702,21 +750,29 @@ static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers,
     for (int i = 0; i < n && st == SN_OK; i++) {
         const sn_weight_layer *L = &layers[i];
         if (L->n_vars == 0) continue;
-        H5G_info_t info;
-        SN_H5(vg = H5Gopen2(lg, vpath[i], H5P_DEFAULT));
-        SN_H5(H5Gget_info(vg, &info));
-        if ((int64_t)info.nlinks != L->n_vars) {
-            st = sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s): file has %lld variables at '/%s/%s', "
-                           "model expects %d", L->name, L->class_name, (long long)info.nlinks,
-                           root, vpath[i], L->n_vars);
-            break;
-        }
-        int k = staging_index(layers, i);
-        for (int j = 0; j < L->n_vars && st == SN_OK; j++) {
-            char key[16], shown[PATH_CAP + 64];
-            snprintf(key, sizeof key, "%d", j);
-            snprintf(shown, sizeof shown, "/%s/%s/%d", root, vpath[i], j);
-            st = read_var(vg, key, shown, L, j, sg->buf[k + j]);
+        sublayer sub[MAX_SUBLAYERS];
+        int ns = keras3_sublayers(L, sub);
+        int k0 = staging_index(layers, i);
+        for (int k = 0; k < ns && st == SN_OK; k++) {
+            if (sub[k].n == 0) continue;
+            H5G_info_t info;
+            snprintf(vpath[i], PATH_CAP, "%s%s%s/vars", names[i], sub[k].group ? "/" : "",
+                     sub[k].group ? sub[k].group : "");
+            SN_H5(vg = H5Gopen2(lg, vpath[i], H5P_DEFAULT));
+            SN_H5(H5Gget_info(vg, &info));
+            if ((int64_t)info.nlinks != sub[k].n) {
+                st = sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s): file has %lld variables at "
+                               "'/%s/%s', model expects %d", L->name, L->class_name,
+                               (long long)info.nlinks, root, vpath[i], sub[k].n);
+                break;
+            }
+            for (int j = sub[k].first; j < sub[k].first + sub[k].n && st == SN_OK; j++) {
+                char key[16], shown[PATH_CAP + 64];
+                snprintf(key, sizeof key, "%d", j - sub[k].first);
+                snprintf(shown, sizeof shown, "/%s/%s/%s", root, vpath[i], key);
+                st = read_var(vg, key, shown, L, j, sg->buf[k0 + j]);
+            }
+            sn_h5_close(&vg);
         }
         sn_h5_close(&vg);
     }

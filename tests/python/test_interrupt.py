@@ -45,7 +45,10 @@ def test_sigint_during_fit():
         assert line.strip() == "INTERRUPTED", line + p.stderr.read()
         # one execution of a small step is well under a millisecond; allow a loaded machine
         assert took < 5, f"fit took {took:.1f} s to stop after SIGINT"
-        out, err = p.communicate(timeout=120)
+        # not communicate(): it reads the pipes' descriptors and misses what readline() above
+        # already buffered (USABLE arriving with INTERRUPTED: a failure seen under load)
+        p.wait(timeout=120)
+        out, err = p.stdout.read(), p.stderr.read()
         assert p.returncode == 0, err
         assert "USABLE (5, 10) True ['accuracy', 'loss']" in out, out + err
     finally:

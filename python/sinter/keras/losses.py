@@ -57,3 +57,53 @@ def get(identifier):
     if isinstance(identifier, str) and identifier in _BY_NAME:
         return _BY_NAME[identifier]()
     raise NotImplementedError(f"loss {identifier!r}: sinter has " + ", ".join(sorted(_BY_NAME)))
+
+
+def sparse_categorical_crossentropy(y_true, y_pred, from_logits=False, axis=-1,
+                                   ignore_class=None):
+    """The per-example loss as a tensor (eager or inside a sinter.function; issue 25)."""
+    if axis != -1 or ignore_class is not None:
+        raise NotImplementedError("sparse_categorical_crossentropy: axis=-1 and no "
+                                  "ignore_class in sinter")
+    from .._function import sparse_categorical_crossentropy as f
+    return f(y_true, y_pred, from_logits=from_logits)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0,
+                             axis=-1):
+    if label_smoothing or axis != -1:
+        raise NotImplementedError("categorical_crossentropy: label_smoothing and axis in sinter")
+    from .._function import categorical_crossentropy as f
+    return f(y_true, y_pred, from_logits=from_logits)
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0, axis=-1):
+    if label_smoothing or axis != -1:
+        raise NotImplementedError("binary_crossentropy: label_smoothing and axis in sinter")
+    from .._function import binary_crossentropy as f
+    return f(y_true, y_pred, from_logits=from_logits)
+
+
+def mean_squared_error(y_true, y_pred):
+    from .._function import mean_squared_error as f
+    return f(y_true, y_pred)
+
+
+mse = mean_squared_error
+
+
+def _loss_call(self, y_true, y_pred, sample_weight=None):
+    from .. import _tensor
+    if sample_weight is not None:
+        raise NotImplementedError(f"calling {type(self).__name__} with sample_weight in sinter")
+    if type(self) is MeanSquaredError:
+        per = mean_squared_error(y_true, y_pred)
+    else:
+        f = {SparseCategoricalCrossentropy: sparse_categorical_crossentropy,
+             CategoricalCrossentropy: categorical_crossentropy,
+             BinaryCrossentropy: binary_crossentropy}[type(self)]
+        per = f(y_true, y_pred, from_logits=self.from_logits)
+    return _tensor.reduce_mean(per)
+
+
+Loss.__call__ = _loss_call

@@ -281,6 +281,11 @@ class Model:
     def weights(self):
         return self.get_weights()
 
+    @property
+    def trainable_variables(self):  # sinter Variables over the C weights (issue 25)
+        from .. import _function
+        return _function.model_variables(self, trainable_only=True)
+
     def count_params(self):
         self._need_built("count_params")
         return int(lib.sn_model_param_count(self._h, False))
@@ -639,6 +644,9 @@ class Model:
         return self._predict_array(x, None)
 
     def __call__(self, x, training=False):
+        from .. import _function, _tensor
+        if _tensor.is_tensor(x):  # a sinter tensor: traced layers or eager (issue 25)
+            return _function.call_model(self, x, training)
         if isinstance(x, _layers.KerasTensor):
             raise NotImplementedError("calling a model on a keras.Input (nesting models): "
                                       "put its layers in the Sequential instead")

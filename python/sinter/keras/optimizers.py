@@ -37,6 +37,16 @@ class Optimizer:
     def get_config(self):
         return {"name": self.name, "learning_rate": self.learning_rate}
 
+    # a custom training loop (issue 25): inside a sinter.function
+    @property
+    def iterations(self):
+        from .. import _function
+        return _function.optimizer_iterations(self)
+
+    def apply_gradients(self, grads_and_vars, name=None, **kwargs):
+        from .. import _function
+        return _function.apply_gradients(self, list(grads_and_vars))
+
 
 class SGD(Optimizer):
     _type = SN_SGD

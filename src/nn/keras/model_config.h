@@ -32,6 +32,9 @@ sn_status sn_cfg_bool(const json_t *obj, const char *key, bool required, bool *o
 sn_status sn_cfg_str(const json_t *obj, const char *key, bool required, const char **out);
 /* The field, when present, must be null (or the listed JSON-equal value, when `allowed` is
  * non-NULL): what sinter does not implement (constraints, quantization, masks). */
+/* The normalisation layers' 'axis' (absent, -1 or [-1]) names the last axis; otherwise
+ * SN_ERR_UNSUPPORTED showing the value and `supported` (e.g. "axis -1"). */
+sn_status sn_cfg_axis_is_last(const json_t *obj, const char *supported);
 sn_status sn_cfg_must(const json_t *obj, const char *key, const json_t *allowed,
                       const char *supported);
 /* An int or a list of `n` ints (kernel_size, strides, pool_size), each >= min. */
@@ -86,8 +89,20 @@ sn_status sn_cfg_read_layer_norm(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_layer_norm(const sn_layer *l, json_t *cfg);
 sn_status sn_cfg_read_mha(const json_t *cfg, sn_layer **out);
 void sn_cfg_write_mha(const sn_layer *l, json_t *cfg);
+/* MultiHeadAttention's call in a Functional config: Keras writes args [query, value] (and key)
+ * and kwargs such as use_causal_mask. sn_cfg_mha_kwarg takes one kwarg of call `call` onto the
+ * layer (use_causal_mask: the same in every call, as sinter's layer holds one; attention_mask
+ * null); sn_cfg_mha_causal is the layer's flag (-1: not a MultiHeadAttention). */
+sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v);
+int sn_cfg_mha_causal(const sn_layer *l);
 
 /* ---- whole models (model_config.c, model_config_write.c) -------------------------------- */
+/* keras_twin.c: for a Sequential model of sinter's attention composites (the char_transformer
+ * presets), the Functional model of Keras's built-in layers with the same weights, built and
+ * compiled as m is: two int inputs (tokens, positions), Embeddings, Add, LayerNormalization,
+ * MultiHeadAttention, Dense. *out NULL (SN_OK) for any other model. sn_model_save writes it
+ * in m's place. */
+sn_status sn_model_keras_twin(sn_model *m, sn_model **out);
 /* [null, d1, ...] (field `field`) -> (d1, ...) without the batch; every d a positive int. */
 sn_status sn_cfg_batch_shape(const json_t *v, const char *field, sn_shape *out);
 /* An InputLayer's config (model_config_util.c): its shape without the batch, whether it takes integer ids (dtype

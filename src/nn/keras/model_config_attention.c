@@ -29,16 +29,7 @@ static sn_layer *made(sn_layer *l, sn_status *st) {
 sn_status sn_cfg_read_layer_norm(const json_t *c, sn_layer **out) {
     static const char *const nk[] = {"beta_constraint", "gamma_constraint", NULL};
     sn_layer_norm_opts o = sn_layer_norm_defaults();
-    const json_t *ax = json_object_get(c, "axis");
-    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
-                (json_is_array(ax) && json_array_size(ax) == 1 &&
-                 json_is_integer(json_array_get(ax, 0)) &&
-                 json_integer_value(json_array_get(ax, 0)) == -1);
-    if (!last) {
-        char b[64];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the "
-                         "last axis only (axis -1)", sn_cfg_show(ax, b, sizeof b));
-    }
+    SN_TRY(sn_cfg_axis_is_last(c, "axis -1"));
     bool rms = false;
     SN_TRY(sn_cfg_bool(c, "rms_scaling", false, &rms));
     if (rms)
@@ -129,4 +120,28 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
     set(c, "kernel_constraint", json_null());
     set(c, "bias_constraint", json_null());
     set(c, "seed", json_null());
+}
+
+sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v) {
+    char b[64];
+    if (!strcmp(key, "attention_mask") && json_is_null(v)) return SN_OK;
+    if (!strcmp(key, "use_causal_mask") && json_is_boolean(v)) {
+        bool causal = json_is_true(v);
+        if (call == 0) {
+            l->attn->mha.use_causal_mask = causal;
+        } else if (l->attn->mha.use_causal_mask != causal) {
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with use_causal_mask=%s "
+                             "in call %d but %s in call 0; sinter's layer holds one setting",
+                             l->name, causal ? "true" : "false", call, causal ? "false" : "true");
+        }
+        return SN_OK;
+    }
+    return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) is called with keyword "
+                     "argument %s=%s; sinter supports use_causal_mask and attention_mask=null",
+                     l->name, key, sn_cfg_show(v, b, sizeof b));
+}
+
+int sn_cfg_mha_causal(const sn_layer *l) {
+    if (!l || strcmp(l->vt->class_name, "MultiHeadAttention")) return -1;
+    return l->attn->mha.use_causal_mask ? 1 : 0;
 }

@@ -42,6 +42,10 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
          * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
         bool ok = (!strcmp(key, "mask") && json_is_null(v)) ||
                   (!strcmp(key, "training") && (json_is_null(v) || json_is_false(v)));
+        if (!ok && sn_cfg_mha_causal(en->layer) >= 0) {
+            SN_TRY(sn_cfg_mha_kwarg(en->layer, call, key, v));
+            continue;
+        }
         if (!ok)
             return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword argument "
                              "%s=%s; sinter supports mask=null and training=null/false", en->name,
@@ -248,6 +252,18 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                     progress = true;
                 }
                 continue;
+            }
+            /* MultiHeadAttention is called (query, value[, key]); sinter's is self-attention,
+             * so every argument must be the same tensor. */
+            if (sn_cfg_mha_causal(en->layer) >= 0 && nt > 1) {
+                for (int k = 1; st == SN_OK && k < nt; k++)
+                    if (args[k].id != args[0].id)
+                        st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) "
+                                       "call %d: query, value and key are different tensors; "
+                                       "sinter implements self-attention (mha(x, x)) only",
+                                       en->name, en->done);
+                nt = 1;
+                if (st != SN_OK) break;
             }
             sn_ftensor o;
             st = sn_layer_call(m, en->layer, args, nt, &o);

@@ -176,16 +176,7 @@ static sn_status read_bn(const json_t *c, sn_layer **out) {
     static const char *const nulls[] = {"beta_constraint", "gamma_constraint",
                                         "renorm_clipping", NULL};
     sn_batch_norm_layer_opts o = sn_batch_norm_layer_defaults();
-    const json_t *ax = json_object_get(c, "axis");
-    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
-                (json_is_array(ax) && json_array_size(ax) == 1 &&
-                 json_is_integer(json_array_get(ax, 0)) &&
-                 json_integer_value(json_array_get(ax, 0)) == -1);
-    if (!last) {
-        char b[64];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the "
-                         "last axis only (axis -1, channels_last)", sn_cfg_show(ax, b, sizeof b));
-    }
+    SN_TRY(sn_cfg_axis_is_last(c, "axis -1, channels_last"));
     SN_TRY(sn_cfg_num(c, "momentum", false, 0, 1, &o.momentum));
     SN_TRY(sn_cfg_num(c, "epsilon", false, 0, HUGE_VAL, &o.epsilon));
     SN_TRY(sn_cfg_bool(c, "center", false, &o.center));

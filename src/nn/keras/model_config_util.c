@@ -129,6 +129,18 @@ sn_status sn_cfg_must(const json_t *obj, const char *key, const json_t *allowed,
                      sn_cfg_show(v, b, sizeof b), supported);
 }
 
+sn_status sn_cfg_axis_is_last(const json_t *obj, const char *supported) {
+    const json_t *ax = json_object_get(obj, "axis");
+    bool last = !ax || (json_is_integer(ax) && json_integer_value(ax) == -1) ||
+                (json_is_array(ax) && json_array_size(ax) == 1 &&
+                 json_is_integer(json_array_get(ax, 0)) &&
+                 json_integer_value(json_array_get(ax, 0)) == -1);
+    if (last) return SN_OK;
+    char b[64];
+    return sn_errorf(SN_ERR_UNSUPPORTED, "field 'axis' is %s; sinter normalises over the last "
+                     "axis only (%s)", sn_cfg_show(ax, b, sizeof b), supported);
+}
+
 sn_status sn_cfg_ints(const json_t *obj, const char *key, bool required, int n, int64_t min,
                       int64_t *out) {
     const json_t *v = json_object_get(obj, key);

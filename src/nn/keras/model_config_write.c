@@ -272,15 +272,25 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
                     bshape = shape_json(&f->nodes[nd->in[0]].shape, 0);
                 }
             }
+            int causal = sn_cfg_mha_causal(l);
             if (sn_layer_vt_n(l)) {
                 json_array_append_new(args, ts);
             } else {
+                if (causal >= 0) json_array_extend(args, ts); /* mha(x, x): query, value */
                 json_array_extend(args, ts);
                 json_decref(ts);
             }
-            json_array_append_new(nodes, json_pack("{s:o, s:{}}", "args", args, "kwargs"));
+            json_t *kw = json_object();
+            if (causal > 0) json_object_set_new(kw, "use_causal_mask", json_true());
+            json_array_append_new(nodes, json_pack("{s:o, s:o}", "args", args, "kwargs", kw));
         }
-        json_object_set_new(e, "build_config", json_pack("{s:o}", "input_shape", bshape));
+        /* Keras builds MultiHeadAttention from its query and value shapes. */
+        if (sn_cfg_mha_causal(l) >= 0)
+            bshape = json_pack("{s:{s:o, s:O}}", "shapes_dict", "query_shape", bshape,
+                               "value_shape", bshape);
+        else
+            bshape = json_pack("{s:o}", "input_shape", bshape);
+        json_object_set_new(e, "build_config", bshape);
         json_object_set_new(e, "name", json_string(l->name));
         json_object_set_new(e, "inbound_nodes", nodes);
         json_array_append_new(layers, e);

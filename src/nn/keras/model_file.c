@@ -154,6 +154,15 @@ sn_status sn_model_save(sn_model *m, const char *path) {
                          ".keras (architecture, compile settings and weights) or .json "
                          "(architecture); for weights alone use .weights.h5 "
                          "(sn_model_save_weights)", m->name, path);
+    /* The char_transformer presets' composites have no Keras class: their Keras twin is
+     * written instead (keras_twin.c), which Keras opens. */
+    sn_model *twin = NULL;
+    SN_TRY(sn_model_keras_twin(m, &twin));
+    if (twin) {
+        sn_status ts = sn_model_save(twin, path);
+        sn_model_free(twin);
+        return ts;
+    }
     char *config = NULL;
     sn_status st = sn_model_to_json(m, &config);
     if (st == SN_OK) {

@@ -353,18 +353,11 @@ static bn_vars bn_find(const sn_layer *l) {
 static sn_status bn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
     const sn_batch_norm_layer_opts *o = &l->bn;
     if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
+    SN_TRY(sn_layer_add_scale_center(l, g, in->dim[in->ndim - 1], o->scale, o->center,
+                                     &o->gamma_initializer, &o->beta_initializer,
+                                     &o->gamma_regularizer, &o->beta_regularizer, rng));
     sn_shape cs = {.ndim = 1, .dim = {in->dim[in->ndim - 1]}};
     sn_node v;
-    if (o->scale) {
-        SN_TRY(sn_layer_add_var(l, g, "gamma", &cs, true, &o->gamma_initializer, SN_INIT_ONES,
-                                rng, &v));
-        SN_TRY(sn_layer_add_regularizer(l, v, &o->gamma_regularizer, "gamma_regularizer"));
-    }
-    if (o->center) {
-        SN_TRY(sn_layer_add_var(l, g, "beta", &cs, true, &o->beta_initializer, SN_INIT_ZEROS,
-                                rng, &v));
-        SN_TRY(sn_layer_add_regularizer(l, v, &o->beta_regularizer, "beta_regularizer"));
-    }
     SN_TRY(sn_layer_add_var(l, g, "moving_mean", &cs, false, &o->moving_mean_initializer,
                             SN_INIT_ZEROS, rng, &v));
     SN_TRY(sn_layer_add_var(l, g, "moving_variance", &cs, false,

@@ -73,18 +73,9 @@ static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, int H, int64_
 static sn_status ln_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
     const sn_layer_norm_opts *o = &l->attn->ln;
     if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
-    sn_shape cs = {.ndim = 1, .dim = {in->dim[in->ndim - 1]}};
-    sn_node v;
-    if (o->scale) {
-        SN_TRY(sn_layer_add_var(l, g, "gamma", &cs, true, &o->gamma_initializer, SN_INIT_ONES,
-                                rng, &v));
-        SN_TRY(sn_layer_add_regularizer(l, v, &o->gamma_regularizer, "gamma_regularizer"));
-    }
-    if (o->center) {
-        SN_TRY(sn_layer_add_var(l, g, "beta", &cs, true, &o->beta_initializer, SN_INIT_ZEROS,
-                                rng, &v));
-        SN_TRY(sn_layer_add_regularizer(l, v, &o->beta_regularizer, "beta_regularizer"));
-    }
+    SN_TRY(sn_layer_add_scale_center(l, g, in->dim[in->ndim - 1], o->scale, o->center,
+                                     &o->gamma_initializer, &o->beta_initializer,
+                                     &o->gamma_regularizer, &o->beta_regularizer, rng));
     l->out_shape = *in;
     return SN_OK;
 }

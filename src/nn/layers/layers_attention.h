@@ -1,8 +1,9 @@
 /* Internal to src/nn/: the attention layers' extras (layers_attention.c) and the two
- * composite layers the char_transformer presets are made of until Functional models can wire
- * residual branches from Keras's own layers. The composites are sinter-internal: they have no
- * Keras config (writing one is refused, naming the class); their variables follow the Keras
- * layers they stand for. */
+ * composite layers the char_transformer presets are made of (training and the generation
+ * stepper are built on them). The composites are sinter-internal: they have no Keras config
+ * of their own (writing one is refused, naming the class); sn_model_save writes a model of
+ * them as its Keras twin of built-in layers (nn/keras/keras_twin.c). Their variables follow
+ * the Keras layers they stand for. */
 #ifndef SN_NN_LAYERS_ATTENTION_H
 #define SN_NN_LAYERS_ATTENTION_H
 

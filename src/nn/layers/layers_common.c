@@ -113,3 +113,21 @@ sn_status sn_layer_add_regularizer(sn_layer *l, sn_node var, const sn_regularize
     l->n_regs++;
     return SN_OK;
 }
+
+sn_status sn_layer_add_scale_center(sn_layer *l, sn_graph *g, int64_t features, bool scale,
+                                    bool center, const sn_initializer *gamma_init,
+                                    const sn_initializer *beta_init,
+                                    const sn_regularizer *gamma_reg,
+                                    const sn_regularizer *beta_reg, sn_rng *rng) {
+    sn_shape cs = {.ndim = 1, .dim = {features}};
+    sn_node v;
+    if (scale) {
+        SN_TRY(sn_layer_add_var(l, g, "gamma", &cs, true, gamma_init, SN_INIT_ONES, rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, gamma_reg, "gamma_regularizer"));
+    }
+    if (center) {
+        SN_TRY(sn_layer_add_var(l, g, "beta", &cs, true, beta_init, SN_INIT_ZEROS, rng, &v));
+        SN_TRY(sn_layer_add_regularizer(l, v, beta_reg, "beta_regularizer"));
+    }
+    return SN_OK;
+}

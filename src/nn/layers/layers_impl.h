@@ -29,4 +29,13 @@ sn_status sn_layer_add_var(sn_layer *l, sn_graph *g, const char *var, const sn_s
                            bool trainable, const sn_initializer *init,
                            sn_initializer_type default_type, sn_rng *rng, sn_node *out);
 
+/* The normalisation layers' optional gamma (scale, ones) then beta (center, zeros) over
+ * `features`, in Keras's variable order, each with its regularizer (BatchNormalization and
+ * LayerNormalization share this). */
+sn_status sn_layer_add_scale_center(sn_layer *l, sn_graph *g, int64_t features, bool scale,
+                                    bool center, const sn_initializer *gamma_init,
+                                    const sn_initializer *beta_init,
+                                    const sn_regularizer *gamma_reg,
+                                    const sn_regularizer *beta_reg, sn_rng *rng);
+
 #endif

@@ -392,10 +392,12 @@ static size_t tensor_name(const sn_fgraph *f, int id, char *buf, size_t cap) {
                             p->call_index);
 }
 
-/* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ". */
+/* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ".
+ * MultiHeadAttention (self-attention here) is called (query, value): its tensor twice. */
 static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
     size_t k = 0;
     buf[0] = 0;
+    int reps = strcmp(l->vt->class_name, "MultiHeadAttention") ? 1 : 2;
     const sn_fsub *s = sub_of(f, l);
     for (int c = 0; s && c < s->n_calls; c++) /* a nested model: its calls' arguments */
         for (int a = 0; a < s->n_in && k < CELL; a++) {
@@ -404,9 +406,10 @@ static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
         }
     for (int i = 0; !s && i < f->n_nodes; i++) {
         if (f->nodes[i].layer != l) continue;
-        for (int a = 0; a < f->nodes[i].n_in && k < CELL; a++) {
+        for (int a = 0; a < f->nodes[i].n_in * reps && k < CELL; a++) {
             if (k) k += (size_t)snprintf(buf + k, CELL - k, ", ");
-            if (k < CELL) k += tensor_name(f, f->nodes[i].in[a], buf + k, CELL - k);
+            if (k < CELL)
+                k += tensor_name(f, f->nodes[i].in[a % f->nodes[i].n_in], buf + k, CELL - k);
         }
     }
     if (!k) snprintf(buf, CELL, "-");

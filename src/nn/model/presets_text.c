@@ -10,7 +10,8 @@
  * char_transformer its GPU size (6, 6, 384, context 256). Token and learned position
  * embeddings, pre-LayerNorm blocks with a causal MultiHeadAttention and a 4x GELU
  * feed-forward, a final LayerNormalization and a Dense to the vocabulary. The blocks are
- * layers_attention.h's internal composite until Functional models carry the residual adds. */
+ * layers_attention.h's internal composite (the generation stepper steps it with a cache); a
+ * saved .keras holds the Keras twin of built-in layers (nn/keras/keras_twin.c). */
 static sn_status preset_transformer(const char *name, int64_t vocab_size, int n_layer,
                                     int n_head, int64_t width, int64_t context, sn_model **out) {
     sn_model *m = sn_sequential_new(name);

@@ -1,0 +1,206 @@
+"""strategy.run, PerReplica values, reduce and distributed datasets (issue 25).
+
+Eagerly, strategy.run calls the function once per replica under that replica's device (a
+sinter.function runs its plan there). Inside a traced sinter.function, each replica's call adds
+its nodes to the one graph being traced: the replicas' steps run in one plan on the device the
+function runs on, and optimizer.apply_gradients sums the replicas' gradients before one update,
+as MirroredStrategy's all-reduce does. (The C side's one-plan-per-replica execution, which fit
+uses, is not what a traced custom loop runs on.)
+"""
+import numpy as np
+
+from . import _function, _tensor
+from ._tensor import EagerTensor
+
+
+class ReduceOp:
+    SUM = "SUM"
+    MEAN = "MEAN"
+
+
+class PerReplica:
+    def __init__(self, values):
+        self.values = tuple(values)
+        self._values = self.values
+
+    def __str__(self):
+        return "%s:{\n%s\n}" % (type(self).__name__, ",\n".join(
+            "  %d: %s" % (i, v) for i, v in enumerate(self.values)))
+
+    def __repr__(self):
+        return "%s:{\n%s\n}" % (type(self).__name__, ",\n".join(
+            "  %d: %r" % (i, v) for i, v in enumerate(self.values)))
+
+
+class InputContext:
+    def __init__(self, num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1):
+        self.num_input_pipelines = num_input_pipelines
+        self.input_pipeline_id = input_pipeline_id
+        self.num_replicas_in_sync = num_replicas_in_sync
+
+    def get_per_replica_batch_size(self, global_batch_size):
+        if global_batch_size % self.num_replicas_in_sync:
+            raise ValueError(f"the global batch size {global_batch_size} is not divisible by "
+                             f"the {self.num_replicas_in_sync} replicas")
+        return global_batch_size // self.num_replicas_in_sync
+
+
+def _select(x, i):
+    if isinstance(x, PerReplica):
+        return x.values[i]
+    if isinstance(x, (list, tuple)) and type(x) in (list, tuple):
+        return type(x)(_select(v, i) for v in x)
+    if isinstance(x, dict):
+        return {k: _select(v, i) for k, v in x.items()}
+    return x
+
+
+def _regroup(results):
+    if len(results) == 1:
+        return results[0]
+    r0 = results[0]
+    if r0 is None:
+        return None
+    if isinstance(r0, (list, tuple)) and type(r0) in (list, tuple):
+        return type(r0)(_regroup([r[j] for r in results]) for j in range(len(r0)))
+    if isinstance(r0, dict):
+        return {k: _regroup([r[k] for r in results]) for k in r0}
+    return PerReplica(results)
+
+
+def _replica_devices(strategy):
+    return list(strategy.worker_devices)
+
+
+def run(strategy, fn, args=(), kwargs=None, options=None):
+    from . import distribute
+    kwargs = kwargs or {}
+    n = len(_replica_devices(strategy))
+    ctx = _function.current_trace()
+    results = []
+    distribute._stack().append(strategy)
+    try:
+        for i in range(n):
+            a, k = _select(tuple(args), i), _select(kwargs, i)
+            if ctx is not None:
+                old = ctx.replica
+                ctx.replica = (i, n)
+                try:
+                    results.append(fn(*a, **k))
+                finally:
+                    ctx.replica = old
+            else:
+                with _tensor.device(_replica_devices(strategy)[i]):
+                    results.append(fn(*a, **k))
+        if ctx is not None:
+            _function.flush_replica_updates(ctx)
+    finally:
+        distribute._stack().pop()
+    return _regroup(results)
+
+
+def reduce(strategy, reduce_op, value, axis=None):
+    op = getattr(reduce_op, "value", reduce_op)
+    op = str(op).upper().split(".")[-1]
+    if op not in ("SUM", "MEAN"):
+        raise ValueError(f"reduce: {reduce_op!r}; expected ReduceOp.SUM or ReduceOp.MEAN")
+    vals = value.values if isinstance(value, PerReplica) else (value,)
+    arrs = [np.asarray(v.numpy() if hasattr(v, "numpy") else v) for v in vals]
+    dt = vals[0].dtype if _tensor.is_tensor(vals[0]) else _tensor.as_dtype(arrs[0].dtype)
+    if axis is None:
+        out = np.sum(arrs, axis=0) if op == "SUM" else np.mean(arrs, axis=0)
+    else:
+        cat = np.concatenate(arrs, axis=axis)
+        out = np.sum(cat, axis=axis) if op == "SUM" else np.mean(cat, axis=axis)
+    return EagerTensor(np.asarray(out, dt.as_numpy_dtype), dt)
+
+
+# ---- distributed datasets ---------------------------------------------------------------------
+
+class DistributedDataset:
+    """Per-replica datasets (one per replica), or one dataset whose global batches are split."""
+
+    def __init__(self, strategy, datasets=None, split_from=None):
+        self._strategy = strategy
+        self._datasets = datasets
+        self._split_from = split_from
+
+    def __iter__(self):
+        return DistributedIterator(self)
+
+
+class DistributedIterator:
+    def __init__(self, dd):
+        self._n = len(_replica_devices(dd._strategy))
+        if dd._datasets is not None:
+            self._its = [iter(d) for d in dd._datasets]
+        else:
+            self._its = [iter(dd._split_from)]
+        self._peeked = None
+
+    def _pull(self):
+        if self._peeked is not None:
+            out, self._peeked = self._peeked, None
+            return out
+        if len(self._its) == self._n:
+            elems = [next(it) for it in self._its]
+        else:  # a global batch split into equal per-replica batches
+            e = next(self._its[0])
+            single = not isinstance(e, tuple)
+            parts = [np.array_split(c, self._n) for c in ((e,) if single else e)]
+            elems = [parts[0][i] if single else tuple(p[i] for p in parts)
+                     for i in range(self._n)]
+        return [e if isinstance(e, tuple) else (e,) for e in elems], \
+            not isinstance(elems[0], tuple)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        ctx = _function.current_trace()
+        if ctx is None:
+            elems, single = self._pull()
+            vals = [tuple(_tensor.convert_to_tensor(c) for c in e) for e in elems]
+            vals = [v[0] if single else v for v in vals]
+            return _regroup(vals)
+        # traced: inputs fed before every step from this iterator; shapes from a peek
+        if self._peeked is None:
+            self._peeked = self._pull()
+        elems, single = self._peeked
+        syms, nodes = [], []
+        for i, e in enumerate(elems):
+            comps = tuple(ctx.step_input(f"replica{i}_component{j}", c)
+                          for j, c in enumerate(e))
+            nodes += [t._node(ctx) for t in comps]
+            syms.append(comps[0] if single else comps)
+
+        def feeder():
+            try:
+                got, _ = self._pull()
+            except StopIteration:
+                raise ValueError("next(iterator) inside a sinter.function: the dataset ended "
+                                 "(End of sequence)") from None
+            return [c for e in got for c in e]
+        ctx.step_inputs.append((feeder, nodes))
+        return _regroup(syms)
+
+    def get_next(self):
+        return next(self)
+
+
+def experimental_distribute_dataset(strategy, dataset, options=None):
+    return DistributedDataset(strategy, split_from=dataset)
+
+
+def distribute_datasets_from_function(strategy, dataset_fn, options=None):
+    n = len(_replica_devices(strategy))
+    return DistributedDataset(strategy, datasets=[
+        dataset_fn(InputContext(n, i, n)) for i in range(n)])
+
+
+def extend(cls):
+    cls.run = run
+    cls.reduce = reduce
+    cls.experimental_distribute_dataset = experimental_distribute_dataset
+    cls.distribute_datasets_from_function = distribute_datasets_from_function
+    cls.experimental_distribute_datasets_from_function = distribute_datasets_from_function
