@@ -63,6 +63,10 @@ typedef struct sn_weights_h5_options {
     const char *model_name;    /* Keras 3: "name" attribute of /vars; default "sequential" */
     const char *keras_version; /* Keras 2 save: root keras_version; default "2.15.0" */
     const char *backend;       /* Keras 2 save: root backend; default "tensorflow" */
+    /* Keras 3: NULL, or one entry per layer: the layer's group under /layers when it is not
+     * its class's name numbered in order, as for a nested model's layer
+     * ("functional/layers/dense"); entries with a path are not counted in the numbering. */
+    const char *const *paths;
 } sn_weights_h5_options;
 
 sn_weights_h5_options sn_weights_h5_defaults(void);

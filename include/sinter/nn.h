@@ -375,6 +375,14 @@ sn_status sn_functional_input(sn_model *m, const sn_functional_input_opts *o, sn
  * the same shapes). A merge layer takes n >= 2 tensors, any other layer one. */
 sn_status sn_layer_call(sn_model *m, sn_layer *layer, const sn_ftensor *in, int n,
                         sn_ftensor *out);
+/* Keras's nested models: inner (a Functional model with its inputs and outputs set, not
+ * built) called as a layer of m on in[0 .. n-1] (one per input of inner); out[k] receives its
+ * output k (n_out = its output count). m owns inner from the first call on (also when it
+ * fails); calling inner again shares its weights. Its weights are saved in Keras's nested
+ * layout (layers/functional/layers/dense/...); the summary and the .keras writer refuse
+ * nested models so far. */
+sn_status sn_model_call(sn_model *m, sn_model *inner, const sn_ftensor *in, int n,
+                        sn_ftensor *out, int n_out);
 /* The model's outputs, in order (each once). */
 sn_status sn_functional_set_outputs(sn_model *m, const sn_ftensor *outputs, int n);
 /* Inputs and outputs of a model (1 and 1 for Sequential), and their shapes without batch. */
@@ -413,14 +421,31 @@ typedef enum sn_loss_type {
     SN_LOSS_CATEGORICAL_CROSSENTROPY,
     SN_LOSS_BINARY_CROSSENTROPY,
     SN_LOSS_MEAN_SQUARED_ERROR,
+    SN_LOSS_MEAN_ABSOLUTE_ERROR, /* Keras's mean_absolute_error (mae) */
+    SN_LOSS_HUBER,               /* Keras's huber (Huber): sn_compile_opts.huber_delta */
 } sn_loss_type;
 
 typedef enum sn_metric_type {
     SN_METRIC_SPARSE_CATEGORICAL_ACCURACY = 0,
     SN_METRIC_ACCURACY, /* resolved by the loss, as Keras's "accuracy" */
+    SN_METRIC_BINARY_ACCURACY,      /* y == (p > accuracy_threshold), Keras's binary_accuracy */
+    SN_METRIC_CATEGORICAL_ACCURACY, /* argmax(y) == argmax(p), one-hot labels */
 } sn_metric_type;
 
 #define SN_MAX_METRICS 4
+#define SN_MAX_OUTPUTS 4
+/* One output's loss and metrics in a model of several outputs: Keras's compile(loss=[...],
+ * loss_weights=[...], metrics=[[...], ...]). The training loss is the sum over the outputs of
+ * loss_weight times the output's mean loss; fit logs each output's unweighted mean as
+ * "<output layer>_loss" and its metrics as "<output layer>_<metric>", as Keras 3 does. */
+typedef struct sn_output_loss {
+    sn_loss_type loss;
+    bool from_logits;
+    double loss_weight; /* 1 in sn_output_loss_defaults */
+    int n_metrics;
+    sn_metric_type metrics[SN_MAX_METRICS];
+} sn_output_loss;
+sn_output_loss sn_output_loss_defaults(sn_loss_type loss);
 typedef struct sn_compile_opts {
     sn_optimizer_opts optimizer;
     sn_loss_type loss;
@@ -445,6 +470,15 @@ typedef struct sn_compile_opts {
     /* f32 matmuls and convolutions on a GPU use TF32 tensor cores by default (as TensorFlow);
      * true computes them in full f32 (--precision fp32-strict). No effect on the CPU. */
     bool fp32_strict;
+    double huber_delta;        /* SN_LOSS_HUBER's delta (Keras's default 1.0) */
+    double accuracy_threshold; /* SN_METRIC_BINARY_ACCURACY's threshold (0.5) on probabilities */
+    /* 0: a model of one output takes loss, from_logits and metrics above; a model of several
+     * takes loss and from_logits for every output, weight 1, and no metrics (Keras asks for
+     * metrics per output). n > 0: outputs[k] for the model's output k (n must equal the model's
+     * output count). Datasets then yield the inputs, in the model's order, then one label per
+     * output. */
+    int n_outputs;
+    sn_output_loss outputs[SN_MAX_OUTPUTS];
 } sn_compile_opts;
 /* Adam, sparse categorical cross-entropy from logits, sparse_categorical_accuracy, 1 step. */
 sn_compile_opts sn_compile_defaults(void);
@@ -454,7 +488,7 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o);
 typedef struct sn_history sn_history;
 
 /* Entries of sn_logs: loss and metrics, their val_ forms, and "learning_rate". */
-#define SN_LOGS_MAX (2 * (SN_MAX_METRICS + 1) + 1)
+#define SN_LOGS_MAX (2 * (1 + SN_MAX_OUTPUTS + SN_MAX_OUTPUTS * SN_MAX_METRICS) + 1)
 /* What a callback sees at the end of each epoch and batch (logs like Keras's). */
 typedef struct sn_logs {
     int epoch;                 /* 0-based */
@@ -644,6 +678,11 @@ sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double
  * cross-entropy. Otherwise (MSE, from_logits false, not compiled) the raw output. Works on a
  * built model before compile too. The caller frees *out. */
 sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out);
+/* The same for a model of any number of inputs and outputs: x[i] [B, input i...] f32 for
+ * each of the model's n_x inputs (same B), out[j] for each of its n_out outputs (each turned
+ * into probabilities as above by its own output's loss). The caller frees out[j]. */
+sn_status sn_model_predict_n(sn_model *m, int n_x, const sn_tensor *const *x, int n_out,
+                             sn_tensor **out);
 /* The model's input shape and predict's output shape, without the batch dimension. */
 sn_shape sn_model_input_shape(const sn_model *m);
 sn_shape sn_model_output_shape(const sn_model *m);

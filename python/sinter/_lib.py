@@ -106,7 +106,8 @@ def check_ptr(ptr, what):
 
 SN_MAX_DIMS = 6
 SN_MAX_METRICS = 4
-SN_LOGS_MAX = 2 * (SN_MAX_METRICS + 1) + 1
+SN_MAX_OUTPUTS = 4
+SN_LOGS_MAX = 2 * (1 + SN_MAX_OUTPUTS + SN_MAX_OUTPUTS * SN_MAX_METRICS) + 1
 SN_LR_MAX_BOUNDARIES = 16
 SN_F32, SN_BF16, SN_I32, SN_U8, SN_F64 = range(5)
 
@@ -136,11 +137,19 @@ class OptimizerOpts(C.Structure):
                 ("momentum", C.c_double), ("rho", C.c_double), ("nesterov", C.c_bool)]
 
 
+class OutputLoss(C.Structure):
+    _fields_ = [("loss", C.c_int), ("from_logits", C.c_bool), ("loss_weight", C.c_double),
+                ("n_metrics", C.c_int), ("metrics", C.c_int * SN_MAX_METRICS)]
+
+
 class CompileOpts(C.Structure):
     _fields_ = [("optimizer", OptimizerOpts), ("loss", C.c_int), ("from_logits", C.c_bool),
                 ("n_metrics", C.c_int), ("metrics", C.c_int * SN_MAX_METRICS),
                 ("steps_per_execution", C.c_int), ("mixed_bfloat16", C.c_bool),
-                ("predict_raw", C.c_bool), ("device", C.c_char * 96), ("fp32_strict", C.c_bool)]
+                ("predict_raw", C.c_bool), ("device", C.c_char * 96), ("fp32_strict", C.c_bool),
+                ("huber_delta", C.c_double),
+                ("accuracy_threshold", C.c_double), ("n_outputs", C.c_int),
+                ("outputs", OutputLoss * SN_MAX_OUTPUTS)]
 
 
 class Logs(C.Structure):

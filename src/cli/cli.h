@@ -106,6 +106,9 @@ sn_status sn_cli_build_model(const char *preset, const sn_tensor *images, uint64
  * above (seed 0), compiled with the file's compile settings (defaults for presets) and
  * loaded from `weights`, which only a .keras file may go without. The caller frees *out; on
  * an error nothing is left to free. */
+/* SN_ERR_UNSUPPORTED naming the model and its counts unless it has one input and one output
+ * (the commands that feed data feed one array of examples). */
+sn_status sn_cli_check_one_io(const char *name, const sn_model *m);
 sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const char *weights,
                             sn_model **out);
 /* True (after printing the usage error "--weights PATH is required ...") when `weights` is

@@ -252,8 +252,9 @@ int sn_cmd_train(int argc, char **argv) {
         if (st == SN_OK && test) st = sn_dataset_map_cast(&test, 0, SN_F32);
         if (st == SN_OK && !sn_cli_model_is_preset(model_name)) {
             /* A Keras file (Embedding + LSTM ...): its input must be one sequence. */
-            if ((st = sn_cli_open_model(model_name, NULL, (uint64_t)seed, &m, &finfo)) == SN_OK &&
-                !sn_shape_equal(&finfo.input_shape, &in)) {
+            if ((st = sn_cli_open_model(model_name, NULL, (uint64_t)seed, &m, &finfo)) == SN_OK)
+                st = sn_cli_check_one_io(model_name, m);
+            if (st == SN_OK && !sn_shape_equal(&finfo.input_shape, &in)) {
                 char b[96];
                 fprintf(stderr, "%s: model '%s' takes inputs of shape %s, but --seq-length "
                         "gives sequences of %lld\n", prog, model_name,

@@ -484,6 +484,16 @@ bool sn_cli_model_is_preset(const char *name) {
     return !suffix && access(name, F_OK) != 0;
 }
 
+sn_status sn_cli_check_one_io(const char *name, const sn_model *m) {
+    int ni = sn_model_input_count(m), no = sn_model_output_count(m);
+    if (ni == 1 && no == 1) return SN_OK;
+    return sn_errorf(SN_ERR_UNSUPPORTED, "model '%s' has %d inputs and %d outputs; the command "
+                     "line feeds one array of examples and one of labels, so it trains, "
+                     "evaluates and predicts models of one input and one output (train this one "
+                     "with the C API: a dataset of its inputs then one label per output; "
+                     "`sinter summary` and `sinter export` take it)", name, ni, no);
+}
+
 /* for_loading: a preset is built without initialisers (its weights are loaded next). */
 static sn_status open_model(const char *name, const sn_tensor *images, uint64_t seed,
                             bool for_loading, sn_model **out, sn_model_file_info *info) {
@@ -512,6 +522,7 @@ static sn_status open_model(const char *name, const sn_tensor *images, uint64_t 
         sn_model_file_info local;
         if (!info) info = &local;
         s = sn_model_load(name, seed, &m, info);
+        if (s == SN_OK && images) s = sn_cli_check_one_io(name, m);
         /* The model brings its own input shape: the data's examples must have it. */
         if (s == SN_OK && images && !sn_shape_equal(&info->input_shape, &in)) {
             char a[96], b[96];
@@ -554,6 +565,10 @@ sn_status sn_cli_load_model(const char *preset, const sn_tensor *images, const c
     sn_model_file_info info;
     sn_status s = open_model(preset, images, 0, weights != NULL, &m, &info);
     if (s != SN_OK) return s;
+    if ((s = sn_cli_check_one_io(preset, m)) != SN_OK) {
+        sn_model_free(m);
+        return s;
+    }
     if (!weights && !info.has_weights) {
         sn_model_free(m);
         return sn_errorf(SN_ERR_INVALID, "--weights is required for '%s' (only a .keras model "

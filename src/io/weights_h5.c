@@ -228,13 +228,19 @@ static sn_status check_layers(int n, const sn_weight_layer *layers) {
 
 /* Keras 3 group of each layer: "dense", "dense_1", ... counted per class in model order
  * (_save_container_state's used_names). Writes names[i] (NAME_CAP each). */
-static void keras3_names(int n, const sn_weight_layer *layers, char (*names)[NAME_CAP]) {
+static void keras3_names(int n, const sn_weight_layer *layers, const char *const *paths,
+                         char (*names)[NAME_CAP]) {
     for (int i = 0; i < n; i++) {
+        if (paths && paths[i]) {
+            snprintf(names[i], NAME_CAP, "%s", paths[i]);
+            continue;
+        }
         char s[NAME_CAP];
         sn_keras_snake_case(layers[i].class_name, s, sizeof s); /* checked in check_layers */
         int seen = 0;
         for (int k = 0; k < i; k++) {
             char sk[NAME_CAP];
+            if (paths && paths[k]) continue;
             sn_keras_snake_case(layers[k].class_name, sk, sizeof sk);
             if (!strcmp(s, sk)) seen++;
         }
@@ -306,19 +312,23 @@ static sn_status save_keras3(hid_t file, int n, const sn_weight_layer *layers,
                              const sn_weights_h5_options *o) {
     sn_status st = SN_OK;
     hid_t root_vars = H5I_INVALID_HID, lg = H5I_INVALID_HID, g = H5I_INVALID_HID,
-          v = H5I_INVALID_HID, cg = H5I_INVALID_HID, cv = H5I_INVALID_HID;
+          v = H5I_INVALID_HID, cg = H5I_INVALID_HID, cv = H5I_INVALID_HID,
+          lcpl = H5I_INVALID_HID;
     char(*names)[NAME_CAP] = NULL;
     if (n > 0) {
         names = sn_calloc((size_t)n, NAME_CAP);
         if (!names) return SN_ERR_NOMEM;
-        keras3_names(n, layers, names);
+        keras3_names(n, layers, o->paths, names);
     }
     SN_H5(root_vars = H5Gcreate2(file, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     SN_H5_TRY(sn_h5_attr_vlen_str(root_vars, "name", o->model_name ? o->model_name : "sequential"));
     SN_H5(lg = H5Gcreate2(file, "layers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    /* a nested model's layers ("functional/layers/dense") need their parents made */
+    SN_H5(lcpl = H5Pcreate(H5P_LINK_CREATE));
+    SN_H5(H5Pset_create_intermediate_group(lcpl, 1));
     for (int i = 0; i < n; i++) {
         const sn_weight_layer *L = &layers[i];
-        SN_H5(g = H5Gcreate2(lg, names[i], H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        SN_H5(g = H5Gcreate2(lg, names[i], lcpl, H5P_DEFAULT, H5P_DEFAULT));
         SN_H5(v = H5Gcreate2(g, "vars", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
         SN_H5_TRY(sn_h5_attr_vlen_str(v, "name", L->name));
         sublayer sub[MAX_SUBLAYERS];
@@ -356,6 +366,7 @@ done:
     sn_h5_close(&v);
     sn_h5_close(&g);
     sn_h5_close(&lg);
+    sn_h5_close(&lcpl);
     sn_h5_close(&root_vars);
     return st;
 }
@@ -642,9 +653,27 @@ done:
     return st;
 }
 
-static int count_weighted(int n, const sn_weight_layer *layers) {
+/* Whether names[i]'s first component (a nested model's group for "functional/layers/dense")
+ * is `top`. */
+static int same_top(const char *name, const char *top) {
+    size_t k = strcspn(name, "/");
+    return strlen(top) == k && !strncmp(name, top, k);
+}
+
+/* The groups under /layers that hold weights: one per layer with variables, one per nested
+ * model whose layers have any (names NULL: one per layer, Keras 2). */
+static int count_weighted(int n, const sn_weight_layer *layers, char (*names)[NAME_CAP]) {
     int c = 0;
-    for (int i = 0; i < n; i++) c += layers[i].n_vars > 0;
+    for (int i = 0; i < n; i++) {
+        if (layers[i].n_vars == 0) continue;
+        int seen = 0;
+        for (int k = 0; names && k < i && !seen; k++) {
+            char top[NAME_CAP];
+            snprintf(top, sizeof top, "%.*s", (int)strcspn(names[i], "/"), names[i]);
+            seen = layers[k].n_vars > 0 && same_top(names[k], top);
+        }
+        c += !seen;
+    }
     return c;
 }
 
@@ -681,7 +710,8 @@ static int staging_index(const sn_weight_layer *layers, int i) {
     return k;
 }
 
-static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers, staging *sg) {
+static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers,
+                             const char *const *paths, staging *sg) {
     sn_status st = SN_OK;
     hid_t lg = H5I_INVALID_HID, vg = H5I_INVALID_HID;
     char(*names)[NAME_CAP] = NULL;
@@ -703,7 +733,7 @@ static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers, s
     if (n > 0) {
         names = sn_calloc((size_t)n, NAME_CAP);
         if (!names) { st = SN_ERR_NOMEM; goto done; }
-        keras3_names(n, layers, names);
+        keras3_names(n, layers, paths, names);
         vpath = sn_calloc((size_t)n, PATH_CAP);
         if (!vpath) { st = SN_ERR_NOMEM; goto done; }
     }
@@ -721,7 +751,7 @@ static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers, s
             if (!ex) break; /* vpath[i] names the missing group */
         }
     }
-    int nm = count_weighted(n, layers);
+    int nm = count_weighted(n, layers, names);
     if (nm != fl.n || first_missing >= 0) {
         char tail[PATH_CAP + 200] = "";
         if (first_missing >= 0) {
@@ -731,7 +761,7 @@ static sn_status load_keras3(hid_t file, int n, const sn_weight_layer *layers, s
         } else {
             for (int f = 0; f < fl.n; f++) {
                 int used = 0;
-                for (int i = 0; i < n && !used; i++) used = layers[i].n_vars > 0 && !strcmp(names[i], fl.names[f]);
+                for (int i = 0; i < n && !used; i++) used = layers[i].n_vars > 0 && same_top(names[i], fl.names[f]);
                 if (!used) {
                     snprintf(tail, sizeof tail, "; the model has no layer for '/%s/%s'", root,
                              fl.names[f]);
@@ -858,7 +888,7 @@ static sn_status load_keras2(hid_t root, const char *root_path, int n,
         fl[nf].wnames = wn;
         nf++;
     }
-    int nm = count_weighted(n, layers);
+    int nm = count_weighted(n, layers, NULL);
     if (nm != nf) {
         /* Matching is by order, so the first unmatched layer is the one past the shorter list. */
         char tail[NAME_CAP * 2] = "";
@@ -980,7 +1010,7 @@ static sn_status load_opened(hid_t file, int n_layers, const sn_weight_layer *la
     }
     SN_H5_TRY(staging_new(&sg, n_layers, layers));
     if (lay == SN_WEIGHTS_KERAS3) {
-        SN_H5_TRY(load_keras3(file, n_layers, layers, &sg));
+        SN_H5_TRY(load_keras3(file, n_layers, layers, o->paths, &sg));
     } else {
         SN_H5(root = H5Gopen2(file, in_mw ? "model_weights" : "/", H5P_DEFAULT));
         SN_H5_TRY(load_keras2(root, in_mw ? "/model_weights" : "", n_layers, layers, &sg));

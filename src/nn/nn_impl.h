@@ -163,7 +163,26 @@ typedef struct sn_fnode {
     sn_shape shape;    /* output shape without the batch (inputs: as given) */
 } sn_fnode;
 
+/* A model nested as a layer (Keras's Functional inside a Functional): its layers are called
+ * inline in the outer graph (owned by the outer model, so its forward pass, gradients and
+ * training are the outer graph's), and this record keeps what Keras's layout needs: the
+ * nested model's name, its layers and inputs in its own Keras order (weights paths
+ * "functional/layers/dense"). `model` holds the nested graph of calls (its layers not
+ * owned). */
+typedef struct sn_fsub {
+    struct sn_model *model;
+    int n_layers;
+    sn_layer **layers; /* in the nested model's Keras order */
+    /* Its calls: the outer nodes of call c's arguments, call_in[c * n_in + k], and of its
+     * outputs, call_out[c * n_out + k] (the summary's "Connected to": "enc[c][k]"). */
+    int n_calls, n_in, n_out;
+    int *call_in, *call_out;
+    int *map0; /* per node of model->fn: the outer node of its first call (the writer's shapes) */
+} sn_fsub;
+
 typedef struct sn_fgraph {
+    int n_subs;
+    sn_fsub *subs;
     int n_nodes, cap_nodes;
     sn_fnode *nodes;
     int n_inputs, cap_inputs, n_outputs;
@@ -176,6 +195,20 @@ typedef struct sn_fgraph {
 } sn_fgraph;
 
 void sn_fgraph_free(sn_fgraph *f);
+/* Frees a nested model whose layers the outer model took (sn_fsub.model): not its layers. */
+void sn_fsub_model_free(struct sn_model *sub);
+/* Nested models (functional_nested.c): calls `sub` (an unbuilt Functional model, taken over
+ * whether this succeeds or not) on the outer tensors in[0 .. n-1] (one per input of sub),
+ * inlining its calls; out[k] receives the node of its output k (n_out of them). */
+sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, int n, int *out,
+                                   int n_out);
+/* The sub record a layer of m belongs to, or NULL for a layer of m itself. */
+const sn_fsub *sn_functional_sub_of(const sn_model *m, const sn_layer *l);
+/* A layer call that adopts l without the outer model's name check (a nested model's layer
+ * names live in its own namespace, as Keras's). */
+sn_status sn_layer_call_adopt(sn_model *m, sn_layer *l, const int *in, int n, int *out);
+/* Keras's layer order (map_graph) for m's graph, applied to m->layers and m->fn->ops. */
+sn_status sn_functional_keras_order(sn_model *m);
 /* Whether a layer or input of m is called `name` (model.c); frees a layer no model owns. */
 bool sn_model_name_taken(const sn_model *m, const char *name);
 void sn_layer_destroy(sn_layer *l);

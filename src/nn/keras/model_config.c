@@ -117,7 +117,12 @@ static sn_status loss_by_name(const char *n, sn_loss_type *t) {
         {"BinaryCrossentropy", SN_LOSS_BINARY_CROSSENTROPY},
         {"mean_squared_error", SN_LOSS_MEAN_SQUARED_ERROR},
         {"mse", SN_LOSS_MEAN_SQUARED_ERROR},
-        {"MeanSquaredError", SN_LOSS_MEAN_SQUARED_ERROR}};
+        {"MeanSquaredError", SN_LOSS_MEAN_SQUARED_ERROR},
+        {"mean_absolute_error", SN_LOSS_MEAN_ABSOLUTE_ERROR},
+        {"mae", SN_LOSS_MEAN_ABSOLUTE_ERROR},
+        {"MeanAbsoluteError", SN_LOSS_MEAN_ABSOLUTE_ERROR},
+        {"huber", SN_LOSS_HUBER},
+        {"Huber", SN_LOSS_HUBER}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(n, names[i].name)) {
             *t = names[i].t;
@@ -125,21 +130,25 @@ static sn_status loss_by_name(const char *n, sn_loss_type *t) {
         }
     return sn_errorf(SN_ERR_UNSUPPORTED, "loss '%s' is not supported; sinter supports "
                      "sparse_categorical_crossentropy, categorical_crossentropy, "
-                     "binary_crossentropy and mean_squared_error (mse)", n);
+                     "binary_crossentropy, mean_squared_error (mse), mean_absolute_error (mae) "
+                     "and huber", n);
 }
 
-static sn_status read_loss(const json_t *v, sn_compile_opts *o) {
-    o->from_logits = false; /* Keras's default for a loss given by name */
-    if (json_is_string(v)) return loss_by_name(json_string_value(v), &o->loss);
+/* One loss: a name or a Keras loss object. delta: Huber's (Keras 3's Huber.get_config leaves
+ * it out, so a saved Huber comes back with the default 1.0, as in Keras). */
+static sn_status read_loss(const json_t *v, sn_loss_type *type, bool *from_logits,
+                           double *delta) {
+    *from_logits = false; /* Keras's default for a loss given by name */
+    if (json_is_string(v)) return loss_by_name(json_string_value(v), type);
     const char *cls;
     const json_t *c;
     SN_TRY(sn_cfg_object(v, "loss", "losses", &cls, &c));
-    SN_TRY(loss_by_name(cls, &o->loss));
+    SN_TRY(loss_by_name(cls, type));
     if (!c) return SN_OK;
     static const char *const keys[] = {"name", "reduction", "from_logits", "ignore_class",
-                                       "label_smoothing", "axis", "dtype", NULL};
+                                       "label_smoothing", "axis", "dtype", "delta", NULL};
     sn_status st = sn_cfg_known_keys(c, cls, keys);
-    if (st == SN_OK) st = sn_cfg_bool(c, "from_logits", false, &o->from_logits);
+    if (st == SN_OK) st = sn_cfg_bool(c, "from_logits", false, from_logits);
     const char *red = "sum_over_batch_size";
     if (st == SN_OK) st = sn_cfg_str(c, "reduction", false, &red);
     if (st == SN_OK && strcmp(red, "sum_over_batch_size"))
@@ -152,48 +161,150 @@ static sn_status read_loss(const json_t *v, sn_compile_opts *o) {
         st = sn_errorf(SN_ERR_UNSUPPORTED, "field 'label_smoothing' is %g; sinter supports 0", ls);
     int64_t axis = -1;
     if (st == SN_OK) st = sn_cfg_int(c, "axis", false, -1, -1, &axis);
+    if (st == SN_OK && json_object_get(c, "delta") && *type != SN_LOSS_HUBER)
+        st = sn_errorf(SN_ERR_FORMAT, "field 'delta' is Huber's, not %s's", cls);
+    if (st == SN_OK) st = sn_cfg_num(c, "delta", false, 1e-30, HUGE_VAL, delta);
     return st == SN_OK ? SN_OK : sn_error_context(st, "loss %s", cls);
 }
 
-static sn_status read_metrics(const json_t *v, sn_compile_opts *o) {
-    o->n_metrics = 0;
+/* One output's metrics: a list (or one entry) of names and Keras metric objects. */
+static sn_status read_metrics(const json_t *v, int *n_out, sn_metric_type *out,
+                              double *threshold) {
+    *n_out = 0;
     if (!v || json_is_null(v)) return SN_OK;
-    if (!json_is_array(v))
-        return sn_errorf(SN_ERR_FORMAT, "field 'metrics' is %s, expected a list", sn_cfg_type(v));
+    json_t *one = NULL;
+    if (!json_is_array(v)) {
+        if (!json_is_string(v) && !json_is_object(v))
+            return sn_errorf(SN_ERR_FORMAT, "field 'metrics' is %s, expected a list",
+                             sn_cfg_type(v));
+        one = json_array();
+        json_array_append(one, (json_t *)v);
+        v = one;
+    }
     size_t i;
     const json_t *m;
+    sn_status st = SN_OK;
     json_array_foreach(v, i, m) {
         const char *n = NULL;
-        if (json_is_string(m)) {
-            n = json_string_value(m);
-        } else {
-            const json_t *c;
-            SN_TRY(sn_cfg_object(m, "metric", "metrics", &n, &c));
-        }
+        const json_t *c = NULL;
+        if (json_is_string(m)) n = json_string_value(m);
+        else if ((st = sn_cfg_object(m, "metric", "metrics", &n, &c)) != SN_OK) break;
         sn_metric_type t;
         if (!strcmp(n, "accuracy") || !strcmp(n, "acc")) t = SN_METRIC_ACCURACY;
         else if (!strcmp(n, "sparse_categorical_accuracy") || !strcmp(n, "SparseCategoricalAccuracy"))
             t = SN_METRIC_SPARSE_CATEGORICAL_ACCURACY;
-        else
-            return sn_errorf(SN_ERR_UNSUPPORTED, "metric '%s' is not supported; sinter supports "
-                             "accuracy and sparse_categorical_accuracy", n);
-        if (o->n_metrics == SN_MAX_METRICS)
-            return sn_errorf(SN_ERR_UNSUPPORTED, "more than %d metrics", SN_MAX_METRICS);
-        o->metrics[o->n_metrics++] = t;
+        else if (!strcmp(n, "binary_accuracy") || !strcmp(n, "BinaryAccuracy"))
+            t = SN_METRIC_BINARY_ACCURACY;
+        else if (!strcmp(n, "categorical_accuracy") || !strcmp(n, "CategoricalAccuracy"))
+            t = SN_METRIC_CATEGORICAL_ACCURACY;
+        else {
+            st = sn_errorf(SN_ERR_UNSUPPORTED, "metric '%s' is not supported; sinter supports "
+                           "accuracy, sparse_categorical_accuracy, binary_accuracy and "
+                           "categorical_accuracy", n);
+            break;
+        }
+        if (c && t == SN_METRIC_BINARY_ACCURACY)
+            st = sn_cfg_num(c, "threshold", false, -HUGE_VAL, HUGE_VAL, threshold);
+        if (st != SN_OK) break;
+        if (*n_out == SN_MAX_METRICS) {
+            st = sn_errorf(SN_ERR_UNSUPPORTED, "more than %d metrics", SN_MAX_METRICS);
+            break;
+        }
+        out[(*n_out)++] = t;
     }
+    json_decref(one);
+    return st;
+}
+
+/* Keras's per-output forms: a list of one entry per output, or a dict by output layer name.
+ * *e receives output k's entry (NULL when a dict leaves it out). */
+static sn_status per_output(const sn_model *m, const json_t *v, const char *field, int k,
+                            const json_t **e) {
+    int n = sn_model_output_count(m);
+    if (json_is_array(v)) {
+        if ((int)json_array_size(v) != n)
+            return sn_errorf(SN_ERR_FORMAT, "field '%s' has %zu entries but the model has %d "
+                             "outputs", field, json_array_size(v), n);
+        *e = json_array_get(v, (size_t)k);
+        return SN_OK;
+    }
+    const char *key;
+    const json_t *val;
+    json_object_foreach((json_t *)v, key, val) {
+        bool found = false;
+        for (int j = 0; j < n && !found; j++) {
+            const sn_fnode *nd = m->fn ? &m->fn->nodes[m->fn->outputs[j]] : NULL;
+            found = nd && nd->layer && !strcmp(nd->layer->name, key);
+        }
+        if (!found)
+            return sn_errorf(SN_ERR_FORMAT, "field '%s' names '%s', which is not an output "
+                             "layer of the model", field, key);
+    }
+    const sn_fnode *nd = m->fn ? &m->fn->nodes[m->fn->outputs[k]] : NULL;
+    *e = nd && nd->layer ? json_object_get(v, nd->layer->name) : NULL;
     return SN_OK;
 }
 
-static sn_status read_compile(const json_t *c, sn_compile_opts *o) {
+static sn_status read_compile(const json_t *c, const sn_model *m, sn_compile_opts *o) {
     static const char *const keys[] = {"optimizer", "loss", "loss_weights", "metrics",
         "weighted_metrics", "run_eagerly", "steps_per_execution", "jit_compile", "auto_scale_loss",
         NULL};
     SN_TRY(sn_cfg_known_keys(c, "compile_config", keys));
     const json_t *opt = json_object_get(c, "optimizer"), *loss = json_object_get(c, "loss");
+    const json_t *lw = json_object_get(c, "loss_weights"), *ms = json_object_get(c, "metrics");
     if (opt && !json_is_null(opt)) SN_TRY(read_optimizer(opt, &o->optimizer));
-    if (loss && !json_is_null(loss)) SN_TRY(read_loss(loss, o));
-    SN_TRY(read_metrics(json_object_get(c, "metrics"), o));
-    SN_TRY(sn_cfg_must(c, "loss_weights", NULL, "only null (one output)"));
+    int n_out = sn_model_output_count(m);
+    bool nested_loss = loss && (json_is_array(loss) ||
+                                (json_is_object(loss) && !json_object_get(loss, "class_name")));
+    if (n_out == 1 && !nested_loss && (!lw || json_is_null(lw)) &&
+        (!ms || json_is_null(ms) || json_is_array(ms))) {
+        if (loss && !json_is_null(loss))
+            SN_TRY(read_loss(loss, &o->loss, &o->from_logits, &o->huber_delta));
+        SN_TRY(read_metrics(ms, &o->n_metrics, o->metrics, &o->accuracy_threshold));
+    } else {
+        /* Several outputs (or a one-output model given Keras's per-output forms): one loss,
+         * weight and metric list per output. */
+        if (n_out > SN_MAX_OUTPUTS)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "the model has %d outputs; sinter trains at "
+                             "most %d", n_out, SN_MAX_OUTPUTS);
+        if (loss && !json_is_null(loss) && !nested_loss)
+            SN_TRY(read_loss(loss, &o->loss, &o->from_logits, &o->huber_delta));
+        o->n_outputs = n_out;
+        o->n_metrics = 0;
+        bool ms_nested = ms && (json_is_object(ms) || (json_is_array(ms) && n_out > 1));
+        if (ms && !json_is_null(ms) && !ms_nested)
+            return sn_errorf(SN_ERR_FORMAT, "field 'metrics' is %s, expected a list of one "
+                             "entry per output or a dict by output name", sn_cfg_type(ms));
+        if (lw && !json_is_null(lw) && !json_is_array(lw) && !json_is_object(lw))
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field 'loss_weights' is %s; sinter reads a "
+                             "list or a dict", sn_cfg_type(lw));
+        for (int k = 0; k < n_out; k++) {
+            sn_output_loss *ol = &o->outputs[k];
+            *ol = sn_output_loss_defaults(o->loss);
+            ol->from_logits = o->from_logits;
+            const json_t *e = NULL;
+            if (nested_loss) {
+                SN_TRY(per_output(m, loss, "loss", k, &e));
+                if (!e || json_is_null(e))
+                    return sn_errorf(SN_ERR_UNSUPPORTED, "field 'loss' gives output %d no "
+                                     "loss; sinter trains every output", k);
+                SN_TRY(sn_error_context(read_loss(e, &ol->loss, &ol->from_logits,
+                                                  &o->huber_delta), "output %d", k));
+            }
+            if (lw && !json_is_null(lw)) {
+                SN_TRY(per_output(m, lw, "loss_weights", k, &e));
+                if (e && !json_is_number(e))
+                    return sn_errorf(SN_ERR_FORMAT, "field 'loss_weights' entry %d is %s, "
+                                     "expected a number", k, sn_cfg_type(e));
+                if (e) ol->loss_weight = json_number_value(e);
+            }
+            if (ms_nested) {
+                SN_TRY(per_output(m, ms, "metrics", k, &e));
+                SN_TRY(sn_error_context(read_metrics(e, &ol->n_metrics, ol->metrics,
+                                                     &o->accuracy_threshold), "output %d", k));
+            }
+        }
+    }
     SN_TRY(sn_cfg_must(c, "weighted_metrics", NULL, "only null (no sample weights)"));
     int64_t spe = o->steps_per_execution;
     const json_t *sv = json_object_get(c, "steps_per_execution");
@@ -300,7 +411,7 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
             st = sn_errorf(SN_ERR_FORMAT, "field 'compile_config' is %s, expected an object",
                            sn_cfg_type(cc));
         } else if (json_object_size(cc) > 0) { /* Keras writes {} for an uncompiled model */
-            st = read_compile(cc, &co);
+            st = read_compile(cc, r.m, &co);
             if (st != SN_OK) st = sn_error_context(st, "compile_config");
             has_compile = st == SN_OK;
         }

@@ -13,9 +13,11 @@ typedef struct entry {
     const json_t *e;
     const char *name, *cls;
     sn_layer *layer; /* NULL for an InputLayer */
+    sn_model *sub;   /* a nested Functional model (functional_nested.c), else NULL */
+    int n_out;       /* tensors per call: 1, or a nested model's outputs */
     bool owned;      /* called at least once: the model owns the layer */
     int n_calls, done;
-    int *node_of_call; /* node id of each call made so far */
+    int *node_of_call; /* node id of each call made so far: [call * n_out + tensor] */
     int input_node;    /* InputLayer: its node */
 } entry;
 
@@ -72,9 +74,16 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
     return SN_OK;
 }
 
-/* A tensor's keras_history [layer, call, tensor] -> the producing entry and call. */
+static bool is_call(const entry *e) { return e->layer || e->sub; }
+
+/* The node of tensor t of call c of e (an InputLayer: its node). */
+static int node_of(const entry *e, int c, int t) {
+    return is_call(e) ? e->node_of_call[c * e->n_out + t] : e->input_node;
+}
+
+/* A tensor's keras_history [layer, call, tensor] -> the producing entry, call and tensor. */
 static sn_status history(entry *es, size_t n, const entry *user, const json_t *tc, entry **from,
-                         int *call) {
+                         int *call, int *tensor) {
     char b[128];
     const json_t *h = json_object_get(tc, "keras_history");
     if (!json_is_array(h) || json_array_size(h) != 3 || !json_is_string(json_array_get(h, 0)) ||
@@ -86,14 +95,15 @@ static sn_status history(entry *es, size_t n, const entry *user, const json_t *t
     if (!*from)
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' is called on the output of layer '%s', which "
                          "the model does not have", user->name, ln);
-    if (json_integer_value(json_array_get(h, 2)) != 0)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' takes output %lld of layer '%s'; sinter's "
-                         "layers have one output", user->name,
-                         (long long)json_integer_value(json_array_get(h, 2)), ln);
+    long long t = json_integer_value(json_array_get(h, 2));
+    if (t < 0 || t >= (*from)->n_out)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' takes output %lld of layer '%s', which "
+                         "has %d", user->name, t, ln, (*from)->n_out);
+    *tensor = (int)t;
     *call = (int)json_integer_value(json_array_get(h, 1));
-    if (*call < 0 || *call >= ((*from)->layer ? (*from)->n_calls : 1))
+    if (*call < 0 || *call >= (is_call(*from) ? (*from)->n_calls : 1))
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' takes call %d of layer '%s', which has %d",
-                         user->name, *call, ln, (*from)->layer ? (*from)->n_calls : 1);
+                         user->name, *call, ln, is_call(*from) ? (*from)->n_calls : 1);
     return SN_OK;
 }
 
@@ -118,14 +128,16 @@ static sn_status endpoints(const json_t *cfg, const char *key, entry *es, size_t
         const char *ln = json_string_value(json_array_get(t, 0));
         entry *e = ln ? find(es, n, ln) : NULL;
         int call = (int)json_integer_value(json_array_get(t, 1));
+        int ti = (int)json_integer_value(json_array_get(t, 2));
         if (!e)
             st = sn_errorf(SN_ERR_FORMAT, "field '%s' names %s, which is no layer of the model",
                            key, sn_cfg_show(t, b, sizeof b));
-        else if (call < 0 || call >= (e->layer ? e->done : 1))
-            st = sn_errorf(SN_ERR_FORMAT, "field '%s' names call %d of layer '%s', which has %d",
-                           key, call, ln, e->layer ? e->done : 1);
+        else if (call < 0 || call >= (is_call(e) ? e->done : 1) || ti < 0 || ti >= e->n_out)
+            st = sn_errorf(SN_ERR_FORMAT, "field '%s' names call %d, output %d of layer '%s', "
+                           "which has %d calls of %d outputs", key, call, ti, ln,
+                           is_call(e) ? e->done : 1, e->n_out);
         else
-            (*out)[k] = e->layer ? e->node_of_call[call] : e->input_node;
+            (*out)[k] = node_of(e, call, ti);
     }
     json_decref(one);
     return st;
@@ -150,8 +162,11 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
         char what[64];
         snprintf(what, sizeof what, "layer %zu", i);
         st = sn_cfg_object(en->e, what, "", &en->cls, &lc);
+        /* compile_config: a nested model's own ({} unless it was compiled; the outer
+         * model's compile settings are what training uses, as in Keras) */
         static const char *const fn_keys[] = {"module", "class_name", "config", "registered_name",
-                                              "build_config", "name", "inbound_nodes", NULL};
+                                              "build_config", "name", "inbound_nodes",
+                                              "compile_config", NULL};
         if (st == SN_OK) st = sn_cfg_known_keys(en->e, "a layer entry", fn_keys);
         en->name = json_string_value(json_object_get(en->e, "name"));
         if (st == SN_OK && !en->name)
@@ -164,6 +179,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                            "list", en->name, sn_cfg_type(nodes));
         if (st != SN_OK) break;
         en->n_calls = (int)json_array_size(nodes);
+        en->n_out = 1;
         if (!strcmp(en->cls, "InputLayer")) {
             sn_functional_input_opts io = sn_functional_input_defaults(NULL);
             io.name = en->name;
@@ -173,11 +189,25 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             sn_ftensor t = {-1};
             if (st == SN_OK) st = sn_functional_input(m, &io, &t);
             en->input_node = t.id;
-        } else if (!strcmp(en->cls, "Functional") || !strcmp(en->cls, "Sequential") ||
-                   !strcmp(en->cls, "Model")) {
-            st = sn_errorf(SN_ERR_UNSUPPORTED, "the layer is a nested %s model; sinter reads "
-                           "models whose layers are layers (nested models are not supported yet)",
-                           en->cls);
+        } else if (!strcmp(en->cls, "Functional") || !strcmp(en->cls, "Model")) {
+            /* A nested model: read as a model of its own, inlined at each call. */
+            const char *sub_name = en->name;
+            if (!json_is_object(lc))
+                st = sn_errorf(SN_ERR_FORMAT, "the nested model has no config");
+            if (st == SN_OK) st = sn_cfg_str(lc, "name", false, &sub_name);
+            if (st == SN_OK) st = sn_cfg_read_functional(lc, sub_name, cs, &en->sub, batch);
+            if (st == SN_OK && en->sub->fn->n_subs > 0)
+                st = sn_errorf(SN_ERR_UNSUPPORTED, "the nested model nests a model itself; sinter "
+                               "reads models nested one level deep");
+            if (st == SN_OK) en->n_out = en->sub->fn->n_outputs;
+            if (st == SN_OK && en->n_calls == 0)
+                st = sn_errorf(SN_ERR_FORMAT, "the model is never called (no inbound_nodes)");
+            if (st == SN_OK && !(en->node_of_call = sn_calloc((size_t)(en->n_calls * en->n_out),
+                                                              sizeof(int))))
+                st = SN_ERR_NOMEM;
+        } else if (!strcmp(en->cls, "Sequential")) {
+            st = sn_errorf(SN_ERR_UNSUPPORTED, "the layer is a nested Sequential model; sinter "
+                           "nests Functional models only (not supported yet)");
         } else {
             st = sn_cfg_read_layer(en->cls, lc, cs, &en->layer);
             if (st == SN_OK && en->n_calls == 0)
@@ -193,7 +223,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
         progress = false;
         for (size_t i = 0; st == SN_OK && i < n; i++) {
             entry *en = &es[i];
-            if (!en->layer || en->done == en->n_calls) continue;
+            if (!is_call(en) || en->done == en->n_calls) continue;
             const json_t *node = json_array_get(json_object_get(en->e, "inbound_nodes"),
                                                 (size_t)en->done);
             const json_t *ts[64];
@@ -203,13 +233,26 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             st = call_tensors(en, en->done, node, ts, 64, &nt);
             for (int k = 0; st == SN_OK && ready && k < nt; k++) {
                 entry *from = NULL;
-                int call = 0;
-                st = history(es, n, en, ts[k], &from, &call);
+                int call = 0, tensor = 0;
+                st = history(es, n, en, ts[k], &from, &call, &tensor);
                 if (st != SN_OK) break;
-                if (from->layer && call >= from->done) ready = false;
-                else args[k].id = from->layer ? from->node_of_call[call] : from->input_node;
+                if (is_call(from) && call >= from->done) ready = false;
+                else args[k].id = node_of(from, call, tensor);
             }
             if (st != SN_OK || !ready) continue;
+            if (en->sub) {
+                int ids[64];
+                for (int k = 0; k < nt; k++) ids[k] = args[k].id;
+                st = sn_functional_call_model(m, en->sub, ids, nt,
+                                              en->node_of_call + en->done * en->n_out, en->n_out);
+                en->owned = true;
+                if (st != SN_OK) st = sn_error_context(st, "nested model '%s'", en->name);
+                else {
+                    en->done++;
+                    progress = true;
+                }
+                continue;
+            }
             /* MultiHeadAttention is called (query, value[, key]); sinter's is self-attention,
              * so every argument must be the same tensor. */
             if (sn_cfg_mha_causal(en->layer) >= 0 && nt > 1) {
@@ -232,7 +275,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
         }
     }
     for (size_t i = 0; st == SN_OK && i < n; i++)
-        if (es[i].layer && es[i].done < es[i].n_calls)
+        if (is_call(&es[i]) && es[i].done < es[i].n_calls)
             st = sn_errorf(SN_ERR_FORMAT, "layer '%s' (%s): its call %d waits on a layer that "
                            "never produces its argument (the graph has a cycle)", es[i].name,
                            es[i].cls, es[i].done);
@@ -259,6 +302,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
      * config's when Keras wrote it. */
     for (size_t i = 0; es && i < n; i++) {
         if (es[i].layer && !es[i].owned) sn_layer_destroy(es[i].layer);
+        if (es[i].sub && !es[i].owned) sn_model_free(es[i].sub);
         free(es[i].node_of_call);
     }
     free(es);

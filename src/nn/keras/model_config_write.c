@@ -52,35 +52,73 @@ static json_t *optimizer_json(const sn_optimizer_opts *o) {
     return sn_cfg_keras_object("keras.optimizers", cls[o->type], c);
 }
 
-static json_t *loss_json(const sn_compile_opts *o) {
+static json_t *loss_json(sn_loss_type t, bool from_logits, double delta) {
     static const char *cls[] = {"SparseCategoricalCrossentropy", "CategoricalCrossentropy",
-                                "BinaryCrossentropy", "MeanSquaredError"};
+                                "BinaryCrossentropy", "MeanSquaredError", "MeanAbsoluteError",
+                                "Huber"};
+    /* Keras 3's default names (Huber's is "huber_loss"; its get_config has no delta) */
     static const char *name[] = {"sparse_categorical_crossentropy", "categorical_crossentropy",
-                                 "binary_crossentropy", "mean_squared_error"};
+                                 "binary_crossentropy", "mean_squared_error",
+                                 "mean_absolute_error", "huber_loss"};
+    bool regression = t >= SN_LOSS_MEAN_SQUARED_ERROR;
     json_t *c = json_object();
-    json_object_set_new(c, "name", json_string(name[o->loss]));
+    json_object_set_new(c, "name", json_string(name[t]));
     json_object_set_new(c, "reduction", json_string("sum_over_batch_size"));
-    if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR)
-        json_object_set_new(c, "from_logits", json_boolean(o->from_logits));
-    if (o->loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+    if (!regression) json_object_set_new(c, "from_logits", json_boolean(from_logits));
+    if (t == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
         json_object_set_new(c, "ignore_class", json_null());
-    } else if (o->loss != SN_LOSS_MEAN_SQUARED_ERROR) {
+    } else if (!regression) {
         json_object_set_new(c, "label_smoothing", json_real(0.0));
         json_object_set_new(c, "axis", json_integer(-1));
     }
-    return sn_cfg_keras_object("keras.losses", cls[o->loss], c);
+    /* Keras 3's Huber.get_config leaves delta out (a saved Huber reloads with 1.0); its
+     * constructor takes it, so sinter writes it when it is not the default. */
+    if (t == SN_LOSS_HUBER && delta != 1.0) json_object_set_new(c, "delta", json_real(delta));
+    return sn_cfg_keras_object("keras.losses", cls[t], c);
+}
+
+static json_t *metrics_json(int n, const sn_metric_type *m, double threshold) {
+    json_t *ms = json_array();
+    for (int i = 0; i < n; i++) {
+        if (m[i] == SN_METRIC_BINARY_ACCURACY && threshold != 0.5) {
+            json_t *c = json_object();
+            json_object_set_new(c, "name", json_string("binary_accuracy"));
+            json_object_set_new(c, "dtype", json_string("float32"));
+            json_object_set_new(c, "threshold", json_real(threshold));
+            json_array_append_new(ms, sn_cfg_keras_object("keras.metrics", "BinaryAccuracy", c));
+            continue;
+        }
+        json_array_append_new(ms, json_string(m[i] == SN_METRIC_ACCURACY ? "accuracy"
+                                              : m[i] == SN_METRIC_BINARY_ACCURACY
+                                                  ? "binary_accuracy"
+                                              : m[i] == SN_METRIC_CATEGORICAL_ACCURACY
+                                                  ? "categorical_accuracy"
+                                                  : "sparse_categorical_accuracy"));
+    }
+    return ms;
 }
 
 static json_t *compile_json(const sn_compile_opts *o) {
     json_t *c = json_object();
     json_object_set_new(c, "optimizer", optimizer_json(&o->optimizer));
-    json_object_set_new(c, "loss", loss_json(o));
-    json_object_set_new(c, "loss_weights", json_null());
-    json_t *ms = json_array();
-    for (int i = 0; i < o->n_metrics; i++)
-        json_array_append_new(ms, json_string(o->metrics[i] == SN_METRIC_ACCURACY
-                                                  ? "accuracy" : "sparse_categorical_accuracy"));
-    json_object_set_new(c, "metrics", ms);
+    if (o->n_outputs == 0) {
+        json_object_set_new(c, "loss", loss_json(o->loss, o->from_logits, o->huber_delta));
+        json_object_set_new(c, "loss_weights", json_null());
+        json_object_set_new(c, "metrics",
+                            metrics_json(o->n_metrics, o->metrics, o->accuracy_threshold));
+    } else { /* Keras's lists of one entry per output */
+        json_t *ls = json_array(), *ws = json_array(), *ms = json_array();
+        for (int k = 0; k < o->n_outputs; k++) {
+            const sn_output_loss *ol = &o->outputs[k];
+            json_array_append_new(ls, loss_json(ol->loss, ol->from_logits, o->huber_delta));
+            json_array_append_new(ws, json_real(ol->loss_weight));
+            json_array_append_new(ms, metrics_json(ol->n_metrics, ol->metrics,
+                                                   o->accuracy_threshold));
+        }
+        json_object_set_new(c, "loss", ls);
+        json_object_set_new(c, "loss_weights", ws);
+        json_object_set_new(c, "metrics", ms);
+    }
     json_object_set_new(c, "weighted_metrics", json_null());
     json_object_set_new(c, "run_eagerly", json_false());
     json_object_set_new(c, "steps_per_execution", json_integer(o->steps_per_execution));
@@ -88,10 +126,23 @@ static json_t *compile_json(const sn_compile_opts *o) {
     return c;
 }
 
+/* keras_history [layer, call, tensor] of node: a nested model's output is [model, call, k]. */
+static json_t *history_json(const sn_fgraph *f, int node) {
+    for (int s = 0; s < f->n_subs; s++) {
+        const sn_fsub *r = &f->subs[s];
+        for (int c = 0; c < r->n_calls; c++)
+            for (int k = 0; k < r->n_out; k++)
+                if (r->call_out[c * r->n_out + k] == node)
+                    return json_pack("[s, i, i]", r->model->name, c, k);
+    }
+    const sn_fnode *p = &f->nodes[node];
+    return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+}
+
 /* A tensor argument as Keras records it: its shape (batch null), dtype and keras_history. */
 static json_t *tensor_json(const sn_fgraph *f, int node) {
     const sn_fnode *p = &f->nodes[node];
-    json_t *h = json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
+    json_t *h = history_json(f, node);
     json_t *c = json_pack("{s:o, s:s, s:o}", "shape", shape_json(&p->shape, 0), "dtype",
                           p->int_ids ? "int32" : "float32", "keras_history", h);
     return json_pack("{s:s, s:o}", "class_name", "__keras_tensor__", "config", c);
@@ -100,17 +151,66 @@ static json_t *tensor_json(const sn_fgraph *f, int node) {
 /* [["name", call, 0], ...]; one endpoint alone as ["name", call, 0], as Keras writes it (a
  * list would make Keras's model.inputs a list of one). */
 static json_t *endpoints_json(const sn_fgraph *f, const int *nodes, int n) {
-    if (n == 1) {
-        const sn_fnode *p = &f->nodes[nodes[0]];
-        return json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name, p->call_index, 0);
-    }
+    if (n == 1) return history_json(f, nodes[0]);
     json_t *a = json_array();
-    for (int k = 0; k < n; k++) {
-        const sn_fnode *p = &f->nodes[nodes[k]];
-        json_array_append_new(a, json_pack("[s, i, i]", p->layer ? p->layer->name : p->input_name,
-                                           p->call_index, 0));
-    }
+    for (int k = 0; k < n; k++) json_array_append_new(a, history_json(f, nodes[k]));
     return a;
+}
+
+static json_t *functional_layers(sn_model *m, bool bf16);
+
+/* A nested model's entry: its own Functional config (its graph, with the shapes of its first
+ * call) and the arguments of each of its calls. */
+static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
+    const sn_fgraph *sf = r->model->fn;
+    sn_fgraph view = *sf;
+    view.n_subs = 0;
+    view.subs = NULL;
+    view.nodes = sn_calloc((size_t)(sf->n_nodes ? sf->n_nodes : 1), sizeof *view.nodes);
+    if (!view.nodes || !r->map0) {
+        free(view.nodes);
+        sn_errorf(SN_ERR_NOMEM, "writing nested model '%s'", r->model->name);
+        return NULL;
+    }
+    for (int i = 0; i < sf->n_nodes; i++) {
+        view.nodes[i] = sf->nodes[i];
+        if (r->map0[i] >= 0) view.nodes[i].shape = m->fn->nodes[r->map0[i]].shape;
+    }
+    sn_model inner = {.name = r->model->name, .g = m->g, .layers = r->layers,
+                      .n_layers = r->n_layers, .built = true, .dtype = m->dtype, .fn = &view};
+    json_t *layers = functional_layers(&inner, bf16);
+    json_t *e = NULL;
+    if (layers) {
+        json_t *cfg = json_object();
+        json_object_set_new(cfg, "name", json_string(r->model->name));
+        json_object_set_new(cfg, "trainable", json_true());
+        json_object_set_new(cfg, "layers", layers);
+        json_object_set_new(cfg, "input_layers", endpoints_json(&view, view.inputs, view.n_inputs));
+        json_object_set_new(cfg, "output_layers",
+                            endpoints_json(&view, view.outputs, view.n_outputs));
+        e = sn_cfg_keras_object("keras.src.models.functional", "Functional", cfg);
+    }
+    free(view.nodes);
+    if (!e) return NULL;
+    json_object_set_new(e, "registered_name", json_string("Functional"));
+    json_object_set_new(e, "build_config", json_pack("{s:n}", "input_shape"));
+    json_object_set_new(e, "compile_config", json_object());
+    json_object_set_new(e, "name", json_string(r->model->name));
+    json_t *nodes = json_array();
+    for (int c = 0; c < r->n_calls; c++) {
+        json_t *ts = json_array(), *args = json_array();
+        for (int k = 0; k < r->n_in; k++)
+            json_array_append_new(ts, tensor_json(m->fn, r->call_in[c * r->n_in + k]));
+        if (r->n_in > 1) {
+            json_array_append_new(args, ts);
+        } else {
+            json_array_extend(args, ts);
+            json_decref(ts);
+        }
+        json_array_append_new(nodes, json_pack("{s:o, s:{s:n}}", "args", args, "kwargs", "mask"));
+    }
+    json_object_set_new(e, "inbound_nodes", nodes);
+    return e;
 }
 
 /* Keras 3's Functional config: every layer once (InputLayers too) in model.layers order, with
@@ -133,6 +233,24 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             continue;
         }
         const sn_layer *l = m->layers[op];
+        const sn_fsub *sub = NULL;
+        for (int s = 0; s < f->n_subs && !sub; s++)
+            for (int i = 0; i < f->subs[s].n_layers && !sub; i++)
+                if (f->subs[s].layers[i] == l) sub = &f->subs[s];
+        if (sub) { /* a nested model: its entry once, where its first layer comes */
+            bool first = true;
+            for (int q = 0; q < r && first; q++)
+                for (int i = 0; f->ops[q] >= 0 && i < sub->n_layers; i++)
+                    if (m->layers[f->ops[q]] == sub->layers[i]) first = false;
+            if (!first) continue;
+            json_t *e = nested_json(m, sub, bf16);
+            if (!e) {
+                json_decref(layers);
+                return NULL;
+            }
+            json_array_append_new(layers, e);
+            continue;
+        }
         json_t *c = sn_cfg_write_layer(l, bf16);
         if (!c) {
             json_decref(layers);

@@ -135,6 +135,29 @@ sn_status sn_layer_call(sn_model *m, sn_layer *l, const sn_ftensor *in, int n, s
     return push_node(m->fn, node, node.call_index == 0 ? li : INT32_MIN, out);
 }
 
+sn_status sn_layer_call_adopt(sn_model *m, sn_layer *l, const int *in, int n, int *out) {
+    int li = layer_index(m, l);
+    if (li < 0) {
+        if (m->n_layers == m->cap_layers) {
+            int cap = m->cap_layers ? 2 * m->cap_layers : 8;
+            sn_layer **p = sn_realloc(m->layers, sizeof *p * (size_t)cap);
+            if (!p) return SN_ERR_NOMEM;
+            m->layers = p;
+            m->cap_layers = cap;
+        }
+        m->layers[m->n_layers++] = l;
+        li = m->n_layers - 1;
+    }
+    sn_fnode node = {.layer = l, .n_in = n, .in = sn_calloc((size_t)n, sizeof(int))};
+    if (!node.in) return SN_ERR_NOMEM;
+    for (int k = 0; k < n; k++) node.in[k] = in[k];
+    for (int i = 0; i < m->fn->n_nodes; i++) node.call_index += m->fn->nodes[i].layer == l;
+    sn_ftensor o = {-1};
+    SN_TRY(push_node(m->fn, node, node.call_index == 0 ? li : INT32_MIN, &o));
+    *out = o.id;
+    return SN_OK;
+}
+
 sn_status sn_functional_set_outputs(sn_model *m, const sn_ftensor *outputs, int n) {
     SN_TRY(open_graph(m, "sn_functional_set_outputs"));
     if (n < 1 || !outputs)

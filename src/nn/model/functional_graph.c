@@ -12,6 +12,15 @@ static int layer_index(const sn_model *m, const sn_layer *l) {
     return -1;
 }
 
+void sn_fsub_model_free(sn_model *sub) {
+    if (!sub) return;
+    free(sub->layers); /* the layers themselves are the outer model's */
+    sn_fgraph_free(sub->fn);
+    sn_graph_free(sub->g);
+    free(sub->name);
+    free(sub);
+}
+
 void sn_fgraph_free(sn_fgraph *f) {
     if (!f) return;
     for (int i = 0; i < f->n_nodes; i++) {
@@ -22,6 +31,14 @@ void sn_fgraph_free(sn_fgraph *f) {
     free(f->inputs);
     free(f->outputs);
     free(f->ops);
+    for (int i = 0; i < f->n_subs; i++) {
+        sn_fsub_model_free(f->subs[i].model);
+        free(f->subs[i].layers);
+        free(f->subs[i].call_in);
+        free(f->subs[i].call_out);
+        free(f->subs[i].map0);
+    }
+    free(f->subs);
     free(f);
 }
 
@@ -74,7 +91,7 @@ static void walk(korder *k, int node) {
     k->post[k->n_post++] = node;
 }
 
-static sn_status keras_order(sn_model *m) {
+sn_status sn_functional_keras_order(sn_model *m) {
     sn_fgraph *f = m->fn;
     int n = f->n_nodes;
     korder k = {.f = f, .op_index = sn_calloc((size_t)n, sizeof(int)),
@@ -161,7 +178,7 @@ sn_status sn_functional_build(sn_model *m, sn_graph *g, uint64_t seed, bool init
                          d->layer ? " (" : "", d->layer ? d->layer->vt->class_name : "",
                          d->layer ? ")" : "", d->call_index, m->name);
     }
-    SN_TRY(keras_order(m));
+    SN_TRY(sn_functional_keras_order(m));
     sn_shape shapes[64];
     for (int i = 0; i < f->n_nodes; i++) {
         sn_fnode *nd = &f->nodes[i];

@@ -370,18 +370,46 @@ static void shape_cell(const sn_shape *s, char *buf) {
     if (k < CELL) snprintf(buf + k, CELL - k, ")");
 }
 
+/* The nested model (its record) whose layer l is, or NULL. (functional_nested.c has
+ * sn_functional_sub_of; model.c is below it.) */
+static const sn_fsub *sub_of(const sn_fgraph *f, const sn_layer *l) {
+    for (int s = 0; f && s < f->n_subs; s++)
+        for (int i = 0; i < f->subs[s].n_layers; i++)
+            if (f->subs[s].layers[i] == l) return &f->subs[s];
+    return NULL;
+}
+
+/* Node `id` as Keras names a tensor: producer[call][output]; a nested model's output is
+ * "enc[call][k]". */
+static size_t tensor_name(const sn_fgraph *f, int id, char *buf, size_t cap) {
+    const sn_fnode *p = &f->nodes[id];
+    const sn_fsub *s = p->layer ? sub_of(f, p->layer) : NULL;
+    for (int c = 0; s && c < s->n_calls; c++)
+        for (int k = 0; k < s->n_out; k++)
+            if (s->call_out[c * s->n_out + k] == id)
+                return (size_t)snprintf(buf, cap, "%s[%d][%d]", s->model->name, c, k);
+    return (size_t)snprintf(buf, cap, "%s[%d][0]", p->layer ? p->layer->name : p->input_name,
+                            p->call_index);
+}
+
 /* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ".
  * MultiHeadAttention (self-attention here) is called (query, value): its tensor twice. */
 static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
     size_t k = 0;
     buf[0] = 0;
     int reps = strcmp(l->vt->class_name, "MultiHeadAttention") ? 1 : 2;
-    for (int i = 0; i < f->n_nodes; i++) {
+    const sn_fsub *s = sub_of(f, l);
+    for (int c = 0; s && c < s->n_calls; c++) /* a nested model: its calls' arguments */
+        for (int a = 0; a < s->n_in && k < CELL; a++) {
+            if (k) k += (size_t)snprintf(buf + k, CELL - k, ", ");
+            if (k < CELL) k += tensor_name(f, s->call_in[c * s->n_in + a], buf + k, CELL - k);
+        }
+    for (int i = 0; !s && i < f->n_nodes; i++) {
         if (f->nodes[i].layer != l) continue;
         for (int a = 0; a < f->nodes[i].n_in * reps && k < CELL; a++) {
-            const sn_fnode *p = &f->nodes[f->nodes[i].in[a % f->nodes[i].n_in]];
-            k += (size_t)snprintf(buf + k, CELL - k, "%s%s[%d][0]", k ? ", " : "",
-                                  p->layer ? p->layer->name : p->input_name, p->call_index);
+            if (k) k += (size_t)snprintf(buf + k, CELL - k, ", ");
+            if (k < CELL)
+                k += tensor_name(f, f->nodes[i].in[a % f->nodes[i].n_in], buf + k, CELL - k);
         }
     }
     if (!k) snprintf(buf, CELL, "-");
@@ -390,9 +418,11 @@ static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
 /* Row cells of Keras's model.layers order (Functional: the InputLayers too). */
 static int summary_rows(const sn_model *m, summary_row *rows) {
     const sn_fgraph *f = m->fn;
-    int n = f ? f->n_ops : m->n_layers;
-    for (int r = 0; r < n; r++) {
-        int op = f ? f->ops[r] : r;
+    int n = f ? f->n_ops : m->n_layers, w = 0;
+    const sn_fsub *shown[64];
+    int n_shown = 0;
+    for (int q = 0; q < n; q++) {
+        int op = f ? f->ops[q] : q, r = w++;
         if (op < 0) { /* an input */
             const sn_fnode *in = &f->nodes[-1 - op];
             snprintf(rows[r][0], CELL, "%s (InputLayer)", in->input_name);
@@ -402,6 +432,31 @@ static int summary_rows(const sn_model *m, summary_row *rows) {
             continue;
         }
         const sn_layer *l = m->layers[op];
+        const sn_fsub *sub = sub_of(f, l);
+        if (sub) { /* a nested model: one row, where its first layer comes */
+            bool seen = false;
+            for (int i = 0; i < n_shown; i++) seen |= shown[i] == sub;
+            if (seen || n_shown == 64) {
+                w--;
+                continue;
+            }
+            shown[n_shown++] = sub;
+            snprintf(rows[r][0], CELL, "%s (Functional)", sub->model->name);
+            size_t k = 0;
+            int last = sub->n_calls - 1; /* Keras shows the last call's */
+            for (int o = 0; m->built && last >= 0 && o < sub->n_out && k < CELL; o++) {
+                char c[CELL];
+                shape_cell(&f->nodes[sub->call_out[last * sub->n_out + o]].shape, c);
+                k += (size_t)snprintf(rows[r][1] + k, CELL - k, "%s%s%s",
+                                      o ? ", " : sub->n_out > 1 ? "[" : "", c,
+                                      sub->n_out > 1 && o == sub->n_out - 1 ? "]" : "");
+            }
+            int64_t p = 0;
+            for (int i = 0; i < sub->n_layers; i++) p += layer_params(m, sub->layers[i], 0);
+            thousands(p, rows[r][2], CELL);
+            connections(f, l, rows[r][3]);
+            continue;
+        }
         snprintf(rows[r][0], CELL, "%s (%s)", l->name, l->vt->class_name);
         if (m->built) {
             sn_shape s = l->out_shape; /* Keras shows the last call's */
@@ -415,7 +470,7 @@ static int summary_rows(const sn_model *m, summary_row *rows) {
         }
         if (f) connections(f, l, rows[r][3]);
     }
-    return n;
+    return w;
 }
 
 /* Keras 3's table as rich draws it (show_lines) on an 80-column terminal: a Sequential model,

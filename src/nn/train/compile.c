@@ -10,6 +10,7 @@
  *   -> loss_sum += loss * B, metric_sum += hits, count += B   (accumulated on the device)
  *
  * so fit can run steps_per_execution steps per sn_plan_run and read three scalars once. */
+#include <math.h>
 #include <string.h>
 
 #include "distribute/replicas.h"
@@ -24,6 +25,16 @@ sn_compile_opts sn_compile_defaults(void) {
     o.n_metrics = 1;
     o.metrics[0] = SN_METRIC_SPARSE_CATEGORICAL_ACCURACY;
     o.steps_per_execution = 1;
+    o.huber_delta = 1.0;
+    o.accuracy_threshold = 0.5;
+    return o;
+}
+
+sn_output_loss sn_output_loss_defaults(sn_loss_type loss) {
+    sn_output_loss o;
+    memset(&o, 0, sizeof o);
+    o.loss = loss;
+    o.loss_weight = 1.0;
     return o;
 }
 
@@ -56,6 +67,39 @@ sn_shape sn_model_out_shape(const sn_model *m) {
     return m->n_layers > 0 ? m->layers[m->n_layers - 1]->out_shape : m->input_shape;
 }
 
+static sn_shape out_shape_at(const sn_model *m, int k) {
+    return m->fn ? m->fn->nodes[m->fn->outputs[k]].shape : sn_model_out_shape(m);
+}
+
+/* Keras's name of output k: its layer's name. */
+static const char *out_name(const sn_model *m, int k) {
+    const sn_fnode *nd = m->fn ? &m->fn->nodes[m->fn->outputs[k]] : NULL;
+    return !nd ? "output" : nd->layer ? nd->layer->name : nd->input_name;
+}
+
+const char *sn_train_log_name(const sn_train_state *t, int i) {
+    if (i == 0) return "loss";
+    if (i <= t->n_out_losses) return t->out_loss_names[i - 1];
+    return i - 1 - t->n_out_losses < t->n_met ? t->met[i - 1 - t->n_out_losses].name : "?";
+}
+
+static sn_status check_loss(const sn_model *m, int k, sn_loss_type loss, int nm,
+                            const sn_metric_type *metrics) {
+    if (loss < SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY || loss > SN_LOSS_HUBER)
+        return sn_errorf(SN_ERR_INVALID, "compile: unknown loss %d (expected one of the "
+                         "sn_loss_type values)", (int)loss);
+    if (nm < 0 || nm > SN_MAX_METRICS)
+        return sn_errorf(SN_ERR_INVALID, "compile: n_metrics %d must be in [0, %d]", nm,
+                         SN_MAX_METRICS);
+    for (int i = 0; i < nm; i++) SN_TRY(sn_metric_check(metrics[i], loss));
+    sn_shape out = out_shape_at(m, k);
+    if (loss <= SN_LOSS_CATEGORICAL_CROSSENTROPY && (out.ndim < 1 || out.dim[out.ndim - 1] < 2))
+        return sn_errorf(SN_ERR_SHAPE, "compile: %s needs a model output with a class axis of "
+                         "at least 2 (output '%s' has %d dims, last %lld)", sn_loss_name(loss),
+                         out_name(m, k), out.ndim, out.ndim ? (long long)out.dim[out.ndim - 1] : 0LL);
+    return SN_OK;
+}
+
 static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
     if (!m->built)
         return sn_errorf(SN_ERR_STATE, "compile: model '%s' is not built; call sn_model_build "
@@ -67,13 +111,6 @@ static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
         return sn_errorf(SN_ERR_INVALID, "compile: steps_per_execution %d must be >= 1",
                          o->steps_per_execution);
     SN_TRY(sn_error_context(sn_optimizer_validate(&o->optimizer), "compile"));
-    if (o->loss < SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY || o->loss > SN_LOSS_MEAN_SQUARED_ERROR)
-        return sn_errorf(SN_ERR_INVALID, "compile: unknown loss %d (expected one of the "
-                         "sn_loss_type values)", (int)o->loss);
-    if (o->n_metrics < 0 || o->n_metrics > SN_MAX_METRICS)
-        return sn_errorf(SN_ERR_INVALID, "compile: n_metrics %d must be in [0, %d]", o->n_metrics,
-                         SN_MAX_METRICS);
-    for (int i = 0; i < o->n_metrics; i++) SN_TRY(sn_metric_check(o->metrics[i], o->loss));
     if (!memchr(o->device, 0, sizeof o->device))
         return sn_errorf(SN_ERR_INVALID, "compile: the device name is not NUL-terminated within "
                          "%zu bytes", sizeof o->device);
@@ -81,12 +118,67 @@ static sn_status check_opts(const sn_model *m, const sn_compile_opts *o) {
         int idx;
         SN_TRY(sn_error_context(sn_device_find(o->device, &idx), "compile"));
     }
-    sn_shape out = sn_model_out_shape(m);
-    if (o->loss <= SN_LOSS_CATEGORICAL_CROSSENTROPY && (out.ndim < 1 || out.dim[out.ndim - 1] < 2))
-        return sn_errorf(SN_ERR_SHAPE, "compile: %s needs a model output with a class axis of "
-                         "at least 2 (the output has %d dims, last %lld)", sn_loss_name(o->loss),
-                         out.ndim, out.ndim ? (long long)out.dim[out.ndim - 1] : 0LL);
+    if (!(o->huber_delta > 0) || !isfinite(o->huber_delta))
+        return sn_errorf(SN_ERR_INVALID, "compile: huber_delta %g must be a finite number > 0",
+                         o->huber_delta);
+    if (!isfinite(o->accuracy_threshold))
+        return sn_errorf(SN_ERR_INVALID, "compile: accuracy_threshold %g must be finite",
+                         o->accuracy_threshold);
+    int n_out = sn_train_n_outputs(m);
+    if (n_out > SN_MAX_OUTPUTS || sn_train_n_inputs(m) + n_out > SN_FIT_MAX_IO)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "compile: model '%s' has %d inputs and %d outputs; "
+                         "sinter trains models of at most %d outputs and %d inputs and outputs "
+                         "together", m->name, sn_train_n_inputs(m), n_out, SN_MAX_OUTPUTS,
+                         SN_FIT_MAX_IO);
+    if (o->n_outputs < 0 || (o->n_outputs > 0 && o->n_outputs != n_out))
+        return sn_errorf(SN_ERR_INVALID, "compile: n_outputs %d, but model '%s' has %d outputs "
+                         "(0 takes the one loss for every output)", o->n_outputs, m->name, n_out);
+    if (o->n_outputs == 0) {
+        if (n_out > 1 && o->n_metrics > 0)
+            return sn_errorf(SN_ERR_INVALID, "compile: model '%s' has %d outputs; give its "
+                             "metrics per output (n_outputs and outputs[k].metrics), as Keras "
+                             "asks for a list or dict of them", m->name, n_out);
+        for (int k = 0; k < n_out; k++)
+            SN_TRY(check_loss(m, k, o->loss, k == 0 ? o->n_metrics : 0, o->metrics));
+        return SN_OK;
+    }
+    for (int k = 0; k < n_out; k++) {
+        const sn_output_loss *ol = &o->outputs[k];
+        if (!isfinite(ol->loss_weight))
+            return sn_errorf(SN_ERR_INVALID, "compile: output %d ('%s'): loss_weight %g must be "
+                             "finite", k, out_name(m, k), ol->loss_weight);
+        SN_TRY(sn_error_context(check_loss(m, k, ol->loss, ol->n_metrics, ol->metrics),
+                                "output %d ('%s')", k, out_name(m, k)));
+    }
     return SN_OK;
+}
+
+/* The per-output losses and the flat metric list from o (checked). */
+static void resolve_losses(const sn_model *m, const sn_compile_opts *o, sn_train_state *t) {
+    int n_out = sn_train_n_outputs(m);
+    t->n_out = n_out;
+    t->n_out_losses = n_out > 1 ? n_out : 0;
+    t->n_met = 0;
+    for (int k = 0; k < n_out; k++) {
+        const sn_output_loss *ol = o->n_outputs ? &o->outputs[k] : NULL;
+        t->loss[k] = (sn_loss_spec){.type = ol ? ol->loss : o->loss,
+                                    .from_logits = ol ? ol->from_logits : o->from_logits,
+                                    .weight = ol ? ol->loss_weight : 1.0, .delta = o->huber_delta};
+        snprintf(t->out_loss_names[k], sizeof t->out_loss_names[k], "%s_loss", out_name(m, k));
+        snprintf(t->val_out_loss_names[k], sizeof t->val_out_loss_names[k], "val_%s",
+                 t->out_loss_names[k]);
+        int nm = ol ? ol->n_metrics : k == 0 ? o->n_metrics : 0;
+        const sn_metric_type *ms = ol ? ol->metrics : o->metrics;
+        for (int i = 0; i < nm; i++) {
+            sn_metric_spec *s = &t->met[t->n_met++];
+            *s = (sn_metric_spec){.type = ms[i], .out = k, .threshold = o->accuracy_threshold};
+            if (n_out > 1)
+                snprintf(s->name, sizeof s->name, "%s_%s", out_name(m, k), sn_metric_name(ms[i]));
+            else
+                snprintf(s->name, sizeof s->name, "%s", sn_metric_name(ms[i]));
+        }
+    }
+    t->n_acc = 1 + t->n_out_losses + t->n_met;
 }
 
 sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
@@ -104,6 +196,7 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
     if (!t) return SN_ERR_NOMEM;
     t->compiled = true;
     t->opts = *o;
+    resolve_losses(m, o, t);
     sn_graph *g = m->g;
     int n = sn_graph_variables(g, true, NULL, 0);
     t->n_vars = n;
@@ -117,18 +210,15 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
     t->iterations = sn_variable(g, "iterations", SN_I32, &s0, false);
     static const char *prefix[2] = {"train", "eval"};
     for (int k = 0; k < 2; k++) {
-        for (int i = 0; i < o->n_metrics + 2; i++) {
-            char name[96];
+        for (int i = 0; i < t->n_acc + 1; i++) {
+            char name[160];
             snprintf(name, sizeof name, "%s/%s", prefix[k],
-                     i == 0 ? "loss_sum" : i <= o->n_metrics ? sn_metric_name(o->metrics[i - 1])
-                                                              : "count");
+                     i == 0 ? "loss_sum" : i < t->n_acc ? sn_train_log_name(t, i) : "count");
             t->acc[k][i] = sn_variable(g, name, SN_F32, &s0, false);
         }
     }
-    snprintf(t->val_names[0], sizeof t->val_names[0], "val_loss");
-    for (int i = 0; i < o->n_metrics; i++)
-        snprintf(t->val_names[i + 1], sizeof t->val_names[i + 1], "val_%s",
-                 sn_metric_name(o->metrics[i]));
+    for (int i = 0; i < t->n_acc; i++)
+        snprintf(t->val_names[i], sizeof t->val_names[i], "val_%s", sn_train_log_name(t, i));
     if (sn_graph_status(g) != SN_OK)
         return sn_error_context(sn_graph_status(g), "compile: creating the training variables");
     return SN_OK;
@@ -149,22 +239,49 @@ static sn_status plan_targets(sn_graph *g, sn_cached_plan *cp, const sn_compile_
     return SN_OK;
 }
 
+/* The shape of model input i without the batch. */
+static sn_shape in_shape_at(const sn_model *m, int i) {
+    return m->fn ? m->fn->nodes[m->fn->inputs[i]].shape : m->input_shape;
+}
+
+static sn_shape batched(const sn_shape *s, int64_t b) {
+    sn_shape r = {.ndim = s->ndim + 1};
+    r.dim[0] = b;
+    for (int i = 0; i < s->ndim; i++) r.dim[i + 1] = s->dim[i];
+    return r;
+}
+
+/* Labels [B] for a [B, 1] output (binary / regression with one unit). */
+static sn_node fit_labels(sn_graph *g, const sn_loss_spec *l, sn_node out, sn_node y) {
+    sn_shape os = sn_node_shape(g, out), ys = sn_node_shape(g, y);
+    if (sn_loss_dense_labels(l->type) && l->type != SN_LOSS_CATEGORICAL_CROSSENTROPY &&
+        ys.ndim + 1 == os.ndim)
+        return sn_reshape(g, y, &os);
+    return y;
+}
+
 static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     sn_train_state *t = m->train;
     sn_graph *g = m->g;
     const sn_compile_opts *o = &t->opts;
-    sn_shape xs = m->input_shape;
-    xs.ndim = m->input_shape.ndim + 1;
-    xs.dim[0] = cp->batch;
-    for (int i = 0; i < m->input_shape.ndim; i++) xs.dim[i + 1] = m->input_shape.dim[i];
-    cp->x = sn_input(g, "x", SN_F32, &xs);
+    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
+    cp->n_x = n_in;
+    cp->n_out = n_out;
+    for (int i = 0; i < n_in; i++) {
+        sn_shape xs = in_shape_at(m, i);
+        xs = batched(&xs, cp->batch);
+        char name[32];
+        snprintf(name, sizeof name, i ? "x%d" : "x", i);
+        cp->xs[i] = sn_input(g, name, SN_F32, &xs);
+    }
+    cp->x = cp->xs[0];
     cp->y = SN_NONE;
     bool training = cp->kind == SN_PLAN_TRAIN;
     sn_updates upd = {0};
-    sn_node out = SN_NONE;
+    sn_node outs[SN_FIT_MAX_IO];
     /* updates in every kind of plan: a stateful LSTM/GRU carries its states through evaluate
      * and predict too (Keras 3); BatchNormalization pushes its only when training */
-    sn_status s = sn_model_forward(m, cp->x, training, &upd, &out);
+    sn_status s = sn_model_forward_n(m, cp->xs, training, &upd, outs);
     if (s != SN_OK) {
         sn_updates_free(&upd);
         return s;
@@ -174,28 +291,44 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     int nt = 0;
     if (cp->kind == SN_PLAN_PREDICT) {
         /* Keras models in the guide end in logits; predict returns probabilities. */
-        if (t->compiled && o->from_logits && !o->predict_raw) {
-            if (o->loss <= SN_LOSS_CATEGORICAL_CROSSENTROPY) out = sn_softmax(g, out, -1);
-            else if (o->loss == SN_LOSS_BINARY_CROSSENTROPY) out = sn_sigmoid(g, out);
+        for (int k = 0; k < n_out; k++) {
+            const sn_loss_spec *l = &t->loss[k];
+            if (t->compiled && l->from_logits && !o->predict_raw) {
+                if (l->type <= SN_LOSS_CATEGORICAL_CROSSENTROPY) outs[k] = sn_softmax(g, outs[k], -1);
+                else if (l->type == SN_LOSS_BINARY_CROSSENTROPY) outs[k] = sn_sigmoid(g, outs[k]);
+            }
+            cp->outs[k] = outs[k];
         }
-        cp->out = out;
-        targets = sn_malloc((size_t)(1 + upd.n) * sizeof *targets);
+        cp->out = outs[0];
+        targets = sn_malloc((size_t)(n_out + upd.n) * sizeof *targets);
         if (!targets) {
             sn_updates_free(&upd);
             return SN_ERR_NOMEM;
         }
-        targets[nt++] = out;
+        for (int k = 0; k < n_out; k++) targets[nt++] = outs[k];
         for (int i = 0; i < upd.n; i++) targets[nt++] = upd.nodes[i];
         sn_updates_free(&upd);
     } else {
-        cp->y = sn_input(g, "y", cp->y_dtype, &cp->y_shape);
-        sn_node y = cp->y;
-        sn_shape os = sn_node_shape(g, out);
-        /* Labels [B] for a [B, 1] output (binary / regression with one unit). */
-        if (o->loss >= SN_LOSS_BINARY_CROSSENTROPY && cp->y_shape.ndim + 1 == os.ndim)
-            y = sn_reshape(g, y, &os);
-        sn_node per = sn_loss_per_example(g, o->loss, o->from_logits, out, y);
-        sn_node loss = sn_reduce_mean(g, per, 0, NULL, false);
+        if (cp->n_y != n_out) {
+            sn_updates_free(&upd);
+            return sn_errorf(SN_ERR_INVALID, "model '%s' has %d outputs but %d labels were given",
+                             m->name, n_out, cp->n_y);
+        }
+        sn_node y[SN_FIT_MAX_IO], per_out[SN_FIT_MAX_IO];
+        sn_node loss = SN_NONE;
+        for (int k = 0; k < n_out; k++) {
+            char name[32];
+            snprintf(name, sizeof name, k ? "y%d" : "y", k);
+            cp->ys[k] = sn_input(g, name, cp->y_dtypes[k], &cp->y_shapes[k]);
+            y[k] = fit_labels(g, &t->loss[k], outs[k], cp->ys[k]);
+            sn_node per = sn_loss_per_example(g, &t->loss[k], outs[k], y[k]);
+            per_out[k] = sn_reduce_mean(g, per, 0, NULL, false);
+            /* Keras's CompileLoss: the sum of each output's mean times its weight */
+            sn_node w = t->loss[k].weight == 1.0
+                            ? per_out[k] : sn_mul(g, per_out[k], sn_scalar(g, SN_F32, t->loss[k].weight));
+            loss = k == 0 ? w : sn_add(g, loss, w);
+        }
+        cp->y = cp->ys[0];
         /* Keras 3's compute_loss: the compiled loss plus every regularization penalty
          * (Layer.losses), in train_step and in test_step alike, so both fit's loss and
          * evaluate's include the penalties (keras/src/trainers/trainer.py compute_loss). */
@@ -234,13 +367,17 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
         }
         /* Accumulated on the device; Keras weights the loss mean by the batch size. */
         const sn_node *acc = t->acc[training ? 0 : 1];
-        double b = (double)cp->batch;
-        targets[nt++] = sn_assign_add(g, acc[0], sn_mul(g, loss, sn_scalar(g, SN_F32, b)));
-        for (int i = 0; i < o->n_metrics; i++)
+        sn_node b = sn_scalar(g, SN_F32, (double)cp->batch);
+        targets[nt++] = sn_assign_add(g, acc[0], sn_mul(g, loss, b));
+        for (int k = 0; k < t->n_out_losses; k++)
+            targets[nt++] = sn_assign_add(g, acc[1 + k], sn_mul(g, per_out[k], b));
+        for (int i = 0; i < t->n_met; i++) {
+            const sn_metric_spec *ms = &t->met[i];
             targets[nt++] = sn_assign_add(
-                g, acc[i + 1],
-                sn_metric_batch_sum(g, o->metrics[i], o->loss, o->from_logits, out, y));
-        targets[nt++] = sn_assign_add(g, acc[o->n_metrics + 1], sn_scalar(g, SN_F32, b));
+                g, acc[1 + t->n_out_losses + i],
+                sn_metric_batch_sum(g, ms, &t->loss[ms->out], outs[ms->out], y[ms->out]));
+        }
+        targets[nt++] = sn_assign_add(g, acc[t->n_acc], b);
     }
     s = sn_graph_status(g);
     if (s != SN_OK) {
@@ -324,10 +461,8 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
         sn_updates_free(&upd);
         return st;
     }
-    sn_node y = rp->y;
-    sn_shape os = sn_node_shape(g, out);
-    if (o->loss >= SN_LOSS_BINARY_CROSSENTROPY && ys.ndim + 1 == os.ndim) y = sn_reshape(g, y, &os);
-    sn_node per = sn_loss_per_example(g, o->loss, o->from_logits, out, y);
+    sn_node y = fit_labels(g, &t->loss[0], out, rp->y);
+    sn_node per = sn_loss_per_example(g, &t->loss[0], out, y);
     sn_node lsum = sn_reduce_sum(g, per, 0, NULL, false);
     sn_node loss = sn_mul(g, lsum, sn_scalar(g, SN_F32, 1.0 / (double)B));
     /* The logged loss is each replica's unscaled loss weighted by its rows: lsum + penalty *
@@ -336,17 +471,17 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
         loss = sn_add(g, loss, sn_mul(g, penalty, sn_scalar(g, SN_F32, 1.0 / (double)R)));
         lsum = sn_add(g, lsum, sn_mul(g, penalty, sn_scalar(g, SN_F32, (double)rp->rows)));
     }
-    int nv = t->n_vars, nm = o->n_metrics, nb = upd.n;
-    sn_node ms[SN_MAX_METRICS];
+    int nv = t->n_vars, nm = t->n_met, nb = upd.n;
+    sn_node ms[SN_TRAIN_MAX_METRICS];
     for (int i = 0; i < nm; i++) {
-        ms[i] = sn_metric_batch_sum(g, o->metrics[i], o->loss, o->from_logits, out, y);
+        ms[i] = sn_metric_batch_sum(g, &t->met[i], &t->loss[0], out, y);
         if (ms[i] != SN_NONE && sn_node_dtype(g, ms[i]) != SN_F32) ms[i] = sn_cast(g, ms[i], SN_F32);
     }
     /* Batch normalization's moving statistics: the values it would assign, reduced to their
      * mean over the replicas (TensorFlow's sync on write, aggregation MEAN). */
     sn_node *bv = sn_calloc((size_t)(2 * nb + nv) + 1, sizeof *bv);
     sn_node *grads = bv + nb, *bn_res = grads + nv;
-    red_item *items = sn_calloc((size_t)(nv + nb + SN_MAX_METRICS + 2), sizeof *items);
+    red_item *items = sn_calloc((size_t)(nv + nb + SN_TRAIN_MAX_METRICS + 2), sizeof *items);
     int cap = nv + 1 + nb + SN_ACC_MAX;
     sn_node *targets = sn_malloc((size_t)cap * sizeof *targets);
     if (!bv || !items || !targets) st = SN_ERR_NOMEM;
@@ -363,14 +498,14 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     if (st == SN_OK) st = sn_graph_status(g);
     int n_it = 0, nt = 0;
     /* Loss and metric sums: one all-reduce of them packed ([1 + metrics]). */
-    sn_node scal[SN_MAX_METRICS + 1], scal_res = SN_NONE, scal_red[SN_MAX_METRICS + 1];
+    sn_node scal[SN_TRAIN_MAX_METRICS + 1], scal_res = SN_NONE, scal_red[SN_TRAIN_MAX_METRICS + 1];
     int ns = 0;
     scal[ns++] = lsum;
     for (int i = 0; i < nm; i++) scal[ns++] = ms[i];
     if (st == SN_OK) {
         int64_t key = 0;
         sn_shape one = {.ndim = 1, .dim = {1}};
-        sn_node col[SN_MAX_METRICS + 1];
+        sn_node col[SN_TRAIN_MAX_METRICS + 1];
         for (int i = 0; i < ns; i++) {
             if (scal[i] > key) key = scal[i];
             col[i] = sn_reshape(g, scal[i], &one);
@@ -429,6 +564,11 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
 /* cp's replicas under m's strategy: graphs and plans, each on its replica's device. */
 static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
     sn_strategy *s = m->strategy;
+    if (sn_train_n_inputs(m) != 1 || sn_train_n_outputs(m) != 1)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: model '%s' has %d inputs and "
+                         "%d outputs; sinter's strategies train models of one input and one "
+                         "output so far (train it without a strategy)", m->name,
+                         sn_train_n_inputs(m), sn_train_n_outputs(m));
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->n_carried > 0)
             return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: layer '%s' is stateful, "
@@ -481,13 +621,23 @@ static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
 
 sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
                         sn_dtype y_dtype, sn_cached_plan **out) {
+    return sn_train_plan_n(m, kind, batch, y_shape ? 1 : 0, y_shape, &y_dtype, out);
+}
+
+sn_status sn_train_plan_n(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
+                          const sn_shape *y_shapes, const sn_dtype *y_dtypes,
+                          sn_cached_plan **out) {
     sn_train_state *t = sn_train_state_get(m);
     if (!t) return SN_ERR_NOMEM;
+    if (kind == SN_PLAN_PREDICT) n_y = 0;
+    if (n_y < 0 || n_y > SN_FIT_MAX_IO)
+        return sn_errorf(SN_ERR_INVALID, "%d labels; at most %d", n_y, SN_FIT_MAX_IO);
     for (int i = 0; i < t->n_plans; i++) {
         sn_cached_plan *c = &t->plans[i];
-        if (c->kind == kind && c->batch == batch &&
-            (kind == SN_PLAN_PREDICT ||
-             (c->y_dtype == y_dtype && sn_shape_equal(&c->y_shape, y_shape)))) {
+        bool same = c->kind == kind && c->batch == batch && c->n_y == n_y;
+        for (int k = 0; same && k < n_y; k++)
+            same = c->y_dtypes[k] == y_dtypes[k] && sn_shape_equal(&c->y_shapes[k], &y_shapes[k]);
+        if (same) {
             *out = c;
             return SN_OK;
         }
@@ -499,9 +649,13 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
         t->plans = p;
         t->cap_plans = cap;
     }
-    sn_cached_plan c = {.kind = kind, .batch = batch, .y_dtype = y_dtype, .x = SN_NONE,
-                        .y = SN_NONE, .out = SN_NONE};
-    if (y_shape) c.y_shape = *y_shape;
+    sn_cached_plan c = {.kind = kind, .batch = batch, .y_dtype = n_y ? y_dtypes[0] : SN_F32,
+                        .x = SN_NONE, .y = SN_NONE, .out = SN_NONE, .n_y = n_y};
+    if (n_y) c.y_shape = y_shapes[0];
+    for (int k = 0; k < n_y; k++) {
+        c.y_shapes[k] = y_shapes[k];
+        c.y_dtypes[k] = y_dtypes[k];
+    }
     sn_status s = kind == SN_PLAN_TRAIN && m->strategy ? build_replicas(m, &c) : build_plan(m, &c);
     if (s != SN_OK) {
         cached_plan_free(&c);

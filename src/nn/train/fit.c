@@ -41,69 +41,115 @@ static void runner_start(runner *r) {
     r->done = 0;
 }
 
-static sn_status check_batch(const runner *r, sn_tensor *const *b) {
+static sn_shape in_shape_at(const sn_model *m, int i) {
+    return m->fn ? m->fn->nodes[m->fn->inputs[i]].shape : m->input_shape;
+}
+
+static sn_shape out_shape_at(const sn_model *m, int k) {
+    return m->fn ? m->fn->nodes[m->fn->outputs[k]].shape : sn_model_out_shape(m);
+}
+
+/* Input i's batch b[i] (several inputs: named by the model's input). */
+static sn_status check_input(const runner *r, int i, const sn_tensor *x, int64_t *bsz) {
     const sn_model *m = r->m;
-    const sn_compile_opts *o = &m->train->opts;
-    const sn_shape *xs = sn_tensor_shape(b[0]), *ys = sn_tensor_shape(b[1]);
-    char s1[128], s2[128];
+    const sn_shape *xs = sn_tensor_shape(x);
+    char s1[128], s2[128], who[160] = "images";
+    if (m->fn && m->fn->n_inputs > 1)
+        snprintf(who, sizeof who, "input %d ('%s')", i, m->fn->nodes[m->fn->inputs[i]].input_name);
     long long idx = (long long)r->done;
     if (xs->ndim < 1 || xs->dim[0] < 1)
-        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of shape %s; expected a batch "
-                         "dimension first (batch the dataset)", r->what, idx,
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of shape %s; expected a batch "
+                         "dimension first (batch the dataset)", r->what, idx, who,
                          sn_shape_str(xs, s1, sizeof s1));
-    int64_t bsz = xs->dim[0];
-    sn_shape img = {.ndim = xs->ndim - 1};
-    for (int i = 1; i < xs->ndim; i++) img.dim[i - 1] = xs->dim[i];
-    if (!sn_shape_equal(&img, &m->input_shape))
-        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of shape %s but the model "
-                         "expects %s", r->what, idx, sn_shape_str(&img, s1, sizeof s1),
-                         sn_shape_str(&m->input_shape, s2, sizeof s2));
-    if (sn_tensor_dtype(b[0]) != SN_F32)
-        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has images of dtype %s but the model "
+    if (i > 0 && xs->dim[0] != *bsz)
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %lld rows of %s but %lld of input 0; "
+                         "every input and label takes the same batch", r->what, idx,
+                         (long long)xs->dim[0], who, (long long)*bsz);
+    *bsz = xs->dim[0];
+    sn_shape img = {.ndim = xs->ndim - 1}, want = in_shape_at(m, i);
+    for (int d = 1; d < xs->ndim; d++) img.dim[d - 1] = xs->dim[d];
+    if (!sn_shape_equal(&img, &want))
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of shape %s but the model "
+                         "expects %s", r->what, idx, who, sn_shape_str(&img, s1, sizeof s1),
+                         sn_shape_str(&want, s2, sizeof s2));
+    if (sn_tensor_dtype(x) != SN_F32)
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of dtype %s but the model "
                          "expects f32 (sn_dataset_map_normalize converts u8 images)", r->what,
-                         idx, sn_dtype_name(sn_tensor_dtype(b[0])));
-    sn_shape out = sn_model_out_shape(m);
+                         idx, who, sn_dtype_name(sn_tensor_dtype(x)));
+    return SN_OK;
+}
+
+static sn_status check_labels(const runner *r, int k, const sn_tensor *yt, int64_t bsz) {
+    const sn_model *m = r->m;
+    const sn_train_state *t = m->train;
+    sn_loss_type loss = t->loss[k].type;
+    const sn_shape *ys = sn_tensor_shape(yt);
+    char s1[128], s2[128], who[160] = "labels";
+    if (t->n_out > 1) {
+        const sn_fnode *nd = &m->fn->nodes[m->fn->outputs[k]];
+        snprintf(who, sizeof who, "labels of output %d ('%s')", k,
+                 nd->layer ? nd->layer->name : nd->input_name);
+    }
+    long long idx = (long long)r->done;
+    sn_shape out = out_shape_at(m, k);
     sn_shape want = {.ndim = out.ndim + 1};
     want.dim[0] = bsz;
     for (int i = 0; i < out.ndim; i++) want.dim[i + 1] = out.dim[i];
     bool ok;
-    if (o->loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
-        if (sn_tensor_dtype(b[1]) != SN_I32)
-            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of dtype %s but %s expects "
+    if (loss == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY) {
+        if (sn_tensor_dtype(yt) != SN_I32)
+            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of dtype %s but %s expects "
                              "int32 class indices (sn_dataset_map_cast(&ds, 1, SN_I32))",
-                             r->what, idx, sn_dtype_name(sn_tensor_dtype(b[1])),
-                             sn_loss_name(o->loss));
+                             r->what, idx, who, sn_dtype_name(sn_tensor_dtype(yt)),
+                             sn_loss_name(loss));
         /* [B, ...] without the class axis, or with a trailing 1 in its place */
         want.ndim--;
         sn_shape w1 = want;
         w1.dim[w1.ndim++] = 1;
         ok = sn_shape_equal(ys, &want) || sn_shape_equal(ys, &w1);
     } else {
-        if (sn_tensor_dtype(b[1]) != SN_F32)
-            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of dtype %s but %s expects "
-                             "f32", r->what, idx, sn_dtype_name(sn_tensor_dtype(b[1])),
-                             sn_loss_name(o->loss));
+        if (sn_tensor_dtype(yt) != SN_F32)
+            return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of dtype %s but %s expects "
+                             "f32", r->what, idx, who, sn_dtype_name(sn_tensor_dtype(yt)),
+                             sn_loss_name(loss));
         sn_shape w1 = {.ndim = 1, .dim = {bsz}};
         ok = sn_shape_equal(ys, &want) ||
-             (o->loss != SN_LOSS_CATEGORICAL_CROSSENTROPY && out.ndim == 1 && out.dim[0] == 1 &&
+             (loss != SN_LOSS_CATEGORICAL_CROSSENTROPY && out.ndim == 1 && out.dim[0] == 1 &&
               sn_shape_equal(ys, &w1));
     }
     if (!ok)
-        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has labels of shape %s but %s on the "
-                         "model's output %s expects %s", r->what, idx,
-                         sn_shape_str(ys, s1, sizeof s1), sn_loss_name(o->loss),
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has %s of shape %s but %s on the "
+                         "model's output %s expects %s", r->what, idx, who,
+                         sn_shape_str(ys, s1, sizeof s1), sn_loss_name(loss),
                          sn_shape_str(&out, s2, sizeof s2),
                          sn_shape_str(&want, (char[128]){0}, 128));
     return SN_OK;
 }
 
+static sn_status check_batch(const runner *r, sn_tensor *const *b) {
+    int n_in = sn_train_n_inputs(r->m), n_out = sn_train_n_outputs(r->m);
+    int64_t bsz = 0;
+    for (int i = 0; i < n_in; i++) SN_TRY(check_input(r, i, b[i], &bsz));
+    for (int k = 0; k < n_out; k++) SN_TRY(check_labels(r, k, b[n_in + k], bsz));
+    return SN_OK;
+}
+
 static bool fits_plan(const runner *r, sn_tensor *const *b) {
     const sn_cached_plan *cp = r->cp;
-    sn_shape xs = {.ndim = r->m->input_shape.ndim + 1};
-    xs.dim[0] = cp->batch;
-    for (int i = 0; i < r->m->input_shape.ndim; i++) xs.dim[i + 1] = r->m->input_shape.dim[i];
-    return sn_tensor_dtype(b[0]) == SN_F32 && sn_shape_equal(sn_tensor_shape(b[0]), &xs) &&
-           sn_tensor_dtype(b[1]) == cp->y_dtype && sn_shape_equal(sn_tensor_shape(b[1]), &cp->y_shape);
+    int n_in = sn_train_n_inputs(r->m);
+    for (int i = 0; i < n_in; i++) {
+        sn_shape is = in_shape_at(r->m, i);
+        sn_shape xs = {.ndim = is.ndim + 1};
+        xs.dim[0] = cp->batch;
+        for (int d = 0; d < is.ndim; d++) xs.dim[d + 1] = is.dim[d];
+        if (sn_tensor_dtype(b[i]) != SN_F32 || !sn_shape_equal(sn_tensor_shape(b[i]), &xs))
+            return false;
+    }
+    for (int k = 0; k < cp->n_y; k++)
+        if (sn_tensor_dtype(b[n_in + k]) != cp->y_dtypes[k] ||
+            !sn_shape_equal(sn_tensor_shape(b[n_in + k]), &cp->y_shapes[k]))
+            return false;
+    return true;
 }
 
 static sn_status next_batch(void *ctx, int64_t step, const void **x, const void **y) {
@@ -127,8 +173,9 @@ static sn_status next_batch(void *ctx, int64_t step, const void **x, const void 
     }
     /* The tensors stay valid until the next sn_dataset_next, which comes after every replica
      * has copied its rows (sn_train_run). */
-    *x = sn_tensor_cdata(r->pending[0]);
-    *y = sn_tensor_cdata(r->pending[1]);
+    int n_in = sn_train_n_inputs(r->m);
+    for (int i = 0; i < n_in; i++) x[i] = sn_tensor_cdata(r->pending[i]);
+    for (int k = 0; k < r->cp->n_y; k++) y[k] = sn_tensor_cdata(r->pending[n_in + k]);
     r->have_pending = false;
     return SN_OK;
 }
@@ -141,14 +188,16 @@ typedef struct train_feed {
     sn_batch_fn next;
     void *ctx;
     const char *x, *y; /* the step's global batch */
+    const void *xs[SN_FIT_MAX_IO], *ys[SN_FIT_MAX_IO]; /* every input and label */
 } train_feed;
 
 static sn_status tf_next(void *ctx, int64_t step) {
     train_feed *f = ctx;
-    const void *x = NULL, *y = NULL;
-    SN_TRY(f->next(f->ctx, step, &x, &y));
-    f->x = x;
-    f->y = y;
+    memset(f->xs, 0, sizeof f->xs);
+    memset(f->ys, 0, sizeof f->ys);
+    SN_TRY(f->next(f->ctx, step, f->xs, f->ys));
+    f->x = f->xs[0];
+    f->y = f->ys[0];
     return SN_OK;
 }
 
@@ -160,6 +209,18 @@ static sn_status tf_fill(void *ctx, int rep, sn_plan *p, int64_t step) {
     const sn_model *m = f->m;
     size_t xrow = (size_t)sn_shape_numel(&m->input_shape) * sizeof(float);
     size_t yrow = (size_t)(sn_shape_numel(&cp->y_shape) / cp->batch) * sn_dtype_size(cp->y_dtype);
+    if (!cp->rep && (cp->n_x > 1 || cp->n_y > 1)) {
+        for (int i = 0; i < cp->n_x; i++) {
+            sn_shape xs = sn_node_shape(m->g, cp->xs[i]);
+            SN_TRY(sn_plan_set_input(p, cp->xs[i], f->xs[i],
+                                     (size_t)sn_shape_numel(&xs) * sizeof(float)));
+        }
+        for (int k = 0; k < cp->n_y; k++)
+            SN_TRY(sn_plan_set_input(p, cp->ys[k], f->ys[k],
+                                     (size_t)sn_shape_numel(&cp->y_shapes[k]) *
+                                         sn_dtype_size(cp->y_dtypes[k])));
+        return SN_OK;
+    }
     if (!cp->rep) {
         SN_TRY(sn_plan_set_input(p, cp->x, f->x, (size_t)cp->batch * xrow));
         if (cp->y != SN_NONE) SN_TRY(sn_plan_set_input(p, cp->y, f->y, (size_t)cp->batch * yrow));
@@ -217,9 +278,15 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
     }
     SN_TRY(check_batch(r, r->pending));
     sn_train_state *t = r->m->train;
-    SN_TRY(sn_error_context(sn_train_plan(r->m, r->kind, sn_tensor_shape(r->pending[0])->dim[0],
-                                          sn_tensor_shape(r->pending[1]),
-                                          sn_tensor_dtype(r->pending[1]), &r->cp),
+    int n_in = sn_train_n_inputs(r->m), n_out = sn_train_n_outputs(r->m);
+    sn_shape ys[SN_FIT_MAX_IO];
+    sn_dtype yd[SN_FIT_MAX_IO];
+    for (int k = 0; k < n_out; k++) {
+        ys[k] = *sn_tensor_shape(r->pending[n_in + k]);
+        yd[k] = sn_tensor_dtype(r->pending[n_in + k]);
+    }
+    SN_TRY(sn_error_context(sn_train_plan_n(r->m, r->kind, sn_tensor_shape(r->pending[0])->dim[0],
+                                            n_out, ys, yd, &r->cp),
                             "%s", r->what));
     sn_cached_plan *cp = r->cp;
     sn_plan *p = cp->plan;
@@ -246,28 +313,40 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
 
 static void zero_acc(sn_model *m, int which) {
     sn_train_state *t = m->train;
-    for (int i = 0; i < t->opts.n_metrics + 2; i++)
+    for (int i = 0; i < t->n_acc + 1; i++)
         *(float *)sn_variable_data(m->g, t->acc[which][i]) = 0.0f;
 }
 
 /* values[0] = mean loss, then each metric: sums over the example count. */
 static int read_acc(sn_model *m, int which, double *values) {
     sn_train_state *t = m->train;
-    int nm = t->opts.n_metrics;
+    int n = t->n_acc;
     /* Read only: a handed-out mutable pointer would make the replicas reload the variables. */
-    double count = *(const float *)sn_variable_cdata(m->g, t->acc[which][nm + 1]);
-    for (int i = 0; i < nm + 1; i++) {
+    double count = *(const float *)sn_variable_cdata(m->g, t->acc[which][n]);
+    for (int i = 0; i < n; i++) {
         double sum = *(const float *)sn_variable_cdata(m->g, t->acc[which][i]);
         values[i] = count > 0 ? sum / count : NAN;
     }
-    return nm + 1;
+    return n;
 }
 
 static void train_logs(sn_model *m, sn_logs *l) {
     sn_train_state *t = m->train;
     l->n = read_acc(m, 0, l->values);
-    l->names[0] = "loss";
-    for (int i = 0; i < t->opts.n_metrics; i++) l->names[i + 1] = sn_metric_name(t->opts.metrics[i]);
+    for (int i = 0; i < l->n; i++) l->names[i] = sn_train_log_name(t, i);
+}
+
+/* A dataset for m yields its inputs then one label per output. */
+static sn_status check_components(const sn_model *m, sn_dataset *ds, const char *what) {
+    int nc = sn_dataset_num_components(ds);
+    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
+    if (nc == n_in + n_out) return SN_OK;
+    if (n_in == 1 && n_out == 1)
+        return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; expected 2 "
+                         "(images, labels)", what, nc);
+    return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; model '%s' has %d "
+                     "inputs and %d outputs, so it expects %d (the inputs in the model's order, "
+                     "then one label per output)", what, nc, m->name, n_in, n_out, n_in + n_out);
 }
 
 static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *what) {
@@ -276,11 +355,7 @@ static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *w
         return sn_errorf(SN_ERR_STATE, "%s: model '%s' is not compiled; call sn_model_compile "
                          "first", what, m->name ? m->name : "");
     if (!ds) return sn_errorf(SN_ERR_INVALID, "%s: dataset is NULL", what);
-    int nc = sn_dataset_num_components(ds);
-    if (nc != 2)
-        return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; expected 2 "
-                         "(images, labels)", what, nc);
-    return SN_OK;
+    return check_components(m, ds, what);
 }
 
 /* One evaluation pass from the dataset's start: values as read_acc. */
@@ -313,7 +388,7 @@ sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "evaluate: steps %lld is negative",
                                     (long long)steps);
     if (cap > 0 && !values) return sn_errorf(SN_ERR_INVALID, "evaluate: values is NULL");
-    double v[SN_MAX_METRICS + 1];
+    double v[SN_ACC_MAX];
     int n = 0;
     SN_TRY(eval_pass(m, data, steps, "evaluate", v, &n));
     for (int i = 0; i < n && i < cap; i++) values[i] = v[i];
@@ -438,7 +513,7 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
         logs.step = r.done;
         if (logs.steps < 0 || r.ended) logs.steps = r.done;
         if (o->validation) {
-            double v[SN_MAX_METRICS + 1];
+            double v[SN_ACC_MAX];
             int nv = 0;
             SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation", v, &nv));
             for (int i = 0; i < nv; i++) {
@@ -500,12 +575,8 @@ sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_
             return sn_errorf(SN_ERR_INVALID, "fit: backup every_steps %lld (>= 0, 0 = each "
                              "epoch) and keep %d (>= 1)", (long long)b->every_steps, b->keep);
     }
-    if (opts.validation) {
-        int nc = sn_dataset_num_components(opts.validation);
-        if (nc != 2)
-            return sn_errorf(SN_ERR_INVALID, "fit: the validation dataset yields %d components; "
-                             "expected 2 (images, labels)", nc);
-    }
+    if (opts.validation)
+        SN_TRY(check_components(m, opts.validation, "fit: validation"));
     sn_history *h = sn_history_new();
     if (!h) return SN_ERR_NOMEM;
     sn_status s = fit_loop(m, train, &opts, h);
@@ -524,6 +595,11 @@ sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out) {
     if (!m || !x || !out)
         return sn_errorf(SN_ERR_INVALID, "predict: NULL %s", !m ? "model" : !x ? "x" : "out");
     *out = NULL;
+    if (sn_train_n_inputs(m) != 1 || sn_train_n_outputs(m) != 1)
+        return sn_errorf(SN_ERR_INVALID, "predict: model '%s' has %d inputs and %d outputs; "
+                         "sn_model_predict feeds one and takes one (use sn_model_predict_n)",
+                         m->name ? m->name : "", sn_train_n_inputs(m),
+                         sn_train_n_outputs(m));
     if (!m->built)
         return sn_errorf(SN_ERR_STATE, "predict: model '%s' is not built; call sn_model_build "
                          "first", m->name ? m->name : "");
@@ -554,4 +630,66 @@ sn_status sn_model_predict(sn_model *m, const sn_tensor *x, sn_tensor **out) {
     if (!res) return SN_ERR_INVALID;
     sn_shape os = sn_node_shape(m->g, cp->out);
     return sn_tensor_from_data(out, SN_F32, &os, res);
+}
+
+sn_status sn_model_predict_n(sn_model *m, int n_x, const sn_tensor *const *x, int n_out,
+                             sn_tensor **out) {
+    if (!m || !x || !out)
+        return sn_errorf(SN_ERR_INVALID, "predict: NULL %s", !m ? "model" : !x ? "x" : "out");
+    for (int k = 0; k < n_out; k++) out[k] = NULL;
+    if (!m->built)
+        return sn_errorf(SN_ERR_STATE, "predict: model '%s' is not built; call sn_model_build "
+                         "first", m->name ? m->name : "");
+    int ni = sn_train_n_inputs(m), no = sn_train_n_outputs(m);
+    if (n_x != ni || n_out != no)
+        return sn_errorf(SN_ERR_INVALID, "predict: %d inputs and %d outputs given, but model "
+                         "'%s' has %d inputs and %d outputs", n_x, n_out, m->name, ni, no);
+    int64_t b = 0;
+    for (int i = 0; i < ni; i++) {
+        if (!x[i]) return sn_errorf(SN_ERR_INVALID, "predict: x[%d] is NULL", i);
+        const sn_shape *xs = sn_tensor_shape(x[i]);
+        sn_shape want = in_shape_at(m, i);
+        sn_shape img = {.ndim = xs->ndim > 0 ? xs->ndim - 1 : 0};
+        for (int d = 1; d < xs->ndim; d++) img.dim[d - 1] = xs->dim[d];
+        char s1[128], s2[128];
+        if (xs->ndim < 1 || xs->dim[0] < 1 || !sn_shape_equal(&img, &want) ||
+            (i > 0 && xs->dim[0] != b))
+            return sn_errorf(SN_ERR_SHAPE, "predict: x[%d] has shape %s but the model's input "
+                             "'%s' expects [B, %s] with the same B >= 1 for every input", i,
+                             sn_shape_str(xs, s1, sizeof s1),
+                             m->fn ? m->fn->nodes[m->fn->inputs[i]].input_name : "input",
+                             sn_shape_str(&want, s2, sizeof s2));
+        if (sn_tensor_dtype(x[i]) != SN_F32)
+            return sn_errorf(SN_ERR_SHAPE, "predict: x[%d] has dtype %s; the model expects f32",
+                             i, sn_dtype_name(sn_tensor_dtype(x[i])));
+        b = xs->dim[0];
+    }
+    sn_cached_plan *cp;
+    SN_TRY(sn_error_context(sn_train_plan_n(m, SN_PLAN_PREDICT, b, 0, NULL, NULL, &cp),
+                            "predict"));
+    for (int i = 0; i < ni; i++) {
+        size_t bytes = (size_t)sn_tensor_numel(x[i]) * sizeof(float);
+        if (sn_tensor_is_contiguous(x[i])) {
+            SN_TRY(sn_plan_set_input(cp->plan, cp->xs[i], sn_tensor_cdata(x[i]), bytes));
+        } else {
+            float *dst = sn_plan_buffer(cp->plan, cp->xs[i]);
+            if (!dst) return SN_ERR_INVALID;
+            for (int64_t j = 0; j < sn_tensor_numel(x[i]); j++)
+                dst[j] = (float)sn_tensor_get(x[i], j);
+        }
+    }
+    SN_TRY(sn_error_context(sn_plan_run(cp->plan, 1, NULL, NULL), "predict"));
+    for (int k = 0; k < no; k++) {
+        const float *res = sn_plan_buffer(cp->plan, cp->outs[k]);
+        sn_shape os = sn_node_shape(m->g, cp->outs[k]);
+        sn_status st = res ? sn_tensor_from_data(&out[k], SN_F32, &os, res) : SN_ERR_INVALID;
+        if (st != SN_OK) {
+            for (int j = 0; j < k; j++) {
+                sn_tensor_free(out[j]);
+                out[j] = NULL;
+            }
+            return st;
+        }
+    }
+    return SN_OK;
 }

@@ -21,6 +21,8 @@ const char *sn_loss_name(sn_loss_type t) {
     case SN_LOSS_CATEGORICAL_CROSSENTROPY: return "categorical_crossentropy";
     case SN_LOSS_BINARY_CROSSENTROPY: return "binary_crossentropy";
     case SN_LOSS_MEAN_SQUARED_ERROR: return "mean_squared_error";
+    case SN_LOSS_MEAN_ABSOLUTE_ERROR: return "mean_absolute_error";
+    case SN_LOSS_HUBER: return "huber";
     }
     return "?";
 }
@@ -29,8 +31,16 @@ const char *sn_metric_name(sn_metric_type m) {
     switch (m) {
     case SN_METRIC_SPARSE_CATEGORICAL_ACCURACY: return "sparse_categorical_accuracy";
     case SN_METRIC_ACCURACY: return "accuracy";
+    case SN_METRIC_BINARY_ACCURACY: return "binary_accuracy";
+    case SN_METRIC_CATEGORICAL_ACCURACY: return "categorical_accuracy";
     }
     return "?";
+}
+
+bool sn_loss_dense_labels(sn_loss_type t) { return t != SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY; }
+
+static bool regression(sn_loss_type t) {
+    return t == SN_LOSS_MEAN_SQUARED_ERROR || t == SN_LOSS_MEAN_ABSOLUTE_ERROR || t == SN_LOSS_HUBER;
 }
 
 sn_status sn_metric_check(sn_metric_type m, sn_loss_type t) {
@@ -42,21 +52,32 @@ sn_status sn_metric_check(sn_metric_type m, sn_loss_type t) {
                              "%s; use SN_METRIC_ACCURACY)", sn_loss_name(t));
         return SN_OK;
     case SN_METRIC_ACCURACY:
-        if (t == SN_LOSS_MEAN_SQUARED_ERROR)
+        if (regression(t))
             return sn_errorf(SN_ERR_INVALID, "compile: metric accuracy is not defined for the "
-                             "loss mean_squared_error (a regression loss)");
+                             "loss %s (a regression loss; name binary_accuracy or "
+                             "categorical_accuracy)", sn_loss_name(t));
+        return SN_OK;
+    case SN_METRIC_BINARY_ACCURACY:
+    case SN_METRIC_CATEGORICAL_ACCURACY:
+        if (t == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY)
+            return sn_errorf(SN_ERR_INVALID, "compile: metric %s needs labels of the output's "
+                             "shape, but the loss sparse_categorical_crossentropy takes class "
+                             "indices (use sparse_categorical_accuracy)", sn_metric_name(m));
         return SN_OK;
     }
-    return sn_errorf(SN_ERR_INVALID, "compile: unknown metric %d (expected "
-                     "SN_METRIC_SPARSE_CATEGORICAL_ACCURACY or SN_METRIC_ACCURACY)", (int)m);
+    return sn_errorf(SN_ERR_INVALID, "compile: unknown metric %d (expected one of the "
+                     "sn_metric_type values)", (int)m);
 }
 
-static sn_node scalar(sn_graph *g, double v) { return sn_scalar(g, SN_F32, v); }
+/* A constant of x's dtype (f64 in the gradient checks, f32 in training). */
+static sn_node scalar_like(sn_graph *g, sn_node x, double v) {
+    return sn_scalar(g, sn_node_dtype(g, x), v);
+}
 
 static sn_node clip(sn_graph *g, sn_node x, double lo, double hi) {
-    sn_node a = sn_relu(g, sn_sub(g, x, scalar(g, lo)));
-    sn_node b = sn_relu(g, sn_sub(g, x, scalar(g, hi)));
-    return sn_add(g, scalar(g, lo), sn_sub(g, a, b));
+    sn_node a = sn_relu(g, sn_sub(g, x, scalar_like(g, x, lo)));
+    sn_node b = sn_relu(g, sn_sub(g, x, scalar_like(g, x, hi)));
+    return sn_add(g, scalar_like(g, x, lo), sn_sub(g, a, b));
 }
 
 /* x [B, ...] -> [B]: mean over every non-batch axis (identity for [B]). */
@@ -78,9 +99,14 @@ static void flatten_sparse(sn_graph *g, sn_node *out, sn_node *y, int64_t *per_e
     if (ys.ndim != 1) *y = sn_reshape(g, *y, &(sn_shape){.ndim = 1, .dim = {n}});
 }
 
-sn_node sn_loss_per_example(sn_graph *g, sn_loss_type t, bool from_logits, sn_node out,
-                            sn_node y) {
+static sn_node absolute(sn_graph *g, sn_node x) {
+    return sn_add(g, sn_relu(g, x), sn_relu(g, sn_neg(g, x)));
+}
+
+sn_node sn_loss_per_example(sn_graph *g, const sn_loss_spec *spec, sn_node out, sn_node y) {
     sn_shape os = sn_node_shape(g, out);
+    sn_loss_type t = spec->type;
+    bool from_logits = spec->from_logits;
     switch (t) {
     case SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY: {
         int64_t b = os.dim[0], per_ex;
@@ -112,14 +138,14 @@ sn_node sn_loss_per_example(sn_graph *g, sn_loss_type t, bool from_logits, sn_no
             /* The stable form of TF's sigmoid_cross_entropy_with_logits:
              * max(z, 0) - z * y + log(1 + exp(-|z|)). */
             sn_node absz = sn_add(g, sn_relu(g, out), sn_relu(g, sn_neg(g, out)));
-            sn_node sp = sn_log(g, sn_add(g, scalar(g, 1), sn_exp(g, sn_neg(g, absz))));
+            sn_node sp = sn_log(g, sn_add(g, scalar_like(g, out, 1), sn_exp(g, sn_neg(g, absz))));
             l = sn_add(g, sn_sub(g, sn_relu(g, out), sn_mul(g, out, y)), sp);
         } else {
             /* Keras (TF backend): clip, then -(y log(p + eps) + (1 - y) log(1 - p + eps)). */
             sn_node p = clip(g, out, SN_LOSS_EPSILON, 1 - SN_LOSS_EPSILON);
-            sn_node a = sn_mul(g, y, sn_log(g, sn_add(g, p, scalar(g, SN_LOSS_EPSILON))));
-            sn_node one_y = sn_sub(g, scalar(g, 1), y);
-            sn_node one_p = sn_add(g, sn_sub(g, scalar(g, 1), p), scalar(g, SN_LOSS_EPSILON));
+            sn_node a = sn_mul(g, y, sn_log(g, sn_add(g, p, scalar_like(g, out, SN_LOSS_EPSILON))));
+            sn_node one_y = sn_sub(g, scalar_like(g, out, 1), y);
+            sn_node one_p = sn_add(g, sn_sub(g, scalar_like(g, out, 1), p), scalar_like(g, out, SN_LOSS_EPSILON));
             l = sn_neg(g, sn_add(g, a, sn_mul(g, one_y, sn_log(g, one_p))));
         }
         if (os.ndim >= 2) l = sn_reduce_mean(g, l, 1, (int[]){-1}, false);
@@ -131,49 +157,75 @@ sn_node sn_loss_per_example(sn_graph *g, sn_loss_type t, bool from_logits, sn_no
         if (os.ndim >= 2) l = sn_reduce_mean(g, l, 1, (int[]){-1}, false);
         return per_example(g, l);
     }
+    case SN_LOSS_MEAN_ABSOLUTE_ERROR: {
+        sn_node l = absolute(g, sn_sub(g, out, y));
+        if (os.ndim >= 2) l = sn_reduce_mean(g, l, 1, (int[]){-1}, false);
+        return per_example(g, l);
+    }
+    case SN_LOSS_HUBER: {
+        /* Keras: a = |p - y|, q = min(a, delta), mean(0.5 q^2 + delta (a - q)) over the last
+         * axis; min(a, delta) = a - relu(a - delta). */
+        sn_node a = absolute(g, sn_sub(g, out, y));
+        sn_node q = sn_sub(g, a, sn_relu(g, sn_sub(g, a, scalar_like(g, out, spec->delta))));
+        sn_node l = sn_add(g, sn_mul(g, scalar_like(g, out, 0.5), sn_mul(g, q, q)),
+                           sn_mul(g, scalar_like(g, out, spec->delta), sn_sub(g, a, q)));
+        if (os.ndim >= 2) l = sn_reduce_mean(g, l, 1, (int[]){-1}, false);
+        return per_example(g, l);
+    }
     }
     return sn_graph_fail(g, SN_ERR_INVALID, "loss: unknown type %d", (int)t);
 }
 
-sn_node sn_metric_batch_sum(sn_graph *g, sn_metric_type m, sn_loss_type t, bool from_logits,
+/* hits [N] of out [N, ...] against a threshold: label == (out > thr) per element, each
+ * example's mean; *per_ex receives the elements per example. */
+static sn_node threshold_hits(sn_graph *g, sn_node out, sn_node y, double thr, int64_t *per_ex) {
+    /* As a two-class argmax against the threshold (argmax takes the first of equal values,
+     * so out == thr predicts 0, as Keras's strict ">"). */
+    sn_shape s = sn_node_shape(g, out);
+    int64_t n = sn_shape_numel(&s);
+    *per_ex = s.dim[0] ? n / s.dim[0] : 1;
+    sn_shape col = {.ndim = 2, .dim = {n, 1}};
+    sn_node z = sn_reshape(g, out, &col);
+    sn_node th = sn_broadcast_to(g, sn_reshape(g, scalar_like(g, out, thr),
+                                               &(sn_shape){.ndim = 2, .dim = {1, 1}}), &col);
+    z = sn_concat(g, 2, (sn_node[]){th, z}, 1);
+    sn_node lab = sn_cast(g, sn_reshape(g, y, &(sn_shape){.ndim = 1, .dim = {n}}), SN_I32);
+    return sn_sparse_accuracy(g, z, lab);
+}
+
+sn_node sn_metric_batch_sum(sn_graph *g, const sn_metric_spec *m, const sn_loss_spec *l,
                             sn_node out, sn_node y) {
-    (void)m; /* both metrics are "accuracy" resolved by the loss, as Keras resolves it */
     sn_node z = out, lab = y, hit;
     int64_t per_ex;
-    switch (t) {
-    case SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY:
+    sn_loss_type t = l->type;
+    /* "accuracy" is resolved by the loss, as Keras resolves it by the labels' shape */
+    sn_metric_type mt = m->type;
+    if (mt == SN_METRIC_ACCURACY || mt == SN_METRIC_SPARSE_CATEGORICAL_ACCURACY)
+        mt = t == SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY ? SN_METRIC_SPARSE_CATEGORICAL_ACCURACY
+             : t == SN_LOSS_CATEGORICAL_CROSSENTROPY ? SN_METRIC_CATEGORICAL_ACCURACY
+             : t == SN_LOSS_BINARY_CROSSENTROPY ? SN_METRIC_ACCURACY : mt;
+    switch (mt) {
+    case SN_METRIC_SPARSE_CATEGORICAL_ACCURACY:
         flatten_sparse(g, &z, &lab, &per_ex);
         hit = sn_sparse_accuracy(g, z, lab);
         break;
-    case SN_LOSS_CATEGORICAL_CROSSENTROPY:
+    case SN_METRIC_CATEGORICAL_ACCURACY:
         lab = sn_argmax(g, y);
         flatten_sparse(g, &z, &lab, &per_ex);
         hit = sn_sparse_accuracy(g, z, lab);
         break;
-    case SN_LOSS_BINARY_CROSSENTROPY: {
-        /* binary_accuracy: y == (p > 0.5), i.e. logit > 0. As a two-class argmax against the
-         * threshold (argmax takes the first of equal values, so p == 0.5 predicts 0, as
-         * Keras's strict ">"). */
-        sn_shape s = sn_node_shape(g, out);
-        int64_t n = sn_shape_numel(&s);
-        per_ex = s.dim[0] ? n / s.dim[0] : 1;
-        sn_shape col = {.ndim = 2, .dim = {n, 1}};
-        z = sn_reshape(g, out, &col);
-        sn_node thr = sn_broadcast_to(g, sn_reshape(g, scalar(g, from_logits ? 0.0 : 0.5),
-                                                    &(sn_shape){.ndim = 2, .dim = {1, 1}}),
-                                      &col);
-        z = sn_concat(g, 2, (sn_node[]){thr, z}, 1);
-        lab = sn_cast(g, sn_reshape(g, y, &(sn_shape){.ndim = 1, .dim = {n}}), SN_I32);
-        hit = sn_sparse_accuracy(g, z, lab);
+    case SN_METRIC_ACCURACY: /* binary cross-entropy's: y == (p > 0.5), i.e. logit > 0 */
+        hit = threshold_hits(g, out, y, l->from_logits ? 0.0 : 0.5, &per_ex);
         break;
-    }
-    case SN_LOSS_MEAN_SQUARED_ERROR:
+    case SN_METRIC_BINARY_ACCURACY: /* Keras's: the threshold on the output as it is */
+        hit = threshold_hits(g, out, y, m->threshold, &per_ex);
+        break;
     default:
-        return sn_graph_fail(g, SN_ERR_INVALID, "metric accuracy: not defined for %s",
-                             sn_loss_name(t));
+        return sn_graph_fail(g, SN_ERR_INVALID, "metric %s: not defined for %s",
+                             sn_metric_name(m->type), sn_loss_name(t));
     }
     sn_node sum = sn_reduce_sum(g, hit, 0, NULL, false);
     /* Count examples, not positions: each example contributes its mean. */
-    if (per_ex != 1) sum = sn_mul(g, sum, scalar(g, 1.0 / (double)per_ex));
+    if (per_ex != 1) sum = sn_mul(g, sum, scalar_like(g, sum, 1.0 / (double)per_ex));
     return sum;
 }

@@ -28,18 +28,35 @@ sn_status sn_optimizer_apply(sn_graph *g, const sn_optimizer_opts *o, int n, con
 
 /* Keras names: "sparse_categorical_crossentropy", ... */
 const char *sn_loss_name(sn_loss_type t);
+/* One output's loss as compile resolved it (sn_output_loss plus the compile-wide options). */
+typedef struct sn_loss_spec {
+    sn_loss_type type;
+    bool from_logits;
+    double weight; /* Keras's loss_weights entry */
+    double delta;  /* Huber */
+} sn_loss_spec;
 /* Per-example loss [B] for model output `out` [B, ...] and labels y (int32 [B] for the sparse
  * loss, otherwise out's shape and f32). The caller checked the shapes; graph errors are
  * sticky in g. */
-sn_node sn_loss_per_example(sn_graph *g, sn_loss_type t, bool from_logits, sn_node out,
-                            sn_node y);
-/* Sum over the batch of the per-example metric value (1 for a right prediction), a scalar. */
-sn_node sn_metric_batch_sum(sn_graph *g, sn_metric_type m, sn_loss_type t, bool from_logits,
+sn_node sn_loss_per_example(sn_graph *g, const sn_loss_spec *l, sn_node out, sn_node y);
+/* One metric of one output, as compile resolved it. */
+typedef struct sn_metric_spec {
+    sn_metric_type type;
+    int out;          /* the model output it reads */
+    double threshold; /* binary accuracy */
+    char name[96];    /* the name fit logs: "accuracy", or "<output layer>_accuracy" */
+} sn_metric_spec;
+/* Sum over the batch of the per-example metric value (1 for a right prediction), a scalar;
+ * l is the loss of the metric's output (it resolves "accuracy", as Keras does). */
+sn_node sn_metric_batch_sum(sn_graph *g, const sn_metric_spec *m, const sn_loss_spec *l,
                             sn_node out, sn_node y);
 /* SN_ERR_INVALID when metric m is not defined for loss t. */
 sn_status sn_metric_check(sn_metric_type m, sn_loss_type t);
-/* The name Keras logs: "sparse_categorical_accuracy" or "accuracy" (the name the user gave). */
+/* The name Keras logs: "sparse_categorical_accuracy", "accuracy", ... */
 const char *sn_metric_name(sn_metric_type m);
+/* Labels [B] given for an output [B, 1] (binary / regression with one unit): whether loss t
+ * takes labels of the output's shape (every loss but the sparse one). */
+bool sn_loss_dense_labels(sn_loss_type t);
 
 /* ---- the training state compile creates (m->train) ------------------------------------- */
 /* What a cached plan computes. */
@@ -53,22 +70,38 @@ typedef struct sn_replica_plan {
     int64_t lo, rows;
 } sn_replica_plan;
 
+/* The model's inputs and outputs (sn_model_input_count's, inline: functional.c, which has
+ * those, reaches compile.c through model.c). */
+static inline int sn_train_n_inputs(const sn_model *m) { return m->fn ? m->fn->n_inputs : 1; }
+static inline int sn_train_n_outputs(const sn_model *m) { return m->fn ? m->fn->n_outputs : 1; }
+
+/* Inputs and labels a plan takes: a dataset's components. */
+#define SN_FIT_MAX_IO SN_DATASET_MAX_COMPONENTS
+#define SN_TRAIN_MAX_METRICS (SN_MAX_OUTPUTS * SN_MAX_METRICS)
+
 /* One plan per (kind, batch shape): a last partial batch gets its own. */
 typedef struct sn_cached_plan {
     sn_plan_kind kind;
     int64_t batch;
-    sn_shape y_shape; /* labels with the batch dimension (unused for predict) */
+    sn_shape y_shape; /* labels with the batch dimension (unused for predict): output 0's */
     sn_dtype y_dtype;
     sn_plan *plan;     /* the plan (under a strategy: replica 0's, rep[0].plan) */
     sn_node x, y, out; /* the whole batch's inputs (SN_NONE under a strategy); out: predict's */
+    /* A model of several inputs or outputs: every input, label and output (xs[0] == x,
+     * ys[0] == y, outs[0] == out); n_y 0 for predict. */
+    int n_x, n_y, n_out;
+    sn_node xs[SN_FIT_MAX_IO], ys[SN_FIT_MAX_IO], outs[SN_FIT_MAX_IO];
+    sn_shape y_shapes[SN_FIT_MAX_IO];
+    sn_dtype y_dtypes[SN_FIT_MAX_IO];
     int n_targets;
     sn_node *targets;
     int n_rep;         /* local replicas of a training plan under a strategy; 0 otherwise */
     sn_replica_plan *rep;
 } sn_cached_plan;
 
-/* Accumulators: [0] loss sum, [1 .. n_metrics] metric sums, [n_metrics + 1] example count. */
-#define SN_ACC_MAX (SN_MAX_METRICS + 2)
+/* Accumulators: [0] loss sum, [1 .. L] each output's loss sum (L = n_out_losses: the outputs
+ * when there are several, else 0), [L + 1 .. L + M] metric sums, [L + M + 1] example count. */
+#define SN_ACC_MAX (SN_TRAIN_MAX_METRICS + SN_MAX_OUTPUTS + 2)
 
 struct sn_train_state {
     bool compiled; /* false: created by predict on an uncompiled model (plans only) */
@@ -78,10 +111,17 @@ struct sn_train_state {
     sn_node *slots;  /* n_vars * SN_OPTIM_MAX_SLOTS */
     sn_node iterations;
     sn_node acc[2][SN_ACC_MAX]; /* [0] training, [1] evaluation; non-trainable f32 scalars */
+    /* The losses and metrics compile resolved, per output (sn_compile_opts.outputs or the
+     * one loss); n_acc = 1 + n_out_losses + n_met, the logged values. */
+    int n_out, n_out_losses, n_met, n_acc;
+    sn_loss_spec loss[SN_MAX_OUTPUTS];
+    sn_metric_spec met[SN_TRAIN_MAX_METRICS];
+    char out_loss_names[SN_MAX_OUTPUTS][96]; /* "<output layer>_loss" */
+    char val_out_loss_names[SN_MAX_OUTPUTS][100];
     sn_cached_plan *plans;
     int n_plans, cap_plans;
     int64_t step;    /* training steps run so far: the plan step that keys dropout masks */
-    char val_names[SN_MAX_METRICS + 1][64]; /* "val_loss", "val_<metric>" */
+    char val_names[SN_ACC_MAX][104]; /* "val_loss", "val_<output>_loss", "val_<metric>" */
     struct sn_fit_progress *fit; /* while fit runs: where it is (checkpoints read it) */
     bool log_lr;     /* a learning-rate callback is attached: epoch logs get "learning_rate" */
 };
@@ -92,6 +132,13 @@ sn_train_state *sn_train_state_get(sn_model *m);
  * on first use. */
 sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_shape *y_shape,
                         sn_dtype y_dtype, sn_cached_plan **out);
+/* The same with one label per output (n_y labels; 0 for predict). */
+sn_status sn_train_plan_n(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
+                          const sn_shape *y_shapes, const sn_dtype *y_dtypes,
+                          sn_cached_plan **out);
+/* The names of the values fit logs and evaluate returns, in order: "loss", each output's
+ * loss, each metric (n_acc of them). */
+const char *sn_train_log_name(const sn_train_state *t, int i);
 /* The model's output shape without the batch dimension. */
 sn_shape sn_model_out_shape(const sn_model *m);
 
@@ -145,8 +192,9 @@ void sn_repr_double(char *buf, size_t cap, double v);
 void sn_train_set_lr(sn_model *m, double lr);
 
 /* ---- running a cached plan (fit.c): one path with and without a strategy ---------------- */
-/* The global batch of a step: next sets *x and *y to its images and labels, contiguous, of
- * cp's shapes; they stay valid until the next call. A non-SN_OK return ends the execution
+/* The global batch of a step: next sets x[i] and y[j] to its inputs and labels, contiguous,
+ * of cp's shapes (x[0] and y[0] for a model of one input and output: *x and *y); they stay
+ * valid until the next call. A non-SN_OK return ends the execution
  * before that step and is returned. */
 typedef sn_status (*sn_batch_fn)(void *ctx, int64_t step, const void **x, const void **y);
 /* Runs cp for up to `steps` steps in one entry of the executor per plan (steps_per_execution):
