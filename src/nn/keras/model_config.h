@@ -37,6 +37,13 @@ sn_status sn_cfg_str(const json_t *obj, const char *key, bool required, const ch
 sn_status sn_cfg_axis_is_last(const json_t *obj, const char *supported);
 sn_status sn_cfg_must(const json_t *obj, const char *key, const json_t *allowed,
                       const char *supported);
+/* Each of the NULL-ended keys, when present, must be null: constraints, activity
+ * regularizers, quantization and LoRA, which sinter does not implement. */
+sn_status sn_cfg_nulls(const json_t *obj, const char *const *keys);
+/* 'data_format' absent or "channels_last"; anything else refused showing the value. */
+sn_status sn_cfg_channels_last(const json_t *obj);
+/* 'padding' "valid" (also when absent) or "same"; "causal" and anything else refused. */
+sn_status sn_cfg_padding(const json_t *obj, sn_padding *out);
 /* An int or a list of `n` ints (kernel_size, strides, pool_size), each >= min. */
 sn_status sn_cfg_ints(const json_t *obj, const char *key, bool required, int n, int64_t min,
                       int64_t *out);

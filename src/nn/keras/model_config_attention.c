@@ -15,12 +15,6 @@
 
 static void set(json_t *c, const char *k, json_t *v) { json_object_set_new(c, k, v); }
 
-static sn_status nulls(const json_t *c, const char *const *keys) {
-    for (int i = 0; keys[i]; i++)
-        SN_TRY(sn_cfg_must(c, keys[i], NULL, "only null (not implemented in sinter)"));
-    return SN_OK;
-}
-
 static sn_layer *made(sn_layer *l, sn_status *st) {
     *st = l ? SN_OK : SN_ERR_INVALID; /* the constructor recorded why */
     return l;
@@ -41,7 +35,7 @@ sn_status sn_cfg_read_layer_norm(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "gamma_initializer", &o.gamma_initializer));
     SN_TRY(sn_cfg_regularizer(c, "beta_regularizer", &o.beta_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "gamma_regularizer", &o.gamma_regularizer));
-    SN_TRY(nulls(c, nk));
+    SN_TRY(sn_cfg_nulls(c, nk));
     sn_status st;
     *out = made(sn_layer_layer_norm_ex(&o), &st);
     return st;
@@ -77,7 +71,7 @@ sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
     SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
-    SN_TRY(nulls(c, nk));
+    SN_TRY(sn_cfg_nulls(c, nk));
     /* Keras writes the attention axes it built with: [1] for [B, T, d] inputs (null before
      * build); attention over other axes is not implemented. */
     const json_t *ax = json_object_get(c, "attention_axes");

@@ -18,39 +18,13 @@ static sn_layer *made(sn_layer *l, sn_status *st) {
     return l;
 }
 
-static sn_status nulls(const json_t *c, const char *const *keys) {
-    for (int i = 0; keys[i]; i++)
-        SN_TRY(sn_cfg_must(c, keys[i], NULL, "only null (not implemented in sinter)"));
-    return SN_OK;
-}
-
-static sn_status channels_last(const json_t *c) {
-    const char *f = "channels_last";
-    SN_TRY(sn_cfg_str(c, "data_format", false, &f));
-    if (strcmp(f, "channels_last"))
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'data_format' is \"%s\"; sinter supports "
-                         "only \"channels_last\"", f);
-    return SN_OK;
-}
-
-static sn_status padding(const json_t *c, sn_padding *out) {
-    const char *p = "valid";
-    SN_TRY(sn_cfg_str(c, "padding", false, &p));
-    if (!strcmp(p, "valid")) *out = SN_PAD_VALID;
-    else if (!strcmp(p, "same")) *out = SN_PAD_SAME;
-    else
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is \"%s\"; sinter supports "
-                         "\"valid\" and \"same\"", p);
-    return SN_OK;
-}
-
 /* kernel_size (required), strides, padding, data_format, dilation_rate 1. */
 static sn_status window(const json_t *c, int *kh, int *kw, int *sh, int *sw, sn_padding *pad) {
     int64_t k[2] = {0, 0}, s[2] = {1, 1}, d[2] = {1, 1};
     SN_TRY(sn_cfg_ints(c, "kernel_size", true, 2, 1, k));
     SN_TRY(sn_cfg_ints(c, "strides", false, 2, 1, s));
-    SN_TRY(padding(c, pad));
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_padding(c, pad));
+    SN_TRY(sn_cfg_channels_last(c));
     SN_TRY(sn_cfg_ints(c, "dilation_rate", false, 2, 1, d));
     if (d[0] != 1 || d[1] != 1)
         return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dilation_rate' is [%lld, %lld]; sinter "
@@ -82,7 +56,7 @@ static sn_status read_sep(const json_t *c, bool separable, sn_layer **out) {
         SN_TRY(sn_cfg_initializer(c, "pointwise_initializer", &o.pointwise_initializer));
         SN_TRY(sn_cfg_regularizer(c, "pointwise_regularizer", &o.pointwise_regularizer));
     }
-    SN_TRY(nulls(c, separable ? nk_sep : nk_dw));
+    SN_TRY(sn_cfg_nulls(c, separable ? nk_sep : nk_dw));
     sn_status st;
     *out = made(separable ? sn_layer_separable_conv2d_ex(&o) : sn_layer_depthwise_conv2d_ex(&o),
                 &st);
@@ -134,7 +108,7 @@ sn_status sn_cfg_read_conv_transpose(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
     SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
-    SN_TRY(nulls(c, nk));
+    SN_TRY(sn_cfg_nulls(c, nk));
     sn_status st;
     *out = made(sn_layer_conv2d_transpose_ex(&o), &st);
     return st;
@@ -165,7 +139,7 @@ void sn_cfg_write_conv_transpose(const sn_layer *l, json_t *c) {
 sn_status sn_cfg_read_upsampling(const json_t *c, sn_layer **out) {
     int64_t s[2] = {2, 2};
     SN_TRY(sn_cfg_ints(c, "size", false, 2, 1, s));
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_channels_last(c));
     const char *interp = "nearest";
     SN_TRY(sn_cfg_str(c, "interpolation", false, &interp));
     if (strcmp(interp, "nearest"))
@@ -184,7 +158,7 @@ void sn_cfg_write_upsampling(const sn_layer *l, json_t *c) {
 
 /* cropping: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
 sn_status sn_cfg_read_cropping(const json_t *c, sn_layer **out) {
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_channels_last(c));
     const json_t *v = json_object_get(c, "cropping");
     int64_t p[4] = {0, 0, 0, 0};
     bool ok = true;

@@ -22,26 +22,6 @@ static sn_status must_str(const json_t *c, const char *key, const char *value) {
                      sn_cfg_show(v, b, sizeof b), sup);
 }
 
-/* "valid" / "same"; "causal" and anything else refused. */
-static sn_status read_padding(const json_t *c, sn_padding *out) {
-    const char *p = "valid";
-    SN_TRY(sn_cfg_str(c, "padding", false, &p));
-    if (!strcmp(p, "valid")) *out = SN_PAD_VALID;
-    else if (!strcmp(p, "same")) *out = SN_PAD_SAME;
-    else
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is \"%s\"; sinter supports "
-                         "\"valid\" and \"same\"", p);
-    return SN_OK;
-}
-
-/* Constraints, activity regularizers, quantization and LoRA are not implemented: the fields
- * must be null (as Keras writes them when unused). */
-static sn_status must_nulls(const json_t *c, const char *const *keys) {
-    for (int i = 0; keys[i]; i++)
-        SN_TRY(sn_cfg_must(c, keys[i], NULL, "only null (not implemented in sinter)"));
-    return SN_OK;
-}
-
 static sn_layer *made(sn_layer *l, sn_status *st) {
     *st = l ? SN_OK : SN_ERR_INVALID; /* the constructor recorded why */
     return l;
@@ -62,7 +42,7 @@ static sn_status read_dense(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
     SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
-    SN_TRY(must_nulls(c, nulls));
+    SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_dense_ex(&o), &st);
     return st;
@@ -78,7 +58,7 @@ static sn_status read_conv2d(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_ints(c, "strides", false, 2, 1, s));
     o.stride_h = (int)s[0];
     o.stride_w = (int)s[1];
-    SN_TRY(read_padding(c, &o.padding));
+    SN_TRY(sn_cfg_padding(c, &o.padding));
     SN_TRY(must_str(c, "data_format", "channels_last"));
     SN_TRY(sn_cfg_ints(c, "dilation_rate", false, 2, 1, d));
     if (d[0] != 1 || d[1] != 1)
@@ -91,7 +71,7 @@ static sn_status read_conv2d(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
     SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
     SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
-    SN_TRY(must_nulls(c, nulls));
+    SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_conv2d_ex(&o), &st);
     return st;
@@ -103,7 +83,7 @@ static sn_status read_pool(const json_t *c, bool max, sn_layer **out) {
     SN_TRY(sn_cfg_ints(c, "strides", false, 2, 1, s)); /* null: the pool size */
     sn_pool2d_opts o = {.pool_h = (int)p[0], .pool_w = (int)p[1], .stride_h = (int)s[0],
                         .stride_w = (int)s[1]};
-    SN_TRY(read_padding(c, &o.padding));
+    SN_TRY(sn_cfg_padding(c, &o.padding));
     SN_TRY(must_str(c, "data_format", "channels_last"));
     sn_status st;
     *out = made(max ? sn_layer_max_pool2d_ex(&o) : sn_layer_avg_pool2d_ex(&o), &st);
@@ -195,7 +175,7 @@ static sn_status read_bn(const json_t *c, sn_layer **out) {
                          sync ? "synchronized" : "renorm");
     double rm = 0;
     SN_TRY(sn_cfg_num(c, "renorm_momentum", false, 0, 1, &rm)); /* unused without renorm */
-    SN_TRY(must_nulls(c, nulls));
+    SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_batch_norm_ex(&o), &st);
     return st;
@@ -215,7 +195,7 @@ static sn_status read_embedding(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_initializer(c, "embeddings_initializer", &o.embeddings_initializer));
     SN_TRY(sn_cfg_regularizer(c, "embeddings_regularizer", &o.embeddings_regularizer));
     SN_TRY(sn_cfg_bool(c, "mask_zero", false, &o.mask_zero));
-    SN_TRY(must_nulls(c, nulls));
+    SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_embedding_ex(&o), &st);
     return st;
@@ -266,7 +246,7 @@ static sn_status read_rnn(const json_t *c, bool gru, sn_layer **out) {
                              "Dropout layer before or after it)", rates[i], r);
     }
     SN_TRY(sn_cfg_int(c, "seed", false, 0, INT64_MAX, &seed)); /* keys the cell's dropout */
-    SN_TRY(must_nulls(c, nulls));
+    SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(gru ? sn_layer_gru_ex(&o) : sn_layer_lstm_ex(&o), &st);
     return st;

@@ -10,26 +10,6 @@ static void set(json_t *c, const char *k, json_t *v) { json_object_set_new(c, k,
 
 static json_t *one(int64_t a) { return json_pack("[I]", (json_int_t)a); }
 
-static sn_status channels_last(const json_t *c) {
-    const char *f = "channels_last";
-    SN_TRY(sn_cfg_str(c, "data_format", false, &f));
-    if (strcmp(f, "channels_last"))
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'data_format' is \"%s\"; sinter supports "
-                         "only \"channels_last\"", f);
-    return SN_OK;
-}
-
-static sn_status padding(const json_t *c, sn_padding *out) {
-    const char *p = "valid";
-    SN_TRY(sn_cfg_str(c, "padding", false, &p));
-    if (!strcmp(p, "valid")) *out = SN_PAD_VALID;
-    else if (!strcmp(p, "same")) *out = SN_PAD_SAME;
-    else
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is \"%s\"; sinter supports "
-                         "\"valid\" and \"same\"", p);
-    return SN_OK;
-}
-
 static sn_status made(sn_layer *l, sn_layer **out) {
     *out = l;
     return l ? SN_OK : SN_ERR_INVALID; /* the constructor recorded why */
@@ -44,8 +24,8 @@ sn_status sn_cfg_read_conv1d(const json_t *c, sn_layer **out) {
     sn_conv1d_layer_opts o = sn_conv1d_layer_defaults(filters, (int)k);
     SN_TRY(sn_cfg_ints(c, "strides", false, 1, 1, &s));
     o.stride = (int)s;
-    SN_TRY(padding(c, &o.padding));
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_padding(c, &o.padding));
+    SN_TRY(sn_cfg_channels_last(c));
     SN_TRY(sn_cfg_ints(c, "dilation_rate", false, 1, 1, &d));
     if (d != 1)
         return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dilation_rate' is [%lld]; sinter supports "
@@ -87,8 +67,8 @@ static sn_status read_pool1d(const json_t *c, bool max, sn_layer **out) {
     SN_TRY(sn_cfg_ints(c, "pool_size", false, 1, 1, &p));
     SN_TRY(sn_cfg_ints(c, "strides", false, 1, 1, &s));
     sn_padding pad = SN_PAD_VALID;
-    SN_TRY(padding(c, &pad));
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_padding(c, &pad));
+    SN_TRY(sn_cfg_channels_last(c));
     return made(sn_layer_pool1d(max, (int)p, (int)s, pad), out);
 }
 sn_status sn_cfg_read_max_pool1d(const json_t *c, sn_layer **out) { return read_pool1d(c, true, out); }
@@ -103,7 +83,7 @@ void sn_cfg_write_pool1d(const sn_layer *l, json_t *c) {
 
 static sn_status read_gpool1d(const json_t *c, bool max, sn_layer **out) {
     bool keepdims = false;
-    SN_TRY(channels_last(c));
+    SN_TRY(sn_cfg_channels_last(c));
     SN_TRY(sn_cfg_bool(c, "keepdims", false, &keepdims));
     return made(sn_layer_global_pool1d(max, keepdims), out);
 }

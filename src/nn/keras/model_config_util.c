@@ -430,3 +430,29 @@ sn_status sn_cfg_read_input(const json_t *c, sn_shape *shape, bool *int_ids, int
                          "dense inputs only", sparse ? "sparse" : ragged ? "ragged" : "optional");
     return SN_OK;
 }
+
+sn_status sn_cfg_nulls(const json_t *obj, const char *const *keys) {
+    for (int i = 0; keys[i]; i++)
+        SN_TRY(sn_cfg_must(obj, keys[i], NULL, "only null (not implemented in sinter)"));
+    return SN_OK;
+}
+
+sn_status sn_cfg_channels_last(const json_t *obj) {
+    const char *f = "channels_last";
+    SN_TRY(sn_cfg_str(obj, "data_format", false, &f));
+    if (strcmp(f, "channels_last"))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'data_format' is \"%s\"; sinter supports "
+                         "only \"channels_last\"", f);
+    return SN_OK;
+}
+
+sn_status sn_cfg_padding(const json_t *obj, sn_padding *out) {
+    const char *p = "valid";
+    SN_TRY(sn_cfg_str(obj, "padding", false, &p));
+    if (!strcmp(p, "valid")) *out = SN_PAD_VALID;
+    else if (!strcmp(p, "same")) *out = SN_PAD_SAME;
+    else
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is \"%s\"; sinter supports "
+                         "\"valid\" and \"same\"", p);
+    return SN_OK;
+}
