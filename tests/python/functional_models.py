@@ -52,9 +52,44 @@ j = layers.Concatenate(axis=-1)([layers.GlobalMaxPooling2D()(c1),
                                  layers.Flatten()(layers.AveragePooling2D(4)(c2))])
 models["images"] = keras.Model(img, layers.Dense(2)(j))
 
+# the convolution family of MobileNet/Xception/U-Net-style nets
+img = keras.Input((12, 12, 3))
+c = layers.DepthwiseConv2D(3, padding="same", depth_multiplier=2)(img)
+c = layers.ReLU(max_value=6.0)(layers.BatchNormalization()(c))
+c = layers.SeparableConv2D(8, 3, strides=2, padding="same", activation="relu")(c)
+u = layers.UpSampling2D(2)(c)
+t = layers.Conv2DTranspose(4, 3, strides=2, padding="same")(c)
+j = layers.Concatenate()([layers.Cropping2D(((1, 1), (2, 0)))(u),
+                          layers.Cropping2D(((1, 1), (2, 0)))(t)])
+j = layers.PReLU()(layers.ELU(alpha=0.5)(j))
+models["convs"] = keras.Model(img, layers.Dense(3)(layers.GlobalAveragePooling2D()(j)))
+
+# sequences: Conv1D, 1-D pools, Permute, Bidirectional over LSTM and GRU
+seq = keras.Input((16, 4))
+s1 = layers.Conv1D(6, 3, padding="same", activation="relu")(seq)
+s1 = layers.MaxPooling1D(2)(s1)
+s2 = layers.AveragePooling1D(2, strides=1, padding="same")(s1)
+s3 = layers.Permute((2, 1))(layers.Permute((2, 1))(s2))
+b1 = layers.Bidirectional(layers.LSTM(5, return_sequences=True))(s3)
+b2 = layers.Bidirectional(layers.GRU(3), merge_mode="sum")(b1)
+g = layers.Concatenate()([b2, layers.GlobalMaxPooling1D()(s1),
+                          layers.GlobalAveragePooling1D()(b1)])
+models["seq"] = keras.Model(seq, layers.Dense(2)(g))
+
+# attention: a pre-LayerNorm causal block, residual adds, a GELU feed-forward
+tok = keras.Input((8, 16))
+h = layers.LayerNormalization(epsilon=1e-5)(tok)
+a = layers.MultiHeadAttention(num_heads=2, key_dim=8)(h, h, use_causal_mask=True)
+r = layers.Add()([tok, a])
+f = layers.Dense(16)(layers.Dense(32, activation="gelu")(layers.LayerNormalization()(r)))
+models["attn"] = keras.Model(tok, layers.Dense(5)(layers.Add()([r, f])))
+
 rng = np.random.default_rng(0)
 inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
-          "images": rng.normal(size=(16, 10, 10, 2)).astype("float32")}
+          "images": rng.normal(size=(16, 10, 10, 2)).astype("float32"),
+          "convs": rng.normal(size=(4, 12, 12, 3)).astype("float32"),
+          "seq": rng.normal(size=(8, 16, 4)).astype("float32"),
+          "attn": rng.normal(size=(4, 8, 16)).astype("float32")}
 for name, model in models.items():
     print(f"MODEL {name} {[l.name for l in model.layers]}")
     model.summary()

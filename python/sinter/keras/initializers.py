@@ -32,12 +32,12 @@ def _cls(name, **defaults):
 Zeros = _cls("Zeros")
 Ones = _cls("Ones")
 Constant = _cls("Constant", value=0.0)
-GlorotUniform = _cls("GlorotUniform", seed=None)
-GlorotNormal = _cls("GlorotNormal", seed=None)
-HeUniform = _cls("HeUniform", seed=None)
-HeNormal = _cls("HeNormal", seed=None)
-LecunUniform = _cls("LecunUniform", seed=None)
-LecunNormal = _cls("LecunNormal", seed=None)
+GlorotUniform = _cls("GlorotUniform", seed=None, input_axes=None, output_axes=None)
+GlorotNormal = _cls("GlorotNormal", seed=None, input_axes=None, output_axes=None)
+HeUniform = _cls("HeUniform", seed=None, input_axes=None, output_axes=None)
+HeNormal = _cls("HeNormal", seed=None, input_axes=None, output_axes=None)
+LecunUniform = _cls("LecunUniform", seed=None, input_axes=None, output_axes=None)
+LecunNormal = _cls("LecunNormal", seed=None, input_axes=None, output_axes=None)
 RandomUniform = _cls("RandomUniform", minval=-0.05, maxval=0.05, seed=None)
 RandomNormal = _cls("RandomNormal", mean=0.0, stddev=0.05, seed=None)
 TruncatedNormal = _cls("TruncatedNormal", mean=0.0, stddev=0.05, seed=None)
@@ -55,11 +55,20 @@ def serialize(init):
     if init is None:
         return init
     if isinstance(init, str):
-        # Keras's short aliases (Embedding's default is "uniform")
-        return {"uniform": "random_uniform", "normal": "random_normal"}.get(init, init)
+        # As Keras's get_config: the name becomes the class's full config (Keras's short
+        # aliases too: Embedding's default is "uniform"). A name not listed is passed on for
+        # the C reader to accept or refuse by name.
+        name = {"uniform": "random_uniform", "normal": "random_normal"}.get(init, init)
+        cls = _BY_NAME.get(name.lower().replace("_", ""))
+        return cls()._serialize() if cls is not None else name
     if isinstance(init, Initializer):
         return init._serialize()
     if isinstance(init, dict):
         return init
     raise NotImplementedError(f"initializer {init!r}: sinter supports Keras's built-in "
                               "initializers (a custom one is not supported)")
+
+
+_BY_NAME = {c.__name__.lower(): c for c in (
+    Zeros, Ones, GlorotUniform, GlorotNormal, HeUniform, HeNormal, LecunUniform, LecunNormal,
+    RandomUniform, RandomNormal, TruncatedNormal, Orthogonal)}

@@ -162,9 +162,10 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, **kwargs):
     return KerasTensor(shape, batch_size=batch_size, name=name, dtype=dtype)
 
 
-def _call(layer, x):
+def _call(layer, x, unpack=False):
     """layer(x) on KerasTensors: one call of the Functional API. A list of tensors is a merge
-    layer's call; calling a layer again shares its weights (Keras's shared layers)."""
+    layer's call (or, with unpack, several positional arguments: mha(query, value)); calling a
+    layer again shares its weights (Keras's shared layers)."""
     xs = list(x) if isinstance(x, (list, tuple)) else [x]
     if not xs or not all(isinstance(t, KerasTensor) for t in xs):
         raise TypeError(f"{layer.name}: called on {type(x).__name__}; sinter layers are called "
@@ -175,7 +176,8 @@ def _call(layer, x):
     out._shape, out.dtype = None, xs[0].dtype
     out._layer, out._call_index = layer, len(calls)
     out._args = xs
-    out._packed = isinstance(x, (list, tuple))  # merge layers take one list argument
+    out._packed = isinstance(x, (list, tuple)) and not unpack  # merges take one list
+    out._kwargs = {}  # the call's keyword arguments as Keras writes them (use_causal_mask)
     calls.append(out)
     return out
 
@@ -213,6 +215,8 @@ class Dense(Layer):
              "kernel_regularizer": self.kernel_regularizer,
              "bias_regularizer": self.bias_regularizer}
         c.update(self._nulls)
+        if c["activity_regularizer"] is None:  # Keras's Layer.get_config adds it only when set
+            del c["activity_regularizer"]
         c["quantization_config"] = None
         return c
 
@@ -441,7 +445,8 @@ class BatchNormalization(Layer):
                  beta_initializer="zeros", gamma_initializer="ones",
                  moving_mean_initializer="zeros", moving_variance_initializer="ones",
                  beta_regularizer=None, gamma_regularizer=None, beta_constraint=None,
-                 gamma_constraint=None, synchronized=False, **kwargs):
+                 gamma_constraint=None, synchronized=False, renorm=False,
+                 renorm_clipping=None, renorm_momentum=0.99, **kwargs):
         super().__init__(**kwargs)
         self._c = {"axis": axis, "momentum": momentum, "epsilon": epsilon, "center": center,
                    "scale": scale,
@@ -453,7 +458,8 @@ class BatchNormalization(Layer):
                    "beta_regularizer": _regularizers.serialize(beta_regularizer),
                    "gamma_regularizer": _regularizers.serialize(gamma_regularizer),
                    "beta_constraint": beta_constraint, "gamma_constraint": gamma_constraint,
-                   "synchronized": synchronized}
+                   "synchronized": synchronized, "renorm": renorm,
+                   "renorm_clipping": renorm_clipping, "renorm_momentum": renorm_momentum}
 
     def _config(self):
         return dict(self._c)
@@ -469,7 +475,8 @@ class Embedding(Layer):
                    "embeddings_initializer": _initializers.serialize(embeddings_initializer),
                    "embeddings_regularizer": _regularizers.serialize(embeddings_regularizer),
                    "activity_regularizer": None,
-                   "embeddings_constraint": embeddings_constraint, "mask_zero": mask_zero}
+                   "embeddings_constraint": embeddings_constraint, "mask_zero": mask_zero,
+                   "quantization_config": None}
 
     def _config(self):
         return dict(self._c)
@@ -518,6 +525,281 @@ class GRU(_RNN):
         return {"reset_after": extra.get("reset_after", True)}
 
 
+def _tuple(v, n, what):
+    """An int or a tuple of n ints, as Keras's conv and pool arguments take, as a list."""
+    if isinstance(v, int):
+        return [v] * n
+    v = list(v)
+    if len(v) != n:
+        raise ValueError(f"{what} must be an int or a tuple of {n} ints; got {v}")
+    return [int(e) for e in v]
+
+
+def _kernel_bias(prefix, init, bias_init, reg, bias_reg, constraint, bias_constraint,
+                 activity_regularizer):
+    """The initializer/regularizer/constraint fields of a layer's kernel (named `prefix`, e.g.
+    "kernel" or "depthwise") and bias, in Keras's config form."""
+    return {f"{prefix}_initializer": _initializers.serialize(init),
+            "bias_initializer": _initializers.serialize(bias_init),
+            f"{prefix}_regularizer": _regularizers.serialize(reg),
+            "bias_regularizer": _regularizers.serialize(bias_reg),
+            "activity_regularizer": activity_regularizer,
+            f"{prefix}_constraint": constraint, "bias_constraint": bias_constraint}
+
+
+class _Configured(Layer):
+    """A layer whose Keras config is one dict built in __init__."""
+
+    def _config(self):
+        return dict(self._c)
+
+
+class Conv1D(_Configured):
+    def __init__(self, filters, kernel_size, strides=1, padding="valid", data_format=None,
+                 dilation_rate=1, groups=1, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"filters": int(filters), "kernel_size": _tuple(kernel_size, 1, "kernel_size"),
+                   "strides": _tuple(strides, 1, "strides"), "padding": padding,
+                   "data_format": data_format or "channels_last",
+                   "dilation_rate": _tuple(dilation_rate, 1, "dilation_rate"), "groups": groups,
+                   "activation": _activations.serialize(activation), "use_bias": use_bias}
+        self._c.update(_kernel_bias("kernel", kernel_initializer, bias_initializer,
+                                    kernel_regularizer, bias_regularizer, kernel_constraint,
+                                    bias_constraint, activity_regularizer))
+
+
+class DepthwiseConv2D(_Configured):
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
+                 data_format=None, dilation_rate=(1, 1), activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
+                 depthwise_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 depthwise_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"depth_multiplier": int(depth_multiplier),
+                   "kernel_size": _pair(kernel_size, "kernel_size"),
+                   "strides": _pair(strides, "strides"), "padding": padding,
+                   "data_format": data_format or "channels_last",
+                   "dilation_rate": _pair(dilation_rate, "dilation_rate"),
+                   "activation": _activations.serialize(activation), "use_bias": use_bias}
+        self._c.update(_kernel_bias("depthwise", depthwise_initializer, bias_initializer,
+                                    depthwise_regularizer, bias_regularizer,
+                                    depthwise_constraint, bias_constraint,
+                                    activity_regularizer))
+
+
+class SeparableConv2D(_Configured):
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid", data_format=None,
+                 dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", pointwise_initializer="glorot_uniform",
+                 bias_initializer="zeros", depthwise_regularizer=None,
+                 pointwise_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 depthwise_constraint=None, pointwise_constraint=None, bias_constraint=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"depth_multiplier": int(depth_multiplier), "filters": int(filters),
+                   "kernel_size": _pair(kernel_size, "kernel_size"),
+                   "strides": _pair(strides, "strides"), "padding": padding,
+                   "data_format": data_format or "channels_last",
+                   "dilation_rate": _pair(dilation_rate, "dilation_rate"),
+                   "activation": _activations.serialize(activation), "use_bias": use_bias,
+                   "depthwise_initializer": _initializers.serialize(depthwise_initializer),
+                   "pointwise_initializer": _initializers.serialize(pointwise_initializer),
+                   "bias_initializer": _initializers.serialize(bias_initializer),
+                   "depthwise_regularizer": _regularizers.serialize(depthwise_regularizer),
+                   "pointwise_regularizer": _regularizers.serialize(pointwise_regularizer),
+                   "bias_regularizer": _regularizers.serialize(bias_regularizer),
+                   "activity_regularizer": activity_regularizer,
+                   "depthwise_constraint": depthwise_constraint,
+                   "pointwise_constraint": pointwise_constraint,
+                   "bias_constraint": bias_constraint}
+
+
+class Conv2DTranspose(_Configured):
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 output_padding=None, data_format=None, dilation_rate=(1, 1), activation=None,
+                 use_bias=True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
+                 kernel_regularizer=None, bias_regularizer=None, activity_regularizer=None,
+                 kernel_constraint=None, bias_constraint=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"filters": int(filters), "kernel_size": _pair(kernel_size, "kernel_size"),
+                   "strides": _pair(strides, "strides"), "padding": padding,
+                   "output_padding": output_padding,
+                   "data_format": data_format or "channels_last",
+                   "dilation_rate": _pair(dilation_rate, "dilation_rate"),
+                   "activation": _activations.serialize(activation), "use_bias": use_bias}
+        self._c.update(_kernel_bias("kernel", kernel_initializer, bias_initializer,
+                                    kernel_regularizer, bias_regularizer, kernel_constraint,
+                                    bias_constraint, activity_regularizer))
+
+
+class _Pool1D(_Configured):
+    def __init__(self, pool_size=2, strides=None, padding="valid", data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        pool = _tuple(pool_size, 1, "pool_size")
+        self._c = {"pool_size": pool, "padding": padding,
+                   "strides": _tuple(strides, 1, "strides") if strides is not None else pool,
+                   "data_format": data_format or "channels_last"}
+
+
+class MaxPooling1D(_Pool1D):
+    pass
+
+
+class AveragePooling1D(_Pool1D):
+    def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
+        super().__init__(pool_size, strides, padding, data_format, **kwargs)
+
+
+class GlobalAveragePooling1D(GlobalAveragePooling2D):
+    pass
+
+
+class GlobalMaxPooling1D(GlobalAveragePooling2D):
+    pass
+
+
+MaxPool1D, AvgPool1D = MaxPooling1D, AveragePooling1D
+GlobalMaxPool1D, GlobalAvgPool1D = GlobalMaxPooling1D, GlobalAveragePooling1D
+
+
+class Cropping2D(_Configured):
+    def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(cropping, int):
+            cropping = ((cropping, cropping), (cropping, cropping))
+        self._c = {"cropping": [_pair(c, "cropping") for c in cropping],
+                   "data_format": data_format or "channels_last"}
+
+
+class UpSampling2D(_Configured):
+    def __init__(self, size=(2, 2), data_format=None, interpolation="nearest", **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"size": _pair(size, "size"), "data_format": data_format or "channels_last",
+                   "interpolation": interpolation}
+
+
+class ELU(_Configured):
+    def __init__(self, alpha=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"alpha": alpha}
+
+
+class PReLU(_Configured):
+    def __init__(self, alpha_initializer="Zeros", alpha_regularizer=None, alpha_constraint=None,
+                 shared_axes=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"alpha_initializer": _initializers.serialize(alpha_initializer),
+                   "alpha_regularizer": _regularizers.serialize(alpha_regularizer),
+                   "alpha_constraint": alpha_constraint, "shared_axes": shared_axes}
+
+
+class Permute(_Configured):
+    def __init__(self, dims, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"dims": [int(d) for d in dims]}
+
+
+class LayerNormalization(_Configured):
+    def __init__(self, axis=-1, epsilon=0.001, center=True, scale=True, rms_scaling=False,
+                 beta_initializer="zeros", gamma_initializer="ones", beta_regularizer=None,
+                 gamma_regularizer=None, beta_constraint=None, gamma_constraint=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"axis": axis, "epsilon": epsilon, "center": center, "scale": scale,
+                   "rms_scaling": rms_scaling,
+                   "beta_initializer": _initializers.serialize(beta_initializer),
+                   "gamma_initializer": _initializers.serialize(gamma_initializer),
+                   "beta_regularizer": _regularizers.serialize(beta_regularizer),
+                   "gamma_regularizer": _regularizers.serialize(gamma_regularizer),
+                   "beta_constraint": beta_constraint, "gamma_constraint": gamma_constraint}
+
+
+class MultiHeadAttention(_Configured):
+    """keras.layers.MultiHeadAttention, called as mha(query, value[, key],
+    use_causal_mask=...); the C reader says which calls and fields sinter runs."""
+
+    def __init__(self, num_heads, key_dim, value_dim=None, dropout=0.0, use_bias=True,
+                 output_shape=None, attention_axes=None, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_regularizer=None, bias_regularizer=None,
+                 activity_regularizer=None, kernel_constraint=None, bias_constraint=None,
+                 seed=None, use_gate=False, sliding_window=None, **kwargs):
+        super().__init__(**kwargs)
+        self._c = {"num_heads": int(num_heads), "key_dim": int(key_dim),
+                   "value_dim": int(value_dim) if value_dim is not None else int(key_dim),
+                   "dropout": dropout, "use_bias": use_bias, "use_gate": use_gate,
+                   "output_shape": output_shape, "attention_axes": attention_axes,
+                   "sliding_window": sliding_window,
+                   "kernel_initializer": _initializers.serialize(kernel_initializer),
+                   "bias_initializer": _initializers.serialize(bias_initializer),
+                   "kernel_regularizer": _regularizers.serialize(kernel_regularizer),
+                   "bias_regularizer": _regularizers.serialize(bias_regularizer),
+                   "activity_regularizer": activity_regularizer,
+                   "kernel_constraint": kernel_constraint, "bias_constraint": bias_constraint,
+                   "seed": seed}
+
+    def __call__(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
+                 attention_mask=None, return_attention_scores=False, training=None,
+                 use_causal_mask=False):
+        for what, v in (("query_mask", query_mask), ("value_mask", value_mask),
+                        ("key_mask", key_mask), ("attention_mask", attention_mask)):
+            if v is not None:
+                raise NotImplementedError(f"{self.name}: {what} is not supported in Python "
+                                          "models yet (the C reader says which masks it runs)")
+        if return_attention_scores or training:
+            raise NotImplementedError(f"{self.name}: return_attention_scores and "
+                                      "training=True are not supported")
+        args = [query, value] + ([key] if key is not None else [])
+        out = _call(self, args, unpack=True)
+        if use_causal_mask:
+            out._kwargs = {"use_causal_mask": True}
+        return out
+
+
+class Bidirectional(Layer):
+    """keras.layers.Bidirectional over an LSTM or GRU; the backward layer is the forward
+    one's config with go_backwards, named as Keras names it."""
+
+    def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None,
+                 **kwargs):
+        if weights is not None or backward_layer is not None:
+            raise NotImplementedError("Bidirectional: weights= and backward_layer= are not "
+                                      "supported")
+        if not isinstance(layer, _RNN):
+            raise TypeError(f"Bidirectional: layer must be an LSTM or GRU; got "
+                            f"{type(layer).__name__}")
+        super().__init__(**kwargs)
+        self.merge_mode = merge_mode
+        self.layer = layer
+
+    def _config(self):
+        def rnn(name, backwards):
+            e = self.layer._serialize()
+            cfg = dict(e["config"])
+            cfg["name"], cfg["go_backwards"] = name, backwards
+            # Keras's Bidirectional zeroes masked steps' outputs when it returns sequences
+            cfg["zero_output_for_mask"] = bool(cfg.get("return_sequences"))
+            return {"module": e["module"], "class_name": e["class_name"], "config": cfg,
+                    "registered_name": None}
+        base = self.layer.name
+        return {"merge_mode": self.merge_mode, "layer": rnn(f"forward_{base}", False),
+                "backward_layer": rnn(f"backward_{base}", True)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config.pop("dtype", None)
+        config.pop("backward_layer", None)  # always the forward layer's mirror here
+        layer = config.pop("layer")
+        inner = dict(layer["config"])
+        inner.pop("dtype", None)
+        inner.pop("zero_output_for_mask", None)
+        inner["name"] = inner["name"].split("forward_", 1)[-1]
+        return cls(deserialize({"class_name": layer["class_name"], "config": inner}), **config)
+
+
 class RawLayer(Layer):
     """A layer given by the entry a model's JSON holds for it (a model used as a layer)."""
 
@@ -541,7 +823,9 @@ _CLASSES = {c.__name__: c for c in (
     Dense, Conv2D, MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Flatten, Reshape,
     Dropout, Activation, Softmax, ReLU, BatchNormalization, Embedding, LSTM, GRU, InputLayer,
     LeakyReLU, Rescaling, ZeroPadding2D, GlobalMaxPooling2D, Add, Subtract, Multiply, Average,
-    Maximum, Minimum, Concatenate)}
+    Maximum, Minimum, Concatenate, Conv1D, DepthwiseConv2D, SeparableConv2D, Conv2DTranspose,
+    MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D, GlobalMaxPooling1D, Cropping2D,
+    UpSampling2D, ELU, PReLU, Permute, LayerNormalization, MultiHeadAttention, Bidirectional)}
 
 
 def deserialize(config):

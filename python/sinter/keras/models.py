@@ -918,7 +918,8 @@ def _functional_config(name, trainable, inputs, outputs):
             for c in sorted(used[id(l)]):
                 call = l._calls[c]
                 args = [arg(a) for a in call._args]
-                nodes.append({"args": [args] if call._packed else args, "kwargs": {}})
+                nodes.append({"args": [args] if call._packed else args,
+                              "kwargs": dict(getattr(call, "_kwargs", {}))})
         e["inbound_nodes"] = nodes
         entries.append(e)
     return {"module": "keras.src.models.functional", "class_name": "Functional",
