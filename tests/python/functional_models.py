@@ -84,6 +84,16 @@ r = layers.Add()([tok, a])
 f = layers.Dense(16)(layers.Dense(32, activation="gelu")(layers.LayerNormalization()(r)))
 models["attn"] = keras.Model(tok, layers.Dense(5)(layers.Add()([r, f])))
 
+# a Functional model with two outputs used as a layer (nested), called on two inputs
+i = keras.Input((6,))
+h = layers.Dense(5, activation="relu")(i)
+enc = keras.Model(i, [layers.Dense(4)(h), h], name="enc")
+x1, x2 = keras.Input((6,)), keras.Input((6,))
+a1, b1 = enc(x1)
+a2, _ = enc(x2)
+models["nested"] = keras.Model([x1, x2], layers.Dense(2, name="head")(
+    layers.Concatenate()([a1, b1, a2])), name="outer")
+
 rng = np.random.default_rng(0)
 inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
           "images": rng.normal(size=(16, 10, 10, 2)).astype("float32"),

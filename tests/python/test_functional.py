@@ -151,3 +151,23 @@ def test_symbolic_shapes():
     assert m.name == "functional" and [l.name for l in m.layers] == \
         ["input_layer", "dense", "concatenate"]
     assert len(m.layers[1].get_weights()) == 2
+
+
+def test_nested_model_shares_weights():
+    i = keras.Input((4,))
+    enc = keras.Model(i, layers.Dense(3, activation="tanh")(i), name="enc")
+    x = keras.Input((4,))
+    m = keras.Model(x, layers.Dense(1)(enc(x)))
+    assert [l.name for l in m.layers] == [m.layers[0].name, "enc", m.layers[2].name]
+    assert m.layers[1] is enc
+    m.compile(optimizer="sgd", loss="mse")
+    rng = np.random.default_rng(4)
+    xs, ys = rng.normal(size=(64, 4)), rng.normal(size=(64, 1))
+    before = [w.copy() for w in enc.get_weights()]
+    m.fit(xs, ys, epochs=2, batch_size=16, verbose=0)
+    after = enc.get_weights()
+    assert not np.array_equal(after[0], before[0]), "training the outer model left enc alone"
+    assert all(np.array_equal(a, b) for a, b in zip(after, m.get_weights()[:2]))
+    # and back: the inner model's new weights are the outer one's
+    enc.set_weights([np.zeros_like(w) for w in after])
+    assert np.allclose(m.predict(xs[:4], verbose=0), m.layers[2].get_weights()[1])

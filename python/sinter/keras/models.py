@@ -214,7 +214,10 @@ class Model:
         c_index = {lib.sn_model_layer_name(h, i).decode(): i
                    for i in range(lib.sn_model_layer_count(h))}
         for l in self._layers:
-            if l.name in c_index:
+            if isinstance(l, Model):  # a nested model: its weights are linked below
+                if l not in self._pending_links:
+                    self._pending_links.append(l)
+            elif l.name in c_index:
                 l._model = (self, c_index[l.name])
         for src in self._pending_links:  # a model used as a layer: share its weights
             _link(src, self)
@@ -738,10 +741,37 @@ class Model:
         from .. import _function, _tensor
         if _tensor.is_tensor(x):  # a sinter tensor: traced layers or eager (issue 25)
             return _function.call_model(self, x, training)
-        if isinstance(x, _layers.KerasTensor):
-            raise NotImplementedError("calling a model on a keras.Input (nesting models): "
-                                      "put its layers in the Sequential instead")
+        if isinstance(x, _layers.KerasTensor) or (
+                isinstance(x, (list, tuple)) and x and
+                all(isinstance(t, _layers.KerasTensor) for t in x)):
+            return self._call_symbolic(x)
         return self.predict_on_batch(x)
+
+    def _call_symbolic(self, x):
+        """model(keras_tensor): this Functional model as a layer of another Functional graph
+        (Keras's nested models). The outer config holds this model's config as one layer
+        entry, which the C reader inlines; the outer model shares this one's weights
+        (_link, as for a model used as a Sequential's first layer)."""
+        if self._fn_config is None:
+            raise NotImplementedError(f"model '{self.name}': only a Functional model can be "
+                                      "called on keras.Input tensors (put a Sequential's "
+                                      "layers in the graph instead)")
+        n_out = len(self._fn_outputs)
+        first = _layers._call(self, x)
+        if self._fn_single_out:
+            return first
+        outs = [first]
+        for k in range(1, n_out):  # one call, several output tensors
+            t = _layers.KerasTensor.__new__(_layers.KerasTensor)
+            t.__dict__.update(first.__dict__)
+            t._shape, t._tensor_index = None, k
+            outs.append(t)
+        return outs
+
+    def _serialize(self):
+        e = dict(self._fn_config)
+        e["name"] = self.name
+        return e
 
     def reset_states(self):
         if self._h is not None:
@@ -902,7 +932,8 @@ def _functional_config(name, trainable, inputs, outputs):
     renum = {id(l): {c: k for k, c in enumerate(sorted(used[id(l)]))} for l in order}
 
     def ref(t):
-        return [t._layer.name, renum[id(t._layer)][t._call_index], 0]
+        return [t._layer.name, renum[id(t._layer)][t._call_index],
+                getattr(t, "_tensor_index", 0)]
 
     def arg(t):
         return {"class_name": "__keras_tensor__",
