@@ -19,6 +19,7 @@
  *                                      ($SN_DIST_CONCURRENT=0: replicas one after another;
  *                                      $SN_BENCH_SPE=K: K steps per execution, default 1) */
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -606,6 +607,17 @@ static int bench_mode(const char *preset, int64_t batch, int64_t steps, int devi
                s->workers > 1 && s->overlap ? "on" : "off", 1e3 * dt / (double)steps,
                (long long)((nb - nb0) / steps), (long long)((early - e0) / steps),
                1e3 * (w - w0) / (double)steps);
+    /* What the plans hold (sn_plan_memory_bytes) and the process's peak, for the memory of
+     * mirrored replicas (docs/distributed.md): replica 0 and any other, and the variables. */
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (sn_strategy_is_chief(s))
+        printf("memory: variables %.1f MB, replica 0's plan %.1f MB, replica %d's %.1f MB, "
+               "peak RSS %.1f MB\n", m->g->vars_bytes / 1e6,
+               sn_plan_memory_bytes(cp->rep ? cp->rep[0].plan : cp->plan) / 1e6,
+               cp->rep ? cp->n_rep - 1 : 0,
+               sn_plan_memory_bytes(cp->rep ? cp->rep[cp->n_rep - 1].plan : cp->plan) / 1e6,
+               ru.ru_maxrss / 1024.0);
     free_model(m);
     sn_strategy_free(s);
     free(bb.x);
