@@ -192,6 +192,9 @@ void *sn_plan_buffer(sn_plan *p, sn_node n);
 /* Copies bytes into input n's buffer; checks the size. */
 sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t bytes);
 size_t sn_plan_peak_bytes(const sn_plan *p);    /* bytes of the planned arena */
+/* What the plan itself holds: arena, kernel scratch and its private copy of the variables
+ * (sn_plan_opts.private_vars), not the graph's variables or a kernel's own state. */
+size_t sn_plan_memory_bytes(const sn_plan *p);
 int sn_plan_node_count(const sn_plan *p);       /* nodes that execute per step */
 /* The plan's step counter (feeds dropout masks); advanced by every executed step. */
 int64_t sn_plan_step(const sn_plan *p);

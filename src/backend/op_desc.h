@@ -134,7 +134,14 @@ typedef enum sn_optimizer_kind {
  * node that reads START's output, in place, completes it before anything reads the sum.
  * in and out are device memory of the kernel's backend (a CPU collective takes host memory
  * and a NULL stream; an NCCL one would take the CUDA stream). */
-enum { SN_ALLREDUCE_WHOLE = 0, SN_ALLREDUCE_START, SN_ALLREDUCE_WAIT };
+enum { SN_ALLREDUCE_WHOLE = 0, SN_ALLREDUCE_START, SN_ALLREDUCE_WAIT, SN_ALLREDUCE_BARRIER };
+/* Or-ed into run's phase for a node with attr.allreduce.to_first: the replicas of one process
+ * share the variables and only replica 0 applies the update, so only replica 0 receives the
+ * sum (the replicas each add up a slice of it into replica 0's output, in replica order per
+ * element: the same bits); the others give their input and their output is that input,
+ * unchanged. BARRIER (a side effect, after the update) holds every replica until all reach
+ * it: nobody reads the next step's weights while replica 0 still writes them. */
+enum { SN_ALLREDUCE_TO_FIRST = 16 };
 typedef struct sn_allreduce_comm sn_allreduce_comm;
 typedef struct sn_allreduce_vt {
     const char *name;
@@ -168,8 +175,9 @@ typedef union sn_attrs {
     struct { double alpha; } act;                             /* elu, leaky_relu */
     struct { bool keep_c; } lstm; /* lstm_layer: row T of each batch row holds c_T */
     /* all_reduce: the collective, this plan's local replica, the phase; hoist: the planner
-     * runs the node (and the concat/reshapes only it reads) as soon as its input exists */
-    struct { sn_allreduce_comm *comm; int replica, phase; bool hoist; } allreduce;
+     * runs the node (and the concat/reshapes only it reads) as soon as its input exists;
+     * to_first: only replica 0 receives the sum (SN_ALLREDUCE_TO_FIRST) */
+    struct { sn_allreduce_comm *comm; int replica, phase; bool hoist, to_first; } allreduce;
     struct { double epsilon; } norm;                          /* layer_norm */
     /* attention: scores scale * q.k; causal: key j is seen by query i when j <= i + q_offset
      * (q_offset 0 is Keras's use_causal_mask; a query block continuing a cached context sets

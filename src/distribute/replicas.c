@@ -138,26 +138,44 @@ static int64_t pieces(const sn_strategy *s, size_t n) {
     return per ? (int64_t)((n + per - 1) / per) : 1;
 }
 
+/* The replicas share the variables (to_first): each adds up its slice of the elements of
+ * every replica's input into replica 0's output, r ascending per element, so the bits are
+ * those of one replica summing all of them (sn_sum_replicas' order) and the work is split. */
+static void sum_slice_to_first(struct sn_replicas *R, int me, size_t n) {
+    int64_t lo, hi;
+    sn_split_range((int64_t)n, me, R->n, &lo, &hi);
+    if (hi <= lo) return;
+    const float *src[SN_MAX_LOGICAL_DEVICES];
+    for (int r = 0; r < R->n; r++) src[r] = R->in[r] + lo;
+    sn_sum_replicas(R->out[0] + lo, src, R->n, (size_t)(hi - lo));
+}
+
 /* Every replica: out = sum over r of in[r], r ascending; then (several workers) replica 0
  * all-reduces its out over MPI, at once (WHOLE) or started here and completed by the WAIT
  * node; the other replicas take replica 0's result in WAIT (or here for WHOLE). The second
  * barrier keeps every input alive until every replica has read it: the planner may reuse a
- * gradient's memory right after its all_reduce. */
+ * gradient's memory right after its all_reduce. With SN_ALLREDUCE_TO_FIRST (replicas sharing
+ * the variables, op_desc.h) only replica 0's out gets the sum, the replicas computing a slice
+ * of it each, and nobody copies it back; BARRIER only waits for every replica. */
 static sn_status ar_run(sn_allreduce_comm *base, int me, int phase, const float *in, float *out,
                         size_t n, void *stream) {
     struct sn_replicas *R = (struct sn_replicas *)base;
     const sn_strategy *s = R->s;
     bool mpi = s->workers > 1;
+    bool to_first = (phase & SN_ALLREDUCE_TO_FIRST) != 0;
+    phase &= ~SN_ALLREDUCE_TO_FIRST;
     if (stream)
         return sn_errorf(SN_ERR_UNSUPPORTED, "all_reduce: the in-process collective works on host "
                          "memory; a device stream needs a device collective (NCCL)");
     if (me < 0 || me >= R->n)
         return sn_errorf(SN_ERR_INVALID, "all_reduce: replica %d of %d", me, R->n);
+    if (phase == SN_ALLREDUCE_BARRIER) return barrier(R, me);
     if (phase != SN_ALLREDUCE_WAIT) {
         R->in[me] = in;
         R->out[me] = out;
         SN_TRY(barrier(R, me));
-        sn_sum_replicas(out, R->in, R->n, n);
+        if (to_first) sum_slice_to_first(R, me, n);
+        else sn_sum_replicas(out, R->in, R->n, n);
         SN_TRY(barrier(R, me));
         if (!mpi) return SN_OK;
         if (me == 0) {
@@ -173,7 +191,7 @@ static sn_status ar_run(sn_allreduce_comm *base, int me, int phase, const float 
                 R->buckets += k;
             }
         }
-        if (phase == SN_ALLREDUCE_START) return SN_OK;
+        if (phase == SN_ALLREDUCE_START || to_first) return SN_OK;
     } else if (me == 0 && R->step_pieces > 0) {
         /* The first wait of the step completes every piece started (the starts all come
          * before the first wait in every plan); the last start came after the backward pass. */
@@ -185,7 +203,7 @@ static sn_status ar_run(sn_allreduce_comm *base, int me, int phase, const float 
         R->early += R->step_pieces - R->last_pieces;
         R->step_pieces = 0;
     }
-    if (R->n == 1) return SN_OK;
+    if (R->n == 1 || to_first) return SN_OK;
     R->out[me] = out;
     SN_TRY(barrier(R, me));
     if (me != 0) memcpy(out, R->out[0], n * sizeof *out);
@@ -238,6 +256,10 @@ static sn_status nccl_run(sn_allreduce_comm *base, int me, int phase, const floa
     if (!stream)
         return sn_errorf(SN_ERR_UNSUPPORTED, "all_reduce: the NCCL collective needs a GPU stream "
                          "(replica %d's plan is not on a GPU)", me);
+    if ((phase & SN_ALLREDUCE_TO_FIRST) || phase == SN_ALLREDUCE_BARRIER)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "all_reduce: replicas on GPUs keep their own "
+                         "variables; a sum to replica 0 alone or a barrier (phase %d) is for "
+                         "replicas in one host memory", phase);
     if (phase == SN_ALLREDUCE_WAIT) return SN_OK; /* ordered on the stream after START */
     return sn_gpu_nccl_allreduce(R->nccl, me, in, out, n, stream);
 }
@@ -395,6 +417,16 @@ sn_status sn_strategy_allreduce(sn_strategy *s, sn_allreduce_comm **out) {
 }
 
 bool sn_strategy_overlaps(const sn_strategy *s) { return s && s->workers > 1 && s->overlap; }
+
+bool sn_strategy_shares_variables(const sn_strategy *s) {
+    if (!s || s->n_local < 2) return false;
+    for (int i = 0; i < s->n_local; i++) {
+        sn_device_info info;
+        if (sn_device_get(s->devices[i], &info) != SN_OK || info.kind != SN_DEVICE_CPU)
+            return false;
+    }
+    return true;
+}
 
 /* The workers, once per strategy: made on its first run with several replicas. */
 static sn_status make_threads(struct sn_replicas *R) {

@@ -29,6 +29,12 @@ sn_status sn_strategy_allreduce(sn_strategy *s, sn_allreduce_comm **out);
 /* Whether gradient all-reduces are split in a start that the planner hoists into the backward
  * pass and a wait before the update: several workers and $SN_DIST_OVERLAP not 0. */
 bool sn_strategy_overlaps(const sn_strategy *s);
+/* Whether s's local replicas share one copy of the variables: several of them, all on host
+ * memory (CPU devices). Then only replica 0 applies the update, its all-reduces go to replica
+ * 0 alone (sn_all_reduce_to_first) and a barrier ends each step (sn_all_reduce_barrier); the
+ * others read the graph's buffer instead of keeping a copy (weights and optimizer slots: the
+ * memory that made 8 replicas of the guide's CNN take 16 GB). Replicas on GPUs keep their own. */
+bool sn_strategy_shares_variables(const sn_strategy *s);
 
 /* How each step's inputs reach the replicas: next, on the calling thread once per step before
  * any replica reads that step's inputs, gets the step's global batch ready (a non-SN_OK
@@ -43,8 +49,8 @@ typedef struct sn_replica_feed {
 
 /* Runs plans[r] (local replica r of s; s NULL: one plan, no strategy) for `steps` steps, at
  * once: each replica's plan is entered once per call, and the all_reduce nodes inside the
- * plans synchronise the replicas. Replicas 1.. first load the graph's variables into their
- * own copy (sn_plan_load_vars). feed NULL: the inputs keep what they hold. Returns the first
+ * plans synchronise the replicas. Replicas 1.. that keep their own copy of the variables
+ * (not sn_strategy_shares_variables) first load the graph's into it (sn_plan_load_vars). feed NULL: the inputs keep what they hold. Returns the first
  * failure (the replica that failed first, by its message), or next's status when it ended
  * the execution; each plan's step advances by the steps run, the same for all. */
 sn_status sn_replicas_run(sn_strategy *s, sn_plan *const *plans, int64_t steps,

@@ -98,6 +98,13 @@ static inline const void *sn_variable_cdata(const sn_graph *g, sn_node var) {
  * of the backward pass); a WAIT node runs where it was created and writes in place. */
 sn_node sn_all_reduce(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica, int phase,
                       bool hoist);
+/* The same, for replicas that share one variable buffer (op_desc.h, SN_ALLREDUCE_TO_FIRST):
+ * replica 0's node is the sum; another replica's is its own x, given to replica 0. */
+sn_node sn_all_reduce_to_first(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica,
+                               int phase, bool hoist);
+/* Every local replica waits here until all arrived (a side effect after the step's updates;
+ * var: a variable of the step, which it leaves as it is). */
+sn_node sn_all_reduce_barrier(sn_graph *g, sn_node var, sn_allreduce_comm *comm, int replica);
 
 /* Generation with a cache of keys and values (nn/model/stepper.c): attention of the s new queries q
  * over the keys kc[0:pos] followed by the s new keys k (values likewise), query i seeing keys

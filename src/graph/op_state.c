@@ -97,4 +97,23 @@ sn_node sn_all_reduce(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int repli
     return sn_graph_add(g, SN_OP_ALL_REDUCE, 1, &x, &a);
 }
 
+sn_node sn_all_reduce_to_first(sn_graph *g, sn_node x, sn_allreduce_comm *comm, int replica,
+                               int phase, bool hoist) {
+    sn_attrs a = {.allreduce = {.comm = comm, .replica = replica, .phase = phase, .hoist = hoist,
+                                .to_first = true}};
+    return sn_graph_add(g, SN_OP_ALL_REDUCE, 1, &x, &a);
+}
+
+sn_node sn_all_reduce_barrier(sn_graph *g, sn_node var, sn_allreduce_comm *comm, int replica) {
+    if (var >= 0 && var < g->n_nodes && g->nodes[var].op != SN_OP_VARIABLE)
+        return sn_graph_fail(g, SN_ERR_INVALID, "all_reduce barrier: node %d is a %s; it takes "
+                             "a variable", (int)var, sn_ops[g->nodes[var].op]->name);
+    sn_attrs a = {.allreduce = {.comm = comm, .replica = replica, .phase = SN_ALLREDUCE_BARRIER}};
+    sn_node n = sn_graph_add(g, SN_OP_ALL_REDUCE, 1, &var, &a);
+    /* A side effect: it runs with the updates at the end of the step, after them (creation
+     * order), and its value is its variable's storage. */
+    if (n != SN_NONE) g->nodes[n].flags |= SN_NODE_SIDE_EFFECT;
+    return n;
+}
+
 const sn_op_def sn_def_all_reduce = {.name = "all_reduce", .n_in = 1, .infer = infer_all_reduce};

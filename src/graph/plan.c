@@ -377,7 +377,8 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             bool se = (nd->flags & SN_NODE_SIDE_EFFECT) != 0;
             if (se != (pass == 1)) continue;
             if (nd->op == SN_OP_RESHAPE) continue; /* a view: no kernel runs */
-            if (se) p->writes_vars = true;
+            /* an all_reduce barrier is a side effect for its place only: it writes nothing */
+            if (se && nd->op != SN_OP_ALL_REDUCE) p->writes_vars = true;
             p->order[n++] = i;
         }
     p->n_calls = n;
@@ -398,9 +399,12 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         case SN_OP_RESHAPE: p->loc[i] = (sn_loc){.kind = LOC_ALIAS, .alias = nd->in[0]}; break;
         default:
             /* Side effects write their variable; an all_reduce's wait phase completes its start
-             * phase's sum where it is. */
+             * phase's sum where it is; a replica that only gives its value to replica 0
+             * (to_first) keeps it where it is. */
             if ((nd->flags & SN_NODE_SIDE_EFFECT) ||
-                (nd->op == SN_OP_ALL_REDUCE && nd->attr.allreduce.phase == SN_ALLREDUCE_WAIT))
+                (nd->op == SN_OP_ALL_REDUCE && (nd->attr.allreduce.phase == SN_ALLREDUCE_WAIT ||
+                                                (nd->attr.allreduce.to_first &&
+                                                 nd->attr.allreduce.replica > 0))))
                 p->loc[i] = (sn_loc){.kind = LOC_ALIAS, .alias = nd->in[0]};
             else p->loc[i].kind = LOC_ARENA;
         }
@@ -486,6 +490,9 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
 }
 
 size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes + p->scratch_bytes : 0; }
+size_t sn_plan_memory_bytes(const sn_plan *p) {
+    return p ? p->arena_bytes + p->scratch_bytes + (p->mirror ? 0 : p->pvars_bytes) : 0;
+}
 int sn_plan_node_count(const sn_plan *p) { return p ? p->n_calls : 0; }
 int64_t sn_plan_step(const sn_plan *p) { return p ? p->step : 0; }
 int64_t sn_plan_run_count(const sn_plan *p) { return p ? p->runs : 0; }

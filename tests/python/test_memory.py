@@ -60,3 +60,22 @@ def test_models_are_freed():
     # a model holds ~0.6 MB (variables, Adam slots, its prediction plan), so leaking them
     # would grow 180 MB here; after malloc_trim the drift measured 0.1 MB
     assert grown < 20, f"RSS grew {grown:.2f} MB over 300 models made and dropped"
+
+
+def test_replaced_model_freed_by_next_fit():
+    """The guide rebinds `model` to a new one and fits it: the old model, held only by its own
+    reference cycles (its layers, its History), must free its C side before the new fit
+    instead of whenever Python's cycle collector runs (8 replicas of the guide's CNN each)."""
+    x, y = np.zeros((8, 28, 28), np.float32), np.zeros(8, np.int32)
+    was = gc.isenabled()
+    gc.disable()  # the collector must not be what frees it
+    try:
+        m = model()
+        m.fit(x, y, epochs=1, verbose=0)
+        first = m._fin
+        m = model()
+        m.fit(x, y, epochs=1, verbose=0)
+        assert not first.alive, "the replaced model's C side outlived the next fit"
+    finally:
+        if was:
+            gc.enable()

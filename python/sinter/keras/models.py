@@ -8,6 +8,7 @@ save -- is one C call (or one per predict chunk) on that model. Arrays are conve
 call (np.copyto into C memory: any dtype, any strides), never per batch.
 """
 import ctypes as C
+import gc
 import itertools
 import json
 import math
@@ -104,6 +105,13 @@ def _num_cores():
 
 
 # ---- the model -----------------------------------------------------------------------------
+
+# Every model with a C side. A model refers to itself through its layers (each holds the model
+# its weights live in) and its History, so a model the program dropped waits for Python's cycle
+# collector, which counts Python objects and does not see the C memory behind them (the training
+# plans: 8 replicas of the guide's CNN took GBs). fit collects first when another model exists.
+_models = weakref.WeakSet()
+
 
 def _free_model(h, strategy_ref):
     if strategy_ref is not None:
@@ -233,6 +241,7 @@ class Model:
             check(lib.sn_model_set_strategy(h, strategy._h), f"model '{self.name}'")
         # the finalizer holds the strategy so that it outlives the model
         self._fin = weakref.finalize(self, _free_model, h, strategy)
+        _models.add(self)
 
     def build(self, input_shape):
         """Builds for inputs of input_shape (with the batch dimension, as Keras)."""
@@ -563,6 +572,8 @@ class Model:
 
     def _fit_c(self, train, val, epochs, verbose, callbacks, initial_epoch, steps_per_epoch,
                validation_steps):
+        if len(_models) > 1:
+            gc.collect()  # frees the C side of models only a reference cycle still holds
         ctx = _FitContext(self)
         ctx.params = {"verbose": verbose, "epochs": epochs, "steps": steps_per_epoch}
         o = lib.sn_fit_defaults()

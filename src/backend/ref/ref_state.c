@@ -163,7 +163,8 @@ static sn_status all_reduce_run(sn_kcall *c) {
     const sn_attrs *a = c->attr;
     if (!a->allreduce.comm)
         return sn_errorf(SN_ERR_INVALID, "all_reduce (node %d): no collective attached", (int)c->id);
-    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, a->allreduce.phase,
+    int phase = a->allreduce.phase | (a->allreduce.to_first ? SN_ALLREDUCE_TO_FIRST : 0);
+    return a->allreduce.comm->vt->run(a->allreduce.comm, a->allreduce.replica, phase,
                                       c->in[0], c->out, (size_t)sn_shape_numel(&c->y.shape),
                                       c->stream);
 }

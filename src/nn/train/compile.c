@@ -405,10 +405,13 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
  *
  * so the sum of the replicas' gradients is the gradient of the global mean loss
  * (compute_average_loss), and a penalty is counted once per step (each replica adds
- * penalty / R, as Keras's TensorFlow trainer). Every replica applies the same update to its own
- * copy of the variables (mirrored variables: replica 0's is the graph's buffer, the others'
- * plans have private copies); the all-reduced gradients are bitwise the same on every replica,
- * so the copies stay bitwise the same. */
+ * penalty / R, as Keras's TensorFlow trainer). Replicas on CPU devices share the graph's
+ * variables (sn_strategy_shares_variables): only replica 0 receives the sums and applies the
+ * update, the statistics and the accumulators, and a barrier after them ends every replica's
+ * step, so no replica holds a copy of the weights and optimizer slots. Replicas on GPUs apply
+ * the same update to their own copy (replica 0's is the graph's buffer, the others' plans have
+ * private copies); the all-reduced gradients are bitwise the same on every replica, so the
+ * copies stay bitwise the same. */
 
 typedef struct red_item {
     sn_node x;   /* the value to all-reduce */
@@ -420,23 +423,25 @@ typedef struct red_item {
  * the planner's hoisting (plan.c) starts them in that order on every replica and worker; with
  * several workers (and overlap) every start comes before the first wait. */
 static void all_reduce_items(sn_graph *g, red_item *it, int n, sn_allreduce_comm *comm, int rep,
-                             bool split, bool hoist) {
+                             bool split, bool hoist, bool to_first) {
     for (int i = 1; i < n; i++) /* insertion sort: a few dozen items */
         for (int j = i; j > 0 && it[j - 1].key > it[j].key; j--) {
             red_item t = it[j];
             it[j] = it[j - 1];
             it[j - 1] = t;
         }
+    sn_node (*reduce)(sn_graph *, sn_node, sn_allreduce_comm *, int, int, bool) =
+        to_first ? sn_all_reduce_to_first : sn_all_reduce;
     for (int i = 0; i < n; i++)
-        *it[i].res = sn_all_reduce(g, it[i].x, comm, rep,
-                                   split ? SN_ALLREDUCE_START : SN_ALLREDUCE_WHOLE, hoist);
+        *it[i].res = reduce(g, it[i].x, comm, rep, split ? SN_ALLREDUCE_START : SN_ALLREDUCE_WHOLE,
+                            hoist);
     if (split)
         for (int i = 0; i < n; i++)
-            *it[i].res = sn_all_reduce(g, *it[i].res, comm, rep, SN_ALLREDUCE_WAIT, false);
+            *it[i].res = reduce(g, *it[i].res, comm, rep, SN_ALLREDUCE_WAIT, false);
 }
 
 static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allreduce_comm *comm,
-                               sn_node **targets_out, int *nt_out) {
+                               bool share, sn_node **targets_out, int *nt_out) {
     sn_train_state *t = m->train;
     const sn_compile_opts *o = &t->opts;
     sn_graph *g = m->g;
@@ -482,7 +487,7 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     sn_node *bv = sn_calloc((size_t)(2 * nb + nv) + 1, sizeof *bv);
     sn_node *grads = bv + nb, *bn_res = grads + nv;
     red_item *items = sn_calloc((size_t)(nv + nb + SN_TRAIN_MAX_METRICS + 2), sizeof *items);
-    int cap = nv + 1 + nb + SN_ACC_MAX;
+    int cap = nv + 1 + nb + SN_ACC_MAX + 1;
     sn_node *targets = sn_malloc((size_t)cap * sizeof *targets);
     if (!bv || !items || !targets) st = SN_ERR_NOMEM;
     for (int i = 0; i < nb && st == SN_OK; i++) {
@@ -518,9 +523,17 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
              * meet at every all-reduce, and meeting once after the backward pass waits for
              * the slower replica once. */
             all_reduce_items(g, items, n_it, comm, r, sn_strategy_overlaps(s),
-                             sn_strategy_overlaps(s));
+                             sn_strategy_overlaps(s), share);
         } else {
             for (int i = 0; i < n_it; i++) *items[i].res = items[i].x;
+        }
+        /* Sharing the variables, a replica but the first gives its values to replica 0's
+         * all-reduces and waits for replica 0's update at the barrier. */
+        if (share && r > 0) {
+            for (int i = 0; i < n_it; i++) targets[nt++] = *items[i].res;
+            targets[nt++] = sn_all_reduce_barrier(g, t->acc[0][nm + 1], comm, r);
+            st = sn_graph_status(g);
+            goto done;
         }
         sn_shape s0 = {.ndim = 0};
         for (int i = 0; i < ns; i++) {
@@ -546,9 +559,12 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
         const sn_node *acc = t->acc[0];
         for (int i = 0; i < ns; i++) targets[nt++] = sn_assign_add(g, acc[i], scal_red[i]);
         targets[nt++] = sn_assign_add(g, acc[nm + 1], sn_scalar(g, SN_F32, (double)B));
+        /* the last side effect: nobody starts the next step before the update is written */
+        if (share) targets[nt++] = sn_all_reduce_barrier(g, acc[nm + 1], comm, r);
         st = sn_error_context(sn_graph_status(g), "building replica %d's graph for a global batch "
                               "of %lld", r, (long long)B);
     }
+done:
     sn_updates_free(&upd);
     free(bv);
     free(items);
@@ -592,16 +608,17 @@ static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
         cp->rep[r].x = cp->rep[r].y = SN_NONE;
     }
     sn_status st = SN_OK;
+    bool share = sn_strategy_shares_variables(s);
     for (int r = 0; r < nl && st == SN_OK; r++) {
         sn_node *tg = NULL;
         int nt = 0;
-        st = build_replica(m, cp, r, comm, &tg, &nt);
+        st = build_replica(m, cp, r, comm, share, &tg, &nt);
         if (st != SN_OK) break;
         sn_plan_opts po = sn_plan_opts_defaults();
         po.device = sn_strategy_replica_device(s, r);
         po.bf16_compute = m->train->opts.mixed_bfloat16;
         po.fp32_strict = m->train->opts.fp32_strict;
-        po.private_vars = r > 0;
+        po.private_vars = r > 0 && !share;
         st = sn_error_context(sn_plan_new(&cp->rep[r].plan, m->g, nt, tg, &po), "planning replica %d", r);
         /* Dropout masks differ per replica and stay reproducible: step * R + global replica id. */
         if (st == SN_OK)
