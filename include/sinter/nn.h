@@ -666,7 +666,13 @@ sn_fit_opts sn_fit_defaults(void);
 /* Trains; *history (optional) receives per-epoch logs, freed with sn_history_free (also when
  * training stops with an error: the epochs completed). Every epoch starts from the dataset's
  * beginning (sn_dataset_reset). The loop runs steps_per_execution steps per plan call; batch
- * callbacks run between executions. */
+ * callbacks run between executions.
+ * The dataset yields the inputs, then one label per output, then optionally Keras's
+ * sample_weight: f32 [B] (or [B, 1]), one weight per example. Each example's loss is then
+ * multiplied by its weight before the batch mean, which still divides by B (Keras 3's
+ * "sum_over_batch_size", not by the sum of the weights); every output's loss takes the same
+ * weights; metrics stay unweighted (Keras's `metrics`, not `weighted_metrics`). The same holds
+ * for sn_model_evaluate and fit's validation data. */
 sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history);
 /* Mean loss and metrics over `steps` batches (0 = the whole dataset). values[0] is the loss,
  * then each metric in compile order; n_values receives how many were written. */

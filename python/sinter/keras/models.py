@@ -453,10 +453,15 @@ class Model:
                 y = y.reshape((n,) + out)
         return y, dt
 
-    def _arrays_dataset(self, x, y, batch_size, shuffle, seed, what):
+    def _arrays_dataset(self, x, y, batch_size, shuffle, seed, what, sample_weight=None):
         n = len(x)
         yv, ydt = self._labels(y, n)
-        h = _dataset_from_arrays([(x, _lib.SN_F32), (yv, ydt)])
+        cols = [(x, _lib.SN_F32), (yv, ydt)]
+        if sample_weight is not None:
+            # Keras's sample_weight: a third dataset component, [n] f32, that the C plan
+            # multiplies each example's loss by (sn_model_fit)
+            cols.append((_sample_weights(sample_weight, n, what), _lib.SN_F32))
+        h = _dataset_from_arrays(cols)
         ds = _CDataset(h)
         if shuffle:
             ds.apply(lib.sn_dataset_shuffle, n, seed, True, what=what)
@@ -503,9 +508,6 @@ class Model:
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
             validation_batch_size=None, validation_freq=1):
         from ..data import Dataset
-        if class_weight is not None or sample_weight is not None:
-            raise NotImplementedError("fit: class_weight and sample_weight are not "
-                                      "implemented in sinter")
         if validation_freq != 1:
             raise NotImplementedError("fit: sinter validates after every epoch "
                                       "(validation_freq=1)")
@@ -522,6 +524,9 @@ class Model:
             if isinstance(x, Dataset):
                 if y is not None:
                     raise ValueError("fit: y must be None when x is a dataset")
+                if class_weight is not None or sample_weight is not None:
+                    raise ValueError("fit: with a dataset, give sample weights as its third "
+                                     "component (x, y, sample_weight), as Keras does")
                 if validation_split:
                     raise ValueError("fit: validation_split is not supported for datasets")
                 train = x._materialize()
@@ -530,6 +535,13 @@ class Model:
                 if y is None:
                     raise ValueError("fit: y is required with array inputs")
                 y = np.asarray(y)
+                if class_weight is not None:
+                    if sample_weight is not None:
+                        raise ValueError("You cannot `class_weight` and `sample_weight` at the "
+                                         "same time.")
+                    sample_weight = _class_weights(y, class_weight)
+                if sample_weight is not None:
+                    sample_weight = _sample_weights(sample_weight, len(x), "fit")
                 if validation_split and validation_data is None:
                     if not 0 < validation_split < 1:
                         raise ValueError(f"validation_split must be in (0, 1); got "
@@ -537,20 +549,26 @@ class Model:
                     # Keras: the last fraction of the samples, before shuffling
                     cut = int(len(x) * (1 - validation_split))
                     validation_data = (x[cut:], y[cut:])
+                    if sample_weight is not None:  # the weights split with the samples
+                        validation_data += (sample_weight[cut:],)
+                        sample_weight = sample_weight[:cut]
                     x, y = x[:cut], y[:cut]
-                train = self._arrays_dataset(x, y, batch_size, shuffle, seed, "fit")
+                train = self._arrays_dataset(x, y, batch_size, shuffle, seed, "fit",
+                                             sample_weight)
                 owned.append(train)
             val = None
             if validation_data is not None:
                 if isinstance(validation_data, Dataset):
                     val = validation_data._materialize()
                 else:
-                    if len(validation_data) == 3:
-                        raise NotImplementedError("validation_data with sample weights")
-                    vx, vy = validation_data
+                    if len(validation_data) not in (2, 3):
+                        raise ValueError("validation_data must be a dataset or a tuple (x, y) "
+                                         "or (x, y, sample_weight)")
+                    vx, vy = validation_data[:2]
+                    vsw = validation_data[2] if len(validation_data) == 3 else None
                     val = self._arrays_dataset(self._input_of(vx), vy,
                                                validation_batch_size or batch_size, False, 0,
-                                               "validation_data")
+                                               "validation_data", vsw)
                 owned.append(val)
             return self._fit_c(train, val, epochs, verbose, callbacks or [], initial_epoch,
                                steps_per_epoch, validation_steps)
@@ -641,8 +659,6 @@ class Model:
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         from ..data import Dataset
-        if sample_weight is not None:
-            raise NotImplementedError("evaluate: sample_weight is not implemented in sinter")
         if self._compile is None and self._pending_compile is None:
             raise RuntimeError("You must call `compile()` before using the model "
                                "(with a loss to evaluate it).")
@@ -656,7 +672,8 @@ class Model:
         else:
             if y is None:
                 raise ValueError("evaluate: y is required with array inputs")
-            ds = self._arrays_dataset(x, np.asarray(y), batch_size, False, 0, "evaluate")
+            ds = self._arrays_dataset(x, np.asarray(y), batch_size, False, 0, "evaluate",
+                                      sample_weight)
         try:
             vals = (C.c_double * (_lib.SN_MAX_METRICS + 1))()
             n = C.c_int()
@@ -801,6 +818,38 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _sample_weights(sw, n, what):
+    """Keras's sample_weight for n samples: [n] or [n, 1], any numeric dtype -> [n] f32."""
+    sw = np.asarray(sw)
+    if sw.ndim == 2 and sw.shape[1] == 1:
+        sw = sw[:, 0]
+    if sw.ndim != 1 or len(sw) != n:
+        raise ValueError(f"{what}: sample_weight of shape {sw.shape}; expected one weight per "
+                         f"sample, of shape ({n},)")
+    if sw.dtype.kind not in "biuf":
+        raise TypeError(f"{what}: sample_weight must be numeric; got dtype {sw.dtype}")
+    return sw.astype(np.float32, copy=False)
+
+
+def _class_weights(y, class_weight):
+    """Keras's class_weight_to_sample_weights: the class of each sample (the argmax of one-hot
+    labels, else the rounded label) looked up in class_weight, 1 when absent."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight must be a dict {{class index: weight}}; got "
+                        f"{type(class_weight).__name__}")
+    y = np.asarray(y)
+    if y.ndim > 1:
+        y = np.argmax(y, axis=-1) if y.shape[-1] != 1 else np.squeeze(y, axis=-1)
+    y = np.round(y).astype(np.int32)
+    if y.ndim != 1:
+        raise ValueError(f"class_weight: labels of shape {y.shape} do not give one class per "
+                         "sample")
+    sw = np.ones(len(y), np.float32)
+    for k, v in class_weight.items():
+        sw[y == int(k)] = v
+    return sw
 
 
 def _fmt_step(s):
