@@ -142,7 +142,7 @@ static sn_status check_batch(const runner *r, sn_tensor *const *b) {
     if (r->weighted && !weights_fit(b[n_in + n_out], bsz)) {
         char s1[128];
         return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has sample weights (the dataset's last "
-                         "component) of dtype %s and shape %s; expected f32 of shape [%lld]",
+                         "component) of dtype %s and shape %s; expected float32 of shape [%lld]",
                          r->what, (long long)r->done, sn_dtype_name(sn_tensor_dtype(b[n_in + n_out])),
                          sn_shape_str(sn_tensor_shape(b[n_in + n_out]), s1, sizeof s1),
                          (long long)bsz);
