@@ -524,6 +524,15 @@ typedef struct sn_callback {
      * steps_per_execution steps), with the epoch and the 0-based index of the execution's
      * first step in it. */
     sn_status (*on_batch_begin)(void *user, int epoch, int64_t step);
+    /* Optional: Keras's on_test_begin, on_test_batch_begin/end and on_test_end, around every
+     * evaluation pass: fit's validation (after an epoch's training, before on_epoch_end) and
+     * sn_model_evaluate_cb. Batch begin gets the 0-based index of the execution's first
+     * step; batch end and test end the evaluation's logs so far (running means, Keras's names
+     * without "val_"; logs->step = the steps done). */
+    sn_status (*on_test_begin)(void *user);
+    sn_status (*on_test_batch_begin)(void *user, int64_t step);
+    sn_status (*on_test_batch_end)(void *user, const sn_logs *logs);
+    sn_status (*on_test_end)(void *user, const sn_logs *logs);
 } sn_callback;
 
 /* Built-in callbacks; each returns a callback the caller frees with sn_callback_free. */
@@ -678,6 +687,10 @@ sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_
  * then each metric in compile order; n_values receives how many were written. */
 sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
                             int *n_values);
+/* The same, calling the callbacks' on_test_* hooks (Keras's evaluate(callbacks=)). */
+sn_status sn_model_evaluate_cb(sn_model *m, sn_dataset *data, int64_t steps, int n_callbacks,
+                               sn_callback *const *callbacks, double *values, int cap,
+                               int *n_values);
 /* Predicts one batch x [B, ...] f32 -> *out [B, classes]. When the model is compiled with a
  * from_logits loss, the output is turned into probabilities as Keras's predict on a model that
  * ends in softmax/sigmoid would give: softmax for the categorical losses, sigmoid for binary

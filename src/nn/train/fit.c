@@ -393,40 +393,79 @@ static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *w
     return check_components(m, ds, what);
 }
 
-/* One evaluation pass from the dataset's start: values as read_acc. */
+/* The evaluation accumulators as logs (Keras's names, without "val_"). */
+static void eval_logs(sn_model *m, int64_t done, sn_logs *l) {
+    memset(l, 0, sizeof *l);
+    l->n = read_acc(m, 1, l->values);
+    for (int i = 0; i < l->n; i++) l->names[i] = sn_train_log_name(m->train, i);
+    l->step = done;
+    l->steps = -1;
+}
+
+/* One evaluation pass from the dataset's start: values as read_acc. The callbacks' on_test_*
+ * hooks run around it and between its executions (Keras's evaluate(callbacks=)). */
 static sn_status eval_pass(sn_model *m, sn_dataset *ds, int64_t steps, const char *what,
-                           double *values, int *n) {
+                           int ncb, sn_callback *const *cbs, double *values, int *n) {
     sn_train_state *t = m->train;
     SN_TRY(sn_error_context(sn_dataset_reset(ds), "%s: resetting the dataset", what));
     zero_acc(m, 1);
     runner r = {.m = m, .ds = ds, .kind = SN_PLAN_EVAL, .what = what,
                 .weighted = ds_weighted(m, ds)};
     runner_start(&r);
+    for (int c = 0; c < ncb; c++)
+        if (cbs[c] && cbs[c]->on_test_begin) SN_TRY(cbs[c]->on_test_begin(cbs[c]->user));
     int64_t spe = t->opts.steps_per_execution;
+    int64_t card = sn_dataset_cardinality(ds);
+    sn_logs logs;
     for (;;) {
         int64_t want = spe;
         if (steps > 0 && steps - r.done < want) want = steps - r.done;
         if (want <= 0) break;
+        /* a batch begins only where one is known to come (as Keras's iterator) */
+        if (card < 0 || r.done < card)
+            for (int c = 0; c < ncb; c++)
+                if (cbs[c] && cbs[c]->on_test_batch_begin)
+                    SN_TRY(cbs[c]->on_test_batch_begin(cbs[c]->user, r.done));
         int64_t ran;
         SN_TRY(execute(&r, want, &ran));
         r.done += ran;
+        if (ran > 0 && ncb > 0) {
+            eval_logs(m, r.done, &logs);
+            for (int c = 0; c < ncb; c++)
+                if (cbs[c] && cbs[c]->on_test_batch_end)
+                    SN_TRY(cbs[c]->on_test_batch_end(cbs[c]->user, &logs));
+        }
         if (r.ended) break;
     }
     if (r.done == 0)
         return sn_errorf(SN_ERR_INVALID, "%s: the dataset produced no batch", what);
     *n = read_acc(m, 1, values);
+    if (ncb > 0) {
+        eval_logs(m, r.done, &logs);
+        for (int c = 0; c < ncb; c++)
+            if (cbs[c] && cbs[c]->on_test_end) SN_TRY(cbs[c]->on_test_end(cbs[c]->user, &logs));
+    }
     return SN_OK;
 }
 
 sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
                             int *n_values) {
+    return sn_model_evaluate_cb(m, data, steps, 0, NULL, values, cap, n_values);
+}
+
+sn_status sn_model_evaluate_cb(sn_model *m, sn_dataset *data, int64_t steps, int n_callbacks,
+                               sn_callback *const *callbacks, double *values, int cap,
+                               int *n_values) {
     SN_TRY(check_compiled(m, data, "evaluate"));
+    if (n_callbacks < 0 || (n_callbacks > 0 && !callbacks))
+        return sn_errorf(SN_ERR_INVALID, "evaluate: n_callbacks %d with callbacks %s",
+                         n_callbacks, callbacks ? "set" : "NULL");
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "evaluate: steps %lld is negative",
                                     (long long)steps);
     if (cap > 0 && !values) return sn_errorf(SN_ERR_INVALID, "evaluate: values is NULL");
     double v[SN_ACC_MAX];
     int n = 0;
-    SN_TRY(eval_pass(m, data, steps, "evaluate", v, &n));
+    SN_TRY(eval_pass(m, data, steps, "evaluate", n_callbacks, callbacks, v, &n));
     for (int i = 0; i < n && i < cap; i++) values[i] = v[i];
     if (n_values) *n_values = n < cap ? n : cap;
     return SN_OK;
@@ -552,7 +591,8 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
         if (o->validation) {
             double v[SN_ACC_MAX];
             int nv = 0;
-            SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation", v, &nv));
+            SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation",
+                             o->n_callbacks, o->callbacks, v, &nv));
             for (int i = 0; i < nv; i++) {
                 logs.names[logs.n] = t->val_names[i];
                 logs.values[logs.n++] = v[i];
