@@ -440,6 +440,82 @@ static void test_sample_weight(void) {
     printf("ok  sample weights: sum(w * loss) / N per output, unweighted metrics\n");
 }
 
+/* on_test_* hooks: what one evaluation pass calls, in order. */
+typedef struct test_rec {
+    int begin, end, n_begin, n_end;
+    int64_t begin_steps[8], end_steps[8];
+    double end_values[8];
+    int end_n;
+} test_rec;
+
+static sn_status rec_test_begin(void *u) {
+    ((test_rec *)u)->begin++;
+    return SN_OK;
+}
+static sn_status rec_batch_begin(void *u, int64_t step) {
+    test_rec *r = u;
+    if (r->n_begin < 8) r->begin_steps[r->n_begin] = step;
+    r->n_begin++;
+    return SN_OK;
+}
+static sn_status rec_batch_end(void *u, const sn_logs *l) {
+    test_rec *r = u;
+    if (r->n_end < 8) r->end_steps[r->n_end] = l->step;
+    r->n_end++;
+    return SN_OK;
+}
+static sn_status rec_test_end(void *u, const sn_logs *l) {
+    test_rec *r = u;
+    r->end++;
+    r->end_n = l->n;
+    for (int i = 0; i < l->n && i < 8; i++) r->end_values[i] = l->values[i];
+    return SN_OK;
+}
+
+static void test_test_hooks(void) {
+    sn_model *m = two_two();
+    sn_compile_opts c = two_two_compile();
+    CHECK_OK(sn_model_compile(m, &c));
+    sn_dataset *ds = two_two_data(8, 4);
+    test_rec r = {0};
+    sn_callback cb = {.user = &r, .on_test_begin = rec_test_begin,
+                      .on_test_batch_begin = rec_batch_begin,
+                      .on_test_batch_end = rec_batch_end, .on_test_end = rec_test_end};
+    sn_callback *cbs[1] = {&cb};
+    double v[8] = {0}, plain[8] = {0};
+    int nv = 0, np = 0;
+    CHECK_OK(sn_model_evaluate_cb(m, ds, 0, 1, cbs, v, 8, &nv));
+    CHECK_OK(sn_model_evaluate(m, ds, 0, plain, 8, &np));
+    CHECK(r.begin == 1 && r.end == 1 && r.n_begin == 3 && r.n_end == 3,
+          "evaluate of 3 batches called test_begin %d, batch_begin %d, batch_end %d, test_end %d "
+          "times; expected 1, 3, 3, 1", r.begin, r.n_begin, r.n_end, r.end);
+    for (int i = 0; i < 3 && r.n_begin == 3 && r.n_end == 3; i++)
+        CHECK(r.begin_steps[i] == i && r.end_steps[i] == i + 1,
+              "batch %d: begin step %lld (expected %d), end logs step %lld (expected %d)", i,
+              (long long)r.begin_steps[i], i, (long long)r.end_steps[i], i + 1);
+    CHECK(r.end_n == nv && nv == np, "test_end logs %d values, evaluate %d", r.end_n, nv);
+    for (int i = 0; i < nv && i < 8; i++)
+        CHECK(r.end_values[i] == v[i] && v[i] == plain[i],
+              "value %d: test_end %.9g, evaluate_cb %.9g, evaluate %.9g", i, r.end_values[i], v[i],
+              plain[i]);
+    /* fit: once around each epoch's validation */
+    memset(&r, 0, sizeof r);
+    sn_fit_opts f = sn_fit_defaults();
+    f.epochs = 2;
+    f.validation = ds;
+    f.n_callbacks = 1;
+    f.callbacks = cbs;
+    CHECK_OK(sn_model_fit(m, ds, &f, NULL));
+    CHECK(r.begin == 2 && r.end == 2 && r.n_begin == 6 && r.n_end == 6,
+          "fit of 2 epochs validated with test_begin %d, batch_begin %d, batch_end %d, test_end "
+          "%d calls; expected 2, 6, 6, 2", r.begin, r.n_begin, r.n_end, r.end);
+    CHECK_ERR(sn_model_evaluate_cb(m, ds, 0, 1, NULL, v, 8, &nv), SN_ERR_INVALID,
+              "n_callbacks 1 with callbacks NULL");
+    sn_dataset_free(ds);
+    sn_model_free(m);
+    printf("ok  on_test_* hooks around evaluate and fit's validation\n");
+}
+
 static void test_multi_errors(void) {
     sn_model *m = two_two();
     sn_compile_opts c = sn_compile_defaults();
@@ -629,5 +705,6 @@ int main(void) {
     test_multi_fit();
     test_multi_errors();
     test_sample_weight();
+    test_test_hooks();
     return sn_test_finish("test_losses_multi");
 }
