@@ -62,6 +62,8 @@ def test_predict_and_errors():
         m.compile(loss="mse", metrics=["mae"])
     m.compile(optimizer="sgd", loss={"o1": "mse", "o2": "mse"})
     assert m.metrics_names == ["loss", "o1_loss", "o2_loss"]
+    with pytest.raises(ValueError, match="give y as a list of that many arrays"):
+        m.fit(x, np.zeros((5, 2)), verbose=0)
     with pytest.raises(ValueError, match="every output needs labels"):
         m.fit(x, {"o1": np.zeros((5, 2))}, verbose=0)
     with pytest.raises(ValueError, match="class_weight` is only supported for Models with a "

@@ -521,9 +521,13 @@ class Model:
         if len(names) == 1:
             if isinstance(y, dict):
                 y = _per_output(y, names, "y")[0]
-            elif isinstance(y, (list, tuple)) and len(y) == 1:
-                y = y[0]
+            elif isinstance(y, (list, tuple)) and len(y) == 1 and np.ndim(y[0]) >= 1 and \
+                    len(y[0]) == n:
+                y = y[0]  # [y]: the list of a single-output model's labels
             return [self._labels(y, n)]
+        if not isinstance(y, (list, tuple, dict)):
+            raise ValueError(f"y: model '{self.name}' has {len(names)} outputs {names}; give y "
+                             "as a list of that many arrays or a dict by output name")
         ys = _per_output(y, names, "y")
         if any(v is None for v in ys):
             raise ValueError(f"y: every output needs labels; the outputs are {names}")
