@@ -130,7 +130,7 @@ def test_test_hooks_as_keras(tmp_path):
     import json
     import os
     from conftest import HERE, keras_python, run_keras, run_py
-    script = os.path.join(HERE, "test_hooks_cases.py")
+    script = os.path.join(HERE, "hook_cases.py")
     mine = run_py(script, "sinter", str(tmp_path))
     assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
     py = keras_python()

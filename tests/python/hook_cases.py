@@ -1,5 +1,5 @@
 """The order and logs of callback hooks around fit's validation and evaluate, run by
-tests/python/test_callbacks_more.py twice: with sinter (`python test_hooks_cases.py sinter
+tests/python/test_callbacks_more.py twice: with sinter (`python hook_cases.py sinter
 OUT`) and with real Keras (`... keras OUT`). A recording callback writes every call of
 on_epoch_begin/end, on_test_begin/end and on_test_batch_begin/end (the batch index, the log
 names and values) to OUT/<mode>.json for the test to compare."""
