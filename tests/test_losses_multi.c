@@ -345,6 +345,177 @@ out:
     sn_model_free(m);
 }
 
+/* Keras's sample_weight: a fifth component [N] (or a bad [N, 2]) after the labels. */
+static sn_dataset *weighted_data(int batch, const float *w, int wcols) {
+    sn_rng r;
+    sn_rng_init(&r, 3, 0);
+    static float a[N * 4], b[N * 3], yr[N * 2], yc[N];
+    for (int i = 0; i < N * 4; i++) a[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N * 3; i++) b[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N * 2; i++) yr[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N; i++) yc[i] = (float)sn_rng_below(&r, 2);
+    sn_tensor *ts[5] = {0};
+    sn_tensor_from_data(&ts[0], SN_F32, &(sn_shape)S2(N, 4), a);
+    sn_tensor_from_data(&ts[1], SN_F32, &(sn_shape)S2(N, 3), b);
+    sn_tensor_from_data(&ts[2], SN_F32, &(sn_shape)S2(N, 2), yr);
+    sn_tensor_from_data(&ts[3], SN_F32, &(sn_shape)S1(N), yc);
+    sn_shape ws = wcols == 1 ? (sn_shape)S1(N) : (sn_shape)S2(N, wcols);
+    sn_tensor_from_data(&ts[4], SN_F32, &ws, w);
+    sn_dataset *ds = NULL;
+    CHECK_OK(sn_dataset_from_tensors(&ds, 5, ts));
+    if (ds) CHECK_OK(sn_dataset_batch(&ds, batch, false));
+    for (int i = 0; i < 5; i++) sn_tensor_free(ts[i]);
+    return ds;
+}
+
+/* Each output's loss is sum(w * loss) / N (Keras 3's sum_over_batch_size, not / sum(w)); the
+ * metric is unweighted; the total is the loss_weights' sum of those; a bad weight is refused. */
+static void test_sample_weight(void) {
+    sn_model *m = two_two();
+    sn_compile_opts c = two_two_compile();
+    c.predict_raw = true;
+    CHECK_OK(sn_model_compile(m, &c));
+    static float w[N], w2[2 * N];
+    for (int i = 0; i < N; i++) w[i] = 0.25f * (float)(i % 4);
+    sn_dataset *ds = weighted_data(8, w, 1), *plain = two_two_data(8, 4);
+    double v[8] = {0}, pv[8] = {0};
+    int nv = 0, np = 0;
+    CHECK_OK(sn_model_evaluate(m, ds, 0, v, 8, &nv));
+    CHECK_OK(sn_model_evaluate(m, plain, 0, pv, 8, &np));
+    static float a[N * 4], b[N * 3], yr[N * 2], yc[N];
+    sn_rng r;
+    sn_rng_init(&r, 3, 0);
+    for (int i = 0; i < N * 4; i++) a[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N * 3; i++) b[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N * 2; i++) yr[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N; i++) yc[i] = (float)sn_rng_below(&r, 2);
+    sn_tensor *x[2] = {0}, *o[2] = {0};
+    sn_tensor_from_data(&x[0], SN_F32, &(sn_shape)S2(N, 4), a);
+    sn_tensor_from_data(&x[1], SN_F32, &(sn_shape)S2(N, 3), b);
+    CHECK_OK(sn_model_predict_n(m, 2, (const sn_tensor *const *)x, 2, o));
+    if (o[0] && o[1] && nv == 4) {
+        sn_loss_spec hub = {.type = SN_LOSS_HUBER, .delta = 0.5};
+        sn_loss_spec bce = {.type = SN_LOSS_BINARY_CROSSENTROPY, .from_logits = true};
+        double lr = 0, lc = 0;
+        const float *pr = sn_tensor_cdata(o[0]), *pc = sn_tensor_cdata(o[1]);
+        for (int i = 0; i < N; i++) {
+            double pp[2] = {pr[2 * i], pr[2 * i + 1]}, yy[2] = {yr[2 * i], yr[2 * i + 1]};
+            double zc = pc[i], ycd = yc[i];
+            lr += w[i] * ref_loss(&hub, pp, yy, 2) / N;
+            lc += w[i] * ref_loss(&bce, &zc, &ycd, 1) / N;
+        }
+        CHECK(fabs(lr - v[1]) <= 1e-5 * fmax(1, lr) && fabs(lc - v[2]) <= 1e-5 * fmax(1, lc),
+              "weighted evaluate (%.7g, %.7g) differs from sum(w * loss) / N (%.7g, %.7g)",
+              v[1], v[2], lr, lc);
+        CHECK(fabs(v[0] - (0.3 * v[1] + 2.0 * v[2])) <= 1e-5 * fabs(v[0]),
+              "weighted loss %.7g is not 0.3 * %.7g + 2 * %.7g", v[0], v[1], v[2]);
+        CHECK(v[3] == pv[3], "the metric is weighted: %.7g, unweighted %.7g", v[3], pv[3]);
+    } else {
+        CHECK(0, "weighted evaluate gave %d values, expected 4", nv);
+    }
+    for (int k = 0; k < 2; k++) {
+        sn_tensor_free(x[k]);
+        sn_tensor_free(o[k]);
+    }
+    /* a weighted fit step moves the weights; all-zero weights leave them (SGD, no momentum) */
+    sn_fit_opts f = sn_fit_defaults();
+    CHECK_OK(sn_model_fit(m, ds, &f, NULL));
+    for (int i = 0; i < N; i++) w[i] = 0;
+    sn_dataset *zero = weighted_data(8, w, 1);
+    double before[8], after[8];
+    int nb = 0;
+    CHECK_OK(sn_model_evaluate(m, plain, 0, before, 8, &nb));
+    CHECK_OK(sn_model_fit(m, zero, &f, NULL));
+    CHECK_OK(sn_model_evaluate(m, plain, 0, after, 8, &nb));
+    CHECK(before[0] == after[0], "zero weights changed the model: loss %.9g -> %.9g", before[0],
+          after[0]);
+    sn_dataset *bad = weighted_data(8, w2, 2);
+    CHECK_ERR(sn_model_fit(m, bad, &f, NULL), SN_ERR_SHAPE,
+              "sample weights (the dataset's last component) of dtype float32 and shape [8, 2]");
+    sn_dataset_free(bad);
+    sn_dataset_free(zero);
+    sn_dataset_free(ds);
+    sn_dataset_free(plain);
+    sn_model_free(m);
+    printf("ok  sample weights: sum(w * loss) / N per output, unweighted metrics\n");
+}
+
+/* on_test_* hooks: what one evaluation pass calls, in order. */
+typedef struct test_rec {
+    int begin, end, n_begin, n_end;
+    int64_t begin_steps[8], end_steps[8];
+    double end_values[8];
+    int end_n;
+} test_rec;
+
+static sn_status rec_test_begin(void *u) {
+    ((test_rec *)u)->begin++;
+    return SN_OK;
+}
+static sn_status rec_batch_begin(void *u, int64_t step) {
+    test_rec *r = u;
+    if (r->n_begin < 8) r->begin_steps[r->n_begin] = step;
+    r->n_begin++;
+    return SN_OK;
+}
+static sn_status rec_batch_end(void *u, const sn_logs *l) {
+    test_rec *r = u;
+    if (r->n_end < 8) r->end_steps[r->n_end] = l->step;
+    r->n_end++;
+    return SN_OK;
+}
+static sn_status rec_test_end(void *u, const sn_logs *l) {
+    test_rec *r = u;
+    r->end++;
+    r->end_n = l->n;
+    for (int i = 0; i < l->n && i < 8; i++) r->end_values[i] = l->values[i];
+    return SN_OK;
+}
+
+static void test_test_hooks(void) {
+    sn_model *m = two_two();
+    sn_compile_opts c = two_two_compile();
+    CHECK_OK(sn_model_compile(m, &c));
+    sn_dataset *ds = two_two_data(8, 4);
+    test_rec r = {0};
+    sn_callback cb = {.user = &r, .on_test_begin = rec_test_begin,
+                      .on_test_batch_begin = rec_batch_begin,
+                      .on_test_batch_end = rec_batch_end, .on_test_end = rec_test_end};
+    sn_callback *cbs[1] = {&cb};
+    double v[8] = {0}, plain[8] = {0};
+    int nv = 0, np = 0;
+    CHECK_OK(sn_model_evaluate_cb(m, ds, 0, 1, cbs, v, 8, &nv));
+    CHECK_OK(sn_model_evaluate(m, ds, 0, plain, 8, &np));
+    CHECK(r.begin == 1 && r.end == 1 && r.n_begin == 3 && r.n_end == 3,
+          "evaluate of 3 batches called test_begin %d, batch_begin %d, batch_end %d, test_end %d "
+          "times; expected 1, 3, 3, 1", r.begin, r.n_begin, r.n_end, r.end);
+    for (int i = 0; i < 3 && r.n_begin == 3 && r.n_end == 3; i++)
+        CHECK(r.begin_steps[i] == i && r.end_steps[i] == i + 1,
+              "batch %d: begin step %lld (expected %d), end logs step %lld (expected %d)", i,
+              (long long)r.begin_steps[i], i, (long long)r.end_steps[i], i + 1);
+    CHECK(r.end_n == nv && nv == np, "test_end logs %d values, evaluate %d", r.end_n, nv);
+    for (int i = 0; i < nv && i < 8; i++)
+        CHECK(r.end_values[i] == v[i] && v[i] == plain[i],
+              "value %d: test_end %.9g, evaluate_cb %.9g, evaluate %.9g", i, r.end_values[i], v[i],
+              plain[i]);
+    /* fit: once around each epoch's validation */
+    memset(&r, 0, sizeof r);
+    sn_fit_opts f = sn_fit_defaults();
+    f.epochs = 2;
+    f.validation = ds;
+    f.n_callbacks = 1;
+    f.callbacks = cbs;
+    CHECK_OK(sn_model_fit(m, ds, &f, NULL));
+    CHECK(r.begin == 2 && r.end == 2 && r.n_begin == 6 && r.n_end == 6,
+          "fit of 2 epochs validated with test_begin %d, batch_begin %d, batch_end %d, test_end "
+          "%d calls; expected 2, 6, 6, 2", r.begin, r.n_begin, r.n_end, r.end);
+    CHECK_ERR(sn_model_evaluate_cb(m, ds, 0, 1, NULL, v, 8, &nv), SN_ERR_INVALID,
+              "n_callbacks 1 with callbacks NULL");
+    sn_dataset_free(ds);
+    sn_model_free(m);
+    printf("ok  on_test_* hooks around evaluate and fit's validation\n");
+}
+
 static void test_multi_errors(void) {
     sn_model *m = two_two();
     sn_compile_opts c = sn_compile_defaults();
@@ -533,5 +704,7 @@ int main(void) {
     test_metrics();
     test_multi_fit();
     test_multi_errors();
+    test_sample_weight();
+    test_test_hooks();
     return sn_test_finish("test_losses_multi");
 }

@@ -524,6 +524,15 @@ typedef struct sn_callback {
      * steps_per_execution steps), with the epoch and the 0-based index of the execution's
      * first step in it. */
     sn_status (*on_batch_begin)(void *user, int epoch, int64_t step);
+    /* Optional: Keras's on_test_begin, on_test_batch_begin/end and on_test_end, around every
+     * evaluation pass: fit's validation (after an epoch's training, before on_epoch_end) and
+     * sn_model_evaluate_cb. Batch begin gets the 0-based index of the execution's first
+     * step; batch end and test end the evaluation's logs so far (running means, Keras's names
+     * without "val_"; logs->step = the steps done). */
+    sn_status (*on_test_begin)(void *user);
+    sn_status (*on_test_batch_begin)(void *user, int64_t step);
+    sn_status (*on_test_batch_end)(void *user, const sn_logs *logs);
+    sn_status (*on_test_end)(void *user, const sn_logs *logs);
 } sn_callback;
 
 /* Built-in callbacks; each returns a callback the caller frees with sn_callback_free. */
@@ -666,12 +675,22 @@ sn_fit_opts sn_fit_defaults(void);
 /* Trains; *history (optional) receives per-epoch logs, freed with sn_history_free (also when
  * training stops with an error: the epochs completed). Every epoch starts from the dataset's
  * beginning (sn_dataset_reset). The loop runs steps_per_execution steps per plan call; batch
- * callbacks run between executions. */
+ * callbacks run between executions.
+ * The dataset yields the inputs, then one label per output, then optionally Keras's
+ * sample_weight: f32 [B] (or [B, 1]), one weight per example. Each example's loss is then
+ * multiplied by its weight before the batch mean, which still divides by B (Keras 3's
+ * "sum_over_batch_size", not by the sum of the weights); every output's loss takes the same
+ * weights; metrics stay unweighted (Keras's `metrics`, not `weighted_metrics`). The same holds
+ * for sn_model_evaluate and fit's validation data. */
 sn_status sn_model_fit(sn_model *m, sn_dataset *train, const sn_fit_opts *o, sn_history **history);
 /* Mean loss and metrics over `steps` batches (0 = the whole dataset). values[0] is the loss,
  * then each metric in compile order; n_values receives how many were written. */
 sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
                             int *n_values);
+/* The same, calling the callbacks' on_test_* hooks (Keras's evaluate(callbacks=)). */
+sn_status sn_model_evaluate_cb(sn_model *m, sn_dataset *data, int64_t steps, int n_callbacks,
+                               sn_callback *const *callbacks, double *values, int cap,
+                               int *n_values);
 /* Predicts one batch x [B, ...] f32 -> *out [B, classes]. When the model is compiled with a
  * from_logits loss, the output is turned into probabilities as Keras's predict on a model that
  * ends in softmax/sigmoid would give: softmax for the categorical losses, sigmoid for binary

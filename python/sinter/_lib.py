@@ -169,6 +169,10 @@ ON_TRAIN_END = C.CFUNCTYPE(None, C.c_void_p)
 ON_TRAIN_BEGIN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p)
 GET_STATE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_double), C.c_int)
 SET_STATE = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(C.c_double), C.c_int)
+ON_TEST_BEGIN = C.CFUNCTYPE(C.c_int, C.c_void_p)
+ON_TEST_BATCH_BEGIN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64)
+ON_TEST_BATCH_END = C.CFUNCTYPE(C.c_int, C.c_void_p, C.POINTER(Logs))
+ON_TEST_END = ON_TEST_BATCH_END
 LR_SCHEDULE_FN = C.CFUNCTYPE(C.c_double, C.c_void_p, C.c_int, C.c_double)
 
 
@@ -177,7 +181,9 @@ class Callback(C.Structure):
                 ("on_batch_end", ON_BATCH_END), ("on_epoch_end", ON_EPOCH_END),
                 ("on_train_end", ON_TRAIN_END), ("on_train_begin", ON_TRAIN_BEGIN),
                 ("state_name", C.c_char_p), ("get_state", GET_STATE),
-                ("set_state", SET_STATE), ("on_batch_begin", ON_BATCH_BEGIN)]
+                ("set_state", SET_STATE), ("on_batch_begin", ON_BATCH_BEGIN),
+                ("on_test_begin", ON_TEST_BEGIN), ("on_test_batch_begin", ON_TEST_BATCH_BEGIN),
+                ("on_test_batch_end", ON_TEST_BATCH_END), ("on_test_end", ON_TEST_END)]
 
 
 class BackupOpts(C.Structure):
@@ -315,8 +321,12 @@ _SIGS = {
     "sn_fit_defaults": (FitOpts, []),
     "sn_model_fit": (S, [P, P, C.POINTER(FitOpts), PP]),
     "sn_model_evaluate": (S, [P, P, I64, C.POINTER(C.c_double), C.c_int, C.POINTER(C.c_int)]),
+    "sn_model_evaluate_cb": (S, [P, P, I64, C.c_int, C.POINTER(C.c_void_p),
+                                 C.POINTER(C.c_double), C.c_int, C.POINTER(C.c_int)]),
     "sn_model_predict_prepare": (S, [P, I64]),
     "sn_model_predict_into": (S, [P, I64, P, P]),
+    "sn_model_predict_n": (S, [P, C.c_int, C.POINTER(C.c_void_p), C.c_int,
+                               C.POINTER(C.c_void_p)]),
     "sn_model_set_learning_rate": (S, [P, C.c_double]),
     "sn_model_get_learning_rate": (C.c_double, [P]),
     # nn.h: callbacks

@@ -1,6 +1,6 @@
 """EarlyStopping(restore_best_weights=, baseline=, mode=, start_from_epoch=) as Keras 3's,
 on_train_batch_begin/on_batch_begin (called by the C fit loop before each execution),
-on_predict_* hooks, and the refusal of on_test_* hooks that sinter would not call."""
+on_predict_* hooks, and on_test_* hooks around validation and evaluate."""
 import numpy as np
 import pytest
 
@@ -124,15 +124,46 @@ def test_predict_hooks():
                   ("b", 2), ("e", 2, (6, 3)), "end"], ev
 
 
-def test_test_hooks_refused():
+def test_test_hooks_as_keras(tmp_path):
+    """on_test_begin/end and on_test_batch_begin/end around fit's validation and evaluate: the
+    same calls, batch indices, log names and values (within 1e-5) as real Keras."""
+    import json
+    import os
+    from conftest import HERE, keras_python, run_keras, run_py
+    script = os.path.join(HERE, "hook_cases.py")
+    mine = run_py(script, "sinter", str(tmp_path))
+    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
+    py = keras_python()
+    ref = run_keras(py, script, "keras", str(tmp_path))
+    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
+    with open(tmp_path / "keras.json") as f:
+        k = json.load(f)
+    with open(tmp_path / "sinter.json") as f:
+        s = json.load(f)
+
+    def shape(ev):  # the call without its log values
+        return [e if not isinstance(e, dict) else sorted(e) for e in ev]
+
+    assert [shape(e) for e in s] == [shape(e) for e in k], f"sinter {s}\nKeras {k}"
+    for ke, se in zip(k, s):
+        for kv, sv in zip(ke, se):
+            if isinstance(kv, dict):
+                for name in kv:
+                    assert abs(kv[name] - sv[name]) <= 1e-5, (ke, se)
+
+
+def test_test_hook_exception_propagates():
     x, y = data(64)
 
-    class T(keras.callbacks.Callback):
-        def on_test_batch_begin(self, batch, logs=None):
-            pass
+    class Boom(keras.callbacks.Callback):
+        def on_test_batch_end(self, batch, logs=None):
+            if batch == 1:
+                raise RuntimeError("boom in on_test_batch_end")
 
     m = mlp()
-    with pytest.raises(NotImplementedError, match="on_test_batch_begin"):
-        m.fit(x, y, verbose=0, callbacks=[T()])
-    with pytest.raises(NotImplementedError, match="on_test_batch_begin"):
-        m.evaluate(x, y, verbose=0, callbacks=[T()])
+    with pytest.raises(RuntimeError, match="boom"):
+        m.fit(x, y, verbose=0, validation_data=(x, y), callbacks=[Boom()])
+    with pytest.raises(RuntimeError, match="boom"):
+        m.evaluate(x, y, batch_size=16, verbose=0, callbacks=[Boom()])
+    assert np.isfinite(m.evaluate(x, y, verbose=0))  # the model is still usable
+

@@ -88,17 +88,15 @@ def _overrides(cb, name):
     return getattr(type(cb), name, None) is not getattr(Callback, name)
 
 
-def _refuse_test_hooks(cb, what):
-    for name in ("on_test_begin", "on_test_end", "on_test_batch_begin", "on_test_batch_end"):
-        if _overrides(cb, name):
-            raise NotImplementedError(
-                f"{what}: {type(cb).__name__}.{name} would not be called: sinter's evaluate "
-                "and fit's validation run their batches inside one C call without callbacks")
+def _wants_test_hooks(cb):
+    return getattr(cb, "_want_test", False) or any(
+        _overrides(cb, n) for n in ("on_test_begin", "on_test_end", "on_test_batch_begin",
+                                    "on_test_batch_end"))
 
 
 def _py_callback(cb, ctx):
-    """An sn_callback struct that calls cb's methods; kept alive in ctx until fit returns."""
-    _refuse_test_hooks(cb, "fit")
+    """An sn_callback struct that calls cb's methods; kept alive in ctx until fit (or
+    evaluate) returns."""
 
     def guard(fn):
         # Exceptions must not cross C: store the first, stop training, fit raises it.
@@ -137,6 +135,20 @@ def _py_callback(cb, ctx):
         if ctx.model is not None and ctx.model.stop_training:
             stop[0] = True
 
+    # Keras's on_test_*: around fit's validation and evaluate(callbacks=) (the C evaluation
+    # pass calls them; logs are the evaluation's running means, without "val_")
+    def test_begin(_user):
+        cb.on_test_begin({})
+
+    def test_batch_begin(_user, step):
+        cb.on_test_batch_begin(int(step), {})
+
+    def test_batch_end(_user, logs):
+        cb.on_test_batch_end(int(logs.contents.step) - 1, logs.contents.dict())
+
+    def test_end(_user, logs):
+        cb.on_test_end(logs.contents.dict())
+
     def train_end(_user):
         if ctx.exc is None:
             try:
@@ -156,6 +168,11 @@ def _py_callback(cb, ctx):
         s.on_batch_begin = _lib.ON_BATCH_BEGIN(guard(batch_begin))
     s.on_epoch_end = _lib.ON_EPOCH_END(guard(epoch_end))
     s.on_train_end = _lib.ON_TRAIN_END(train_end)
+    if _wants_test_hooks(cb):
+        s.on_test_begin = _lib.ON_TEST_BEGIN(guard(test_begin))
+        s.on_test_batch_begin = _lib.ON_TEST_BATCH_BEGIN(guard(test_batch_begin))
+        s.on_test_batch_end = _lib.ON_TEST_BATCH_END(guard(test_batch_end))
+        s.on_test_end = _lib.ON_TEST_END(guard(test_end))
     ctx.keep.append(s)
     return C.addressof(s), False
 
@@ -163,7 +180,8 @@ def _py_callback(cb, ctx):
 class LambdaCallback(Callback):
     def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_train_begin=None,
                  on_train_end=None, on_train_batch_begin=None, on_train_batch_end=None,
-                 on_batch_begin=None, on_batch_end=None, **kwargs):
+                 on_batch_begin=None, on_batch_end=None, on_test_begin=None,
+                 on_test_end=None, on_test_batch_begin=None, on_test_batch_end=None, **kwargs):
         super().__init__()
         # instance attributes shadow the no-op methods (called without self, as in Keras)
         for name, f in (("on_epoch_begin", on_epoch_begin), ("on_epoch_end", on_epoch_end),
@@ -171,19 +189,21 @@ class LambdaCallback(Callback):
                         ("on_train_batch_begin", on_train_batch_begin),
                         ("on_batch_begin", on_batch_begin),
                         ("on_train_batch_end", on_train_batch_end),
-                        ("on_batch_end", on_batch_end)):
+                        ("on_batch_end", on_batch_end), ("on_test_begin", on_test_begin),
+                        ("on_test_end", on_test_end),
+                        ("on_test_batch_begin", on_test_batch_begin),
+                        ("on_test_batch_end", on_test_batch_end)):
             if f is not None:
                 setattr(self, name, f)
         for k in kwargs:
-            if k.startswith("on_test"):
-                raise NotImplementedError(f"LambdaCallback: {k} would not be called: sinter's "
-                                          "evaluate and validation run inside one C call")
             if k.startswith("on_predict"):
                 setattr(self, k, kwargs[k])
             else:
                 raise TypeError(f"LambdaCallback: unexpected argument {k!r}")
         self._want_batch = (on_train_batch_end or on_batch_end) is not None
         self._want_batch_begin = (on_train_batch_begin or on_batch_begin) is not None
+        self._want_test = any(f is not None for f in (on_test_begin, on_test_end,
+                                                       on_test_batch_begin, on_test_batch_end))
 
 
 def _c(ptr, what):

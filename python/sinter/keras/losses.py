@@ -1,6 +1,6 @@
-"""keras.losses: the four losses sinter computes (nn.h's sn_loss_type)."""
+"""keras.losses: the losses sinter computes (nn.h's sn_loss_type)."""
 
-SPARSE_CCE, CCE, BCE, MSE = range(4)
+SPARSE_CCE, CCE, BCE, MSE, MAE, HUBER = range(6)
 
 
 class Loss:
@@ -40,11 +40,28 @@ class MeanSquaredError(Loss):
         super().__init__(False, reduction, name)
 
 
+class MeanAbsoluteError(Loss):
+    _type = MAE
+
+    def __init__(self, reduction="sum_over_batch_size", name="mean_absolute_error"):
+        super().__init__(False, reduction, name)
+
+
+class Huber(Loss):
+    _type = HUBER
+
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name="huber_loss"):
+        super().__init__(False, reduction, name)
+        self.delta = float(delta)
+
+
 _BY_NAME = {
     "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
     "categorical_crossentropy": CategoricalCrossentropy,
     "binary_crossentropy": BinaryCrossentropy,
     "mean_squared_error": MeanSquaredError, "mse": MeanSquaredError,
+    "mean_absolute_error": MeanAbsoluteError, "mae": MeanAbsoluteError,
+    "huber": Huber,
 }
 
 

@@ -1,7 +1,7 @@
 """keras.metrics: accuracy (resolved by the loss, as Keras's "accuracy") and
 sparse_categorical_accuracy (nn.h's sn_metric_type)."""
 
-SPARSE_CATEGORICAL_ACCURACY, ACCURACY = range(2)
+SPARSE_CATEGORICAL_ACCURACY, ACCURACY, BINARY_ACCURACY, CATEGORICAL_ACCURACY = range(4)
 
 
 class Metric:
@@ -87,5 +87,10 @@ def get(identifier):
         return ACCURACY, "accuracy"
     if identifier == "sparse_categorical_accuracy":
         return SPARSE_CATEGORICAL_ACCURACY, identifier
-    raise NotImplementedError(f"metric {identifier!r}: sinter has 'accuracy' and "
-                              "'sparse_categorical_accuracy'")
+    if identifier == "binary_accuracy":  # threshold 0.5 (sn_compile_opts.accuracy_threshold)
+        return BINARY_ACCURACY, identifier
+    if identifier == "categorical_accuracy":
+        return CATEGORICAL_ACCURACY, identifier
+    raise NotImplementedError(f"metric {identifier!r}: sinter has 'accuracy', "
+                              "'sparse_categorical_accuracy', 'binary_accuracy' and "
+                              "'categorical_accuracy'")

@@ -389,9 +389,9 @@ class Model:
     def compile(self, optimizer="rmsprop", loss=None, loss_weights=None, metrics=None,
                 weighted_metrics=None, run_eagerly=False, steps_per_execution=1,
                 jit_compile="auto", auto_scale_loss=True):
-        if loss_weights is not None or weighted_metrics is not None:
-            raise NotImplementedError("compile: loss_weights and weighted_metrics are not "
-                                      "implemented in sinter")
+        if weighted_metrics:
+            raise NotImplementedError("compile: weighted_metrics are not implemented in sinter "
+                                      "(sample weights weigh the loss; metrics stay unweighted)")
         opt = _optimizers.get(optimizer)
         o = lib.sn_compile_defaults()
         o.optimizer = opt._opts()
@@ -402,21 +402,32 @@ class Model:
             self._compile = None
             self._loss_less = True
             return
-        lo = _losses.get(loss)
-        o.loss, o.from_logits = lo._type, lo.from_logits
-        ms = metrics or []
-        if isinstance(ms, (str, _metrics.Metric)):
-            ms = [ms]
-        if isinstance(ms, dict):
-            raise NotImplementedError("compile: metrics per output (a dict); sinter models "
-                                      "have one output")
-        if len(ms) > _lib.SN_MAX_METRICS:
-            raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics; got {len(ms)}")
-        o.n_metrics = len(ms)
-        for i, m in enumerate(ms):
-            t, n = _metrics.get(m)
-            o.metrics[i] = t
-            names.append(n)
+        out_names = self._output_names()
+        if len(out_names) > 1 or isinstance(loss, (list, tuple, dict)):
+            lo = self._compile_outputs(o, out_names, loss, loss_weights, metrics, names)
+        else:
+            if loss_weights is not None:
+                lw = _per_output(loss_weights, out_names, "loss_weights")[0]
+                if lw != 1:
+                    raise NotImplementedError("compile: loss_weights on a model of one output")
+            lo = _losses.get(loss)
+            o.loss, o.from_logits = lo._type, lo.from_logits
+            o.huber_delta = getattr(lo, "delta", 1.0)
+            ms = metrics or []
+            if isinstance(ms, (str, _metrics.Metric)):
+                ms = [ms]
+            if isinstance(ms, dict) or (len(ms) == 1 and isinstance(ms[0], (list, tuple))):
+                ms = _per_output(ms, out_names, "metrics")[0] or []
+                if isinstance(ms, (str, _metrics.Metric)):
+                    ms = [ms]
+            if len(ms) > _lib.SN_MAX_METRICS:
+                raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics; got "
+                                 f"{len(ms)}")
+            o.n_metrics = len(ms)
+            for i, m in enumerate(ms):
+                t, n = _metrics.get(m)
+                o.metrics[i] = t
+                names.append(n)
         if steps_per_execution == "auto":
             steps_per_execution = 1
         o.steps_per_execution = int(steps_per_execution)
@@ -431,6 +442,74 @@ class Model:
         else:
             self._apply_compile(o, names, sched)
 
+    def _output_names(self):
+        """Keras's output_names: the output layers' names."""
+        if getattr(self, "_fn_config", None) is not None:
+            return [t._layer.name for t in self._fn_outputs]
+        return [self._layers[-1].name if self._layers else "output"]
+
+    def _input_names(self):
+        if getattr(self, "_fn_config", None) is not None:
+            return [t._layer.name for t in self._fn_inputs]
+        return [self._input.name if self._input is not None else "input_layer"]
+
+    def _compile_outputs(self, o, out_names, loss, loss_weights, metrics, names):
+        """compile's loss, loss_weights and metrics per output (lists in the model's output
+        order or dicts by output name, as Keras takes them) into sn_compile_opts.outputs;
+        names gets the logged names after "loss" in the C order: each output's loss, then each
+        output's metrics ("<output>_loss", "<output>_<metric>")."""
+        n = len(out_names)
+        if n > _lib.SN_MAX_OUTPUTS:
+            raise ValueError(f"compile: at most {_lib.SN_MAX_OUTPUTS} outputs; model "
+                             f"'{self.name}' has {n}")
+        losses = _per_output(loss, out_names, "loss")
+        lws = _per_output(1.0 if loss_weights is None else loss_weights, out_names,
+                          "loss_weights")
+        if isinstance(metrics, (str, _metrics.Metric)) or (
+                isinstance(metrics, (list, tuple)) and n > 1 and any(
+                    isinstance(m, (str, _metrics.Metric)) for m in metrics)):
+            raise ValueError("compile: a model of several outputs takes metrics per output: a "
+                             "list of lists or a dict by output name, as Keras")
+        mss = _per_output(metrics, out_names, "metrics") if metrics else [None] * n
+        o.n_outputs = n
+        deltas = set()
+        first = None
+        for k in range(n):
+            if losses[k] is None:
+                raise NotImplementedError(f"compile: output '{out_names[k]}' has no loss; "
+                                          "sinter trains every output")
+            lo = _losses.get(losses[k])
+            first = first or lo
+            ol = o.outputs[k]
+            ol.loss, ol.from_logits = lo._type, lo.from_logits
+            ol.loss_weight = float(1.0 if lws[k] is None else lws[k])
+            if lo._type == _losses.HUBER:
+                deltas.add(lo.delta)
+            ms = mss[k] or []
+            if isinstance(ms, (str, _metrics.Metric)):
+                ms = [ms]
+            if len(ms) > _lib.SN_MAX_METRICS:
+                raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics per output; "
+                                 f"got {len(ms)} for '{out_names[k]}'")
+            ol.n_metrics = len(ms)
+            for i, m in enumerate(ms):
+                ol.metrics[i] = _metrics.get(m)[0]
+        if len(deltas) > 1:
+            raise NotImplementedError("compile: Huber losses of different deltas on one model")
+        o.huber_delta = deltas.pop() if deltas else 1.0
+        o.loss, o.from_logits = o.outputs[0].loss, o.outputs[0].from_logits
+        o.n_metrics = 0
+        if n > 1:
+            names += [f"{nm}_loss" for nm in out_names]
+        for k in range(n):
+            ms = mss[k] or []
+            if isinstance(ms, (str, _metrics.Metric)):
+                ms = [ms]
+            for m in ms:
+                mn = _metrics.get(m)[1]
+                names.append(f"{out_names[k]}_{mn}" if n > 1 else mn)
+        return first
+
     def _apply_compile(self, o, names, sched):
         check(lib.sn_model_compile(self._h, C.byref(o)), f"compile model '{self.name}'")
         self._compile = (o, names, sched)
@@ -440,16 +519,37 @@ class Model:
         return ["loss"] + (self._compile[1] if self._compile else [])
 
     # -- data ------------------------------------------------------------------------------
-    def _label_dtype(self):
+    def _label_dtype(self, k=0):
         o = self._compile[0] if self._compile else (
             self._pending_compile[0] if self._pending_compile else None)
-        return _lib.SN_I32 if o is None or o.loss == _losses.SPARSE_CCE else _lib.SN_F32
+        loss = o.outputs[k].loss if o is not None and o.n_outputs > 0 else (
+            o.loss if o is not None else None)
+        return _lib.SN_I32 if o is None or loss == _losses.SPARSE_CCE else _lib.SN_F32
 
-    def _labels(self, y, n):
+    def _labels_n(self, y, n):
+        """y for each output, in the model's output order: a list, or a dict by output name
+        (as Keras takes them) -> [(array, dtype)]."""
+        names = self._output_names()
+        if len(names) == 1:
+            if isinstance(y, dict):
+                y = _per_output(y, names, "y")[0]
+            elif isinstance(y, (list, tuple)) and len(y) == 1 and np.ndim(y[0]) >= 1 and \
+                    len(y[0]) == n:
+                y = y[0]  # [y]: the list of a single-output model's labels
+            return [self._labels(y, n)]
+        if not isinstance(y, (list, tuple, dict)):
+            raise ValueError(f"y: model '{self.name}' has {len(names)} outputs {names}; give y "
+                             "as a list of that many arrays or a dict by output name")
+        ys = _per_output(y, names, "y")
+        if any(v is None for v in ys):
+            raise ValueError(f"y: every output needs labels; the outputs are {names}")
+        return [self._labels(v, n, k) for k, v in enumerate(ys)]
+
+    def _labels(self, y, n, k=0):
         y = np.asarray(y)
         if len(y) != n:
             raise ValueError(f"x has {n} samples but y has {len(y)}; they must match")
-        dt = self._label_dtype()
+        dt = self._label_dtype(k)
         if dt == _lib.SN_I32:
             if y.ndim == 2 and y.shape[1] == 1:
                 y = y[:, 0]
@@ -459,16 +559,21 @@ class Model:
             if y.dtype.kind == "f" and not np.all(np.equal(np.mod(y, 1), 0)):
                 raise ValueError("labels for a sparse loss must be integer class ids")
         else:
-            out = lib.sn_model_output_shape(self._h).tuple()
+            out = lib.sn_model_output_shape_at(self._h, k).tuple()
             if y.shape[1:] != out and int(np.prod(y.shape[1:], dtype=np.int64)) == \
                     int(np.prod(out, dtype=np.int64)):
                 y = y.reshape((n,) + out)
         return y, dt
 
-    def _arrays_dataset(self, x, y, batch_size, shuffle, seed, what):
-        n = len(x)
-        yv, ydt = self._labels(y, n)
-        h = _dataset_from_arrays([(x, _lib.SN_F32), (yv, ydt)])
+    def _arrays_dataset(self, x, y, batch_size, shuffle, seed, what, sample_weight=None):
+        xs = x if isinstance(x, list) else [x]
+        n = len(xs[0])
+        cols = [(a, _lib.SN_F32) for a in xs] + self._labels_n(y, n)
+        if sample_weight is not None:
+            # Keras's sample_weight: a third dataset component, [n] f32, that the C plan
+            # multiplies each example's loss by (sn_model_fit)
+            cols.append((_sample_weights(sample_weight, n, what), _lib.SN_F32))
+        h = _dataset_from_arrays(cols)
         ds = _CDataset(h)
         if shuffle:
             ds.apply(lib.sn_dataset_shuffle, n, seed, True, what=what)
@@ -480,15 +585,30 @@ class Model:
         return ds
 
     def _input_of(self, x):
+        """x as a Dataset, one array (a model of one input), or a list of arrays in the
+        model's input order (from a list, or a dict by Input name, as Keras takes them)."""
         from ..data import Dataset
-        if self._h is not None:
-            self._one_in_one_out("fit/evaluate/predict")
         if isinstance(x, Dataset):
             return x
+        names = self._input_names()
+        if isinstance(x, dict):
+            x = _per_output(x, names, "x")
+            if any(v is None for v in x):
+                raise ValueError(f"x: every input needs data; the inputs are {names}")
+        if len(names) > 1:
+            if not isinstance(x, (list, tuple)) or len(x) != len(names):
+                raise ValueError(f"model '{self.name}' has {len(names)} inputs {names}; give x "
+                                 "as a list of that many arrays or a dict by input name")
+            xs = [np.asarray(a) for a in x]
+            for a in xs:
+                if a.dtype == object:
+                    raise TypeError("x must hold numeric arrays")
+                if len(a) != len(xs[0]):
+                    raise ValueError(f"the inputs have {[len(b) for b in xs]} samples; they "
+                                     "must match")
+            return xs
         if isinstance(x, (list, tuple)) and len(x) == 1 and isinstance(x[0], np.ndarray):
             x = x[0]  # [x]: the list of a single-input model's inputs
-        if isinstance(x, dict):
-            raise NotImplementedError("dict inputs: sinter models have one input")
         x = np.asarray(x)
         if x.dtype == object:
             raise TypeError("x must be a numeric array")
@@ -497,6 +617,8 @@ class Model:
     def _ensure_built_for(self, x):
         from ..data import Dataset
         self._try_build()
+        if isinstance(x, list):  # several inputs: a Functional model, built; C checks shapes
+            return
         if isinstance(x, Dataset):
             shape = tuple(x._element_shape(0))
         else:
@@ -515,9 +637,6 @@ class Model:
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
             validation_batch_size=None, validation_freq=1):
         from ..data import Dataset
-        if class_weight is not None or sample_weight is not None:
-            raise NotImplementedError("fit: class_weight and sample_weight are not "
-                                      "implemented in sinter")
         if validation_freq != 1:
             raise NotImplementedError("fit: sinter validates after every epoch "
                                       "(validation_freq=1)")
@@ -534,6 +653,9 @@ class Model:
             if isinstance(x, Dataset):
                 if y is not None:
                     raise ValueError("fit: y must be None when x is a dataset")
+                if class_weight is not None or sample_weight is not None:
+                    raise ValueError("fit: with a dataset, give sample weights as its third "
+                                     "component (x, y, sample_weight), as Keras does")
                 if validation_split:
                     raise ValueError("fit: validation_split is not supported for datasets")
                 train = x._materialize()
@@ -541,28 +663,45 @@ class Model:
             else:
                 if y is None:
                     raise ValueError("fit: y is required with array inputs")
-                y = np.asarray(y)
+                if not isinstance(y, (list, tuple, dict)):
+                    y = np.asarray(y)
+                if class_weight is not None and len(self._output_names()) > 1:
+                    raise ValueError("`class_weight` is only supported for Models with a "
+                                     "single output.")
+                if class_weight is not None:
+                    if sample_weight is not None:
+                        raise ValueError("You cannot `class_weight` and `sample_weight` at the "
+                                         "same time.")
+                    sample_weight = _class_weights(y, class_weight)
+                if sample_weight is not None:
+                    sample_weight = _sample_weights(sample_weight, _n_samples(x), "fit")
                 if validation_split and validation_data is None:
                     if not 0 < validation_split < 1:
                         raise ValueError(f"validation_split must be in (0, 1); got "
                                          f"{validation_split}")
                     # Keras: the last fraction of the samples, before shuffling
-                    cut = int(len(x) * (1 - validation_split))
-                    validation_data = (x[cut:], y[cut:])
-                    x, y = x[:cut], y[:cut]
-                train = self._arrays_dataset(x, y, batch_size, shuffle, seed, "fit")
+                    cut = int(_n_samples(x) * (1 - validation_split))
+                    validation_data = (_rows(x, cut, None), _rows(y, cut, None))
+                    if sample_weight is not None:  # the weights split with the samples
+                        validation_data += (sample_weight[cut:],)
+                        sample_weight = sample_weight[:cut]
+                    x, y = _rows(x, 0, cut), _rows(y, 0, cut)
+                train = self._arrays_dataset(x, y, batch_size, shuffle, seed, "fit",
+                                             sample_weight)
                 owned.append(train)
             val = None
             if validation_data is not None:
                 if isinstance(validation_data, Dataset):
                     val = validation_data._materialize()
                 else:
-                    if len(validation_data) == 3:
-                        raise NotImplementedError("validation_data with sample weights")
-                    vx, vy = validation_data
+                    if len(validation_data) not in (2, 3):
+                        raise ValueError("validation_data must be a dataset or a tuple (x, y) "
+                                         "or (x, y, sample_weight)")
+                    vx, vy = validation_data[:2]
+                    vsw = validation_data[2] if len(validation_data) == 3 else None
                     val = self._arrays_dataset(self._input_of(vx), vy,
                                                validation_batch_size or batch_size, False, 0,
-                                               "validation_data")
+                                               "validation_data", vsw)
                 owned.append(val)
             return self._fit_c(train, val, epochs, verbose, callbacks or [], initial_epoch,
                                steps_per_epoch, validation_steps)
@@ -655,13 +794,9 @@ class Model:
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None,
                  steps=None, callbacks=None, return_dict=False):
         from ..data import Dataset
-        if sample_weight is not None:
-            raise NotImplementedError("evaluate: sample_weight is not implemented in sinter")
         if self._compile is None and self._pending_compile is None:
             raise RuntimeError("You must call `compile()` before using the model "
                                "(with a loss to evaluate it).")
-        for c in callbacks or []:
-            _callbacks._refuse_test_hooks(c, "evaluate")
         x = self._input_of(x)
         self._ensure_built_for(x)
         batch_size = batch_size or 32
@@ -670,17 +805,29 @@ class Model:
         else:
             if y is None:
                 raise ValueError("evaluate: y is required with array inputs")
-            ds = self._arrays_dataset(x, np.asarray(y), batch_size, False, 0, "evaluate")
+            ds = self._arrays_dataset(x, y, batch_size, False, 0, "evaluate", sample_weight)
         try:
             vals = (C.c_double * (_lib.SN_MAX_METRICS + 1))()
             n = C.c_int()
             t0 = time.perf_counter()
             self._sync()
-            check(lib.sn_model_evaluate(self._h, ds.h, int(steps or 0), vals, len(vals),
-                                        C.byref(n)), "evaluate")
+            # Python callbacks with on_test_* hooks: the C pass calls them (Keras's
+            # evaluate(callbacks=)); the others have nothing to do in evaluate
+            ctx = _FitContext(self)
+            cbs = []
+            for c in callbacks or []:
+                if isinstance(c, _callbacks.Callback) and _callbacks._wants_test_hooks(c):
+                    c.set_model(self)
+                    cbs.append(_callbacks._py_callback(c, ctx)[0])
+            arr = (C.c_void_p * max(len(cbs), 1))(*cbs)
+            st = lib.sn_model_evaluate_cb(self._h, ds.h, int(steps or 0), len(cbs), arr, vals,
+                                          len(vals), C.byref(n))
+            if ctx.exc is not None:
+                raise ctx.exc
+            check(st, "evaluate")
             secs = time.perf_counter() - t0
             nsteps = steps or (lib.sn_dataset_cardinality(ds.h) if isinstance(x, Dataset)
-                               else math.ceil(len(x) / batch_size))
+                               else math.ceil(_n_samples(x) / batch_size))
         finally:
             ds.close()
         names = self.metrics_names
@@ -703,7 +850,11 @@ class Model:
             c.set_model(self)
             c.on_predict_begin({})
         t0 = time.perf_counter()
-        if isinstance(x, Dataset):
+        if isinstance(x, list) or self._n_outputs() > 1 or (
+                isinstance(x, Dataset) and len(self._input_names()) > 1):
+            out = self._predict_n(x, batch_size or 32, hooks, steps)
+            nsteps = self._last_predict_steps
+        elif isinstance(x, Dataset):
             parts = []
             for b in x.take(steps or -1):
                 parts.append(self._predict_array(b[0] if isinstance(b, tuple) else b, None,
@@ -743,10 +894,55 @@ class Model:
                 c.on_predict_batch_end(first_batch + i // b, {"outputs": out[i:i + k]})
         return out
 
+    def _predict_n(self, x, batch_size, hooks, steps=None):
+        """predict on a model of several inputs or outputs: sn_model_predict_n per batch; a list
+        of float32 arrays, one per output (one array for a model of one output)."""
+        from ..data import Dataset
+        self._sync()
+        n_out = lib.sn_model_output_count(self._h)
+        if isinstance(x, Dataset):
+            batches = [list(b[:len(self._input_names())]) if isinstance(b, tuple) else [b]
+                       for b in x.take(steps or -1)]
+        else:
+            xs = [np.ascontiguousarray(a, dtype=np.float32)  # once, not per batch
+                  for a in (x if isinstance(x, list) else [x])]
+            n = len(xs[0])
+            batches = [[a[i:i + batch_size] for a in xs] for i in range(0, n, batch_size)]
+        parts = [[] for _ in range(n_out)]
+        for bi, b in enumerate(batches):
+            for c in hooks:
+                c.on_predict_batch_begin(bi, {})
+            ts = [tensor_from_array(a, _lib.SN_F32) for a in b]
+            outs = (C.c_void_p * n_out)()
+            try:
+                arr = (C.c_void_p * len(ts))(*[t.value for t in ts])
+                check(lib.sn_model_predict_n(self._h, len(ts), arr, n_out, outs), "predict")
+                got = [array_from_tensor(C.c_void_p(o)) for o in outs]
+            finally:
+                for t in ts:
+                    lib.sn_tensor_free(t)
+                for o in outs:
+                    if o:
+                        lib.sn_tensor_free(C.c_void_p(o))
+            for k in range(n_out):
+                parts[k].append(got[k])
+            for c in hooks:
+                c.on_predict_batch_end(bi, {"outputs": got if n_out > 1 else got[0]})
+        self._last_predict_steps = len(batches)
+        res = [np.concatenate(p) if p else np.zeros(
+            (0,) + lib.sn_model_output_shape_at(self._h, k).tuple(), np.float32)
+            for k, p in enumerate(parts)]
+        return res if getattr(self, "_fn_single_out", True) is False else res[0]
+
     def predict_on_batch(self, x):
         x = self._input_of(x)
         self._ensure_built_for(x)
+        if isinstance(x, list) or self._n_outputs() > 1:
+            return self._predict_n(x, max(_n_samples(x), 1), ())
         return self._predict_array(x, None)
+
+    def _n_outputs(self):
+        return lib.sn_model_output_count(self._h) if self._h is not None else 1
 
     def __call__(self, x, training=False):
         from .. import _function, _tensor
@@ -842,6 +1038,68 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _per_output(v, names, what):
+    """A value per name: a list/tuple in order, a dict by name (missing names -> None), or one
+    value for every name (Keras's forms of loss, loss_weights, metrics, x and y)."""
+    if isinstance(v, dict):
+        extra = sorted(set(v) - set(names))
+        if extra:
+            raise ValueError(f"{what}: keys {extra} are not among the model's names {names}")
+        return [v.get(nm) for nm in names]
+    if isinstance(v, (list, tuple)) and not (what == "metrics" and len(names) == 1 and
+                                             not any(isinstance(m, (list, tuple)) for m in v)):
+        if len(v) != len(names):
+            raise ValueError(f"{what}: {len(v)} entries for {len(names)} "
+                             f"{'inputs' if what == 'x' else 'outputs'} {names}")
+        return list(v)
+    return [v] * len(names)
+
+
+def _n_samples(x):
+    return len(x[0]) if isinstance(x, list) else len(x)
+
+
+def _rows(v, a, b):
+    """Rows a:b of an array, or of each array of a list / dict."""
+    if isinstance(v, dict):
+        return {k: np.asarray(u)[a:b] for k, u in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [np.asarray(u)[a:b] for u in v]
+    return v[a:b]
+
+
+def _sample_weights(sw, n, what):
+    """Keras's sample_weight for n samples: [n] or [n, 1], any numeric dtype -> [n] f32."""
+    sw = np.asarray(sw)
+    if sw.ndim == 2 and sw.shape[1] == 1:
+        sw = sw[:, 0]
+    if sw.ndim != 1 or len(sw) != n:
+        raise ValueError(f"{what}: sample_weight of shape {sw.shape}; expected one weight per "
+                         f"sample, of shape ({n},)")
+    if sw.dtype.kind not in "biuf":
+        raise TypeError(f"{what}: sample_weight must be numeric; got dtype {sw.dtype}")
+    return sw.astype(np.float32, copy=False)
+
+
+def _class_weights(y, class_weight):
+    """Keras's class_weight_to_sample_weights: the class of each sample (the argmax of one-hot
+    labels, else the rounded label) looked up in class_weight, 1 when absent."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"class_weight must be a dict {{class index: weight}}; got "
+                        f"{type(class_weight).__name__}")
+    y = np.asarray(y)
+    if y.ndim > 1:
+        y = np.argmax(y, axis=-1) if y.shape[-1] != 1 else np.squeeze(y, axis=-1)
+    y = np.round(y).astype(np.int32)
+    if y.ndim != 1:
+        raise ValueError(f"class_weight: labels of shape {y.shape} do not give one class per "
+                         "sample")
+    sw = np.ones(len(y), np.float32)
+    for k, v in class_weight.items():
+        sw[y == int(k)] = v
+    return sw
 
 
 def _fmt_step(s):

@@ -316,12 +316,20 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
         }
         sn_node y[SN_FIT_MAX_IO], per_out[SN_FIT_MAX_IO];
         sn_node loss = SN_NONE;
+        cp->w = SN_NONE;
+        if (cp->weighted) {
+            sn_shape ws = {.ndim = 1, .dim = {cp->batch}};
+            cp->w = sn_input(g, "sample_weight", SN_F32, &ws);
+        }
         for (int k = 0; k < n_out; k++) {
             char name[32];
             snprintf(name, sizeof name, k ? "y%d" : "y", k);
             cp->ys[k] = sn_input(g, name, cp->y_dtypes[k], &cp->y_shapes[k]);
             y[k] = fit_labels(g, &t->loss[k], outs[k], cp->ys[k]);
             sn_node per = sn_loss_per_example(g, &t->loss[k], outs[k], y[k]);
+            /* Keras 3's sum_over_batch_size: sum(w * loss) / B, not / sum(w); the same
+             * weights for every output, and the logged per-output losses are weighted too */
+            if (cp->weighted) per = sn_mul(g, per, cp->w);
             per_out[k] = sn_reduce_mean(g, per, 0, NULL, false);
             /* Keras's CompileLoss: the sum of each output's mean times its weight */
             sn_node w = t->loss[k].weight == 1.0
@@ -459,6 +467,11 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     SN_TRY(sn_model_regularization(m, &penalty, &no_penalty));
     rp->x = sn_input(g, "replica_x", SN_F32, &xs);
     rp->y = sn_input(g, "replica_y", cp->y_dtype, &ys);
+    rp->w = SN_NONE;
+    if (cp->weighted) {
+        sn_shape ws = {.ndim = 1, .dim = {rp->rows}};
+        rp->w = sn_input(g, "replica_sample_weight", SN_F32, &ws);
+    }
     sn_updates upd = {0};
     sn_node out = SN_NONE;
     sn_status st = sn_model_forward(m, rp->x, true, &upd, &out);
@@ -468,6 +481,7 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     }
     sn_node y = fit_labels(g, &t->loss[0], out, rp->y);
     sn_node per = sn_loss_per_example(g, &t->loss[0], out, y);
+    if (cp->weighted) per = sn_mul(g, per, rp->w); /* its rows' weights; still / B below */
     sn_node lsum = sn_reduce_sum(g, per, 0, NULL, false);
     sn_node loss = sn_mul(g, lsum, sn_scalar(g, SN_F32, 1.0 / (double)B));
     /* The logged loss is each replica's unscaled loss weighted by its rows: lsum + penalty *
@@ -605,7 +619,7 @@ static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
         sn_split_range(cp->batch, sn_strategy_worker_rank(s) * nl + r, R, &lo, &hi);
         cp->rep[r].lo = lo;
         cp->rep[r].rows = hi - lo;
-        cp->rep[r].x = cp->rep[r].y = SN_NONE;
+        cp->rep[r].x = cp->rep[r].y = cp->rep[r].w = SN_NONE;
     }
     sn_status st = SN_OK;
     bool share = sn_strategy_shares_variables(s);
@@ -644,14 +658,21 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
 sn_status sn_train_plan_n(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
                           const sn_shape *y_shapes, const sn_dtype *y_dtypes,
                           sn_cached_plan **out) {
+    return sn_train_plan_w(m, kind, batch, n_y, y_shapes, y_dtypes, false, out);
+}
+
+sn_status sn_train_plan_w(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
+                          const sn_shape *y_shapes, const sn_dtype *y_dtypes, bool weighted,
+                          sn_cached_plan **out) {
     sn_train_state *t = sn_train_state_get(m);
     if (!t) return SN_ERR_NOMEM;
-    if (kind == SN_PLAN_PREDICT) n_y = 0;
+    if (kind == SN_PLAN_PREDICT) n_y = 0, weighted = false;
     if (n_y < 0 || n_y > SN_FIT_MAX_IO)
         return sn_errorf(SN_ERR_INVALID, "%d labels; at most %d", n_y, SN_FIT_MAX_IO);
     for (int i = 0; i < t->n_plans; i++) {
         sn_cached_plan *c = &t->plans[i];
-        bool same = c->kind == kind && c->batch == batch && c->n_y == n_y;
+        bool same = c->kind == kind && c->batch == batch && c->n_y == n_y &&
+                    c->weighted == weighted;
         for (int k = 0; same && k < n_y; k++)
             same = c->y_dtypes[k] == y_dtypes[k] && sn_shape_equal(&c->y_shapes[k], &y_shapes[k]);
         if (same) {
@@ -667,7 +688,8 @@ sn_status sn_train_plan_n(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y
         t->cap_plans = cap;
     }
     sn_cached_plan c = {.kind = kind, .batch = batch, .y_dtype = n_y ? y_dtypes[0] : SN_F32,
-                        .x = SN_NONE, .y = SN_NONE, .out = SN_NONE, .n_y = n_y};
+                        .x = SN_NONE, .y = SN_NONE, .out = SN_NONE, .n_y = n_y,
+                        .weighted = weighted, .w = SN_NONE};
     if (n_y) c.y_shape = y_shapes[0];
     for (int k = 0; k < n_y; k++) {
         c.y_shapes[k] = y_shapes[k];

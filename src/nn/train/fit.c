@@ -33,6 +33,7 @@ typedef struct runner {
     int64_t done;     /* steps done in this pass */
     sn_cached_plan *cp;
     bool stopped;     /* the feed ended the execution early (not an error) */
+    bool weighted;    /* the dataset's last component is Keras's sample_weight */
 } runner;
 
 static void runner_start(runner *r) {
@@ -126,11 +127,26 @@ static sn_status check_labels(const runner *r, int k, const sn_tensor *yt, int64
     return SN_OK;
 }
 
+/* Sample weights: [B] (or [B, 1]) f32, one per example. */
+static bool weights_fit(const sn_tensor *w, int64_t bsz) {
+    const sn_shape *ws = sn_tensor_shape(w);
+    return sn_tensor_dtype(w) == SN_F32 && ws->ndim >= 1 && ws->ndim <= 2 && ws->dim[0] == bsz &&
+           (ws->ndim == 1 || ws->dim[1] == 1);
+}
+
 static sn_status check_batch(const runner *r, sn_tensor *const *b) {
     int n_in = sn_train_n_inputs(r->m), n_out = sn_train_n_outputs(r->m);
     int64_t bsz = 0;
     for (int i = 0; i < n_in; i++) SN_TRY(check_input(r, i, b[i], &bsz));
     for (int k = 0; k < n_out; k++) SN_TRY(check_labels(r, k, b[n_in + k], bsz));
+    if (r->weighted && !weights_fit(b[n_in + n_out], bsz)) {
+        char s1[128];
+        return sn_errorf(SN_ERR_SHAPE, "%s: batch %lld has sample weights (the dataset's last "
+                         "component) of dtype %s and shape %s; expected float32 of shape [%lld]",
+                         r->what, (long long)r->done, sn_dtype_name(sn_tensor_dtype(b[n_in + n_out])),
+                         sn_shape_str(sn_tensor_shape(b[n_in + n_out]), s1, sizeof s1),
+                         (long long)bsz);
+    }
     return SN_OK;
 }
 
@@ -149,6 +165,9 @@ static bool fits_plan(const runner *r, sn_tensor *const *b) {
         if (sn_tensor_dtype(b[n_in + k]) != cp->y_dtypes[k] ||
             !sn_shape_equal(sn_tensor_shape(b[n_in + k]), &cp->y_shapes[k]))
             return false;
+    if (cp->weighted != r->weighted ||
+        (cp->weighted && !weights_fit(b[n_in + cp->n_y], cp->batch)))
+        return false;
     return true;
 }
 
@@ -176,6 +195,7 @@ static sn_status next_batch(void *ctx, int64_t step, const void **x, const void 
     int n_in = sn_train_n_inputs(r->m);
     for (int i = 0; i < n_in; i++) x[i] = sn_tensor_cdata(r->pending[i]);
     for (int k = 0; k < r->cp->n_y; k++) y[k] = sn_tensor_cdata(r->pending[n_in + k]);
+    if (r->cp->weighted) y[r->cp->n_y] = sn_tensor_cdata(r->pending[n_in + r->cp->n_y]);
     r->have_pending = false;
     return SN_OK;
 }
@@ -187,7 +207,7 @@ typedef struct train_feed {
     sn_cached_plan *cp;
     sn_batch_fn next;
     void *ctx;
-    const char *x, *y; /* the step's global batch */
+    const char *x, *y, *w; /* the step's global batch (w: its sample weights) */
     const void *xs[SN_FIT_MAX_IO], *ys[SN_FIT_MAX_IO]; /* every input and label */
 } train_feed;
 
@@ -198,6 +218,7 @@ static sn_status tf_next(void *ctx, int64_t step) {
     SN_TRY(f->next(f->ctx, step, f->xs, f->ys));
     f->x = f->xs[0];
     f->y = f->ys[0];
+    f->w = f->cp->weighted ? f->ys[f->cp->n_y] : NULL;
     return SN_OK;
 }
 
@@ -219,15 +240,23 @@ static sn_status tf_fill(void *ctx, int rep, sn_plan *p, int64_t step) {
             SN_TRY(sn_plan_set_input(p, cp->ys[k], f->ys[k],
                                      (size_t)sn_shape_numel(&cp->y_shapes[k]) *
                                          sn_dtype_size(cp->y_dtypes[k])));
+        if (cp->weighted)
+            SN_TRY(sn_plan_set_input(p, cp->w, f->w, (size_t)cp->batch * sizeof(float)));
         return SN_OK;
     }
     if (!cp->rep) {
         SN_TRY(sn_plan_set_input(p, cp->x, f->x, (size_t)cp->batch * xrow));
         if (cp->y != SN_NONE) SN_TRY(sn_plan_set_input(p, cp->y, f->y, (size_t)cp->batch * yrow));
+        if (cp->weighted)
+            SN_TRY(sn_plan_set_input(p, cp->w, f->w, (size_t)cp->batch * sizeof(float)));
         return SN_OK;
     }
     const sn_replica_plan *rp = &cp->rep[rep];
     SN_TRY(sn_plan_set_input(p, rp->x, f->x + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
+    /* the weights split with the batch: replica r weighs its own rows */
+    if (cp->weighted)
+        SN_TRY(sn_plan_set_input(p, rp->w, f->w + (size_t)rp->lo * sizeof(float),
+                                 (size_t)rp->rows * sizeof(float)));
     return sn_plan_set_input(p, rp->y, f->y + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow);
 }
 
@@ -285,8 +314,8 @@ static sn_status execute(runner *r, int64_t max_steps, int64_t *ran) {
         ys[k] = *sn_tensor_shape(r->pending[n_in + k]);
         yd[k] = sn_tensor_dtype(r->pending[n_in + k]);
     }
-    SN_TRY(sn_error_context(sn_train_plan_n(r->m, r->kind, sn_tensor_shape(r->pending[0])->dim[0],
-                                            n_out, ys, yd, &r->cp),
+    SN_TRY(sn_error_context(sn_train_plan_w(r->m, r->kind, sn_tensor_shape(r->pending[0])->dim[0],
+                                            n_out, ys, yd, r->weighted, &r->cp),
                             "%s", r->what));
     sn_cached_plan *cp = r->cp;
     sn_plan *p = cp->plan;
@@ -336,17 +365,23 @@ static void train_logs(sn_model *m, sn_logs *l) {
     for (int i = 0; i < l->n; i++) l->names[i] = sn_train_log_name(t, i);
 }
 
-/* A dataset for m yields its inputs then one label per output. */
+/* A dataset for m yields its inputs then one label per output, and optionally (as Keras's
+ * (x, y, sample_weight)) one weight per example last. */
 static sn_status check_components(const sn_model *m, sn_dataset *ds, const char *what) {
     int nc = sn_dataset_num_components(ds);
     int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
-    if (nc == n_in + n_out) return SN_OK;
+    if (nc == n_in + n_out || nc == n_in + n_out + 1) return SN_OK;
     if (n_in == 1 && n_out == 1)
         return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; expected 2 "
-                         "(images, labels)", what, nc);
+                         "(images, labels) or 3 (images, labels, sample weights)", what, nc);
     return sn_errorf(SN_ERR_INVALID, "%s: the dataset yields %d components; model '%s' has %d "
                      "inputs and %d outputs, so it expects %d (the inputs in the model's order, "
-                     "then one label per output)", what, nc, m->name, n_in, n_out, n_in + n_out);
+                     "then one label per output), or one more (sample weights)", what, nc,
+                     m->name, n_in, n_out, n_in + n_out);
+}
+
+static bool ds_weighted(const sn_model *m, sn_dataset *ds) {
+    return sn_dataset_num_components(ds) == sn_train_n_inputs(m) + sn_train_n_outputs(m) + 1;
 }
 
 static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *what) {
@@ -358,39 +393,79 @@ static sn_status check_compiled(const sn_model *m, sn_dataset *ds, const char *w
     return check_components(m, ds, what);
 }
 
-/* One evaluation pass from the dataset's start: values as read_acc. */
+/* The evaluation accumulators as logs (Keras's names, without "val_"). */
+static void eval_logs(sn_model *m, int64_t done, sn_logs *l) {
+    memset(l, 0, sizeof *l);
+    l->n = read_acc(m, 1, l->values);
+    for (int i = 0; i < l->n; i++) l->names[i] = sn_train_log_name(m->train, i);
+    l->step = done;
+    l->steps = -1;
+}
+
+/* One evaluation pass from the dataset's start: values as read_acc. The callbacks' on_test_*
+ * hooks run around it and between its executions (Keras's evaluate(callbacks=)). */
 static sn_status eval_pass(sn_model *m, sn_dataset *ds, int64_t steps, const char *what,
-                           double *values, int *n) {
+                           int ncb, sn_callback *const *cbs, double *values, int *n) {
     sn_train_state *t = m->train;
     SN_TRY(sn_error_context(sn_dataset_reset(ds), "%s: resetting the dataset", what));
     zero_acc(m, 1);
-    runner r = {.m = m, .ds = ds, .kind = SN_PLAN_EVAL, .what = what};
+    runner r = {.m = m, .ds = ds, .kind = SN_PLAN_EVAL, .what = what,
+                .weighted = ds_weighted(m, ds)};
     runner_start(&r);
+    for (int c = 0; c < ncb; c++)
+        if (cbs[c] && cbs[c]->on_test_begin) SN_TRY(cbs[c]->on_test_begin(cbs[c]->user));
     int64_t spe = t->opts.steps_per_execution;
+    int64_t card = sn_dataset_cardinality(ds);
+    sn_logs logs;
     for (;;) {
         int64_t want = spe;
         if (steps > 0 && steps - r.done < want) want = steps - r.done;
         if (want <= 0) break;
+        /* a batch begins only where one is known to come (as Keras's iterator) */
+        if (card < 0 || r.done < card)
+            for (int c = 0; c < ncb; c++)
+                if (cbs[c] && cbs[c]->on_test_batch_begin)
+                    SN_TRY(cbs[c]->on_test_batch_begin(cbs[c]->user, r.done));
         int64_t ran;
         SN_TRY(execute(&r, want, &ran));
         r.done += ran;
+        if (ran > 0 && ncb > 0) {
+            eval_logs(m, r.done, &logs);
+            for (int c = 0; c < ncb; c++)
+                if (cbs[c] && cbs[c]->on_test_batch_end)
+                    SN_TRY(cbs[c]->on_test_batch_end(cbs[c]->user, &logs));
+        }
         if (r.ended) break;
     }
     if (r.done == 0)
         return sn_errorf(SN_ERR_INVALID, "%s: the dataset produced no batch", what);
     *n = read_acc(m, 1, values);
+    if (ncb > 0) {
+        eval_logs(m, r.done, &logs);
+        for (int c = 0; c < ncb; c++)
+            if (cbs[c] && cbs[c]->on_test_end) SN_TRY(cbs[c]->on_test_end(cbs[c]->user, &logs));
+    }
     return SN_OK;
 }
 
 sn_status sn_model_evaluate(sn_model *m, sn_dataset *data, int64_t steps, double *values, int cap,
                             int *n_values) {
+    return sn_model_evaluate_cb(m, data, steps, 0, NULL, values, cap, n_values);
+}
+
+sn_status sn_model_evaluate_cb(sn_model *m, sn_dataset *data, int64_t steps, int n_callbacks,
+                               sn_callback *const *callbacks, double *values, int cap,
+                               int *n_values) {
     SN_TRY(check_compiled(m, data, "evaluate"));
+    if (n_callbacks < 0 || (n_callbacks > 0 && !callbacks))
+        return sn_errorf(SN_ERR_INVALID, "evaluate: n_callbacks %d with callbacks %s",
+                         n_callbacks, callbacks ? "set" : "NULL");
     if (steps < 0) return sn_errorf(SN_ERR_INVALID, "evaluate: steps %lld is negative",
                                     (long long)steps);
     if (cap > 0 && !values) return sn_errorf(SN_ERR_INVALID, "evaluate: values is NULL");
     double v[SN_ACC_MAX];
     int n = 0;
-    SN_TRY(eval_pass(m, data, steps, "evaluate", v, &n));
+    SN_TRY(eval_pass(m, data, steps, "evaluate", n_callbacks, callbacks, v, &n));
     for (int i = 0; i < n && i < cap; i++) values[i] = v[i];
     if (n_values) *n_values = n < cap ? n : cap;
     return SN_OK;
@@ -434,7 +509,8 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
         first = fp->epoch_done ? fp->epoch + 1 : fp->epoch;
         mid = !fp->epoch_done;
     }
-    runner r = {.m = m, .ds = train, .kind = SN_PLAN_TRAIN, .what = "fit"};
+    runner r = {.m = m, .ds = train, .kind = SN_PLAN_TRAIN, .what = "fit",
+                .weighted = ds_weighted(m, train)};
     bool stop = false;
     for (int epoch = first; epoch < o->epochs && !stop; epoch++) {
         bool resume_here = mid && epoch == first;
@@ -515,7 +591,8 @@ static sn_status fit_epochs(sn_model *m, sn_dataset *train, const sn_fit_opts *o
         if (o->validation) {
             double v[SN_ACC_MAX];
             int nv = 0;
-            SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation", v, &nv));
+            SN_TRY(eval_pass(m, o->validation, o->validation_steps, "fit: validation",
+                             o->n_callbacks, o->callbacks, v, &nv));
             for (int i = 0; i < nv; i++) {
                 logs.names[logs.n] = t->val_names[i];
                 logs.values[logs.n++] = v[i];

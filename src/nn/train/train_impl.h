@@ -66,7 +66,7 @@ typedef enum sn_plan_kind { SN_PLAN_TRAIN = 0, SN_PLAN_EVAL, SN_PLAN_PREDICT } s
  * reads rows [lo, lo + rows) of the global batch from its inputs x and y. */
 typedef struct sn_replica_plan {
     sn_plan *plan;
-    sn_node x, y;
+    sn_node x, y, w; /* w: its rows of the sample weights (SN_NONE unless weighted) */
     int64_t lo, rows;
 } sn_replica_plan;
 
@@ -93,6 +93,10 @@ typedef struct sn_cached_plan {
     sn_node xs[SN_FIT_MAX_IO], ys[SN_FIT_MAX_IO], outs[SN_FIT_MAX_IO];
     sn_shape y_shapes[SN_FIT_MAX_IO];
     sn_dtype y_dtypes[SN_FIT_MAX_IO];
+    /* Keras's sample_weight: the plan takes a third fed tensor w [B] f32 that multiplies each
+     * example's loss before the batch mean (the dataset's last component, after the labels) */
+    bool weighted;
+    sn_node w;
     int n_targets;
     sn_node *targets;
     int n_rep;         /* local replicas of a training plan under a strategy; 0 otherwise */
@@ -135,6 +139,11 @@ sn_status sn_train_plan(sn_model *m, sn_plan_kind kind, int64_t batch, const sn_
 /* The same with one label per output (n_y labels; 0 for predict). */
 sn_status sn_train_plan_n(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
                           const sn_shape *y_shapes, const sn_dtype *y_dtypes,
+                          sn_cached_plan **out);
+/* The same, with per-example weights when `weighted` (training and evaluation plans): the
+ * batch function then gives them as y[n_y], [B] f32. */
+sn_status sn_train_plan_w(sn_model *m, sn_plan_kind kind, int64_t batch, int n_y,
+                          const sn_shape *y_shapes, const sn_dtype *y_dtypes, bool weighted,
                           sn_cached_plan **out);
 /* The names of the values fit logs and evaluate returns, in order: "loss", each output's
  * loss, each metric (n_acc of them). */
@@ -193,7 +202,8 @@ void sn_train_set_lr(sn_model *m, double lr);
 
 /* ---- running a cached plan (fit.c): one path with and without a strategy ---------------- */
 /* The global batch of a step: next sets x[i] and y[j] to its inputs and labels, contiguous,
- * of cp's shapes (x[0] and y[0] for a model of one input and output: *x and *y); they stay
+ * of cp's shapes (x[0] and y[0] for a model of one input and output: *x and *y), and for a
+ * weighted plan y[n_y] to the sample weights [B] f32; they stay
  * valid until the next call. A non-SN_OK return ends the execution
  * before that step and is returned. */
 typedef sn_status (*sn_batch_fn)(void *ctx, int64_t step, const void **x, const void **y);
