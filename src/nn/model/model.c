@@ -441,7 +441,8 @@ static int summary_rows(const sn_model *m, summary_row *rows) {
                 continue;
             }
             shown[n_shown++] = sub;
-            snprintf(rows[r][0], CELL, "%s (Functional)", sub->model->name);
+            snprintf(rows[r][0], CELL, "%s (%s)", sub->model->name,
+                     sub->model->fn->sequential ? "Sequential" : "Functional");
             size_t k = 0;
             int last = sub->n_calls - 1; /* Keras shows the last call's */
             for (int o = 0; m->built && last >= 0 && o < sub->n_out && k < CELL; o++) {
