@@ -145,6 +145,8 @@ bool sn_layer_is_embedding(const sn_layer *l);
  * Embedding(mask_zero=True)'s mask and passes to the masked layers as their mask keyword
  * argument (layers_bidir.c): its output is that mask, 1 where the id is not 0. */
 sn_layer *sn_layer_not_equal_zero(void);
+/* Normalization, whose third variable (count) Keras stores as int64 (layers_merge.c). */
+bool sn_layer_is_normalization(const sn_layer *l);
 bool sn_layer_is_not_equal(const sn_layer *l);
 
 /* Adds `act` on x (identity for SN_ACT_NONE). (activations.c) */
