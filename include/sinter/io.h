@@ -38,9 +38,6 @@ extern "C" {
 typedef struct sn_weight_var {
     const char *name;
     sn_tensor *value;
-    /* Stored as a 64-bit integer dataset (Keras's Normalization count), converted from and
-     * to the f32 tensor. */
-    bool int64;
 } sn_weight_var;
 
 /* One layer. `vars` lists the variables in Keras order: trainable first (kernel, bias),

@@ -57,8 +57,7 @@ static int add_vars(sn_model *m, const sn_layer *l, weights_desc *d, int k, sn_w
         t->data = sn_variable_data(m->g, l->vars[j]);
         t->base = NULL;
         t->owns = 0;
-        d->vars[k] = (sn_weight_var){.name = l->var_names[j], .value = t,
-                                     .int64 = sn_layer_is_normalization(l) && j == 2};
+        d->vars[k] = (sn_weight_var){.name = l->var_names[j], .value = t};
     }
     return k;
 }
