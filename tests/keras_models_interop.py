@@ -16,12 +16,16 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      cross-entropy alone by more than the tolerance).
  (g) the RNN text classifier (text_classifier below: Embedding(mask_zero) ->
      Bidirectional(LSTM) -> Dense -> Dense(1)), a 1D CNN (Conv1D, the 1D pools, ELU, Permute, PReLU)
-     and a masked Bidirectional(GRU) into GlobalAveragePooling1D, on 64 padded sequences,
+     a masked Bidirectional(GRU) into GlobalAveragePooling1D, and a Functional
+     Embedding(mask_zero) -> LSTM -> Dense -> GRU (Keras saves its mask as a NotEqual op
+     layer passed as mask=), on 64 padded sequences,
      checked as (f) is, their steps by binary cross-entropy from logits;
  (f) Functional models (FUNCTIONAL below: a residual CNN, two inputs / two outputs with a
      shared layer, Concatenate and Subtract, a mix of the other merge and activation
-     layers, the convolution family; with SN_INTEROP_ONLY also the STOCK models,
-     MobileNetV2 at 96x96 and keras.io's small Xception), saved by Keras as .keras: `sinter summary`
+     layers, the convolution family, Normalization with its int64 count; with
+     SN_INTEROP_ONLY also the STOCK models,
+     MobileNetV2 at 96x96, keras.io's small Xception and the segmentation tutorial's U-Net,
+     labels per pixel), saved by Keras as .keras: `sinter summary`
      prints Keras's table byte for byte, sinter predicts every output within TOL, one SGD
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
@@ -310,6 +314,43 @@ def xception_small():
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
+def unet():
+    """The TensorFlow image-segmentation tutorial's U-Net at 64x64 (the tutorial's 128x128
+    takes four times the CPU): keras.applications.MobileNetV2(include_top=False, weights=None)
+    cut at five activations into a nested model of five outputs (down_stack), the decoder of
+    pix2pix upsample blocks, each a nested Sequential (Conv2DTranspose stride 2 without bias,
+    RandomNormal(0, 0.02) -> BatchNormalization -> ReLU), Concatenate skips and a last
+    Conv2DTranspose to 3 classes; sparse categorical cross-entropy from logits over every
+    pixel. The tutorial freezes down_stack (ImageNet weights); with weights=None it trains
+    here, so the step moves the encoder too."""
+    s = 64
+    base = keras.applications.MobileNetV2(input_shape=[s, s, 3], include_top=False,
+                                          weights=None)
+    names = ["block_1_expand_relu", "block_3_expand_relu", "block_6_expand_relu",
+             "block_13_expand_relu", "block_16_project"]
+    down_stack = keras.Model(inputs=base.input, outputs=[base.get_layer(n).output for n in names])
+
+    def upsample(filters, size):  # tensorflow_examples' pix2pix.upsample, batchnorm, no dropout
+        result = keras.Sequential()
+        result.add(layers.Conv2DTranspose(filters, size, strides=2, padding="same",
+                                          kernel_initializer=keras.initializers.RandomNormal(
+                                              0.0, 0.02), use_bias=False))
+        result.add(layers.BatchNormalization())
+        result.add(layers.ReLU())
+        return result
+
+    up_stack = [upsample(512, 3), upsample(256, 3), upsample(128, 3), upsample(64, 3)]
+    inputs = keras.Input(shape=[s, s, 3])
+    skips = down_stack(inputs)
+    x = skips[-1]
+    for up, skip in zip(up_stack, reversed(skips[:-1])):
+        x = up(x)
+        x = layers.Concatenate()([x, skip])
+    x = layers.Conv2DTranspose(filters=3, kernel_size=3, strides=2, padding="same")(x)
+    m = keras.Model(inputs=inputs, outputs=x)
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 def conv_family():
     """The rest of the convolution family on a small image: DepthwiseConv2D (depth_multiplier
     2, same, stride 2, relu6, bias), SeparableConv2D (valid, stride 1, depth_multiplier 2),
@@ -329,13 +370,29 @@ def conv_family():
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
+def normalization():
+    """Normalization (axis -1) over [B, 4, 6] after adapt(): mean and variance [6] and the
+    int64 count as weights (the .weights.h5 holds count as int64), then Flatten and Dense
+    logits; randomize() gives mean and variance other values, keeps count."""
+    inp = keras.Input((4, 6))
+    norm = layers.Normalization()
+    norm.adapt(np.random.default_rng(5).random((30, 4, 6)).astype(np.float32))
+    for v in norm.weights:  # Keras 3's adapt leaves count 0: a value that shows a lost one
+        if v.path.endswith("count"):
+            v.assign(123)
+    x = layers.Flatten()(norm(inp))
+    out = layers.Dense(3)(layers.Dense(8, activation="tanh")(x))
+    m = keras.Model(inp, out, name="normalization")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
               "transformer": transformer, "char_transformer_small": char_transformer_small,
-              "conv_family": conv_family}
+              "conv_family": conv_family, "normalization": normalization}
 BUILD = WORK = None  # set by main() for char_transformer_small
 # Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them
 # (SN_INTEROP_ONLY=mobilenet_v2,xception_small) as a test of their own.
-STOCK = {"mobilenet_v2": mobilenet_v2, "xception_small": xception_small}
+STOCK = {"mobilenet_v2": mobilenet_v2, "xception_small": xception_small, "unet": unet}
 
 TEXT_STEPS = 20  # a fixed sequence length (sinter's shapes are static)
 
@@ -405,8 +462,22 @@ def text_bigru_avg():
     return m, keras.losses.BinaryCrossentropy(from_logits=True)
 
 
+def text_functional_mask():
+    """Embedding(mask_zero=True) in a Functional model: Keras 3 saves the mask as a NotEqual op
+    layer called on the ids, passed as mask= to every later layer (the LSTM returning
+    sequences, the Dense that carries it on, the GRU that consumes it)."""
+    ids = keras.Input((TEXT_STEPS,), dtype="int32")
+    x = layers.Embedding(1000, 16, mask_zero=True)(ids)
+    x = layers.LSTM(12, return_sequences=True)(x)
+    x = layers.Dense(8, activation="tanh")(x)
+    x = layers.GRU(8)(x)
+    out = layers.Dense(1)(x)
+    return keras.Model(ids, out, name="text_functional_mask"), \
+        keras.losses.BinaryCrossentropy(from_logits=True)
+
+
 TEXT = {"text_classifier": text_classifier, "text_cnn": text_cnn,
-        "text_bigru_avg": text_bigru_avg}
+        "text_bigru_avg": text_bigru_avg, "text_functional_mask": text_functional_mask}
 # One SGD step of sinter (float32) is compared with Keras's step in float64 from the same
 # weights and batch: through BatchNormalization the kernel gradient of the first Conv2D sums
 # 4096 terms that cancel, and Keras's own float32 step is 1.5e-5 away from the float64 one
@@ -423,12 +494,12 @@ STEP_TOL = 1e-5
 # takes it away), rounding noise on both sides. For these, each variable's change must be as
 # close to the float64 step as Keras's float32 one is (within STEP_KERAS_FACTOR of its
 # distance, or STEP_TOL), the bound printed beside the result.
-STEP_KERAS_RELATIVE = {"mobilenet_v2", "xception_small"}
+STEP_KERAS_RELATIVE = {"mobilenet_v2", "xception_small", "unet"}
 STEP_KERAS_FACTOR = 4.0  # measured sinter/Keras ratios 1.5-2.2: the float32 noise is chaotic
 # Where the float32 step cannot be held to STEP_TOL, sinter also takes the step in float64
 # (reference kernels; test_model_files' sgd_step_f64), held to STEP_TOL against Keras's
 # float64 step: that the two compute the same step, to float64's precision.
-STEP_F64 = {"mobilenet_v2"}  # the Xception: ~30x the work, too slow on the reference kernels
+STEP_F64 = {"mobilenet_v2", "unet"}  # the Xception: ~30x the work, too slow on the reference kernels
 STEP_LR = 1.0
 ROWS = 64
 
@@ -447,7 +518,10 @@ def keras_step(path, loss, xs, ys, w0, f64):
         with zipfile.ZipFile(path) as z:
             cfg = z.read("config.json").decode()
         m = keras.models.model_from_json(cfg.replace('"float32"', '"float64"'))
-        m.set_weights([w.astype(np.float64) for w in w0])
+        m.set_weights([w.astype(np.float64) if w.dtype == np.float32 else w for w in w0])
+        for layer in m.layers:  # Normalization reads its weights in finalize_state() only
+            if isinstance(layer, layers.Normalization):
+                layer.finalize_state()
         xs = [x.astype(np.float64) if x.dtype == np.float32 else x for x in xs]
         ys = [y.astype(np.float64) if y.dtype == np.float32 else y for y in ys]
     else:
@@ -489,7 +563,9 @@ def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part
             for j, y in enumerate(ys):
                 y.tofile(os.path.join(work, f"{name}.y{j}.f32"))
         else:
-            ys = [rng.integers(0, m.outputs[0].shape[-1], (ROWS,)).astype(np.int32)]
+            # one class per example, or per pixel of a [B, H, W, C] output (the U-Net)
+            ys = [rng.integers(0, m.outputs[0].shape[-1],
+                               (ROWS,) + tuple(m.outputs[0].shape[1:-1])).astype(np.int32)]
             ys[0].tofile(os.path.join(work, f"{name}.y0.i32"))
         path = os.path.join(work, f"{name}.keras")
         m.save(path)
@@ -630,9 +706,13 @@ def randomize(m, rng):
                            if "beta" in w.path or "moving_mean" in w.path
                            else np.asarray(w) for w in m.weights])
         return
-    m.set_weights([(rng.random(w.shape) + 0.5).astype(np.float32) if "variance" in w.path
+    m.set_weights([np.asarray(w) if "int" in str(w.dtype)  # Normalization's count
+                   else (rng.random(w.shape) + 0.5).astype(np.float32) if "variance" in w.path
                    else (0.3 * rng.standard_normal(w.shape)).astype(np.float32)
                    for w in m.weights])
+    for layer in m.layers:  # Normalization computes from its weights in finalize_state() only
+        if isinstance(layer, layers.Normalization):
+            layer.finalize_state()
 
 
 def write_idx(path, arr):

@@ -432,6 +432,9 @@ static void test_config_errors(void) {
     "{\"module\": \"keras.layers\", \"class_name\": \"InputLayer\", \"config\": " \
     "{\"batch_shape\": [null, 4], \"name\": \"in\"}, \"name\": \"in\", \"inbound_nodes\": []}, " \
     layers "], \"input_layers\": [\"in\", 0, 0], \"output_layers\": [\"b\", 0, 0]}}"
+#define NOT_EQUAL(v) "{\"module\": \"keras.src.ops.numpy\", \"class_name\": \"NotEqual\", " \
+    "\"config\": {\"name\": \"ne\"}, \"registered_name\": \"NotEqual\", \"name\": \"ne\", " \
+    "\"inbound_nodes\": [{\"args\": [" TENSOR("in") ", " v "], \"kwargs\": {}}]}"
     static const struct { const char *json; sn_status code; const char *needle; } cases[] = {
         {MODEL(DENSE("a", "b", "{}") ", " DENSE("b", "a", "{}")), SN_ERR_FORMAT,
          "layer 'a' (Dense): its call 0 waits on a layer that never produces its argument"},
@@ -441,6 +444,11 @@ static void test_config_errors(void) {
          "layer 'b' is called with keyword argument mask=[1]"},
         {MODEL(DENSE("b", "in", "{\"training\": true}")), SN_ERR_UNSUPPORTED,
          "keyword argument training=true"},
+        /* a mask tensor is taken from Keras's NotEqual(ids, 0) only */
+        {MODEL(DENSE("a", "in", "{}") ", " DENSE("b", "in", "{\"mask\": " TENSOR("a") "}")),
+         SN_ERR_UNSUPPORTED, "layer 'b' (Dense) is called with mask= the output of 'a' (Dense)"},
+        {MODEL(NOT_EQUAL("1") ", " DENSE("b", "in", "{\"mask\": " TENSOR("ne") "}")),
+         SN_ERR_UNSUPPORTED, "layer 'ne' call 0: argument 1 is 1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sn_model *m = NULL;

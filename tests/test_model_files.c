@@ -669,7 +669,14 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr, bo
     co.optimizer.learning_rate = lr;
     co.from_logits = logits;
     if (ni == 1 && no == 1) {
+        /* sparse labels: one per example, or one per pixel of a [B, H, W, C] output (the
+         * U-Net's segmentation masks [B, H, W]) */
         sn_shape ls = {.ndim = 0};
+        if (m->fn) {
+            sn_shape os = m->fn->nodes[m->fn->outputs[0]].shape;
+            ls.ndim = os.ndim - 1;
+            for (int i = 0; i + 1 < os.ndim; i++) ls.dim[i] = os.dim[i];
+        }
         char f[300];
         snprintf(f, sizeof f, "%s.in0.f32", name);
         sn_tensor *xy[2] = {read_f32(d, f, rows, &m->input_shape, SN_F32), NULL};
@@ -681,6 +688,7 @@ static int sgd_step(const char *d, const char *name, int64_t rows, double lr, bo
             co.n_metrics = 0;
         }
         snprintf(f, sizeof f, binary ? "%s.y0.f32" : "%s.y0.i32", name);
+        if (binary) ls.ndim = 0;
         xy[1] = read_f32(d, f, rows, &ls, binary ? SN_F32 : SN_I32);
         sn_dataset *ds = NULL;
         sn_fit_opts fo = sn_fit_defaults();
@@ -789,7 +797,10 @@ static int sgd_step_f64(const char *d, const char *name, int64_t rows, double lr
         }
     sn_shape is = m->fn->nodes[m->fn->inputs[0]].shape, bs = {.ndim = is.ndim + 1, .dim = {rows}};
     for (int i = 0; i < is.ndim; i++) bs.dim[i + 1] = is.dim[i];
-    sn_shape ls = {.ndim = 1, .dim = {rows}}, none = {.ndim = 0};
+    /* sparse labels per example, or per pixel of a [B, H, W, C] output (as sgd_step) */
+    sn_shape os = m->fn->nodes[m->fn->outputs[0]].shape, ls = {.ndim = os.ndim, .dim = {rows}};
+    sn_shape none = {.ndim = os.ndim - 1};
+    for (int i = 0; i + 1 < os.ndim; i++) ls.dim[i + 1] = none.dim[i] = os.dim[i];
     char f[300];
     snprintf(f, sizeof f, "%s.in0.f32", name);
     sn_tensor *xt = rc ? NULL : read_f32(d, f, rows, &is, SN_F32);
@@ -807,7 +818,15 @@ static int sgd_step_f64(const char *d, const char *name, int64_t rows, double lr
     sn_plan *pl = NULL;
     if (!rc) {
         sn_node z = logits ? out : sn_log(g, out);
-        sn_node loss = sn_reduce_mean(g, sn_sparse_softmax_xent(g, z, y), 0, NULL, false);
+        /* Keras's sparse cross-entropy over extra dims: the mean over every pixel */
+        sn_shape zs = sn_node_shape(g, z);
+        int64_t c = zs.dim[zs.ndim - 1], np = sn_shape_numel(&zs) / c;
+        sn_node yl = y;
+        if (zs.ndim > 2) {
+            z = sn_reshape(g, z, &(sn_shape){.ndim = 2, .dim = {np, c}});
+            yl = sn_reshape(g, y, &(sn_shape){.ndim = 1, .dim = {np}});
+        }
+        sn_node loss = sn_reduce_mean(g, sn_sparse_softmax_xent(g, z, yl), 0, NULL, false);
         for (int i = 0; i < m->n_layers; i++)
             for (int j = 0; j < m->layers[i]->n_vars && nw < 512; j++)
                 if (sn_node_at(g, m->layers[i]->vars[j])->flags & SN_NODE_TRAINABLE)
@@ -821,7 +840,7 @@ static int sgd_step_f64(const char *d, const char *name, int64_t rows, double lr
         double *xb = sn_plan_buffer(pl, x);
         const float *xs = sn_tensor_cdata(xt);
         for (int64_t j = 0; j < sn_tensor_numel(xt); j++) xb[j] = xs[j];
-        rc = sn_plan_set_input(pl, y, sn_tensor_cdata(yt), 4 * (size_t)rows) != SN_OK ||
+        rc = sn_plan_set_input(pl, y, sn_tensor_cdata(yt), 4 * (size_t)sn_tensor_numel(yt)) != SN_OK ||
              sn_plan_run(pl, 1, NULL, NULL) != SN_OK;
     }
     for (int k = 0; !rc && k < nw; k++) { /* w -= lr * g, in double */

@@ -300,6 +300,10 @@ sn_layer *sn_layer_leaky_relu(double negative_slope);
 sn_layer *sn_layer_softmax(int axis);
 /* Rescaling: x * scale + offset. */
 sn_layer *sn_layer_rescaling(double scale, double offset);
+/* Normalization (Keras's, axis=-1): (x - mean) / max(sqrt(variance), 1e-7) with mean and
+ * variance [C] (C the last axis) and Keras's count as non-trainable variables, which load
+ * from a Keras file (mean 0, variance 1 until then). adapt() is not implemented. */
+sn_layer *sn_layer_normalization(void);
 /* ZeroPadding2D ((top, bottom), (left, right)) of [B, H, W, C]: zeros around H and W. */
 sn_layer *sn_layer_zero_padding2d(int top, int bottom, int left, int right);
 /* GlobalAveragePooling2D / GlobalMaxPooling2D: [B, H, W, C] -> [B, C] ([B, 1, 1, C] with

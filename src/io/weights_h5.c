@@ -277,9 +277,15 @@ done:
 
 /* ---- writing ---------------------------------------------------------------------------- */
 
+/* Keras's Normalization keeps its count (its third variable) as int64; the f32 tensor holds
+ * it here and HDF5 converts on write and read. */
+static bool int64_var(const sn_weight_layer *L, int j) {
+    return j == 2 && !strcmp(L->class_name, "Normalization");
+}
+
 /* One f32 dataset with exactly the tensor's shape (scalar for ndim 0), little-endian, as
  * h5py writes a float32 numpy array. */
-static sn_status write_var(hid_t loc, const char *name, hid_t lcpl, sn_tensor *t) {
+static sn_status write_var(hid_t loc, const char *name, hid_t lcpl, sn_tensor *t, bool int64) {
     sn_status st = SN_OK;
     hid_t space = H5I_INVALID_HID, dset = H5I_INVALID_HID;
     float *tmp = NULL;
@@ -290,7 +296,9 @@ static sn_status write_var(hid_t loc, const char *name, hid_t lcpl, sn_tensor *t
         SN_H5(space = H5Screate(H5S_SCALAR));
     else
         SN_H5(space = H5Screate_simple(s->ndim, dims, NULL));
-    SN_H5(dset = H5Dcreate2(loc, name, H5T_IEEE_F32LE, space, lcpl, H5P_DEFAULT, H5P_DEFAULT));
+    /* an int64 variable (Keras's Normalization count): HDF5 converts the floats on write */
+    SN_H5(dset = H5Dcreate2(loc, name, int64 ? H5T_STD_I64LE : H5T_IEEE_F32LE, space, lcpl,
+                            H5P_DEFAULT, H5P_DEFAULT));
     const void *data = sn_tensor_cdata(t);
     if (!sn_tensor_is_contiguous(t)) {
         tmp = sn_malloc((size_t)sn_tensor_numel(t) * sizeof(float));
@@ -344,7 +352,7 @@ static sn_status save_keras3(hid_t file, int n, const sn_weight_layer *layers,
             for (int j = sub[k].first; j < sub[k].first + sub[k].n; j++) {
                 char key[16];
                 snprintf(key, sizeof key, "%d", j - sub[k].first);
-                st = write_var(target, key, H5P_DEFAULT, L->vars[j].value);
+                st = write_var(target, key, H5P_DEFAULT, L->vars[j].value, int64_var(L, j));
                 if (st != SN_OK) {
                     sn_error_context(st, "layer '%s' (%s) variable %d '%s'", L->name,
                                      L->class_name, j, var_name(L, j));
@@ -472,7 +480,7 @@ static sn_status save_keras2(hid_t file, int n, const sn_weight_layer *layers,
         }
         SN_H5_TRY(write_str_list(g, "weight_names", nw, (const char *const *)wnames));
         for (int j = 0; j < nw; j++) {
-            st = write_var(g, wnames[j], lcpl, L->vars[j].value);
+            st = write_var(g, wnames[j], lcpl, L->vars[j].value, int64_var(L, j));
             if (st != SN_OK) {
                 sn_error_context(st, "layer '%s' (%s) variable %d '%s'", L->name, L->class_name,
                                  j, var_name(L, j));
@@ -543,7 +551,7 @@ static sn_status read_var(hid_t loc, const char *dpath, const char *shown, const
     SN_H5(type = H5Dget_type(dset));
     H5T_class_t cls;
     SN_H5(cls = H5Tget_class(type));
-    if (cls != H5T_FLOAT) {
+    if (cls != H5T_FLOAT && !(cls == H5T_INTEGER && int64_var(L, j))) {
         char d[64];
         dtype_desc(type, d, sizeof d);
         st = sn_errorf(SN_ERR_SHAPE, "layer '%s' (%s) variable %d '%s': file has dtype %s at '%s', "

@@ -141,6 +141,13 @@ bool sn_layer_is_global_avg_pool1d(const sn_layer *l);
 bool sn_layer_is_bidirectional(const sn_layer *l);
 /* Whether l is an Embedding (its table is l->vars[0], [input_dim, output_dim]). */
 bool sn_layer_is_embedding(const sn_layer *l);
+/* Keras 3's NotEqual(ids, 0) op layer, which a Keras-saved Functional model holds for an
+ * Embedding(mask_zero=True)'s mask and passes to the masked layers as their mask keyword
+ * argument (layers_bidir.c): its output is that mask, 1 where the id is not 0. */
+sn_layer *sn_layer_not_equal_zero(void);
+/* Normalization, whose third variable (count) Keras stores as int64 (layers_merge.c). */
+bool sn_layer_is_normalization(const sn_layer *l);
+bool sn_layer_is_not_equal(const sn_layer *l);
 
 /* Adds `act` on x (identity for SN_ACT_NONE). (activations.c) */
 sn_node sn_apply_activation(sn_graph *g, sn_node x, sn_activation act);
@@ -161,6 +168,9 @@ typedef struct sn_fnode {
     int *in;           /* node indices of the call's arguments */
     int call_index;    /* which call of its layer this is (Keras's node_index) */
     sn_shape shape;    /* output shape without the batch (inputs: as given) */
+    /* The last of in[] is the call's mask keyword argument (a NotEqual layer's output), not
+     * an argument of the layer: Keras's layer(x, mask=m) of a saved Functional model. */
+    bool mask_arg;
 } sn_fnode;
 
 /* A model nested as a layer (Keras's Functional inside a Functional): its layers are called
@@ -192,6 +202,9 @@ typedef struct sn_fgraph {
     int n_ops, cap_ops;
     int *ops;
     bool adding; /* sn_layer_call is adding a layer (sn_model_add refuses others) */
+    /* A Keras Sequential nested in a Functional model (the U-Net's pix2pix upsample blocks),
+     * read as a one-input chain: shown, numbered in weight paths and written as Sequential. */
+    bool sequential;
 } sn_fgraph;
 
 void sn_fgraph_free(sn_fgraph *f);

@@ -29,8 +29,9 @@ static entry *find(entry *es, size_t n, const char *name) {
 
 /* The __keras_tensor__ objects of one call's args: [t] or [[t1, t2, ...]] or [t1, t2]. */
 static sn_status call_tensors(const entry *en, int call, const json_t *node, const json_t **ts,
-                              int cap, int *n) {
+                              int cap, int *n, const json_t **mask) {
     char b[128];
+    *mask = NULL;
     const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
     if (kwargs && !json_is_object(kwargs))
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: kwargs is %s, expected an object",
@@ -42,6 +43,14 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
          * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
         bool ok = (!strcmp(key, "mask") && json_is_null(v)) ||
                   (!strcmp(key, "training") && (json_is_null(v) || json_is_false(v)));
+        /* mask=<tensor>: Keras 3's NotEqual(ids, 0) of an Embedding(mask_zero=True), checked
+         * to be one where the call is made */
+        const char *mc = json_string_value(json_object_get(v, "class_name"));
+        if (!strcmp(key, "mask") && mc && !strcmp(mc, "__keras_tensor__") &&
+            json_is_object(json_object_get(v, "config"))) {
+            *mask = json_object_get(v, "config");
+            continue;
+        }
         if (!ok && sn_cfg_mha_causal(en->layer) >= 0) {
             SN_TRY(sn_cfg_mha_kwarg(en->layer, call, key, v));
             continue;
@@ -60,6 +69,10 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
     *n = 0;
     size_t i;
     json_array_foreach(list, i, v) {
+        /* NotEqual(ids, 0): its second argument is the integer 0 */
+        if (sn_layer_is_not_equal(en->layer) && i == 1 && json_is_integer(v) &&
+            json_integer_value(v) == 0 && json_array_size(list) == 2)
+            continue;
         const json_t *c = json_object_get(v, "config");
         const char *tc = json_string_value(json_object_get(v, "class_name"));
         if (!tc || strcmp(tc, "__keras_tensor__") || !json_is_object(c))
@@ -143,6 +156,84 @@ static sn_status endpoints(const json_t *cfg, const char *key, entry *es, size_t
     return st;
 }
 
+/* A Sequential config nested in a Functional one ({name, trainable, dtype, layers,
+ * build_input_shape}; layers an InputLayer, then the chain) -> an unbuilt Functional model of
+ * one input and one output, marked sequential so that it is written back as Keras's. */
+static sn_status read_nested_sequential(const json_t *lc, const char *dflt, sn_cfg_state *cs,
+                                        sn_model **out, int64_t *batch) {
+    static const char *const keys[] = {"name", "trainable", "dtype", "layers",
+                                       "build_input_shape", NULL};
+    SN_TRY(sn_cfg_known_keys(lc, "Sequential", keys));
+    const char *name = dflt;
+    bool trainable = true;
+    SN_TRY(sn_cfg_str(lc, "name", false, &name));
+    SN_TRY(sn_cfg_bool(lc, "trainable", false, &trainable));
+    if (!trainable)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "the nested Sequential's field 'trainable' is "
+                         "false; sinter trains every layer");
+    SN_TRY(sn_cfg_policy(lc, cs));
+    const json_t *layers = json_object_get(lc, "layers");
+    if (!json_is_array(layers) || json_array_size(layers) == 0)
+        return sn_errorf(SN_ERR_FORMAT, "the nested Sequential's field 'layers' is %s, expected "
+                         "a list of layers", sn_cfg_type(layers));
+    sn_model *m = sn_functional_new(name);
+    if (!m) return SN_ERR_NOMEM;
+    m->fn->sequential = true;
+    sn_status st = SN_OK;
+    sn_ftensor x = {-1};
+    size_t i = 0;
+    const json_t *e;
+    json_array_foreach(layers, i, e) {
+        const char *cls = NULL, *lname = NULL;
+        const json_t *c = NULL;
+        char what[64];
+        snprintf(what, sizeof what, "layer %zu", i);
+        static const char *const seq_keys[] = {"module", "class_name", "config",
+                                               "registered_name", "build_config", NULL};
+        st = sn_cfg_object(e, what, "layers", &cls, &c);
+        if (st == SN_OK) st = sn_cfg_known_keys(e, "a layer entry", seq_keys);
+        if (st == SN_OK && c) sn_cfg_str(c, "name", false, &lname);
+        if (st == SN_OK && !strcmp(cls, "InputLayer")) {
+            sn_functional_input_opts io = sn_functional_input_defaults(NULL);
+            io.name = lname;
+            int64_t b = 0;
+            if (x.id >= 0)
+                st = sn_errorf(SN_ERR_UNSUPPORTED, "an InputLayer after other layers; a "
+                               "Sequential has one input, first");
+            if (st == SN_OK) st = sn_cfg_read_input(c, &io.shape, &io.int_ids, &b);
+            if (b > 0) *batch = b;
+            if (st == SN_OK) st = sn_functional_input(m, &io, &x);
+        } else if (st == SN_OK) {
+            if (x.id < 0) { /* no InputLayer: the shape Keras built it for */
+                sn_functional_input_opts io = sn_functional_input_defaults(NULL);
+                st = sn_cfg_batch_shape(json_object_get(lc, "build_input_shape"),
+                                        "build_input_shape", &io.shape);
+                if (st == SN_OK) st = sn_functional_input(m, &io, &x);
+            }
+            sn_layer *l = NULL;
+            if (st == SN_OK) st = sn_cfg_read_layer(cls, c, cs, &l);
+            sn_ftensor y = {-1};
+            if (st == SN_OK) st = sn_layer_call(m, l, &x, 1, &y);
+            x = y;
+        }
+        if (st != SN_OK) {
+            st = sn_error_context(st, "nested Sequential '%s', layer %zu '%s' (%s)", name, i,
+                                  lname ? lname : "?", cls ? cls : "?");
+            break;
+        }
+    }
+    if (st == SN_OK && m->n_layers == 0)
+        st = sn_errorf(SN_ERR_FORMAT, "the nested Sequential '%s' has no layers besides its "
+                       "input", name);
+    if (st == SN_OK) st = sn_functional_set_outputs(m, &x, 1);
+    if (st != SN_OK) {
+        sn_model_free(m);
+        return st;
+    }
+    *out = m;
+    return SN_OK;
+}
+
 sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_state *cs,
                                  sn_model **out, int64_t *batch) {
     const json_t *layers = json_object_get(cfg, "layers");
@@ -205,9 +296,28 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             if (st == SN_OK && !(en->node_of_call = sn_calloc((size_t)(en->n_calls * en->n_out),
                                                               sizeof(int))))
                 st = SN_ERR_NOMEM;
+        } else if (!strcmp(en->cls, "NotEqual")) {
+            /* Keras 3's op layer for an Embedding(mask_zero=True)'s mask (module
+             * keras.src.ops.numpy): read as that mask, NotEqual(ids, 0) */
+            static const char *const ne_keys[] = {"name", NULL};
+            st = json_is_object(lc) ? sn_cfg_known_keys(lc, "NotEqual", ne_keys)
+                                    : sn_errorf(SN_ERR_FORMAT, "NotEqual has no config");
+            if (st == SN_OK && !(en->layer = sn_layer_not_equal_zero())) st = SN_ERR_NOMEM;
+            if (st == SN_OK) st = sn_layer_set_name(en->layer, en->name);
+            if (st == SN_OK && en->n_calls == 0)
+                st = sn_errorf(SN_ERR_FORMAT, "the layer is never called (no inbound_nodes)");
+            if (st == SN_OK && !(en->node_of_call = sn_calloc((size_t)en->n_calls, sizeof(int))))
+                st = SN_ERR_NOMEM;
         } else if (!strcmp(en->cls, "Sequential")) {
-            st = sn_errorf(SN_ERR_UNSUPPORTED, "the layer is a nested Sequential model; sinter "
-                           "nests Functional models only (not supported yet)");
+            /* A nested Sequential: read as a Functional chain of one input, inlined as a
+             * nested Functional model is. */
+            if (!json_is_object(lc))
+                st = sn_errorf(SN_ERR_FORMAT, "the nested model has no config");
+            if (st == SN_OK) st = read_nested_sequential(lc, en->name, cs, &en->sub, batch);
+            if (st == SN_OK && en->n_calls == 0)
+                st = sn_errorf(SN_ERR_FORMAT, "the model is never called (no inbound_nodes)");
+            if (st == SN_OK && !(en->node_of_call = sn_calloc((size_t)en->n_calls, sizeof(int))))
+                st = SN_ERR_NOMEM;
         } else {
             st = sn_cfg_read_layer(en->cls, lc, cs, &en->layer);
             if (st == SN_OK && en->n_calls == 0)
@@ -230,7 +340,16 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             sn_ftensor args[64];
             int nt = 0;
             bool ready = true;
-            st = call_tensors(en, en->done, node, ts, 64, &nt);
+            const json_t *mask_t = NULL;
+            st = call_tensors(en, en->done, node, ts, 64, &nt, &mask_t);
+            if (st == SN_OK && mask_t) { /* the mask keyword argument: resolved as a tensor */
+                if (en->sub || sn_layer_vt_n(en->layer) || nt != 1)
+                    st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s) is called with a mask "
+                                   "tensor; sinter takes masks into one-input layers only",
+                                   en->name, en->cls);
+                else
+                    ts[nt++] = mask_t;
+            }
             for (int k = 0; st == SN_OK && ready && k < nt; k++) {
                 entry *from = NULL;
                 int call = 0, tensor = 0;
@@ -265,9 +384,31 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                 nt = 1;
                 if (st != SN_OK) break;
             }
+            int mask_node = -1;
+            if (mask_t) { /* the mask must be a NotEqual's output */
+                mask_node = args[--nt].id;
+                const sn_layer *ml = m->fn->nodes[mask_node].layer;
+                if (!sn_layer_is_not_equal(ml))
+                    st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s) is called with mask= the "
+                                   "output of '%s' (%s); sinter takes the mask of an "
+                                   "Embedding(mask_zero=True), Keras's NotEqual(ids, 0)",
+                                   en->name, en->cls, ml ? ml->name : "an input",
+                                   ml ? ml->vt->class_name : "InputLayer");
+                if (st != SN_OK) break;
+            }
             sn_ftensor o;
             st = sn_layer_call(m, en->layer, args, nt, &o);
             en->owned = true;
+            if (st == SN_OK && mask_node >= 0) { /* the mask as the node's last input */
+                sn_fnode *nd = &m->fn->nodes[o.id];
+                int *in = sn_realloc(nd->in, sizeof *in * (size_t)(nd->n_in + 1));
+                if (!in) st = SN_ERR_NOMEM;
+                else {
+                    nd->in = in;
+                    nd->in[nd->n_in++] = mask_node;
+                    nd->mask_arg = true;
+                }
+            }
             if (st == SN_OK) {
                 en->node_of_call[en->done++] = o.id;
                 progress = true;

@@ -490,6 +490,21 @@ static sn_status read_rescaling(const json_t *c, sn_layer **out) {
     return st;
 }
 
+static sn_status read_normalization(const json_t *c, sn_layer **out) {
+    SN_TRY(sn_cfg_axis_is_last(c, "axis -1"));
+    bool invert = false;
+    SN_TRY(sn_cfg_bool(c, "invert", false, &invert));
+    if (invert)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'invert' is true; sinter's Normalization "
+                         "normalises (invert false)");
+    /* mean and variance given in the config (not as weights) are not read */
+    static const char *const nulls[] = {"mean", "variance", NULL};
+    SN_TRY(sn_cfg_nulls(c, nulls));
+    sn_status st;
+    *out = made(sn_layer_normalization(), &st);
+    return st;
+}
+
 static sn_status read_gmp(const json_t *c, sn_layer **out) {
     SN_TRY(must_str(c, "data_format", "channels_last"));
     bool keep = false;
@@ -523,6 +538,13 @@ static void write_zero_padding(const sn_layer *l, json_t *c) {
                                                 l->pad[2], l->pad[3]));
     json_object_set_new(c, "data_format", json_string("channels_last"));
 }
+static void write_normalization(const sn_layer *l, json_t *c) {
+    (void)l;
+    json_object_set_new(c, "axis", json_pack("[i]", -1));
+    json_object_set_new(c, "invert", json_false());
+    json_object_set_new(c, "mean", json_null());
+    json_object_set_new(c, "variance", json_null());
+}
 static void write_rescaling(const sn_layer *l, json_t *c) {
     json_object_set_new(c, "scale", json_real(l->scale));
     json_object_set_new(c, "offset", json_real(l->offset));
@@ -535,6 +557,8 @@ static const char *const relu_keys[] = {COMMON_KEYS, "max_value", "negative_slop
 static const char *const leaky_relu_keys[] = {COMMON_KEYS, "negative_slope", NULL};
 static const char *const softmax_keys[] = {COMMON_KEYS, "axis", NULL};
 static const char *const rescaling_keys[] = {COMMON_KEYS, "scale", "offset", NULL};
+static const char *const normalization_keys[] = {COMMON_KEYS, "axis", "invert", "mean",
+                                                 "variance", NULL};
 static const char *const zero_padding_keys[] = {COMMON_KEYS, "padding", "data_format", NULL};
 
 /* ---- Bidirectional: {"merge_mode", "layer", "backward_layer"}, the two halves serialised
@@ -717,6 +741,7 @@ static const cls_entry classes[] = {
     {"LeakyReLU", leaky_relu_keys, read_leaky_relu, write_leaky_relu},
     {"Softmax", softmax_keys, read_softmax, write_softmax},
     {"Rescaling", rescaling_keys, read_rescaling, write_rescaling},
+    {"Normalization", normalization_keys, read_normalization, write_normalization},
     {"GlobalMaxPooling2D", gap_keys, read_gmp, write_gap},
     {"ZeroPadding2D", zero_padding_keys, read_zero_padding, write_zero_padding},
     /* the convolution family (issue 23, MobileNetV2, Xception, U-Net) */

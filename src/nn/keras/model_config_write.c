@@ -159,6 +159,40 @@ static json_t *endpoints_json(const sn_fgraph *f, const int *nodes, int n) {
 
 static json_t *functional_layers(sn_model *m, bool bf16);
 
+/* A nested Sequential (a chain of one input, sn_fgraph.sequential) as Keras writes it: its
+ * InputLayer, then each layer with its build_config; f's nodes carry the first call's shapes. */
+static json_t *nested_sequential_json(const sn_fgraph *f, bool bf16, const char *name) {
+    json_t *layers = json_array();
+    for (int i = 0; i < f->n_nodes; i++) {
+        const sn_fnode *nd = &f->nodes[i];
+        json_t *e;
+        if (!nd->layer) {
+            json_t *c = json_pack("{s:o, s:s, s:b, s:b, s:s, s:b}", "batch_shape",
+                                  shape_json(&nd->shape, 0), "dtype",
+                                  nd->int_ids ? "int32" : "float32", "sparse", 0, "ragged", 0,
+                                  "name", nd->input_name, "optional", 0);
+            e = sn_cfg_keras_object("keras.layers", "InputLayer", c);
+        } else {
+            json_t *c = sn_cfg_write_layer(nd->layer, bf16);
+            if (!c) {
+                json_decref(layers);
+                return NULL;
+            }
+            e = sn_cfg_keras_object("keras.layers", nd->layer->vt->class_name, c);
+            json_object_set_new(e, "build_config", json_pack("{s:o}", "input_shape",
+                                shape_json(&f->nodes[nd->in[0]].shape, 0)));
+        }
+        json_array_append_new(layers, e);
+    }
+    json_t *cfg = json_object();
+    json_object_set_new(cfg, "name", json_string(name));
+    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "dtype", sn_cfg_dtype_policy(bf16));
+    json_object_set_new(cfg, "layers", layers);
+    json_object_set_new(cfg, "build_input_shape", shape_json(&f->nodes[f->inputs[0]].shape, 0));
+    return sn_cfg_keras_object("keras", "Sequential", cfg);
+}
+
 /* A nested model's entry: its own Functional config (its graph, with the shapes of its first
  * call) and the arguments of each of its calls. */
 static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
@@ -178,8 +212,17 @@ static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
     }
     sn_model inner = {.name = r->model->name, .g = m->g, .layers = r->layers,
                       .n_layers = r->n_layers, .built = true, .dtype = m->dtype, .fn = &view};
-    json_t *layers = functional_layers(&inner, bf16);
     json_t *e = NULL;
+    if (sf->sequential) {
+        e = nested_sequential_json(&view, bf16, r->model->name);
+        if (e)
+            json_object_set_new(e, "build_config", json_pack("{s:o}", "input_shape",
+                                shape_json(&view.nodes[view.inputs[0]].shape, 0)));
+        free(view.nodes);
+        if (!e) return NULL;
+        goto calls;
+    }
+    json_t *layers = functional_layers(&inner, bf16);
     if (layers) {
         json_t *cfg = json_object();
         json_object_set_new(cfg, "name", json_string(r->model->name));
@@ -194,6 +237,7 @@ static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
     if (!e) return NULL;
     json_object_set_new(e, "registered_name", json_string("Functional"));
     json_object_set_new(e, "build_config", json_pack("{s:n}", "input_shape"));
+calls:
     json_object_set_new(e, "compile_config", json_object());
     json_object_set_new(e, "name", json_string(r->model->name));
     json_t *nodes = json_array();
@@ -251,6 +295,20 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             json_array_append_new(layers, e);
             continue;
         }
+        if (sn_layer_is_not_equal(l)) { /* Keras 3's op layer: NotEqual(ids, 0), no build */
+            json_t *e = sn_cfg_keras_object("keras.src.ops.numpy", "NotEqual",
+                                            json_pack("{s:s}", "name", l->name));
+            json_object_set_new(e, "registered_name", json_string("NotEqual"));
+            json_object_set_new(e, "name", json_string(l->name));
+            json_t *nodes = json_array();
+            for (int i = 0; i < f->n_nodes; i++)
+                if (f->nodes[i].layer == l)
+                    json_array_append_new(nodes, json_pack("{s:[o, i], s:{}}", "args",
+                                          tensor_json(f, f->nodes[i].in[0]), 0, "kwargs"));
+            json_object_set_new(e, "inbound_nodes", nodes);
+            json_array_append_new(layers, e);
+            continue;
+        }
         json_t *c = sn_cfg_write_layer(l, bf16);
         if (!c) {
             json_decref(layers);
@@ -262,7 +320,8 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             const sn_fnode *nd = &f->nodes[i];
             if (nd->layer != l) continue;
             json_t *args = json_array(), *ts = json_array();
-            for (int k = 0; k < nd->n_in; k++) json_array_append_new(ts, tensor_json(f, nd->in[k]));
+            int n_args = nd->n_in - nd->mask_arg; /* the mask is a keyword argument */
+            for (int k = 0; k < n_args; k++) json_array_append_new(ts, tensor_json(f, nd->in[k]));
             if (!bshape) { /* the first call's input shapes */
                 if (sn_layer_vt_n(l)) {
                     bshape = json_array();
@@ -282,6 +341,7 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             }
             json_t *kw = json_object();
             if (causal > 0) json_object_set_new(kw, "use_causal_mask", json_true());
+            if (nd->mask_arg) json_object_set_new(kw, "mask", tensor_json(f, nd->in[n_args]));
             json_array_append_new(nodes, json_pack("{s:o, s:o}", "args", args, "kwargs", kw));
         }
         /* Keras builds MultiHeadAttention from its query and value shapes. */

@@ -89,7 +89,7 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
         desc_free(d);
         return SN_ERR_NOMEM;
     }
-    int k = 0, w = 0, n_fn = 0;
+    int k = 0, w = 0, n_fn = 0, n_seq = 0;
     const sn_fsub *done_subs[64];
     int n_done = 0;
     for (int r = 0; r < n; r++) {
@@ -100,6 +100,7 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
             continue;
         }
         const sn_layer *l = m->layers[i];
+        if (sn_layer_is_not_equal(l)) continue; /* an op layer: Keras writes no group */
         const sn_fsub *sub = m->fn ? sn_functional_sub_of(m, l) : NULL;
         if (sub) {
             /* The nested model once, where its first layer comes: its own group
@@ -113,14 +114,24 @@ static sn_status describe(sn_model *m, const char *what, weights_desc *d) {
                                  what, m->name);
             done_subs[n_done++] = sub;
             char grp[104];
-            numbered("Functional", n_fn++, grp, sizeof grp);
-            d->layers[w++] = (sn_weight_layer){.class_name = "Functional",
-                                               .name = sub->model->name};
             const sn_fgraph *sf = sub->model->fn;
+            /* a nested Sequential is numbered among the Sequential entries ("sequential_1")
+             * and, as Keras's model.layers of a Sequential, lists no InputLayer */
+            const char *kind = sf->sequential ? "Sequential" : "Functional";
+            numbered(kind, sf->sequential ? n_seq++ : n_fn++, grp, sizeof grp);
+            d->layers[w++] = (sn_weight_layer){.class_name = kind, .name = sub->model->name};
             const char *classes[512];
             for (int q = 0; q < sf->n_ops && q < 512; q++) {
                 int op = sf->ops[q];
+                if (op < 0 && sf->sequential) {
+                    classes[q] = "";
+                    continue;
+                }
                 const sn_layer *sl = op >= 0 ? sub->layers[op] : NULL;
+                if (sn_layer_is_not_equal(sl)) {
+                    classes[q] = "";
+                    continue;
+                }
                 const char *cls = sl ? sl->vt->class_name : "InputLayer";
                 char own[128];
                 numbered(cls, seen_class(classes, q, cls), own, sizeof own);

@@ -157,15 +157,37 @@ static bool passes_mask(const sn_layer *l) {
            !strcmp(c, "ELU");
 }
 
+/* NotEqual(ids, 0): the mask of an Embedding(mask_zero=True), as Keras 3 records it. Ids are
+ * whole numbers >= 0 (the Embedding's gather fails on others), so min(id, 1) is the mask. */
+static sn_status not_equal_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+static sn_node nonzero(sn_graph *g, sn_node x, sn_dtype dt) {
+    sn_node ids = sn_node_dtype(g, x) == dt ? x : sn_cast(g, x, dt);
+    sn_node one = sn_scalar(g, dt, 1.0);
+    return sn_sub(g, one, sn_relu(g, sn_sub(g, one, ids)));
+}
+
+static sn_node not_equal_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                                 sn_updates *u) {
+    return nonzero(g, x, l->dtype);
+}
+
+static const sn_layer_vtable not_equal_vt = {"NotEqual", "not_equal", not_equal_build,
+                                             not_equal_forward, NULL};
+
+sn_layer *sn_layer_not_equal_zero(void) { return sn_layer_alloc(&not_equal_vt); }
+
+bool sn_layer_is_not_equal(const sn_layer *l) { return l && l->vt == &not_equal_vt; }
+
 sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask, bool training,
                              sn_updates *updates) {
     if (sn_layer_is_embedding(l) && l->embedding.mask_zero) {
         sn_node y = l->vt->forward(l, g, x, training, updates);
         /* ids are whole numbers >= 0 (gather fails on others): min(id, 1) = 1 - relu(1 - id) */
-        sn_dtype dt = l->dtype;
-        sn_node ids = sn_node_dtype(g, x) == dt ? x : sn_cast(g, x, dt);
-        sn_node one = sn_scalar(g, dt, 1.0);
-        *mask = sn_sub(g, one, sn_relu(g, sn_sub(g, one, ids)));
+        *mask = nonzero(g, x, l->dtype);
         return y;
     }
     bool rnn = sn_layer_is_rnn(l), bidir = sn_layer_is_bidirectional(l);

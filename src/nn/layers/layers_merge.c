@@ -201,6 +201,39 @@ static sn_node rescaling_forward(sn_layer *l, sn_graph *g, sn_node x, bool train
 static const sn_layer_vtable rescaling_vt = {"Rescaling", "rescaling", same_build,
                                              rescaling_forward, NULL};
 
+/* ---- Normalization ------------------------------------------------------------------------ */
+/* Keras's variables: mean [C], variance [C] and count (), all non-trainable; count is Keras's
+ * int64 sample count of adapt(), kept here as a float for the weights file (weights.c writes
+ * it as int64) and unused by the forward pass. */
+static sn_status normalization_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
+    sn_shape cs = {.ndim = 1, .dim = {in->dim[in->ndim - 1]}}, scalar = {.ndim = 0};
+    sn_initializer dflt = {.type = SN_INIT_DEFAULT};
+    SN_TRY(sn_layer_add_var(l, g, "mean", &cs, false, &dflt, SN_INIT_ZEROS, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "variance", &cs, false, &dflt, SN_INIT_ONES, rng, NULL));
+    SN_TRY(sn_layer_add_var(l, g, "count", &scalar, false, &dflt, SN_INIT_ZEROS, rng, NULL));
+    l->out_shape = *in;
+    return SN_OK;
+}
+
+static sn_node normalization_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
+                                     sn_updates *u) {
+    (void)training;
+    (void)u;
+    sn_dtype dt = sn_node_dtype(g, x);
+    /* max(sqrt(variance), eps) = eps + relu(sqrt(variance) - eps), Keras's backend.epsilon() */
+    sn_node eps = sn_scalar(g, dt, 1e-7);
+    sn_node sd = sn_add(g, eps, sn_relu(g, sn_sub(g, sn_sqrt(g, l->vars[1]), eps)));
+    return sn_div(g, sn_sub(g, x, l->vars[0]), sd);
+}
+
+static const sn_layer_vtable normalization_vt = {"Normalization", "normalization",
+                                                 normalization_build, normalization_forward,
+                                                 NULL};
+
+sn_layer *sn_layer_normalization(void) { return sn_layer_alloc(&normalization_vt); }
+
+bool sn_layer_is_normalization(const sn_layer *l) { return l && l->vt == &normalization_vt; }
+
 sn_layer *sn_layer_rescaling(double scale, double offset) {
     if (!isfinite(scale) || !isfinite(offset))
         return sn_layer_bad_arg("Rescaling: %s is %g, expected a finite number",

@@ -39,10 +39,14 @@ static sn_status record(sn_model *m, sn_model *sub, sn_fsub **out) {
     sn_fsub *r = &f->subs[f->n_subs++];
     *r = (sn_fsub){.model = sub};
     r->layers = sn_calloc((size_t)(sub->n_layers ? sub->n_layers : 1), sizeof *r->layers);
-    sn_layer **grown = sn_realloc(m->layers, sizeof *grown * (size_t)(m->n_layers + sub->n_layers));
+    /* Never below the capacity sn_model_add counts on: a second nested model after outer
+     * layers (the U-Net's decoder blocks between Concatenates) would shrink the array. */
+    int need = m->n_layers + sub->n_layers;
+    int cap = m->cap_layers > need ? m->cap_layers : need;
+    sn_layer **grown = sn_realloc(m->layers, sizeof *grown * (size_t)(cap ? cap : 1));
     if (grown) m->layers = grown;
     if (!r->layers || !grown) return SN_ERR_NOMEM;
-    if (m->cap_layers < m->n_layers + sub->n_layers) m->cap_layers = m->n_layers + sub->n_layers;
+    m->cap_layers = cap;
     /* The outer model owns them from now on (freed with it, also after an error). */
     for (int i = 0; i < sub->n_layers; i++) {
         r->layers[i] = sub->layers[i];
@@ -95,6 +99,7 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
         }
         for (int a = 0; a < nd->n_in; a++) args[a] = map[nd->in[a]];
         st = sn_layer_call_adopt(m, nd->layer, args, nd->n_in, &map[i]);
+        if (st == SN_OK) m->fn->nodes[map[i]].mask_arg = nd->mask_arg;
     }
     for (int k = 0; st == SN_OK && k < n_out; k++) out[k] = map[sf->outputs[k]];
     if (st == SN_OK && r->n_calls == 0 && !r->map0) {

@@ -441,7 +441,8 @@ static int summary_rows(const sn_model *m, summary_row *rows) {
                 continue;
             }
             shown[n_shown++] = sub;
-            snprintf(rows[r][0], CELL, "%s (Functional)", sub->model->name);
+            snprintf(rows[r][0], CELL, "%s (%s)", sub->model->name,
+                     sub->model->fn->sequential ? "Sequential" : "Functional");
             size_t k = 0;
             int last = sub->n_calls - 1; /* Keras shows the last call's */
             for (int o = 0; m->built && last >= 0 && o < sub->n_out && k < CELL; o++) {
@@ -506,13 +507,17 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
     const sn_train_state *t = m->train;
     if (t && t->compiled && t->step > 0)
         opt = tr * sn_optimizer_slot_count(&t->opts.optimizer) + 2;
+    /* Keras's Normalization keeps its count (one non-trainable value) as int64: 8 bytes */
+    double wide = 0;
+    for (int i = 0; m->built && i < m->n_layers; i++)
+        wide += sn_layer_is_normalization(m->layers[i]) ? 8 - per : 0;
     char c1[32], c2[32];
     fprintf(out, " Total params: %s (%s)\n", thousands(tr + non + opt, c1, sizeof c1),
-            mem_size((double)(tr + non + opt) * per, c2, sizeof c2));
+            mem_size((double)(tr + non + opt) * per + wide, c2, sizeof c2));
     fprintf(out, " Trainable params: %s (%s)\n", thousands(tr, c1, sizeof c1),
             mem_size((double)tr * per, c2, sizeof c2));
     fprintf(out, " Non-trainable params: %s (%s)\n", thousands(non, c1, sizeof c1),
-            mem_size((double)non * per, c2, sizeof c2));
+            mem_size((double)non * per + wide, c2, sizeof c2));
     if (opt > 0)
         fprintf(out, " Optimizer params: %s (%s)\n", thousands(opt, c1, sizeof c1),
                 mem_size((double)opt * per, c2, sizeof c2));

@@ -79,7 +79,7 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
         bool masked = false;
         for (int k = 0; k < nd->n_in; k++) {
             args[k] = val[nd->in[k]];
-            masked |= mask[nd->in[k]] != SN_NONE;
+            masked |= mask[nd->in[k]] != SN_NONE || nd->mask_arg;
         }
         const sn_layer_vtable_n *vn = sn_layer_vt_n(l);
         sn_node y;
@@ -90,7 +90,9 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
         else if (vn)
             y = vn->forward_n(l, g, nd->n_in, args, training, updates);
         else {
-            mask[i] = mask[nd->in[0]];
+            /* an explicit mask keyword argument (Keras's saved NotEqual) is the mask Keras
+             * passes; otherwise the one carried from the argument */
+            mask[i] = nd->mask_arg ? val[nd->in[nd->n_in - 1]] : mask[nd->in[0]];
             y = sn_layer_call_masked(l, g, args[0], &mask[i], training, updates);
         }
         if (y == SN_NONE || sn_graph_status(g) != SN_OK) {
