@@ -44,18 +44,12 @@ static void conv_fwd_rows(void *arg, int ith, int nth) {
             for (int64_t f0 = 0; f0 < g->f; f0 += REF_BLOCK) {
                 int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
                 for (int64_t j = 0; j < fb; j++) acc[j] = 0;
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = ref_tap_in(oy, ky, g->sh, g->pt, g->h);
-                    if (iy < 0) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ref_tap_in(ox, kx, g->sw, g->pl, g->w);
-                        if (ix < 0) continue;
-                        int64_t xb = ((ni * g->h + iy) * g->w + ix) * g->c;
-                        int64_t wb = (ky * g->kw + kx) * g->c * g->f + f0;
-                        for (int64_t ci = 0; ci < g->c; ci++)
-                            ref_axpy(acc, sn_load(k->tx, k->x, xb + ci), k->tw, k->w,
-                                     wb + ci * g->f, 1, fb);
-                    }
+                REF_FOR_TAPS_OF_OUTPUT(g, oy, ox, ky, kx, iy, ix) {
+                    int64_t xb = ((ni * g->h + iy) * g->w + ix) * g->c;
+                    int64_t wb = (ky * g->kw + kx) * g->c * g->f + f0;
+                    for (int64_t ci = 0; ci < g->c; ci++)
+                        ref_axpy(acc, sn_load(k->tx, k->x, xb + ci), k->tw, k->w,
+                                 wb + ci * g->f, 1, fb);
                 }
                 for (int64_t j = 0; j < fb; j++)
                     sn_store(to, k->c->out, (r * g->ow + ox) * g->f + f0 + j, acc[j]);
@@ -125,16 +119,10 @@ static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
             int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
             for (int64_t j = 0; j < fb; j++) acc[j] = 0;
             for (int64_t ni = 0; ni < g->n; ni++)
-                for (int64_t oy = 0; oy < g->oh; oy++) {
-                    int64_t iy = ref_tap_in(oy, ky, g->sh, g->pt, g->h);
-                    if (iy < 0) continue;
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t ix = ref_tap_in(ox, kx, g->sw, g->pl, g->w);
-                        if (ix < 0) continue;
-                        double xv = sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci);
-                        ref_axpy(acc, xv, k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + f0,
-                                 1, fb);
-                    }
+                REF_FOR_OUTPUTS_OF_TAP(g, ky, kx, oy, ox, iy, ix) {
+                    double xv = sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci);
+                    ref_axpy(acc, xv, k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + f0,
+                             1, fb);
                 }
             for (int64_t j = 0; j < fb; j++) sn_store(to, k->c->out, r * g->f + f0 + j, acc[j]);
         }

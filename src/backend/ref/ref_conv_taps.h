@@ -23,9 +23,28 @@ static inline int64_t ref_tap_out(int64_t i, int64_t k, int64_t s, int64_t pad, 
     return t / s < n_out ? t / s : -1;
 }
 
+/* The three gathers' walks. g: a geometry with h, w, oh, ow, kh, kw, sh, sw, pt, pl. In each,
+ * the `for`s on the derived indices run once or not at all (an `if` that declares its
+ * variable), so a body's `continue` moves on to the next tap or output.
+ *
+ * Every tap (ky, kx) of output (oy, ox) that reads a real input cell (iy, ix): the forward
+ * pass. */
+#define REF_FOR_TAPS_OF_OUTPUT(g, oy, ox, ky, kx, iy, ix)                                       \
+    for (int64_t ky = 0; ky < (g)->kh; ky++)                                                    \
+        for (int64_t iy = ref_tap_in(oy, ky, (g)->sh, (g)->pt, (g)->h); iy >= 0; iy = -1)      \
+            for (int64_t kx = 0; kx < (g)->kw; kx++)                                            \
+                for (int64_t ix = ref_tap_in(ox, kx, (g)->sw, (g)->pl, (g)->w); ix >= 0; ix = -1)
+
+/* Every output (oy, ox) whose tap (ky, kx) reads a real input cell (iy, ix): the filter
+ * gradient. */
+#define REF_FOR_OUTPUTS_OF_TAP(g, ky, kx, oy, ox, iy, ix)                                       \
+    for (int64_t oy = 0; oy < (g)->oh; oy++)                                                    \
+        for (int64_t iy = ref_tap_in(oy, ky, (g)->sh, (g)->pt, (g)->h); iy >= 0; iy = -1)      \
+            for (int64_t ox = 0; ox < (g)->ow; ox++)                                            \
+                for (int64_t ix = ref_tap_in(ox, kx, (g)->sw, (g)->pl, (g)->w); ix >= 0; ix = -1)
+
 /* Every (ky, kx, oy, ox) such that output (oy, ox) reads input (iy, ix) through tap (ky, kx):
- * the data gradient's gather. g: a geometry with kh, kw, sh, sw, pt, pl, oh, ow. The inner
- * `for`s on oy and ox run once or not at all (an `if` that declares its variable). */
+ * the data gradient. */
 #define REF_FOR_TAPS_OF_INPUT(g, iy, ix, ky, kx, oy, ox)                                        \
     for (int64_t ky = 0; ky < (g)->kh; ky++)                                                    \
         for (int64_t oy = ref_tap_out(iy, ky, (g)->sh, (g)->pt, (g)->oh); oy >= 0; oy = -1)    \

@@ -39,16 +39,9 @@ static void dw_fwd_rows(void *arg, int ith, int nth) {
             for (int64_t j = 0; j < cm; j++) {
                 int64_t ci = j / g->m;
                 double acc = 0;
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = ref_tap_in(oy, ky, g->sh, g->pt, g->h);
-                    if (iy < 0) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ref_tap_in(ox, kx, g->sw, g->pl, g->w);
-                        if (ix < 0) continue;
-                        acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
-                               sn_load(tw, c->in[1], (ky * g->kw + kx) * cm + j);
-                    }
-                }
+                REF_FOR_TAPS_OF_OUTPUT(g, oy, ox, ky, kx, iy, ix)
+                    acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
+                           sn_load(tw, c->in[1], (ky * g->kw + kx) * cm + j);
                 sn_store(to, c->out, (r * g->ow + ox) * cm + j, acc);
             }
     }
@@ -85,16 +78,9 @@ static void dw_bwd_filter_rows(void *arg, int ith, int nth) {
         int64_t j = r % cm, ci = j / g->m, kx = (r / cm) % g->kw, ky = r / (cm * g->kw);
         double acc = 0;
         for (int64_t ni = 0; ni < g->n; ni++)
-            for (int64_t oy = 0; oy < g->oh; oy++) {
-                int64_t iy = ref_tap_in(oy, ky, g->sh, g->pt, g->h);
-                if (iy < 0) continue;
-                for (int64_t ox = 0; ox < g->ow; ox++) {
-                    int64_t ix = ref_tap_in(ox, kx, g->sw, g->pl, g->w);
-                    if (ix < 0) continue;
-                    acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
-                           sn_load(tdy, c->in[1], ((ni * g->oh + oy) * g->ow + ox) * cm + j);
-                }
-            }
+            REF_FOR_OUTPUTS_OF_TAP(g, ky, kx, oy, ox, iy, ix)
+                acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
+                       sn_load(tdy, c->in[1], ((ni * g->oh + oy) * g->ow + ox) * cm + j);
         sn_store(to, c->out, r, acc);
     }
 }
