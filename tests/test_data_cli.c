@@ -141,6 +141,66 @@ static void make_files(void) {
     test_write_file(test_tmp("bad.txt"), text, k);
 }
 
+/* One run of `sinter VERB --data DATA [--labels LABELS] ...`: train with the quick options,
+ * evaluate with the mlp weights from the first run; EXTRA appended; exit RC and NEEDLE in the
+ * output expected. */
+typedef struct run {
+    const char *verb, *data, *labels, *extra;
+    int rc;
+    const char *needle;
+} run;
+
+static const char *quick = "--epochs 1 --steps-per-epoch 3 --batch-size 32 --model mlp";
+
+static void expect_run(const run *r, const char *weights) {
+    char a[2048];
+    int k = snprintf(a, sizeof a, "%s --data %s", r->verb, test_tmp(r->data));
+    if (r->labels) k += snprintf(a + k, sizeof a - (size_t)k, " --labels %s", test_tmp(r->labels));
+    if (!strcmp(r->verb, "train")) k += snprintf(a + k, sizeof a - (size_t)k, " %s", quick);
+    else k += snprintf(a + k, sizeof a - (size_t)k, " --model mlp --weights %s", weights);
+    if (r->extra) snprintf(a + k, sizeof a - (size_t)k, " %s", r->extra);
+    CLI_EXPECT(a, r->rc, r->needle);
+}
+
+/* Every kind of file that works: flat floats reshaped by --input-shape; .npz with train and
+ * test splits (deflated and stored members) and one with x/y; TFRecords under the default
+ * feature names (bytes) and other names (floats, gzip). */
+static const run ok_runs[] = {
+    {"train", "xflat.npy", "y.npy", "--input-shape 28,28,1", 0, "256 examples of shape [256, 28, 28, 1]"},
+    {"train", "split.npz", NULL, NULL, 0, "Test accuracy:"},
+    {"evaluate", "split.npz", NULL, NULL, 0, "on 64 test images"},
+    {"train", "plain.npz", NULL, "--input-shape 28,28", 0, "No test split"},
+    {"train", "d.tfrecord", NULL, NULL, 0, "256 images of 28x28"},
+    {"train", "f.tfrecords", NULL, "--image-feature pixels --label-feature class --input-shape 28,28,1",
+     0, "256 examples of shape [256, 28, 28, 1]"},
+    {"evaluate", "d.tfrecord", NULL, NULL, 0, "Test loss:"},
+};
+
+/* The errors a user meets, each naming the file and what is wrong (exit 1) or the flags that
+ * do not go together (exit 2). */
+static const run error_runs[] = {
+    /* examples without labels: predict takes them, train and evaluate do not */
+    {"evaluate", "x.npy", NULL, NULL, 2, "give the labels with --labels y.npy"},
+    {"evaluate", "xonly.npz", NULL, NULL, 1, "xonly.npz has no array 'y'"},
+    {"evaluate", "nolabel.tfrecord", NULL, NULL, 1, "feature \"label\" should be one int64 label; found no such feature"},
+    {"train", "nolabel.tfrecord", NULL, NULL, 1, "feature \"label\" should be one int64 label; found no such feature"},
+    /* files that do not hold what their kind promises, shapes that do not fit */
+    {"train", "xcut.npy", "y.npy", NULL, 1, "xcut.npy is truncated: shape [256, 28, 28] of '|u1' needs 200704 bytes of data"},
+    {"train", "xstr.npy", "y.npy", NULL, 1, "xstr.npy: dtype '<U1' is not supported"},
+    {"train", "x.npy", NULL, NULL, 2, "give the labels with --labels y.npy"},
+    {"train", "x.npy", "y.npy", "--input-shape 30,30", 1, "--input-shape [30, 30] has 900 values per example but the examples of"},
+    {"train", "x.npy", "y.npy", "--input-shape 28,x", 2, "--input-shape: '28,x' is not a list"},
+    {"evaluate", "small.npz", NULL, NULL, 1, "m.weights.h5"},
+    {"train", "other.npz", NULL, NULL, 1, "has neither arrays x_train/y_train nor x/y"},
+    {"train", "d.tfrecord", NULL, "--input-shape 28,27", 1, "d.tfrecord: record 0: feature \"image\" should be one bytes value of 756 raw u8 pixels"},
+    {"train", "d.tfrecord", NULL, "--image-feature pixels", 1, "record 0: feature \"pixels\""},
+    {"train", "split.npz", NULL, "--image-feature pixels", 2, "--image-feature and --label-feature go with TFRecord data"},
+    {"train", "split.npz", "y.npy", NULL, 2, "--labels goes with --data x.npy"},
+    {"train", "t.corpus", NULL, NULL, 2, "cannot tell what kind of data"},
+    {"train", "missing.npz", NULL, NULL, 1, "missing.npz"},
+    {"evaluate", "t.txt", NULL, NULL, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)"},
+};
+
 int main(void) {
     char exe[512];
     snprintf(exe, sizeof exe, "%s/sinter", SN_BINARY_DIR);
@@ -151,10 +211,10 @@ int main(void) {
     if (!test_tmpdir_make("sn_test_data_cli")) return 1;
     make_files();
     char a[2048];
-    const char *quick = "--epochs 1 --steps-per-epoch 3 --batch-size 32 --model mlp";
 
     /* .npy examples + labels: trains (no test split), saves, evaluates and predicts. */
-    const char *w = test_tmp("m.weights.h5");
+    char w[320]; /* kept: test_tmp's paths are reused after 64 calls */
+    snprintf(w, sizeof w, "%s", test_tmp("m.weights.h5"));
     snprintf(a, sizeof a, "train --data %s --labels %s %s --save %s", test_tmp("x.npy"), test_tmp("y.npy"), quick, w);
     CLI_EXPECT(a, 0, "256 images of 28x28");
     CHECK(strstr(cli_out, "No test split in") != NULL, "no-test-split note missing:\n%s", cli_out);
@@ -164,7 +224,7 @@ int main(void) {
     CLI_EXPECT(a, 0, "index,label,predicted,p0");
     /* Predict on examples without labels: the label field is empty and the rest of each row is
      * what predict gives with labels (x.npy alone, an .npz without y, a TFRecord without the
-     * label feature). train and evaluate still need labels. */
+     * label feature). train and evaluate still need labels (error_runs). */
     static char with_labels[1 << 16], a_rows[1 << 16], b_rows[1 << 16];
     snprintf(a, sizeof a, "predict --data %s --labels %s --model mlp --weights %s --count 5", test_tmp("x.npy"), test_tmp("y.npy"), w);
     CLI_EXPECT(a, 0, "index,label,predicted,p0");
@@ -182,70 +242,18 @@ int main(void) {
         CHECK(strcmp(a_rows, b_rows) == 0, "%s: predictions differ from the labelled run's:\n%s\nvs\n%s",
               unlabelled[i], a_rows, b_rows);
     }
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("x.npy"), w);
-    CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("xonly.npz"), w);
-    CLI_EXPECT(a, 1, "xonly.npz has no array 'y'");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("nolabel.tfrecord"), w);
-    CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("nolabel.tfrecord"), quick);
-    CLI_EXPECT(a, 1, "feature \"label\" should be one int64 label; found no such feature");
-    /* Flat float examples reshaped by --input-shape. */
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,28,1", test_tmp("xflat.npy"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
-    /* .npz with train and test splits (deflated and stored members); and one with x/y. */
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("split.npz"), quick);
-    CLI_EXPECT(a, 0, "Test accuracy:");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("split.npz"), w);
-    CLI_EXPECT(a, 0, "on 64 test images");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,28", test_tmp("plain.npz"), quick);
-    CLI_EXPECT(a, 0, "No test split");
-    /* TFRecords: default feature names (bytes), other names (floats, gzip). */
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("d.tfrecord"), quick);
-    CLI_EXPECT(a, 0, "256 images of 28x28");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels --label-feature class --input-shape 28,28,1",
-             test_tmp("f.tfrecords"), quick);
-    CLI_EXPECT(a, 0, "256 examples of shape [256, 28, 28, 1]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("d.tfrecord"), w);
-    CLI_EXPECT(a, 0, "Test loss:");
+    for (size_t i = 0; i < sizeof ok_runs / sizeof *ok_runs; i++) expect_run(&ok_runs[i], w);
 
-    /* Errors: each names the file and what is wrong. */
+    /* Errors: x/y counts that differ name both files. */
     snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("x.npy"), test_tmp("y_short.npy"), quick);
     CLI_EXPECT(a, 1, "x.npy holds 256 examples (shape [256, 28, 28]) but");
     CHECK(strstr(cli_out, "y_short.npy holds 255 labels") != NULL, "count mismatch message:\n%s", cli_out);
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xcut.npy"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 1, "xcut.npy is truncated: shape [256, 28, 28] of '|u1' needs 200704 bytes of data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("xstr.npy"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 1, "xstr.npy: dtype '<U1' is not supported");
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("x.npy"), quick);
-    CLI_EXPECT(a, 2, "give the labels with --labels y.npy");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 30,30", test_tmp("x.npy"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 1, "--input-shape [30, 30] has 900 values per example but the examples of");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s --input-shape 28,x", test_tmp("x.npy"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 2, "--input-shape: '28,x' is not a list");
+    for (size_t i = 0; i < sizeof error_runs / sizeof *error_runs; i++) expect_run(&error_runs[i], w);
     snprintf(a, sizeof a, "train --data %s --labels %s --epochs 1 --steps-per-epoch 1 --batch-size 32 --model small_cnn",
              test_tmp("xflat.npy"), test_tmp("y.npy"));
     CLI_EXPECT(a, 1, "model small_cnn cannot take examples of shape [784]");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("small.npz"), w);
-    CLI_EXPECT(a, 1, "m.weights.h5");
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("other.npz"), quick);
-    CLI_EXPECT(a, 1, "has neither arrays x_train/y_train nor x/y");
-    snprintf(a, sizeof a, "train --data %s %s --input-shape 28,27", test_tmp("d.tfrecord"), quick);
-    CLI_EXPECT(a, 1, "d.tfrecord: record 0: feature \"image\" should be one bytes value of 756 raw u8 pixels");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("d.tfrecord"), quick);
-    CLI_EXPECT(a, 1, "record 0: feature \"pixels\"");
-    snprintf(a, sizeof a, "train --data %s %s --image-feature pixels", test_tmp("split.npz"), quick);
-    CLI_EXPECT(a, 2, "--image-feature and --label-feature go with TFRecord data");
-    snprintf(a, sizeof a, "train --data %s --labels %s %s", test_tmp("split.npz"), test_tmp("y.npy"), quick);
-    CLI_EXPECT(a, 2, "--labels goes with --data x.npy");
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("t.corpus"), quick);
-    CLI_EXPECT(a, 2, "cannot tell what kind of data");
     snprintf(a, sizeof a, "train --data %s --data-dir %s %s", test_tmp("t.txt"), test_tmpdir, quick);
     CLI_EXPECT(a, 2, "--data and --data-dir both name the data");
-    snprintf(a, sizeof a, "train --data %s %s", test_tmp("missing.npz"), quick);
-    CLI_EXPECT(a, 1, "missing.npz");
-    snprintf(a, sizeof a, "evaluate --data %s --model mlp --weights %s", test_tmp("t.txt"), w);
-    CLI_EXPECT(a, 2, "is text, which a character model reads (--model char_lstm_small or char_lstm)");
 
     /* Text: invalid UTF-8 names the offset; --bytes reads it; a text model's training writes
      * the vocabulary beside the weights (needs the char_lstm presets; skipped until then). */

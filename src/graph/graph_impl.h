@@ -79,6 +79,13 @@ bool sn_dtype_is_float(sn_dtype t);
 /* A convolution window's output size and leading padding along one dimension (TensorFlow's
  * rules, op_conv.c); false when a 'valid' window does not fit. */
 bool sn_conv_out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out, int *pad_lo);
+/* conv2d's and depthwise_conv2d's strides (>= 1) and window (x [N, H, W, C], w [KH, KW, ...]):
+ * sets *oh, *ow, the node's pads, x_shape, w_shape and dtype; `op` names the op in the error.
+ * And the shape of their data and filter gradients: attr.conv.x_shape / w_shape (op_conv.c). */
+sn_status sn_conv_window(sn_node_t *node, const sn_node_t *x, const sn_node_t *w,
+                         const char *op, int64_t *oh, int64_t *ow);
+sn_status sn_infer_conv_x_shape(const sn_graph *g, sn_node_t *node);
+sn_status sn_infer_conv_w_shape(const sn_graph *g, sn_node_t *node);
 
 /* Gradient helper: reduces dy (shaped like a broadcast result) back to `shape` by summing the
  * broadcast dimensions (identity when the shapes are equal). */

@@ -21,6 +21,25 @@ bool sn_conv_out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out
     return true;
 }
 
+sn_status sn_conv_window(sn_node_t *node, const sn_node_t *x, const sn_node_t *w,
+                         const char *op, int64_t *oh, int64_t *ow) {
+    char s1[128], s2[128];
+    int sh = node->attr.conv.stride_h, sw = node->attr.conv.stride_w;
+    if (sh < 1 || sw < 1)
+        return sn_errorf(SN_ERR_INVALID, "%s: strides must be >= 1, got (%d, %d)", op, sh, sw);
+    if (!sn_conv_out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, oh,
+                          &node->attr.conv.pad_top) ||
+        !sn_conv_out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, ow,
+                          &node->attr.conv.pad_left))
+        return sn_errorf(SN_ERR_SHAPE, "%s: kernel %s does not fit input %s with 'valid' "
+                         "padding", op, sn_shape_str(&w->shape, s2, sizeof s2),
+                         sn_shape_str(&x->shape, s1, sizeof s1));
+    node->attr.conv.x_shape = x->shape;
+    node->attr.conv.w_shape = w->shape;
+    node->dtype = x->dtype;
+    return SN_OK;
+}
+
 static sn_status infer_conv2d(const sn_graph *g, sn_node_t *node) {
     const sn_node_t *x = IN(g, node, 0), *w = IN(g, node, 1);
     char s1[128], s2[128];
@@ -35,21 +54,9 @@ static sn_status infer_conv2d(const sn_graph *g, sn_node_t *node) {
         return sn_errorf(SN_ERR_SHAPE, "conv2d: input has %lld channels but the kernel %s expects "
                          "%lld", (long long)x->shape.dim[3], sn_shape_str(&w->shape, s2, sizeof s2),
                          (long long)w->shape.dim[2]);
-    int sh = node->attr.conv.stride_h, sw = node->attr.conv.stride_w;
-    if (sh < 1 || sw < 1)
-        return sn_errorf(SN_ERR_INVALID, "conv2d: strides must be >= 1, got (%d, %d)", sh, sw);
     int64_t oh, ow;
-    if (!sn_conv_out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, &oh,
-                  &node->attr.conv.pad_top) ||
-        !sn_conv_out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, &ow,
-                  &node->attr.conv.pad_left))
-        return sn_errorf(SN_ERR_SHAPE, "conv2d: kernel %s does not fit input %s with 'valid' "
-                         "padding", sn_shape_str(&w->shape, s2, sizeof s2),
-                         sn_shape_str(&x->shape, s1, sizeof s1));
+    SN_TRY(sn_conv_window(node, x, w, "conv2d", &oh, &ow));
     node->shape = (sn_shape){.ndim = 4, .dim = {x->shape.dim[0], oh, ow, w->shape.dim[3]}};
-    node->attr.conv.x_shape = x->shape;
-    node->attr.conv.w_shape = w->shape;
-    node->dtype = x->dtype;
     return SN_OK;
 }
 
@@ -81,13 +88,13 @@ static void grad_conv_bwd_data(sn_graph *g, sn_node n, sn_node dz, sn_node *dx) 
     dx[1] = sn_graph_add(g, SN_OP_CONV2D_BWD_FILTER, 2, in_f, &node.attr);
 }
 
-static sn_status infer_conv_bwd_data(const sn_graph *g, sn_node_t *node) {
+sn_status sn_infer_conv_x_shape(const sn_graph *g, sn_node_t *node) {
     node->shape = node->attr.conv.x_shape;
     node->dtype = IN(g, node, 0)->dtype;
     return SN_OK;
 }
 
-static sn_status infer_conv_bwd_filter(const sn_graph *g, sn_node_t *node) {
+sn_status sn_infer_conv_w_shape(const sn_graph *g, sn_node_t *node) {
     node->shape = node->attr.conv.w_shape;
     node->dtype = IN(g, node, 0)->dtype;
     return SN_OK;
@@ -159,9 +166,9 @@ static sn_status infer_pool_grad(const sn_graph *g, sn_node_t *node) {
 const sn_op_def sn_def_conv2d = {.name = "conv2d", .n_in = 2, .infer = infer_conv2d,
     .grad = grad_conv2d};
 const sn_op_def sn_def_conv2d_bwd_data = {.name = "conv2d_bwd_data", .n_in = 2,
-    .infer = infer_conv_bwd_data, .grad = grad_conv_bwd_data};
+    .infer = sn_infer_conv_x_shape, .grad = grad_conv_bwd_data};
 const sn_op_def sn_def_conv2d_bwd_filter = {.name = "conv2d_bwd_filter", .n_in = 2,
-    .infer = infer_conv_bwd_filter};
+    .infer = sn_infer_conv_w_shape};
 const sn_op_def sn_def_max_pool2d = {.name = "max_pool2d", .n_in = 1, .infer = infer_pool,
     .grad = grad_max_pool};
 const sn_op_def sn_def_avg_pool2d = {.name = "avg_pool2d", .n_in = 1, .infer = infer_pool,

@@ -21,23 +21,10 @@ static sn_status infer_depthwise(const sn_graph *g, sn_node_t *node) {
         return sn_errorf(SN_ERR_SHAPE, "depthwise_conv2d: input must be [N, H, W, C] and kernel "
                          "[KH, KW, C, M] with the same C, got %s and %s",
                          sn_shape_str(&x->shape, s1, sizeof s1), sn_shape_str(&w->shape, s2, sizeof s2));
-    int sh = node->attr.conv.stride_h, sw = node->attr.conv.stride_w;
-    if (sh < 1 || sw < 1)
-        return sn_errorf(SN_ERR_INVALID, "depthwise_conv2d: strides must be >= 1, got (%d, %d)",
-                         sh, sw);
     int64_t oh, ow;
-    if (!sn_conv_out_size(x->shape.dim[1], w->shape.dim[0], sh, node->attr.conv.padding, &oh,
-                          &node->attr.conv.pad_top) ||
-        !sn_conv_out_size(x->shape.dim[2], w->shape.dim[1], sw, node->attr.conv.padding, &ow,
-                          &node->attr.conv.pad_left))
-        return sn_errorf(SN_ERR_SHAPE, "depthwise_conv2d: kernel %s does not fit input %s with "
-                         "'valid' padding", sn_shape_str(&w->shape, s2, sizeof s2),
-                         sn_shape_str(&x->shape, s1, sizeof s1));
+    SN_TRY(sn_conv_window(node, x, w, "depthwise_conv2d", &oh, &ow));
     node->shape = (sn_shape){.ndim = 4,
                              .dim = {x->shape.dim[0], oh, ow, w->shape.dim[2] * w->shape.dim[3]}};
-    node->attr.conv.x_shape = x->shape;
-    node->attr.conv.w_shape = w->shape;
-    node->dtype = x->dtype;
     return SN_OK;
 }
 
@@ -53,18 +40,6 @@ static void grad_depthwise(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     sn_node in_d[2] = {dy, node.in[1]}, in_f[2] = {node.in[0], dy};
     dx[0] = sn_graph_add(g, SN_OP_DEPTHWISE_BWD_DATA, 2, in_d, &node.attr);
     dx[1] = sn_graph_add(g, SN_OP_DEPTHWISE_BWD_FILTER, 2, in_f, &node.attr);
-}
-
-static sn_status infer_dw_bwd_data(const sn_graph *g, sn_node_t *node) {
-    node->shape = node->attr.conv.x_shape;
-    node->dtype = IN(g, node, 0)->dtype;
-    return SN_OK;
-}
-
-static sn_status infer_dw_bwd_filter(const sn_graph *g, sn_node_t *node) {
-    node->shape = node->attr.conv.w_shape;
-    node->dtype = IN(g, node, 0)->dtype;
-    return SN_OK;
 }
 
 /* Keras's deconv_output_length with output_padding None. */
@@ -111,6 +86,6 @@ sn_node sn_conv2d_transpose(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_o
 const sn_op_def sn_def_depthwise_conv2d = {.name = "depthwise_conv2d", .n_in = 2,
     .infer = infer_depthwise, .grad = grad_depthwise};
 const sn_op_def sn_def_depthwise_bwd_data = {.name = "depthwise_bwd_data", .n_in = 2,
-    .infer = infer_dw_bwd_data};
+    .infer = sn_infer_conv_x_shape};
 const sn_op_def sn_def_depthwise_bwd_filter = {.name = "depthwise_bwd_filter", .n_in = 2,
-    .infer = infer_dw_bwd_filter};
+    .infer = sn_infer_conv_w_shape};

@@ -6,6 +6,7 @@
  * Each convolution kernel is written as a gather (every output element reads what it needs),
  * so rows of the output are independent and threads can split them without atomics. */
 #include "backend/ref/ref_common.h"
+#include "backend/ref/ref_conv_taps.h"
 
 typedef struct geom {
     int64_t n, h, w, c;      /* input (x) */
@@ -43,18 +44,12 @@ static void conv_fwd_rows(void *arg, int ith, int nth) {
             for (int64_t f0 = 0; f0 < g->f; f0 += REF_BLOCK) {
                 int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
                 for (int64_t j = 0; j < fb; j++) acc[j] = 0;
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = oy * g->sh + ky - g->pt;
-                    if (iy < 0 || iy >= g->h) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ox * g->sw + kx - g->pl;
-                        if (ix < 0 || ix >= g->w) continue;
-                        int64_t xb = ((ni * g->h + iy) * g->w + ix) * g->c;
-                        int64_t wb = (ky * g->kw + kx) * g->c * g->f + f0;
-                        for (int64_t ci = 0; ci < g->c; ci++)
-                            ref_axpy(acc, sn_load(k->tx, k->x, xb + ci), k->tw, k->w,
-                                     wb + ci * g->f, 1, fb);
-                    }
+                REF_FOR_TAPS_OF_OUTPUT(g, oy, ox, ky, kx, iy, ix) {
+                    int64_t xb = ((ni * g->h + iy) * g->w + ix) * g->c;
+                    int64_t wb = (ky * g->kw + kx) * g->c * g->f + f0;
+                    for (int64_t ci = 0; ci < g->c; ci++)
+                        ref_axpy(acc, sn_load(k->tx, k->x, xb + ci), k->tw, k->w,
+                                 wb + ci * g->f, 1, fb);
                 }
                 for (int64_t j = 0; j < fb; j++)
                     sn_store(to, k->c->out, (r * g->ow + ox) * g->f + f0 + j, acc[j]);
@@ -91,22 +86,10 @@ static void conv_bwd_data_rows(void *arg, int ith, int nth) {
         for (int64_t ix = 0; ix < g->w; ix++)
             for (int64_t ci = 0; ci < g->c; ci++) {
                 double acc = 0;
-                /* Output (oy, ox) read input (iy, ix) through tap (ky, kx) when
-                 * oy * sh + ky - pt == iy, i.e. iy + pt - ky is a multiple of sh. */
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t ty = iy + g->pt - ky;
-                    if (ty < 0 || ty % g->sh) continue;
-                    int64_t oy = ty / g->sh;
-                    if (oy >= g->oh) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t tx = ix + g->pl - kx;
-                        if (tx < 0 || tx % g->sw) continue;
-                        int64_t ox = tx / g->sw;
-                        if (ox >= g->ow) continue;
-                        int64_t db = ((ni * g->oh + oy) * g->ow + ox) * g->f;
-                        int64_t wb = ((ky * g->kw + kx) * g->c + ci) * g->f;
-                        acc += ref_dot(k->tdy, k->dy, db, k->tw, k->w, wb, g->f);
-                    }
+                REF_FOR_TAPS_OF_INPUT(g, iy, ix, ky, kx, oy, ox) {
+                    int64_t db = ((ni * g->oh + oy) * g->ow + ox) * g->f;
+                    int64_t wb = ((ky * g->kw + kx) * g->c + ci) * g->f;
+                    acc += ref_dot(k->tdy, k->dy, db, k->tw, k->w, wb, g->f);
                 }
                 sn_store(to, k->c->out, (r * g->w + ix) * g->c + ci, acc);
             }
@@ -136,16 +119,10 @@ static void conv_bwd_filter_rows(void *arg, int ith, int nth) {
             int64_t fb = g->f - f0 < REF_BLOCK ? g->f - f0 : REF_BLOCK;
             for (int64_t j = 0; j < fb; j++) acc[j] = 0;
             for (int64_t ni = 0; ni < g->n; ni++)
-                for (int64_t oy = 0; oy < g->oh; oy++) {
-                    int64_t iy = oy * g->sh + ky - g->pt;
-                    if (iy < 0 || iy >= g->h) continue;
-                    for (int64_t ox = 0; ox < g->ow; ox++) {
-                        int64_t ix = ox * g->sw + kx - g->pl;
-                        if (ix < 0 || ix >= g->w) continue;
-                        double xv = sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci);
-                        ref_axpy(acc, xv, k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + f0,
-                                 1, fb);
-                    }
+                REF_FOR_OUTPUTS_OF_TAP(g, ky, kx, oy, ox, iy, ix) {
+                    double xv = sn_load(k->tx, k->x, ((ni * g->h + iy) * g->w + ix) * g->c + ci);
+                    ref_axpy(acc, xv, k->tdy, k->dy, ((ni * g->oh + oy) * g->ow + ox) * g->f + f0,
+                             1, fb);
                 }
             for (int64_t j = 0; j < fb; j++) sn_store(to, k->c->out, r * g->f + f0 + j, acc[j]);
         }

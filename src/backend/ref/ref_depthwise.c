@@ -4,6 +4,7 @@
  * dtype, sums in double; each kernel is a gather over independent rows of its output, split
  * across threads. */
 #include "backend/ref/ref_common.h"
+#include "backend/ref/ref_conv_taps.h"
 
 typedef struct dw_geom {
     int64_t n, h, w, c, m; /* input, multiplier */
@@ -38,16 +39,9 @@ static void dw_fwd_rows(void *arg, int ith, int nth) {
             for (int64_t j = 0; j < cm; j++) {
                 int64_t ci = j / g->m;
                 double acc = 0;
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t iy = oy * g->sh + ky - g->pt;
-                    if (iy < 0 || iy >= g->h) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t ix = ox * g->sw + kx - g->pl;
-                        if (ix < 0 || ix >= g->w) continue;
-                        acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
-                               sn_load(tw, c->in[1], (ky * g->kw + kx) * cm + j);
-                    }
-                }
+                REF_FOR_TAPS_OF_OUTPUT(g, oy, ox, ky, kx, iy, ix)
+                    acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
+                           sn_load(tw, c->in[1], (ky * g->kw + kx) * cm + j);
                 sn_store(to, c->out, (r * g->ow + ox) * cm + j, acc);
             }
     }
@@ -65,22 +59,9 @@ static void dw_bwd_data_rows(void *arg, int ith, int nth) {
         for (int64_t ix = 0; ix < g->w; ix++)
             for (int64_t ci = 0; ci < g->c; ci++) {
                 double acc = 0;
-                /* output (oy, ox) read (iy, ix) through tap (ky, kx) when
-                 * oy * sh + ky - pt == iy (ref_conv.c's bwd_data) */
-                for (int64_t ky = 0; ky < g->kh; ky++) {
-                    int64_t ty = iy + g->pt - ky;
-                    if (ty < 0 || ty % g->sh) continue;
-                    int64_t oy = ty / g->sh;
-                    if (oy >= g->oh) continue;
-                    for (int64_t kx = 0; kx < g->kw; kx++) {
-                        int64_t tx = ix + g->pl - kx;
-                        if (tx < 0 || tx % g->sw) continue;
-                        int64_t ox = tx / g->sw;
-                        if (ox >= g->ow) continue;
-                        acc += ref_dot(tdy, c->in[0], ((ni * g->oh + oy) * g->ow + ox) * cm + ci * g->m,
-                                       tw, c->in[1], (ky * g->kw + kx) * cm + ci * g->m, g->m);
-                    }
-                }
+                REF_FOR_TAPS_OF_INPUT(g, iy, ix, ky, kx, oy, ox)
+                    acc += ref_dot(tdy, c->in[0], ((ni * g->oh + oy) * g->ow + ox) * cm + ci * g->m,
+                                   tw, c->in[1], (ky * g->kw + kx) * cm + ci * g->m, g->m);
                 sn_store(to, c->out, (r * g->w + ix) * g->c + ci, acc);
             }
     }
@@ -97,16 +78,9 @@ static void dw_bwd_filter_rows(void *arg, int ith, int nth) {
         int64_t j = r % cm, ci = j / g->m, kx = (r / cm) % g->kw, ky = r / (cm * g->kw);
         double acc = 0;
         for (int64_t ni = 0; ni < g->n; ni++)
-            for (int64_t oy = 0; oy < g->oh; oy++) {
-                int64_t iy = oy * g->sh + ky - g->pt;
-                if (iy < 0 || iy >= g->h) continue;
-                for (int64_t ox = 0; ox < g->ow; ox++) {
-                    int64_t ix = ox * g->sw + kx - g->pl;
-                    if (ix < 0 || ix >= g->w) continue;
-                    acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
-                           sn_load(tdy, c->in[1], ((ni * g->oh + oy) * g->ow + ox) * cm + j);
-                }
-            }
+            REF_FOR_OUTPUTS_OF_TAP(g, ky, kx, oy, ox, iy, ix)
+                acc += sn_load(tx, c->in[0], ((ni * g->h + iy) * g->w + ix) * g->c + ci) *
+                       sn_load(tdy, c->in[1], ((ni * g->oh + oy) * g->ow + ox) * cm + j);
         sn_store(to, c->out, r, acc);
     }
 }

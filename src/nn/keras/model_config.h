@@ -82,6 +82,15 @@ json_t *sn_cfg_keras_object(const char *module, const char *cls, json_t *cfg);
 /* An initializer / regularizer as Keras serialises it (null: no regularizer). */
 json_t *sn_cfg_init_json(const sn_initializer *in, sn_initializer_type dflt);
 json_t *sn_cfg_reg_json(const sn_regularizer *r);
+/* The kernel_initializer, bias_initializer, kernel_regularizer and bias_regularizer fields of
+ * Dense, Conv1D, Conv2D, Conv2DTranspose and MultiHeadAttention: read in that order, and
+ * written in that order with Keras's defaults (glorot_uniform kernel, zeros bias). */
+sn_status sn_cfg_kernel_bias(const json_t *obj, sn_initializer *kernel_init,
+                             sn_initializer *bias_init, sn_regularizer *kernel_reg,
+                             sn_regularizer *bias_reg);
+void sn_cfg_write_kernel_bias(json_t *obj, const sn_initializer *kernel_init,
+                              const sn_initializer *bias_init, const sn_regularizer *kernel_reg,
+                              const sn_regularizer *bias_reg);
 
 /* ---- the attention layers (model_config_attention.c) ------------------------------------ */
 #define SN_CFG_LAYER_NORM_KEYS "axis", "epsilon", "center", "scale", "rms_scaling", \

@@ -67,10 +67,8 @@ sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
     o.value_dim = value_dim;
     SN_TRY(sn_cfg_num(c, "dropout", false, 0, 1, &o.dropout));
     SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
-    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
-    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
-    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
-    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(sn_cfg_kernel_bias(c, &o.kernel_initializer, &o.bias_initializer,
+                              &o.kernel_regularizer, &o.bias_regularizer));
     SN_TRY(sn_cfg_nulls(c, nk));
     /* Keras writes the attention axes it built with: [1] for [B, T, d] inputs (null before
      * build); attention over other axes is not implemented. */
@@ -106,10 +104,8 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
     set(c, "output_shape", json_null());
     set(c, "attention_axes", json_pack("[i]", 1));
     set(c, "sliding_window", json_null());
-    set(c, "kernel_initializer", sn_cfg_init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
-    set(c, "bias_initializer", sn_cfg_init_json(&o->bias_initializer, SN_INIT_ZEROS));
-    set(c, "kernel_regularizer", sn_cfg_reg_json(&o->kernel_regularizer));
-    set(c, "bias_regularizer", sn_cfg_reg_json(&o->bias_regularizer));
+    sn_cfg_write_kernel_bias(c, &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer);
     set(c, "activity_regularizer", json_null());
     set(c, "kernel_constraint", json_null());
     set(c, "bias_constraint", json_null());

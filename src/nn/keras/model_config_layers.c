@@ -38,10 +38,8 @@ static sn_status read_dense(const json_t *c, sn_layer **out) {
     sn_dense_layer_opts o = sn_dense_layer_defaults(units);
     SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
     SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
-    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
-    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
-    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
-    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(sn_cfg_kernel_bias(c, &o.kernel_initializer, &o.bias_initializer,
+                              &o.kernel_regularizer, &o.bias_regularizer));
     SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_dense_ex(&o), &st);
@@ -67,10 +65,8 @@ static sn_status read_conv2d(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_int(c, "groups", false, 1, 1, &groups));
     SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
     SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
-    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
-    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
-    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
-    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(sn_cfg_kernel_bias(c, &o.kernel_initializer, &o.bias_initializer,
+                              &o.kernel_regularizer, &o.bias_regularizer));
     SN_TRY(sn_cfg_nulls(c, nulls));
     sn_status st;
     *out = made(sn_layer_conv2d_ex(&o), &st);
@@ -272,10 +268,8 @@ static void write_dense(const sn_layer *l, json_t *c) {
     set(c, "units", json_integer(o->units));
     set(c, "activation", json_string(sn_activation_name(o->activation)));
     set(c, "use_bias", json_boolean(o->use_bias));
-    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
-    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
-    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
-    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    sn_cfg_write_kernel_bias(c, &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer);
     set(c, "kernel_constraint", json_null());
     set(c, "bias_constraint", json_null());
     set(c, "quantization_config", json_null());
@@ -292,10 +286,8 @@ static void write_conv2d(const sn_layer *l, json_t *c) {
     set(c, "groups", json_integer(1));
     set(c, "activation", json_string(sn_activation_name(o->activation)));
     set(c, "use_bias", json_boolean(o->use_bias));
-    set(c, "kernel_initializer", init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
-    set(c, "bias_initializer", init_json(&o->bias_initializer, SN_INIT_ZEROS));
-    set(c, "kernel_regularizer", reg_json(&o->kernel_regularizer));
-    set(c, "bias_regularizer", reg_json(&o->bias_regularizer));
+    sn_cfg_write_kernel_bias(c, &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer);
     set(c, "activity_regularizer", json_null());
     set(c, "kernel_constraint", json_null());
     set(c, "bias_constraint", json_null());

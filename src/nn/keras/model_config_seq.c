@@ -33,10 +33,8 @@ sn_status sn_cfg_read_conv1d(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_int(c, "groups", false, 1, 1, &groups));
     SN_TRY(sn_cfg_activation(c, "activation", &o.activation));
     SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
-    SN_TRY(sn_cfg_initializer(c, "kernel_initializer", &o.kernel_initializer));
-    SN_TRY(sn_cfg_initializer(c, "bias_initializer", &o.bias_initializer));
-    SN_TRY(sn_cfg_regularizer(c, "kernel_regularizer", &o.kernel_regularizer));
-    SN_TRY(sn_cfg_regularizer(c, "bias_regularizer", &o.bias_regularizer));
+    SN_TRY(sn_cfg_kernel_bias(c, &o.kernel_initializer, &o.bias_initializer,
+                              &o.kernel_regularizer, &o.bias_regularizer));
     for (int i = 0; nulls[i]; i++)
         SN_TRY(sn_cfg_must(c, nulls[i], NULL, "only null (not implemented in sinter)"));
     return made(sn_layer_conv1d_ex(&o), out);
@@ -53,10 +51,8 @@ void sn_cfg_write_conv1d(const sn_layer *l, json_t *c) {
     set(c, "groups", json_integer(1));
     set(c, "activation", json_string(sn_activation_name(o->activation)));
     set(c, "use_bias", json_boolean(o->use_bias));
-    set(c, "kernel_initializer", sn_cfg_init_json(&o->kernel_initializer, SN_INIT_GLOROT_UNIFORM));
-    set(c, "bias_initializer", sn_cfg_init_json(&o->bias_initializer, SN_INIT_ZEROS));
-    set(c, "kernel_regularizer", sn_cfg_reg_json(&o->kernel_regularizer));
-    set(c, "bias_regularizer", sn_cfg_reg_json(&o->bias_regularizer));
+    sn_cfg_write_kernel_bias(c, &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer);
     set(c, "activity_regularizer", json_null());
     set(c, "kernel_constraint", json_null());
     set(c, "bias_constraint", json_null());

@@ -381,6 +381,25 @@ json_t *sn_cfg_reg_json(const sn_regularizer *r) {
                                json_pack("{s:f, s:f}", "l1", r->l1, "l2", r->l2));
 }
 
+sn_status sn_cfg_kernel_bias(const json_t *obj, sn_initializer *kernel_init,
+                             sn_initializer *bias_init, sn_regularizer *kernel_reg,
+                             sn_regularizer *bias_reg) {
+    SN_TRY(sn_cfg_initializer(obj, "kernel_initializer", kernel_init));
+    SN_TRY(sn_cfg_initializer(obj, "bias_initializer", bias_init));
+    SN_TRY(sn_cfg_regularizer(obj, "kernel_regularizer", kernel_reg));
+    return sn_cfg_regularizer(obj, "bias_regularizer", bias_reg);
+}
+
+void sn_cfg_write_kernel_bias(json_t *obj, const sn_initializer *kernel_init,
+                              const sn_initializer *bias_init, const sn_regularizer *kernel_reg,
+                              const sn_regularizer *bias_reg) {
+    json_object_set_new(obj, "kernel_initializer",
+                        sn_cfg_init_json(kernel_init, SN_INIT_GLOROT_UNIFORM));
+    json_object_set_new(obj, "bias_initializer", sn_cfg_init_json(bias_init, SN_INIT_ZEROS));
+    json_object_set_new(obj, "kernel_regularizer", sn_cfg_reg_json(kernel_reg));
+    json_object_set_new(obj, "bias_regularizer", sn_cfg_reg_json(bias_reg));
+}
+
 /* ---- inputs ------------------------------------------------------------------------------ */
 
 /* [null, d1, ...] -> (d1, ...) without the batch. */

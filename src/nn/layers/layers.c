@@ -53,16 +53,10 @@ static sn_status dense_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rn
     const sn_dense_layer_opts *o = &l->dense;
     if (in->ndim < 1) return sn_layer_shape_error(l, in, "at least (None, features)");
     int64_t fin = in->dim[in->ndim - 1];
-    sn_shape ks = {.ndim = 2, .dim = {fin, o->units}}, bs = {.ndim = 1, .dim = {o->units}};
-    sn_node k, b;
-    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
-                            SN_INIT_GLOROT_UNIFORM, rng, &k));
-    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
-    if (o->use_bias) {
-        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
-                                rng, &b));
-        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
-    }
+    sn_shape ks = {.ndim = 2, .dim = {fin, o->units}};
+    SN_TRY(sn_layer_add_kernel_bias(l, g, &ks, o->units, o->use_bias, &o->kernel_initializer,
+                                    &o->bias_initializer, &o->kernel_regularizer,
+                                    &o->bias_regularizer, rng));
     l->out_shape = *in;
     l->out_shape.dim[in->ndim - 1] = o->units;
     return SN_OK;
@@ -101,10 +95,8 @@ sn_layer *sn_layer_dense_ex(const sn_dense_layer_opts *o) {
     if (o->units <= 0) return sn_layer_bad_arg("Dense: %s is %g, expected > 0", "units", (double)o->units);
     if (!sn_activation_valid(o->activation))
         return sn_layer_bad_arg("Dense: %s %g is not an sn_activation", "activation", o->activation);
-    if (sn_check_initializer("Dense", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
-        sn_check_initializer("Dense", "bias_initializer", &o->bias_initializer) != SN_OK ||
-        sn_check_regularizer("Dense", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
-        sn_check_regularizer("Dense", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+    if (sn_check_kernel_bias("Dense", &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer) != SN_OK)
         return NULL;
     sn_layer *l = sn_layer_alloc(&dense_vt);
     if (l) l->dense = *o;
@@ -148,16 +140,9 @@ static sn_status conv_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng
     int64_t cin = in->dim[2];
     /* fans from the shape as Keras: receptive field (kh * kw) times the channels */
     sn_shape ks = {.ndim = 4, .dim = {o->kernel_h, o->kernel_w, cin, o->filters}};
-    sn_node k, b;
-    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
-                            SN_INIT_GLOROT_UNIFORM, rng, &k));
-    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
-    if (o->use_bias) {
-        sn_shape bs = {.ndim = 1, .dim = {o->filters}};
-        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
-                                rng, &b));
-        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
-    }
+    SN_TRY(sn_layer_add_kernel_bias(l, g, &ks, o->filters, o->use_bias, &o->kernel_initializer,
+                                    &o->bias_initializer, &o->kernel_regularizer,
+                                    &o->bias_regularizer, rng));
     l->out_shape = (sn_shape){.ndim = 3, .dim = {oh, ow, o->filters}};
     return SN_OK;
 }
@@ -198,10 +183,8 @@ sn_layer *sn_layer_conv2d_ex(const sn_conv2d_layer_opts *o) {
         return sn_layer_bad_arg("Conv2D: %s %g is not an sn_padding", "padding", o->padding);
     if (!sn_activation_valid(o->activation))
         return sn_layer_bad_arg("Conv2D: %s %g is not an sn_activation", "activation", o->activation);
-    if (sn_check_initializer("Conv2D", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
-        sn_check_initializer("Conv2D", "bias_initializer", &o->bias_initializer) != SN_OK ||
-        sn_check_regularizer("Conv2D", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
-        sn_check_regularizer("Conv2D", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+    if (sn_check_kernel_bias("Conv2D", &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer) != SN_OK)
         return NULL;
     sn_layer *l = sn_layer_alloc(&conv_vt);
     if (l) l->conv = *o;

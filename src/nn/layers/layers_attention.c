@@ -192,11 +192,8 @@ static sn_status check_mha(const char *cls, const sn_mha_layer_opts *o) {
         return sn_errorf(SN_ERR_UNSUPPORTED, "%s: dropout %g on the attention probabilities is "
                          "not implemented (the fused kernel never forms them); it must be 0",
                          cls, o->dropout);
-    SN_TRY(sn_check_initializer(cls, "kernel_initializer", &o->kernel_initializer));
-    SN_TRY(sn_check_initializer(cls, "bias_initializer", &o->bias_initializer));
-    SN_TRY(sn_check_regularizer(cls, "kernel_regularizer", &o->kernel_regularizer));
-    SN_TRY(sn_check_regularizer(cls, "bias_regularizer", &o->bias_regularizer));
-    return SN_OK;
+    return sn_check_kernel_bias(cls, &o->kernel_initializer, &o->bias_initializer,
+                                &o->kernel_regularizer, &o->bias_regularizer);
 }
 
 sn_layer *sn_layer_mha_ex(const sn_mha_layer_opts *o) {

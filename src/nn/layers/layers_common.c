@@ -114,6 +114,31 @@ sn_status sn_layer_add_regularizer(sn_layer *l, sn_node var, const sn_regularize
     return SN_OK;
 }
 
+sn_status sn_check_kernel_bias(const char *cls, const sn_initializer *kernel_init,
+                               const sn_initializer *bias_init,
+                               const sn_regularizer *kernel_reg,
+                               const sn_regularizer *bias_reg) {
+    SN_TRY(sn_check_initializer(cls, "kernel_initializer", kernel_init));
+    SN_TRY(sn_check_initializer(cls, "bias_initializer", bias_init));
+    SN_TRY(sn_check_regularizer(cls, "kernel_regularizer", kernel_reg));
+    return sn_check_regularizer(cls, "bias_regularizer", bias_reg);
+}
+
+sn_status sn_layer_add_kernel_bias(sn_layer *l, sn_graph *g, const sn_shape *ks, int64_t units,
+                                   bool use_bias, const sn_initializer *kernel_init,
+                                   const sn_initializer *bias_init,
+                                   const sn_regularizer *kernel_reg,
+                                   const sn_regularizer *bias_reg, sn_rng *rng) {
+    sn_node v;
+    SN_TRY(sn_layer_add_var(l, g, "kernel", ks, true, kernel_init, SN_INIT_GLOROT_UNIFORM, rng,
+                            &v));
+    SN_TRY(sn_layer_add_regularizer(l, v, kernel_reg, "kernel_regularizer"));
+    if (!use_bias) return SN_OK;
+    sn_shape bs = {.ndim = 1, .dim = {units}};
+    SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, bias_init, SN_INIT_ZEROS, rng, &v));
+    return sn_layer_add_regularizer(l, v, bias_reg, "bias_regularizer");
+}
+
 sn_status sn_layer_add_scale_center(sn_layer *l, sn_graph *g, int64_t features, bool scale,
                                     bool center, const sn_initializer *gamma_init,
                                     const sn_initializer *beta_init,

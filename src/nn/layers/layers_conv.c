@@ -158,16 +158,9 @@ static sn_status convt_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rn
     int64_t ow = o->padding == SN_PAD_SAME ? in->dim[1] * o->stride_w
                  : in->dim[1] * o->stride_w + (o->kernel_w > o->stride_w ? o->kernel_w - o->stride_w : 0);
     sn_shape ks = {.ndim = 4, .dim = {o->kernel_h, o->kernel_w, o->filters, cin}};
-    sn_node k, b;
-    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
-                            SN_INIT_GLOROT_UNIFORM, rng, &k));
-    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
-    if (o->use_bias) {
-        sn_shape bs = {.ndim = 1, .dim = {o->filters}};
-        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
-                                rng, &b));
-        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
-    }
+    SN_TRY(sn_layer_add_kernel_bias(l, g, &ks, o->filters, o->use_bias, &o->kernel_initializer,
+                                    &o->bias_initializer, &o->kernel_regularizer,
+                                    &o->bias_regularizer, rng));
     l->out_shape = (sn_shape){.ndim = 3, .dim = {oh, ow, o->filters}};
     return SN_OK;
 }
@@ -196,10 +189,8 @@ sn_layer *sn_layer_conv2d_transpose_ex(const sn_conv2d_layer_opts *o) {
     if (!check_window("Conv2DTranspose", o->kernel_h, o->kernel_w, o->stride_h, o->stride_w,
                       o->padding, o->activation))
         return NULL;
-    if (sn_check_initializer("Conv2DTranspose", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
-        sn_check_initializer("Conv2DTranspose", "bias_initializer", &o->bias_initializer) != SN_OK ||
-        sn_check_regularizer("Conv2DTranspose", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
-        sn_check_regularizer("Conv2DTranspose", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+    if (sn_check_kernel_bias("Conv2DTranspose", &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer) != SN_OK)
         return NULL;
     sn_layer *l = sn_layer_alloc(&convt_vt);
     if (l) l->conv = *o;

@@ -20,6 +20,12 @@ const char *sn_layer_kshape(const sn_shape *s, char *buf, size_t cap);
  * factors (finite, >= 0). SN_ERR_INVALID naming the class and the field. */
 sn_status sn_check_initializer(const char *cls, const char *field, const sn_initializer *in);
 sn_status sn_check_regularizer(const char *cls, const char *field, const sn_regularizer *r);
+/* The four checks of a kernel-and-bias layer's options (kernel_initializer, bias_initializer,
+ * kernel_regularizer, bias_regularizer, in that order); the first failure's status. */
+sn_status sn_check_kernel_bias(const char *cls, const sn_initializer *kernel_init,
+                               const sn_initializer *bias_init,
+                               const sn_regularizer *kernel_reg,
+                               const sn_regularizer *bias_reg);
 
 /* Creates variable "<layer>/<var>" (slot l->n_vars) of l->dtype and fills it with `init`
  * (SN_INIT_DEFAULT: default_type), fans from the shape as Keras computes them. The data
@@ -37,5 +43,13 @@ sn_status sn_layer_add_scale_center(sn_layer *l, sn_graph *g, int64_t features, 
                                     const sn_initializer *beta_init,
                                     const sn_regularizer *gamma_reg,
                                     const sn_regularizer *beta_reg, sn_rng *rng);
+/* A "kernel" of shape ks (glorot_uniform by default) then, with use_bias, a "bias" [units]
+ * (zeros by default), each with its regularizer, in Keras's variable order (Dense, Conv1D,
+ * Conv2D and Conv2DTranspose share this). */
+sn_status sn_layer_add_kernel_bias(sn_layer *l, sn_graph *g, const sn_shape *ks, int64_t units,
+                                   bool use_bias, const sn_initializer *kernel_init,
+                                   const sn_initializer *bias_init,
+                                   const sn_regularizer *kernel_reg,
+                                   const sn_regularizer *bias_reg, sn_rng *rng);
 
 #endif

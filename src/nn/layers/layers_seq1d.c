@@ -37,16 +37,9 @@ static sn_status conv1d_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_r
         return sn_layer_shape_error(l, in, e);
     }
     sn_shape ks = {.ndim = 3, .dim = {o->kernel_size, in->dim[1], o->filters}};
-    sn_node k, b;
-    SN_TRY(sn_layer_add_var(l, g, "kernel", &ks, true, &o->kernel_initializer,
-                            SN_INIT_GLOROT_UNIFORM, rng, &k));
-    SN_TRY(sn_layer_add_regularizer(l, k, &o->kernel_regularizer, "kernel_regularizer"));
-    if (o->use_bias) {
-        sn_shape bs = {.ndim = 1, .dim = {o->filters}};
-        SN_TRY(sn_layer_add_var(l, g, "bias", &bs, true, &o->bias_initializer, SN_INIT_ZEROS,
-                                rng, &b));
-        SN_TRY(sn_layer_add_regularizer(l, b, &o->bias_regularizer, "bias_regularizer"));
-    }
+    SN_TRY(sn_layer_add_kernel_bias(l, g, &ks, o->filters, o->use_bias, &o->kernel_initializer,
+                                    &o->bias_initializer, &o->kernel_regularizer,
+                                    &o->bias_regularizer, rng));
     l->out_shape = (sn_shape){.ndim = 2, .dim = {t, o->filters}};
     return SN_OK;
 }
@@ -86,10 +79,8 @@ sn_layer *sn_layer_conv1d_ex(const sn_conv1d_layer_opts *o) {
         return sn_layer_bad_arg("Conv1D: %s %g is not an sn_padding", "padding", o->padding);
     if (!sn_activation_valid(o->activation))
         return sn_layer_bad_arg("Conv1D: %s %g is not an sn_activation", "activation", o->activation);
-    if (sn_check_initializer("Conv1D", "kernel_initializer", &o->kernel_initializer) != SN_OK ||
-        sn_check_initializer("Conv1D", "bias_initializer", &o->bias_initializer) != SN_OK ||
-        sn_check_regularizer("Conv1D", "kernel_regularizer", &o->kernel_regularizer) != SN_OK ||
-        sn_check_regularizer("Conv1D", "bias_regularizer", &o->bias_regularizer) != SN_OK)
+    if (sn_check_kernel_bias("Conv1D", &o->kernel_initializer, &o->bias_initializer,
+                             &o->kernel_regularizer, &o->bias_regularizer) != SN_OK)
         return NULL;
     sn_layer *l = sn_layer_alloc(&conv1d_vt);
     if (l) l->conv1d = *o;
