@@ -72,6 +72,12 @@ sn_node sn_layer_norm(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, doubl
  * is Keras's use_causal_mask). The CPU kernel never stores the Tq x Tk matrix. */
 sn_node sn_attention(sn_graph *g, sn_node q, sn_node k, sn_node v, double scale, bool causal,
                      int64_t q_offset);
+/* The same with a mask [B, Tq, Tk] of q's dtype (SN_NONE: none): key j is visible to query i
+ * of row b when mask[b, i, j] != 0 and, if causal, j <= i. As Keras (which puts a large
+ * negative in place of a masked score), a query that sees no key at all gets the plain mean
+ * of all the values, and no gradient reaches q or k from it. Tq may differ from Tk. */
+sn_node sn_attention_masked(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                            double scale, bool causal);
 sn_node sn_exp(sn_graph *g, sn_node x);
 sn_node sn_log(sn_graph *g, sn_node x);
 sn_node sn_sqrt(sn_graph *g, sn_node x);

@@ -217,6 +217,10 @@ typedef struct attn_job {
     const float *q, *k, *v, *o, *dy;
     float *out, *lse;      /* forward: out = o; backward: out = dq | dk | dv */
     const float *lse_in;   /* backward: the forward's log-sum-exp, or NULL (recompute) */
+    /* mask [B, Tq, Tk] or NULL: key j visible to query i when nonzero. A row that sees no key
+     * (its log-sum-exp stored as +inf) is the mean of all the values, as Keras's large
+     * negative scores give, and passes no gradient to q or k (Keras's where() passes none). */
+    const float *mask;
     int64_t B, Tq, Tk, H, D, nqb, off;
     float scale;
     bool causal, stats_only;
@@ -237,6 +241,18 @@ INL int64_t row_limit(const attn_job *a, int64_t i, int64_t j0, int64_t nc) {
     if (!a->causal) return nc;
     int64_t e = i + a->off + 1 - j0;
     return e < 0 ? 0 : e < nc ? e : nc;
+}
+
+/* Some query of rows [i0, i0 + nr) sees some key of [j0, j0 + nc) through the mask (the
+ * causal limit aside): a tile where none does is skipped. */
+INL bool tile_live(const attn_job *a, int64_t b, int64_t i0, int64_t nr, int64_t j0, int64_t nc) {
+    if (!a->mask) return true;
+    for (int64_t i = i0; i < i0 + nr; i++) {
+        const float *mr = a->mask + (b * a->Tq + i) * a->Tk + j0;
+        for (int64_t j = 0; j < nc; j++)
+            if (mr[j] != 0) return true;
+    }
+    return false;
 }
 
 /* Keys j0.. (nc of them) of head (b, h), from the cache xc below split, else x: KT [D][BC] transposed (if not NULL) and
@@ -292,7 +308,7 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
         for (int64_t g0 = 0; g0 < nr; g0 += RG) {
             int64_t last = g0 + RG - 1 < nr ? g0 + RG - 1 : nr - 1; /* sees the most keys */
             int64_t cols = row_limit(a, i0 + last, j0, nc);
-            if (cols <= 0) continue;
+            if (cols <= 0 || !tile_live(a, b, i0 + g0, last - g0 + 1, j0, cols)) continue;
             t->scores(S, Qs + g0 * D, D, KT, D, (cols + 15) / 16 * 16);
             int64_t most = 0;
             for (int64_t r = 0; r < RG; r++) {
@@ -302,10 +318,20 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                     for (int j = 0; j < BC; j++) s[j] = 0;
                     continue;
                 }
+                const float *mr = a->mask ? a->mask + (b * a->Tq + i0 + i) * a->Tk + j0 : NULL;
+                if (mr)
+                    for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? s[j] : -INFINITY;
                 float mx = vec_lanes_max(s, jl);
+                if (mx == -INFINITY) { /* the mask hides all of this block from the row */
+                    for (int j = 0; j < BC; j++) s[j] = 0;
+                    continue;
+                }
                 if (mx < m[i]) mx = m[i];
                 float alpha = m[i] == -INFINITY ? 0.0f : vexp(m[i] - mx);
-                for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
+                if (mr)
+                    for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? vexp(s[j] - mx) : 0.0f;
+                else
+                    for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
                 for (int64_t j = jl; j < BC; j++) s[j] = 0;
                 l[i] = l[i] * alpha + lane_sum(s, jl);
                 m[i] = mx;
@@ -316,9 +342,21 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
         }
     }
     for (int64_t i = 0; i < nr; i++) {
+        float *r = a->out + (b * a->Tq + i0 + i) * HD + h * D;
+        if (l[i] == 0) { /* masked from every key: the mean of the values (see attn_job) */
+            a->lse[bh * a->Tq + i0 + i] = INFINITY;
+            if (a->stats_only) continue;
+            for (int64_t d = 0; d < D; d++) r[d] = 0;
+            for (int64_t j = 0; j < a->Tk; j++) {
+                const float *vr = a->v + (b * a->Tk + j) * HD + h * D;
+                for (int64_t d = 0; d < D; d++) r[d] += vr[d];
+            }
+            for (int64_t d = 0; d < D; d++) r[d] /= (float)a->Tk;
+            continue;
+        }
         a->lse[bh * a->Tq + i0 + i] = m[i] + logf(l[i]);
         if (a->stats_only) continue;
-        float *r = a->out + (b * a->Tq + i0 + i) * HD + h * D, inv = 1.0f / l[i];
+        float inv = 1.0f / l[i];
         for (int64_t d = 0; d < D; d++) r[d] = O[i * D + d] * inv;
     }
 }
@@ -348,7 +386,7 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
         for (int64_t i0 = first / RG * RG; i0 < Tq; i0 += RG) {
             int64_t g = Tq - i0 < RG ? Tq - i0 : RG, most = 0;
             int64_t cols = row_limit(a, i0 + g - 1, j0, nc); /* the last row sees the most */
-            if (cols <= 0) continue;
+            if (cols <= 0 || !tile_live(a, b, i0, g, j0, cols)) continue;
             cols = (cols + 15) / 16 * 16;
             load_rows(a, a->q, b, h, i0, g, a->scale, Qs);
             load_rows(a, a->dy, b, h, i0, g, 1.0f, dO);
@@ -358,9 +396,19 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
                 int64_t jl = r < g ? row_limit(a, i0 + r, j0, nc) : 0;
                 float *p = P + r * BC, *ds = dP + r * BC, li = r < g ? lse[i0 + r] : 0,
                       di = r < g ? delta[i0 + r] : 0;
-                for (int64_t j = 0; j < jl; j++) {
-                    p[j] = vexp(p[j] - li);
-                    ds[j] = p[j] * (ds[j] - di); /* dP becomes dS */
+                if (li == INFINITY) jl = 0; /* a row masked from every key: done below */
+                const float *mr = a->mask && jl > 0
+                                      ? a->mask + (b * Tq + i0 + r) * a->Tk + j0 : NULL;
+                if (mr) {
+                    for (int64_t j = 0; j < jl; j++) {
+                        p[j] = mr[j] != 0 ? vexp(p[j] - li) : 0.0f;
+                        ds[j] = p[j] * (ds[j] - di);
+                    }
+                } else {
+                    for (int64_t j = 0; j < jl; j++) {
+                        p[j] = vexp(p[j] - li);
+                        ds[j] = p[j] * (ds[j] - di); /* dP becomes dS */
+                    }
                 }
                 for (int64_t j = jl < 0 ? 0 : jl; j < BC; j++) p[j] = ds[j] = 0;
                 if (jl > most) most = jl;
@@ -379,6 +427,16 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t i = 0; i < Tq; i++) {
         float *r = dq + (b * Tq + i) * HD + h * D;
         for (int64_t d = 0; d < D; d++) r[d] = a->scale * dQ[i * D + d];
+    }
+    /* Rows masked from every key had uniform probabilities 1 / Tk: only dv gets dy / Tk. */
+    for (int64_t i = 0; a->mask && i < Tq; i++) {
+        if (lse[i] != INFINITY) continue;
+        const float *g = a->dy + (b * Tq + i) * HD + h * D;
+        float wt = 1.0f / (float)a->Tk;
+        for (int64_t j = 0; j < a->Tk; j++) {
+            float *r = dv + (b * a->Tk + j) * HD + h * D;
+            for (int64_t d = 0; d < D; d++) r[d] += g[d] * wt;
+        }
     }
 }
 
@@ -568,6 +626,8 @@ static attn_job job_of(const sn_kcall *c) {
                   .off = c->attr->attn.q_offset, .scale = (float)c->attr->attn.scale,
                   .causal = c->attr->attn.causal, .out = c->out, .scratch = c->scratch};
     a.nqb = (a.Tq + BR - 1) / BR;
+    if (c->op == SN_OP_ATTENTION && c->n_in == 4) a.mask = c->in[3];
+    if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86
     if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
 #endif

@@ -14,7 +14,17 @@ typedef struct sn_attn_layer_ext {
     sn_mha_layer_opts mha;  /* MultiHeadAttention; the block's attention */
     int64_t vocab, seq_len, dim, ff_dim; /* the composites */
     double epsilon;                      /* the block's LayerNormalizations */
+    bool mha_key, mha_mask; /* MultiHeadAttention's general call: a key, an attention_mask */
 } sn_attn_layer_ext;
+
+/* Makes MultiHeadAttention l a layer of the general call mha(query, value[, key]
+ * [, attention_mask]) (inputs in that order; key defaults to value; the mask [Tq, Tk],
+ * [1, Tk] or [Tk] without batch, nonzero = visible, ANDed with use_causal_mask) instead of
+ * self-attention mha(x). Query and value may differ in steps and features. Refused once
+ * built in another form. */
+sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask);
+/* Whether l is a MultiHeadAttention of the general call, and its form. */
+bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask);
 
 /* keras_hub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim):
  * ids [B, T] (T <= sequence_length) -> token embedding + position embedding [B, T, dim].
