@@ -26,11 +26,12 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
      Keras's train_on_batch does within STEP_TOL relative, and Keras loads sinter's .keras and
-     predicts the same within TOL. Three of them are issue 26's: a Transformer of Keras's
+     predicts the same within TOL. Four of them are issue 26's: a Transformer of Keras's
      built-in layers (token and position Embeddings, causal MultiHeadAttention, Adds,
      LayerNormalization, a GELU feed-forward), transformer_masked (an attention_mask input
      with a query that sees no key, cross-attention with a key input of its own, a [1, S]
-     padding mask), and the char_transformer_small preset as `sinter export` writes it,
+     padding mask), transformer_padded (Embedding(mask_zero=True) masks into self- and
+     cross-attention), and the char_transformer_small preset as `sinter export` writes it,
      opened by Keras.
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
@@ -289,6 +290,38 @@ def transformer_masked():
     return m, ["mse"], inputs
 
 
+def transformer_padded():
+    """Keras's masks into MultiHeadAttention (issue 26): token ids with padded tails through
+    Embedding(mask_zero=True), a LayerNormalization (passes the mask), self-attention
+    mha(h, h) (query mask over the queries, value mask over the keys: padded queries see no
+    key, so Keras gives them the mean of the values), the residual Add (the OR of two
+    masks), a cross-attention over a second padded id sequence of another length embedded
+    with mask_zero (its mask over the keys; one row all padding), and Dense to the
+    vocabulary; mean squared error on the logits."""
+    T, S, V, d = 8, 5, 11, 16
+    tok = keras.Input((T,), dtype="int32", name="tokens")
+    src = keras.Input((S,), dtype="int32", name="source")
+    x = layers.Embedding(V, d, mask_zero=True)(tok)
+    h = layers.LayerNormalization(epsilon=1e-5)(x)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=8)(h, h)
+    x = layers.Add()([x, h])
+    c = layers.Embedding(V, 6, mask_zero=True)(src)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, c)
+    x = layers.Add()([x, h])
+    out = layers.Dense(V)(layers.LayerNormalization(epsilon=1e-5)(x))
+    m = keras.Model([tok, src], out, name="transformer_padded")
+
+    def inputs(rng, rows):
+        def padded(n, lo):
+            ids = rng.integers(1, V, (rows, n)).astype(np.int32)
+            ids[np.arange(n)[None, :] >= rng.integers(lo, n + 1, rows)[:, None]] = 0
+            return ids
+        t, c = padded(T, 2), padded(S, 1)
+        c[1, :] = 0
+        return [t, c]
+    return m, ["mse"], inputs
+
+
 def char_transformer_small():
     """The char_transformer_small preset as `sinter export` writes it (its Keras twin:
     tokens and positions inputs, Embeddings, 4 pre-LN blocks of Keras's own layers), opened
@@ -375,6 +408,7 @@ def conv_family():
 
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
               "transformer": transformer, "transformer_masked": transformer_masked,
+              "transformer_padded": transformer_padded,
               "char_transformer_small": char_transformer_small,
               "conv_family": conv_family}
 BUILD = WORK = None  # set by main() for char_transformer_small

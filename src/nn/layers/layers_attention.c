@@ -253,6 +253,44 @@ static const sn_layer_vtable_n mha_vt_n = {
     {"MultiHeadAttention", "multi_head_attention", NULL, NULL, ext_free}, mha_build_n,
     mha_forward_n};
 
+/* keras mask m [B, T] as [B, Tq, Tk]: over the keys (axis 1 broadcast) or the queries. */
+static sn_node mask_over(sn_graph *g, sn_node m, const sn_shape *full, bool keys) {
+    sn_shape ms = sn_node_shape(g, m);
+    sn_shape r = {.ndim = 3, .dim = {ms.dim[0], keys ? 1 : ms.dim[1], keys ? ms.dim[1] : 1}};
+    return sn_broadcast_to(g, sn_reshape(g, m, &r), full);
+}
+
+sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
+                                    const sn_node *masks) {
+    const sn_attn_layer_ext *e = l->attn;
+    const sn_mha_layer_opts *o = &e->mha;
+    bool general = l->vt == &mha_vt_n.base;
+    sn_node q = x[0], v = general ? x[1] : x[0], k = general && e->mha_key ? x[2] : v;
+    sn_node qm = masks[0], vm = general ? masks[1] : masks[0];
+    sn_node km = general && e->mha_key ? masks[2] : SN_NONE;
+    sn_shape qs = sn_node_shape(g, q), vs = sn_node_shape(g, v);
+    sn_shape full = {.ndim = 3, .dim = {qs.dim[0], qs.dim[1], vs.dim[1]}};
+    sn_dtype dt = sn_node_dtype(g, q);
+    /* Keras's _compute_attention_mask: query [B, T, 1] & value [B, 1, S] & key [B, 1, S] &
+     * causal & attention_mask; a product of 0/1 masks is their AND */
+    sn_node am = general && e->mha_mask ? mha_mask(g, x[n - 1], q, v) : SN_NONE;
+    const sn_node parts[3] = {qm, vm, km};
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] == SN_NONE) continue;
+        sn_node p = parts[i];
+        if (sn_node_dtype(g, p) != dt) p = sn_cast(g, p, dt);
+        p = mask_over(g, p, &full, i > 0);
+        am = am == SN_NONE ? p : sn_mul(g, am, p);
+    }
+    sn_node w[8];
+    mha_var_nodes(l, 0, o->use_bias, w);
+    return mha_apply_qkv(g, q, k, v, am, w, o->num_heads, o->key_dim, o->use_causal_mask);
+}
+
+bool sn_layer_is_mha(const sn_layer *l) {
+    return l && (l->vt == &mha_vt || l->vt == &mha_vt_n.base);
+}
+
 sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask) {
     if (!l || (l->vt != &mha_vt && l->vt != &mha_vt_n.base))
         return sn_errorf(SN_ERR_INVALID, "sn_layer_mha_set_call: layer '%s' is not a "
