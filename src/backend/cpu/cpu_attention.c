@@ -207,6 +207,71 @@ TGT_AVX512 static void cols_acc_512(float *Y, const float *P, const float *R, in
     }
 }
 static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
+
+/* bf16 tiles (the forward under --precision bf16, on CPUs with AVX512-BF16, D a multiple of
+ * 16): q k^T and p v as bf16 products summed in f32 (vdpbf16ps), the softmax statistics in
+ * f32. Keys arrive as bf16 pairs (load_keys_bf16): BT is KT2 [D/2][BC] (keys j's elements
+ * d, d+1 in one 32-bit word) and X is V2 [BC/2][D] (keys j, j+1's element d), in the f32
+ * tiles' storage. A and P are rounded to bf16 here. */
+#define TGT_BF16                                                                               \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,"                     \
+                          "prefer-vector-width=512")))
+
+INL uint32_t bf16_pair(float lo, float hi) {
+    return (uint32_t)sn_f32_to_bf16(lo) | (uint32_t)sn_f32_to_bf16(hi) << 16;
+}
+
+TGT_BF16 static inline __attribute__((always_inline)) void
+scores_bf16_k(float *S, const float *A, int64_t lda, const uint32_t *K2, int64_t D,
+              const int nck) {
+    __m512 acc[RG][4];
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < nck; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t dp = 0; dp < D / 2; dp++) {
+        const uint32_t *b = K2 + dp * BC;
+        __m512bh bb[4];
+        for (int c = 0; c < nck; c++) bb[c] = (__m512bh)_mm512_loadu_si512(b + 16 * c);
+        for (int r = 0; r < RG; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32(
+                (int)bf16_pair(A[r * lda + 2 * dp], A[r * lda + 2 * dp + 1]));
+            for (int c = 0; c < nck; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], a, bb[c]);
+        }
+    }
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < nck; c++) _mm512_storeu_ps(S + r * BC + 16 * c, acc[r][c]);
+}
+
+TGT_BF16 static void scores_bf16(float *S, const float *A, int64_t lda, const float *BT,
+                                 int64_t D, int64_t ncols) {
+    const uint32_t *K2 = (const uint32_t *)(const void *)BT;
+    switch ((ncols + 15) / 16) {
+    case 1: scores_bf16_k(S, A, lda, K2, D, 1); break;
+    case 2: scores_bf16_k(S, A, lda, K2, D, 2); break;
+    case 3: scores_bf16_k(S, A, lda, K2, D, 3); break;
+    default: scores_bf16_k(S, A, lda, K2, D, 4); break;
+    }
+}
+
+TGT_BF16 static void rows_acc_bf16(float *O, int64_t ldo, const float *P, const float *X,
+                                   int64_t n, int64_t D) {
+    const uint32_t *V2 = (const uint32_t *)(const void *)X;
+    uint32_t pp[RG][BC / 2];
+    int64_t np = (n + 1) / 2; /* P and V2 are zero past n */
+    for (int r = 0; r < RG; r++)
+        for (int64_t jp = 0; jp < np; jp++)
+            pp[r][jp] = bf16_pair(P[r * BC + 2 * jp], P[r * BC + 2 * jp + 1]);
+    for (int64_t dc = 0; dc < D; dc += 16) {
+        __m512 o[RG];
+        for (int r = 0; r < RG; r++) o[r] = _mm512_loadu_ps(O + r * ldo + dc);
+        for (int64_t jp = 0; jp < np; jp++) {
+            __m512bh x = (__m512bh)_mm512_loadu_si512(V2 + jp * D + dc);
+            for (int r = 0; r < RG; r++)
+                o[r] = _mm512_dpbf16_ps(o[r], (__m512bh)_mm512_set1_epi32((int)pp[r][jp]), x);
+        }
+        for (int r = 0; r < RG; r++) _mm512_storeu_ps(O + r * ldo + dc, o[r]);
+    }
+}
+static const attn_tiles tiles_bf16 = {scores_bf16, rows_acc_bf16, NULL};
 #endif
 
 typedef struct attn_job {
@@ -224,6 +289,7 @@ typedef struct attn_job {
     int64_t B, Tq, Tk, H, D, nqb, off;
     float scale;
     bool causal, stats_only;
+    bool bf16; /* the forward's products in bf16 (tiles_bf16, load_keys_bf16) */
     const attn_tiles *tiles; /* NULL: the variant's portable tiles */
     float *scratch;
     size_t per_thread; /* floats */
@@ -275,6 +341,24 @@ INL void load_keys(const attn_job *a, const float *x, const float *xc, int64_t b
     }
 }
 
+#ifdef SN_CPU_X86
+/* Keys j0.. (nc of them) of head (b, h) as bf16 pairs for tiles_bf16: KT2 [D/2][BC] and
+ * V2 [BC/2][D] (see there), zero past nc. Plain k and v only (no cache). */
+INL void load_keys_bf16(const attn_job *a, int64_t b, int64_t h, int64_t j0, int64_t nc,
+                        uint32_t *KT2, uint32_t *V2) {
+    int64_t HD = a->H * a->D, D = a->D;
+    for (int64_t x = 0; x < D / 2 * BC; x++) KT2[x] = 0;
+    for (int64_t x = 0; x < BC / 2 * D; x++) V2[x] = 0;
+    for (int64_t j = 0; j < nc; j++) {
+        const float *kr = a->k + (b * a->Tk + j0 + j) * HD + h * D;
+        const float *vr = a->v + (b * a->Tk + j0 + j) * HD + h * D;
+        for (int64_t dp = 0; dp < D / 2; dp++) KT2[dp * BC + j] = bf16_pair(kr[2 * dp], kr[2 * dp + 1]);
+        for (int64_t d = 0; d < D; d++)
+            V2[(j / 2) * D + d] |= (uint32_t)sn_f32_to_bf16(vr[d]) << (16 * (j & 1));
+    }
+}
+#endif
+
 /* Rows i0.. (n <= RG of them, the rest zero) of x's head (b, h), times mul, into X [RG][D]. */
 INL void load_rows(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t i0,
                    int64_t n, float mul, float *X) {
@@ -303,8 +387,15 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
     int64_t kend = key_end(a, i0, nr);
     for (int64_t j0 = 0; j0 < kend; j0 += BC) {
         int64_t nc = kend - j0 < BC ? kend - j0 : BC;
-        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
-        if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
+#ifdef SN_CPU_X86
+        if (a->bf16) {
+            load_keys_bf16(a, b, h, j0, nc, (uint32_t *)(void *)KT, (uint32_t *)(void *)V);
+        } else
+#endif
+        {
+            load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
+            if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
+        }
         for (int64_t g0 = 0; g0 < nr; g0 += RG) {
             int64_t last = g0 + RG - 1 < nr ? g0 + RG - 1 : nr - 1; /* sees the most keys */
             int64_t cols = row_limit(a, i0 + last, j0, nc);
@@ -619,6 +710,18 @@ static sn_status gelu_run(sn_kcall *c) {
 }
 
 /* ---- attention kernels ----------------------------------------------------------------- */
+/* The forward runs its products in bf16: mixed precision asked (c->bf16), AVX-512 with BF16,
+ * head size a multiple of 16. The backward stays f32 (see attn_grad_run). */
+static bool attn_bf16(const sn_kcall *c) {
+#ifdef SN_CPU_X86
+    return c->bf16 && c->op == SN_OP_ATTENTION && isa == &isa_avx512 &&
+           sn_cpu()->avx512_bf16 && c->x[0].shape.dim[3] % 16 == 0;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 static attn_job job_of(const sn_kcall *c) {
     const sn_shape *q = &c->x[0].shape, *k = &c->x[1].shape;
     attn_job a = {.q = c->in[0], .k = c->in[1], .v = c->in[2], .B = q->dim[0], .Tq = q->dim[1],
@@ -630,6 +733,10 @@ static attn_job job_of(const sn_kcall *c) {
     if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86
     if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
+    if (attn_bf16(c)) {
+        a.bf16 = true;
+        a.tiles = &tiles_bf16;
+    }
 #endif
     return a;
 }
@@ -720,7 +827,9 @@ static sn_status attn_grad_run(sn_kcall *c) {
     a.dy = c->in[4];
     size_t lse_n = (size_t)(a.B * a.H * a.Tq);
     size_t floats = c->scratch_bytes / sizeof(float) - lse_n;
-    if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state) {
+    /* a bf16 forward's log-sum-exp is of its bf16 scores: the f32 backward recomputes its own
+     * so that its probabilities sum to 1 */
+    if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state && !attn_bf16(c->fwd)) {
         a.lse_in = ((const attn_state *)c->fwd->state)->lse;
     } else {
         a.lse = (float *)c->scratch + floats;
