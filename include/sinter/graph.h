@@ -164,8 +164,8 @@ typedef struct sn_plan sn_plan;
 typedef struct sn_plan_opts {
     const char *device;  /* "cpu:0", "/device:CPU:0", ... ; NULL = the default device */
     bool reuse_buffers;  /* share memory between values whose lifetimes do not overlap */
-    /* Mixed bfloat16 (Keras's mixed_bfloat16): matmul and conv2d (forward and both backward
-     * ops) compute in bfloat16 with float32 accumulation and float32 inputs/outputs where the
+    /* Mixed bfloat16 (Keras's mixed_bfloat16): matmul, conv2d (forward and both backward
+     * ops) and attention (its q k^T and p v products) compute in bfloat16 with float32 accumulation and float32 inputs/outputs where the
      * CPU has AVX512-BF16; every other op, the variables and the loss stay float32; ignored
      * elsewhere. Default false. */
     bool bf16_compute;

@@ -343,17 +343,17 @@ INL void load_keys(const attn_job *a, const float *x, const float *xc, int64_t b
 
 #ifdef SN_CPU_X86
 /* Keys j0.. (nc of them) of head (b, h) as bf16 pairs for tiles_bf16: KT2 [D/2][BC] and
- * V2 [BC/2][D] (see there), zero past nc. Plain k and v only (no cache). */
+ * V2 [BC/2][D] (see there; V2 may be NULL), zero past nc. Plain k and v only (no cache). */
 INL void load_keys_bf16(const attn_job *a, int64_t b, int64_t h, int64_t j0, int64_t nc,
                         uint32_t *KT2, uint32_t *V2) {
     int64_t HD = a->H * a->D, D = a->D;
     for (int64_t x = 0; x < D / 2 * BC; x++) KT2[x] = 0;
-    for (int64_t x = 0; x < BC / 2 * D; x++) V2[x] = 0;
+    for (int64_t x = 0; V2 && x < BC / 2 * D; x++) V2[x] = 0;
     for (int64_t j = 0; j < nc; j++) {
         const float *kr = a->k + (b * a->Tk + j0 + j) * HD + h * D;
         const float *vr = a->v + (b * a->Tk + j0 + j) * HD + h * D;
         for (int64_t dp = 0; dp < D / 2; dp++) KT2[dp * BC + j] = bf16_pair(kr[2 * dp], kr[2 * dp + 1]);
-        for (int64_t d = 0; d < D; d++)
+        for (int64_t d = 0; V2 && d < D; d++)
             V2[(j / 2) * D + d] |= (uint32_t)sn_f32_to_bf16(vr[d]) << (16 * (j & 1));
     }
 }
@@ -469,7 +469,13 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t x = 0; x < (Tq + RG) * D; x++) dQ[x] = 0;
     for (int64_t j0 = 0; j0 < a->Tk; j0 += BC) {
         int64_t nc = a->Tk - j0 < BC ? a->Tk - j0 : BC;
-        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, K);
+#ifdef SN_CPU_X86
+        if (a->bf16) { /* P's scores as the bf16 forward made them: KT as bf16 pairs */
+            load_keys_bf16(a, b, h, j0, nc, (uint32_t *)(void *)KT, NULL);
+            load_keys(a, a->k, a->kc, b, h, j0, nc, NULL, K);
+        } else
+#endif
+            load_keys(a, a->k, a->kc, b, h, j0, nc, KT, K);
         load_keys(a, a->v, a->vc, b, h, j0, nc, VT, NULL);
         for (int64_t x = 0; x < BC * D; x++) dK[x] = dV[x] = 0;
         int64_t first = a->causal ? j0 - a->off : 0; /* rows before it see none of the block */
@@ -481,7 +487,12 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
             cols = (cols + 15) / 16 * 16;
             load_rows(a, a->q, b, h, i0, g, a->scale, Qs);
             load_rows(a, a->dy, b, h, i0, g, 1.0f, dO);
-            t->scores(P, Qs, D, KT, D, cols);
+#ifdef SN_CPU_X86
+            if (a->bf16)
+                tiles_bf16.scores(P, Qs, D, KT, D, cols);
+            else
+#endif
+                t->scores(P, Qs, D, KT, D, cols);
             t->scores(dP, dO, D, VT, D, cols);
             for (int64_t r = 0; r < RG; r++) {
                 int64_t jl = r < g ? row_limit(a, i0 + r, j0, nc) : 0;
@@ -711,7 +722,8 @@ static sn_status gelu_run(sn_kcall *c) {
 
 /* ---- attention kernels ----------------------------------------------------------------- */
 /* The forward runs its products in bf16: mixed precision asked (c->bf16), AVX-512 with BF16,
- * head size a multiple of 16. The backward stays f32 (see attn_grad_run). */
+ * head size a multiple of 16. The backward after it recomputes P from the same bf16 scores
+ * and does the rest in f32 (see attn_grad_run); unlinked, it is all f32. */
 static bool attn_bf16(const sn_kcall *c) {
 #ifdef SN_CPU_X86
     return c->bf16 && c->op == SN_OP_ATTENTION && isa == &isa_avx512 &&
@@ -827,10 +839,11 @@ static sn_status attn_grad_run(sn_kcall *c) {
     a.dy = c->in[4];
     size_t lse_n = (size_t)(a.B * a.H * a.Tq);
     size_t floats = c->scratch_bytes / sizeof(float) - lse_n;
-    /* a bf16 forward's log-sum-exp is of its bf16 scores: the f32 backward recomputes its own
-     * so that its probabilities sum to 1 */
-    if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state && !attn_bf16(c->fwd)) {
+    if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state) {
         a.lse_in = ((const attn_state *)c->fwd->state)->lse;
+        /* a bf16 forward's log-sum-exp is of its bf16 scores: P is recomputed from the same
+         * bf16 products, so that it sums to 1; dP, dS and the accumulations stay f32 */
+        a.bf16 = attn_bf16(c->fwd);
     } else {
         a.lse = (float *)c->scratch + floats;
         a.stats_only = true;
