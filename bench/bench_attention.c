@@ -6,8 +6,10 @@
  *            holds [B, H, T, T] scores and probabilities.
  * One context per process, so that peak RSS is this context's:
  *
- *   build/bench/bench_attention [fused|unfused [T [B H D [STEPS]]]]
+ *   build/bench/bench_attention [fused|fused-bf16|unfused [T [B H D [STEPS]]]]
  *       (default: fused 256, char_transformer_small's heads: 12 4 32, 10 steps)
+ * fused-bf16: the fused op under mixed precision (the plan's bf16_compute, as --precision
+ * bf16 sets it): bf16 products on CPUs with AVX512-BF16 and D a multiple of 16, else f32.
  *
  * Prints one key=value line: ms_per_step, tokens_per_s, gflops (4 T^2 D B H / 2 forward,
  * 2.5x that backward), plan_arena_mb (every value of the step, planned) and peak_rss_mb.
@@ -40,11 +42,12 @@ static sn_node unfused(sn_graph *g, sn_node q, sn_node k, sn_node v, int64_t T, 
 
 int main(int argc, char **argv) {
     bool fused = argc < 2 || strcmp(argv[1], "unfused") != 0;
+    bool bf16 = argc >= 2 && strcmp(argv[1], "fused-bf16") == 0;
     int64_t T = argc > 2 ? atoll(argv[2]) : 256, B = argc > 3 ? atoll(argv[3]) : 12,
             H = argc > 4 ? atoll(argv[4]) : 4, D = argc > 5 ? atoll(argv[5]) : 32,
             steps = argc > 6 ? atoll(argv[6]) : 10;
     if (T < 1 || B < 1 || H < 1 || D < 1 || steps < 1) {
-        fprintf(stderr, "usage: bench_attention [fused|unfused [T [B H D [STEPS]]]]\n");
+        fprintf(stderr, "usage: bench_attention [fused|fused-bf16|unfused [T [B H D [STEPS]]]]\n");
         return 2;
     }
     sn_graph *g = sn_graph_new();
@@ -56,8 +59,11 @@ int main(int argc, char **argv) {
     sn_node loss = sn_reduce_sum(g, sn_mul(g, o, r), 0, NULL, false);
     sn_node wrt[3] = {q, k, v}, grads[3];
     sn_plan *p = NULL;
+    sn_plan_opts po = sn_plan_opts_defaults();
+    po.bf16_compute = bf16;
     if (sn_gradients(g, loss, 3, wrt, grads) != SN_OK ||
-        sn_plan_new(&p, g, 4, (sn_node[]){loss, grads[0], grads[1], grads[2]}, NULL) != SN_OK) {
+        sn_plan_new(&p, g, 4, (sn_node[]){loss, grads[0], grads[1], grads[2]},
+                    &po) != SN_OK) {
         fprintf(stderr, "bench_attention: %s\n", sn_last_error());
         return 1;
     }
@@ -83,7 +89,8 @@ int main(int argc, char **argv) {
     getrusage(RUSAGE_SELF, &ru);
     double flops = 3.5 * 4.0 * (double)(T * T) * (double)(D * B * H) / 2.0;
     printf("impl=%s T=%lld B=%lld H=%lld D=%lld threads=%d ms_per_step=%.3f tokens_per_s=%.0f "
-           "gflops=%.2f plan_arena_mb=%.2f peak_rss_mb=%.1f\n", fused ? "fused" : "unfused",
+           "gflops=%.2f plan_arena_mb=%.2f peak_rss_mb=%.1f\n",
+           bf16 ? "fused-bf16" : fused ? "fused" : "unfused",
            (long long)T, (long long)B, (long long)H, (long long)D, sn_num_threads(), dt * 1e3,
            (double)(B * T) / dt, flops / dt * 1e-9, (double)sn_plan_peak_bytes(p) / 1048576.0,
            (double)ru.ru_maxrss / 1024.0);

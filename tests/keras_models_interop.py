@@ -30,10 +30,13 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
      Keras's train_on_batch does within STEP_TOL relative, and Keras loads sinter's .keras and
-     predicts the same within TOL. Two of them are issue 26's: a Transformer of Keras's
+     predicts the same within TOL. Four of them are issue 26's: a Transformer of Keras's
      built-in layers (token and position Embeddings, causal MultiHeadAttention, Adds,
-     LayerNormalization, a GELU feed-forward), and the char_transformer_small preset as
-     `sinter export` writes it, opened by Keras.
+     LayerNormalization, a GELU feed-forward), transformer_masked (an attention_mask input
+     with a query that sees no key, cross-attention with a key input of its own, a [1, S]
+     padding mask), transformer_padded (Embedding(mask_zero=True) masks into self- and
+     cross-attention), and the char_transformer_small preset as `sinter export` writes it,
+     opened by Keras.
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
 Keras predicts int32 ids, sinter reads the same ids as float32.
@@ -249,6 +252,80 @@ def transformer():
     return m, ["mse"], inputs
 
 
+def transformer_masked():
+    """MultiHeadAttention's masks and cross-attention (issue 26): token and position
+    Embeddings, a self-attention given an attention_mask input [T, T] (0/1 floats, ANDed with
+    use_causal_mask; each batch row pads its own tail, and row 0's query 2 sees no key at
+    all: Keras gives it the mean of the values and no gradient to its query or keys), then a
+    cross-attention of the sequence over a context input [S, c] with S != T and c != d, its
+    keys from a third input [S, k] (mha(q, value, key)), then a cross-attention over the
+    context alone with a [1, S] padding mask, and Dense to the vocabulary; mean squared error
+    on the logits."""
+    T, S, V, d = 9, 6, 11, 16
+    tok = keras.Input((T,), dtype="int32", name="tokens")
+    pos = keras.Input((T,), dtype="int32", name="positions")
+    mask = keras.Input((T, T), name="mask")
+    ctx = keras.Input((S, 5), name="context")
+    ckey = keras.Input((S, 3), name="context_keys")
+    cpad = keras.Input((1, S), name="context_mask")
+    x = layers.Add()([layers.Embedding(V, d)(tok), layers.Embedding(T, d)(pos)])
+    h = layers.LayerNormalization(epsilon=1e-5)(x)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=8)(h, h, attention_mask=mask,
+                                                           use_causal_mask=True)
+    x = layers.Add()([x, h])
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, ctx, ckey)
+    x = layers.Add()([x, h])
+    h = layers.MultiHeadAttention(num_heads=1, key_dim=16)(x, ctx, attention_mask=cpad)
+    x = layers.Add()([x, h])
+    out = layers.Dense(V)(layers.LayerNormalization(epsilon=1e-5)(x))
+    m = keras.Model([tok, pos, mask, ctx, ckey, cpad], out, name="transformer_masked")
+
+    def inputs(rng, rows):
+        length = rng.integers(3, T + 1, rows)
+        pad = (np.arange(T)[None, :] < length[:, None]).astype(np.float32)  # [rows, T]
+        mk = pad[:, None, :] * (rng.random((rows, T, T)) > 0.2)
+        mk[0, 2, :] = 0
+        clen = rng.integers(1, S + 1, rows)
+        cp = (np.arange(S)[None, :] < clen[:, None]).astype(np.float32)[:, None, :]
+        return [rng.integers(0, V, (rows, T)).astype(np.int32),
+                np.tile(np.arange(T, dtype=np.int32), (rows, 1)), mk.astype(np.float32),
+                rng.standard_normal((rows, S, 5)).astype(np.float32),
+                rng.standard_normal((rows, S, 3)).astype(np.float32), cp]
+    return m, ["mse"], inputs
+
+
+def transformer_padded():
+    """Keras's masks into MultiHeadAttention (issue 26): token ids with padded tails through
+    Embedding(mask_zero=True), a LayerNormalization (passes the mask), self-attention
+    mha(h, h) (query mask over the queries, value mask over the keys: padded queries see no
+    key, so Keras gives them the mean of the values), the residual Add (the OR of two
+    masks), a cross-attention over a second padded id sequence of another length embedded
+    with mask_zero (its mask over the keys; one row all padding), and Dense to the
+    vocabulary; mean squared error on the logits."""
+    T, S, V, d = 8, 5, 11, 16
+    tok = keras.Input((T,), dtype="int32", name="tokens")
+    src = keras.Input((S,), dtype="int32", name="source")
+    x = layers.Embedding(V, d, mask_zero=True)(tok)
+    h = layers.LayerNormalization(epsilon=1e-5)(x)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=8)(h, h)
+    x = layers.Add()([x, h])
+    c = layers.Embedding(V, 6, mask_zero=True)(src)
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=4)(x, c)
+    x = layers.Add()([x, h])
+    out = layers.Dense(V)(layers.LayerNormalization(epsilon=1e-5)(x))
+    m = keras.Model([tok, src], out, name="transformer_padded")
+
+    def inputs(rng, rows):
+        def padded(n, lo):
+            ids = rng.integers(1, V, (rows, n)).astype(np.int32)
+            ids[np.arange(n)[None, :] >= rng.integers(lo, n + 1, rows)[:, None]] = 0
+            return ids
+        t, c = padded(T, 2), padded(S, 1)
+        c[1, :] = 0
+        return [t, c]
+    return m, ["mse"], inputs
+
+
 def char_transformer_small():
     """The char_transformer_small preset as `sinter export` writes it (its Keras twin:
     tokens and positions inputs, Embeddings, 4 pre-LN blocks of Keras's own layers), opened
@@ -387,7 +464,9 @@ def normalization():
 
 
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
-              "transformer": transformer, "char_transformer_small": char_transformer_small,
+              "transformer": transformer, "transformer_masked": transformer_masked,
+              "transformer_padded": transformer_padded,
+              "char_transformer_small": char_transformer_small,
               "conv_family": conv_family, "normalization": normalization}
 BUILD = WORK = None  # set by main() for char_transformer_small
 # Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them

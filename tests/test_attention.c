@@ -5,7 +5,8 @@
  * after cached positions (q_offset), Tq != Tk, head sizes that are and are not a multiple of
  * the vector width; the backward both reading the forward call's log-sum-exp (as the planner
  * links them) and recomputing it alone; attention_cached (generation) against attention over
- * the concatenated keys; layer_norm and gelu_tanh with their gradients.
+ * the concatenated keys; layer_norm and gelu_tanh with their gradients; attention with a mask
+ * [B, Tq, Tk] (holes, key padding that masks whole blocks, queries that see no key).
  * f32 inputs; |cpu - ref| <= tol (1 + |ref|) with tol 2e-5 (sums of at most a few hundred f32
  * products of O(1) values, each rounded at 6e-8 relative). Exits non-zero on any mismatch. */
 #include <math.h>
@@ -67,12 +68,33 @@ static void compare(const char *what, const float *got, const float *want, int64
              got[at], want[at], worst, tol);
 }
 
-static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t D, bool causal,
-                           int64_t off) {
+/* mk: 0 no mask; 1 a mask [B, Tq, Tk]: batch row b sees keys below a length of its own
+ * (whole key blocks masked: skipped), random holes (1 in 5), and queries 1 and Tq - 1 of the
+ * last row masked from every key (Keras: the mean of the values). */
+static float *mask_of(int mk, int64_t B, int64_t Tq, int64_t Tk) {
+    if (!mk) return NULL;
+    float *m = malloc(sizeof *m * (size_t)(B * Tq * Tk));
+    if (!m) abort();
+    for (int64_t b = 0; b < B; b++) {
+        int64_t len = Tk - b * Tk / (2 * B) - (Tk > 70 ? 65 * b : 0);
+        if (len < 1) len = 1;
+        for (int64_t i = 0; i < Tq; i++)
+            for (int64_t j = 0; j < Tk; j++)
+                m[(b * Tq + i) * Tk + j] =
+                    j < len && sn_rng_below(&rng, 5) != 0 &&
+                    !(b == B - 1 && (i == 1 || i == Tq - 1));
+    }
+    return m;
+}
+
+static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t D,
+                             bool causal, int64_t off, int mk) {
     char name[160];
-    snprintf(name, sizeof name, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s off %lld",
+    snprintf(name, sizeof name, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s off %lld%s",
              (long long)B, (long long)Tq, (long long)Tk, (long long)H, (long long)D,
-             causal ? " causal" : "", (long long)off);
+             causal ? " causal" : "", (long long)off, mk ? " masked" : "");
+    float *mask = mask_of(mk, B, Tq, Tk);
+    sn_shape sm = {.ndim = 3, .dim = {B, Tq, Tk}};
     sn_shape sq = {.ndim = 4, .dim = {B, Tq, H, D}}, sk = {.ndim = 4, .dim = {B, Tk, H, D}};
     int64_t nq = sn_shape_numel(&sq), nk = sn_shape_numel(&sk);
     float *q = rnd(nq, 1.0), *k = rnd(nk, 1.0), *v = rnd(nk, 1.0), *dy = rnd(nq, 1.0);
@@ -91,6 +113,7 @@ static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t
         tc_input(&f[i], SN_F32, sq, q);
         tc_input(&f[i], SN_F32, sk, k);
         tc_input(&f[i], SN_F32, sk, v);
+        if (mask) tc_input(&f[i], SN_F32, sm, mask);
         f[i].c.out = o[i];
         fk[i] = pick(tabs[i], &f[i].c, i == 0 ? "ref" : NULL);
         if (!fk[i]) return;
@@ -107,6 +130,7 @@ static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t
         tc_input(&b[i], SN_F32, sk, v);
         tc_input(&b[i], SN_F32, sq, o[1]);
         tc_input(&b[i], SN_F32, sq, dy);
+        if (mask) tc_input(&b[i], SN_F32, sm, mask);
         b[i].c.out = g[i];
         if (i == 0) {
             b[i].c.fwd = &f[0].c;
@@ -123,9 +147,14 @@ static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t
     compare(nm, g[1], g[2], nq + 2 * nk, 2e-5);
     for (int i = 0; i < 2; i++) release(fk[i], &f[i].c, fs[i]);
     for (int i = 0; i < 3; i++) release(bk[i], &b[i].c, bs[i]);
-    free(q), free(k), free(v), free(dy);
+    free(q), free(k), free(v), free(dy), free(mask);
     for (int i = 0; i < 2; i++) free(o[i]);
     for (int i = 0; i < 3; i++) free(g[i]);
+}
+
+static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t D, bool causal,
+                           int64_t off) {
+    attention_case_m(B, Tq, Tk, H, D, causal, off, 0);
 }
 
 /* attention_cached (generation): s new queries after pos cached keys, against the
@@ -275,6 +304,14 @@ int main(void) {
     attention_case(2, 70, 150, 2, 16, false, 0); /* cross attention, Tq != Tk */
     attention_case(1, 3, 131, 2, 16, true, 128); /* 3 new queries after 128 cached keys */
     attention_case(1, 1, 77, 4, 32, true, 76);   /* one generated position */
+    static const int64_t TM[] = {3, 64, 65, 200};
+    for (size_t i = 0; i < sizeof TM / sizeof TM[0]; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            attention_case_m(2, TM[i], TM[i], 2, 32, causal, 0, 1);
+            attention_case_m(3, TM[i], TM[i], 3, 7, causal, 0, 1);
+        }
+    attention_case_m(2, 70, 150, 2, 16, false, 0, 1); /* cross attention with a mask */
+    attention_case_m(2, 9, 300, 2, 16, true, 0, 1);   /* causal, Tq < Tk */
     cached_case(1, 1, 0, 64, 4, 32);    /* the first character */
     cached_case(1, 1, 37, 64, 4, 32);   /* one character after 37 */
     cached_case(2, 5, 60, 70, 2, 16);   /* a prompt of 5 across a block edge */

@@ -208,6 +208,22 @@ static sn_node b_attention_causal(sn_graph *g, const sn_node *x) {
 static sn_node b_attention_offset(sn_graph *g, const sn_node *x) {
     return sn_attention(g, x[0], x[1], x[2], 0.6, true, 2);
 }
+/* mask [2, 3, 5] with holes, and query 2 of row 1 masked from every key (Keras: the mean of
+ * the values, no gradient to q or k) */
+static sn_node attention_mask_const(sn_graph *g) {
+    double m[2 * 3 * 5];
+    for (int b = 0; b < 2; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 5; j++)
+                m[(b * 3 + i) * 5 + j] = (b + i + j) % 3 != 0 && !(b == 1 && i == 2);
+    return sn_const(g, SN_F64, &(sn_shape){.ndim = 3, .dim = {2, 3, 5}}, m);
+}
+static sn_node b_attention_masked(sn_graph *g, const sn_node *x) {
+    return sn_attention_masked(g, x[0], x[1], x[2], attention_mask_const(g), 0.6, false);
+}
+static sn_node b_attention_masked_causal(sn_graph *g, const sn_node *x) {
+    return sn_attention_masked(g, x[0], x[1], x[2], attention_mask_const(g), 0.6, true);
+}
 
 static const op_case cases[] = {
     {"matmul", 2, {S2(3, 4), S2(4, 5)}, {RANDN, RANDN}, 0, b_matmul, 1e-5},
@@ -269,6 +285,10 @@ static const op_case cases[] = {
     /* a query block of 2 after 2 cached positions (generation) */
     {"attention causal offset", 3, {S4(1, 2, 2, 3), S4(1, 4, 2, 3), S4(1, 4, 2, 3)},
      {RANDN, RANDN, RANDN}, 0, b_attention_offset, 1e-6},
+    {"attention masked", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_masked, 1e-6},
+    {"attention masked causal", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_masked_causal, 1e-6},
     {"cast f64->f32->f64", 1, {S2(3, 4)}, {RANDN}, 0, b_cast, 2e-1},
 };
 

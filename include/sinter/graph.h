@@ -72,6 +72,12 @@ sn_node sn_layer_norm(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, doubl
  * is Keras's use_causal_mask). The CPU kernel never stores the Tq x Tk matrix. */
 sn_node sn_attention(sn_graph *g, sn_node q, sn_node k, sn_node v, double scale, bool causal,
                      int64_t q_offset);
+/* The same with a mask [B, Tq, Tk] of q's dtype (SN_NONE: none): key j is visible to query i
+ * of row b when mask[b, i, j] != 0 and, if causal, j <= i. As Keras (which puts a large
+ * negative in place of a masked score), a query that sees no key at all gets the plain mean
+ * of all the values, and no gradient reaches q or k from it. Tq may differ from Tk. */
+sn_node sn_attention_masked(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                            double scale, bool causal);
 sn_node sn_exp(sn_graph *g, sn_node x);
 sn_node sn_log(sn_graph *g, sn_node x);
 sn_node sn_sqrt(sn_graph *g, sn_node x);
@@ -158,8 +164,8 @@ typedef struct sn_plan sn_plan;
 typedef struct sn_plan_opts {
     const char *device;  /* "cpu:0", "/device:CPU:0", ... ; NULL = the default device */
     bool reuse_buffers;  /* share memory between values whose lifetimes do not overlap */
-    /* Mixed bfloat16 (Keras's mixed_bfloat16): matmul and conv2d (forward and both backward
-     * ops) compute in bfloat16 with float32 accumulation and float32 inputs/outputs where the
+    /* Mixed bfloat16 (Keras's mixed_bfloat16): matmul, conv2d (forward and both backward
+     * ops) and attention (its q k^T and p v products) compute in bfloat16 with float32 accumulation and float32 inputs/outputs where the
      * CPU has AVX512-BF16; every other op, the variables and the loss stay float32; ignored
      * elsewhere. Default false. */
     bool bf16_compute;

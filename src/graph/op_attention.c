@@ -106,8 +106,27 @@ static void grad_gelu_tanh(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
 }
 
 /* ---- attention ------------------------------------------------------------------------- */
+/* The optional mask m [B, Tq, Tk] of q's dtype: key j is visible to query i of batch row b
+ * when m[b, i, j] != 0 (and, if causal, j <= i + q_offset). */
+static sn_status check_mask(const sn_node_t *node, const sn_node_t *q, const sn_node_t *k,
+                            const sn_node_t *m) {
+    char s1[128];
+    if (m->shape.ndim == 3 && m->shape.dim[0] == q->shape.dim[0] &&
+        m->shape.dim[1] == q->shape.dim[1] && m->shape.dim[2] == k->shape.dim[1] &&
+        m->dtype == q->dtype)
+        return SN_OK;
+    return sn_errorf(SN_ERR_SHAPE, "%s: the mask must be [B, Tq, Tk] = [%lld, %lld, %lld] of "
+                     "q's dtype %s, got %s %s", sn_ops[node->op]->name,
+                     (long long)q->shape.dim[0], (long long)q->shape.dim[1],
+                     (long long)k->shape.dim[1], sn_dtype_name(q->dtype),
+                     sn_dtype_name(m->dtype), sn_shape_str(&m->shape, s1, sizeof s1));
+}
+
 static sn_status infer_attention(const sn_graph *g, sn_node_t *node) {
     const sn_node_t *q = IN(g, node, 0), *k = IN(g, node, 1), *v = IN(g, node, 2);
+    if (node->op == SN_OP_ATTENTION && node->n_in != 3 && node->n_in != 4)
+        return sn_errorf(SN_ERR_SHAPE, "attention: %d inputs, expected q, k, v and an optional "
+                         "mask", node->n_in);
     SN_TRY(need_float(node, q, "q"));
     char s1[128], s2[128], s3[128];
     bool ok = q->shape.ndim == 4 && sn_shape_equal(&k->shape, &v->shape) && k->shape.ndim == 4 &&
@@ -119,15 +138,21 @@ static sn_status infer_attention(const sn_graph *g, sn_node_t *node) {
                          sn_shape_str(&q->shape, s1, sizeof s1), sn_dtype_name(k->dtype),
                          sn_shape_str(&k->shape, s2, sizeof s2), sn_dtype_name(v->dtype),
                          sn_shape_str(&v->shape, s3, sizeof s3));
+    if (node->op == SN_OP_ATTENTION && node->n_in == 4)
+        SN_TRY(check_mask(node, q, k, IN(g, node, 3)));
     node->dtype = q->dtype;
     node->shape = q->shape;
     return SN_OK;
 }
 
-/* (q, k, v, o, dy) -> flat [numel(q) + numel(k) + numel(v)] */
+/* (q, k, v, o, dy[, mask]) -> flat [numel(q) + numel(k) + numel(v)] */
 static sn_status infer_attention_grad(const sn_graph *g, sn_node_t *node) {
     const sn_node_t *q = IN(g, node, 0), *k = IN(g, node, 1), *o = IN(g, node, 3),
                     *dy = IN(g, node, 4);
+    if (node->n_in != 5 && node->n_in != 6)
+        return sn_errorf(SN_ERR_SHAPE, "attention_grad: %d inputs, expected q, k, v, o, dy and "
+                         "an optional mask", node->n_in);
+    if (node->n_in == 6) SN_TRY(check_mask(node, q, k, IN(g, node, 5)));
     if (!sn_shape_equal(&q->shape, &o->shape) || !sn_shape_equal(&q->shape, &dy->shape) ||
         dy->dtype != q->dtype)
         return sn_errorf(SN_ERR_SHAPE, "attention_grad: o and dy must match q");
@@ -146,10 +171,21 @@ sn_node sn_attention(sn_graph *g, sn_node q, sn_node k, sn_node v, double scale,
     return sn_graph_add(g, SN_OP_ATTENTION, 3, (sn_node[]){q, k, v}, &a);
 }
 
+sn_node sn_attention_masked(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                            double scale, bool causal) {
+    if (!isfinite(scale))
+        return sn_graph_fail(g, SN_ERR_INVALID, "attention: scale %g must be finite", scale);
+    if (mask == SN_NONE) return sn_attention(g, q, k, v, scale, causal, 0);
+    sn_attrs a = {.attn = {.scale = scale, .causal = causal}};
+    return sn_graph_add(g, SN_OP_ATTENTION, 4, (sn_node[]){q, k, v, mask}, &a);
+}
+
+/* The mask gets no gradient (dx[3] stays SN_NONE): it only selects. */
 static void grad_attention(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     sn_node_t node = g->nodes[n];
-    sn_node flat = sn_graph_add(g, SN_OP_ATTENTION_GRAD, 5,
-                                (sn_node[]){node.in[0], node.in[1], node.in[2], n, dy},
+    sn_node flat = sn_graph_add(g, SN_OP_ATTENTION_GRAD, node.n_in + 2,
+                                (sn_node[]){node.in[0], node.in[1], node.in[2], n, dy,
+                                            node.n_in == 4 ? node.in[3] : SN_NONE},
                                 &node.attr);
     if (flat == SN_NONE) return;
     sn_shape s[3] = {g->nodes[node.in[0]].shape, g->nodes[node.in[1]].shape,
@@ -194,8 +230,8 @@ const sn_op_def sn_def_gelu_tanh = {.name = "gelu_tanh", .n_in = 1, .infer = inf
                                     .grad = grad_gelu_tanh};
 const sn_op_def sn_def_gelu_tanh_grad = {.name = "gelu_tanh_grad", .n_in = 2,
                                          .infer = infer_unary};
-const sn_op_def sn_def_attention = {.name = "attention", .n_in = 3, .infer = infer_attention,
+const sn_op_def sn_def_attention = {.name = "attention", .n_in = -1, .infer = infer_attention,
                                     .grad = grad_attention};
-const sn_op_def sn_def_attention_grad = {.name = "attention_grad", .n_in = 5,
+const sn_op_def sn_def_attention_grad = {.name = "attention_grad", .n_in = -1,
                                          .infer = infer_attention_grad,
                                          .fwd_state_input = 1 + 3};

@@ -207,6 +207,71 @@ TGT_AVX512 static void cols_acc_512(float *Y, const float *P, const float *R, in
     }
 }
 static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
+
+/* bf16 tiles (the forward under --precision bf16, on CPUs with AVX512-BF16, D a multiple of
+ * 16): q k^T and p v as bf16 products summed in f32 (vdpbf16ps), the softmax statistics in
+ * f32. Keys arrive as bf16 pairs (load_keys_bf16): BT is KT2 [D/2][BC] (keys j's elements
+ * d, d+1 in one 32-bit word) and X is V2 [BC/2][D] (keys j, j+1's element d), in the f32
+ * tiles' storage. A and P are rounded to bf16 here. */
+#define TGT_BF16                                                                               \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,"                     \
+                          "prefer-vector-width=512")))
+
+INL uint32_t bf16_pair(float lo, float hi) {
+    return (uint32_t)sn_f32_to_bf16(lo) | (uint32_t)sn_f32_to_bf16(hi) << 16;
+}
+
+TGT_BF16 static inline __attribute__((always_inline)) void
+scores_bf16_k(float *S, const float *A, int64_t lda, const uint32_t *K2, int64_t D,
+              const int nck) {
+    __m512 acc[RG][4];
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < nck; c++) acc[r][c] = _mm512_setzero_ps();
+    for (int64_t dp = 0; dp < D / 2; dp++) {
+        const uint32_t *b = K2 + dp * BC;
+        __m512bh bb[4];
+        for (int c = 0; c < nck; c++) bb[c] = (__m512bh)_mm512_loadu_si512(b + 16 * c);
+        for (int r = 0; r < RG; r++) {
+            __m512bh a = (__m512bh)_mm512_set1_epi32(
+                (int)bf16_pair(A[r * lda + 2 * dp], A[r * lda + 2 * dp + 1]));
+            for (int c = 0; c < nck; c++) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], a, bb[c]);
+        }
+    }
+    for (int r = 0; r < RG; r++)
+        for (int c = 0; c < nck; c++) _mm512_storeu_ps(S + r * BC + 16 * c, acc[r][c]);
+}
+
+TGT_BF16 static void scores_bf16(float *S, const float *A, int64_t lda, const float *BT,
+                                 int64_t D, int64_t ncols) {
+    const uint32_t *K2 = (const uint32_t *)(const void *)BT;
+    switch ((ncols + 15) / 16) {
+    case 1: scores_bf16_k(S, A, lda, K2, D, 1); break;
+    case 2: scores_bf16_k(S, A, lda, K2, D, 2); break;
+    case 3: scores_bf16_k(S, A, lda, K2, D, 3); break;
+    default: scores_bf16_k(S, A, lda, K2, D, 4); break;
+    }
+}
+
+TGT_BF16 static void rows_acc_bf16(float *O, int64_t ldo, const float *P, const float *X,
+                                   int64_t n, int64_t D) {
+    const uint32_t *V2 = (const uint32_t *)(const void *)X;
+    uint32_t pp[RG][BC / 2];
+    int64_t np = (n + 1) / 2; /* P and V2 are zero past n */
+    for (int r = 0; r < RG; r++)
+        for (int64_t jp = 0; jp < np; jp++)
+            pp[r][jp] = bf16_pair(P[r * BC + 2 * jp], P[r * BC + 2 * jp + 1]);
+    for (int64_t dc = 0; dc < D; dc += 16) {
+        __m512 o[RG];
+        for (int r = 0; r < RG; r++) o[r] = _mm512_loadu_ps(O + r * ldo + dc);
+        for (int64_t jp = 0; jp < np; jp++) {
+            __m512bh x = (__m512bh)_mm512_loadu_si512(V2 + jp * D + dc);
+            for (int r = 0; r < RG; r++)
+                o[r] = _mm512_dpbf16_ps(o[r], (__m512bh)_mm512_set1_epi32((int)pp[r][jp]), x);
+        }
+        for (int r = 0; r < RG; r++) _mm512_storeu_ps(O + r * ldo + dc, o[r]);
+    }
+}
+static const attn_tiles tiles_bf16 = {scores_bf16, rows_acc_bf16, NULL};
 #endif
 
 typedef struct attn_job {
@@ -217,9 +282,14 @@ typedef struct attn_job {
     const float *q, *k, *v, *o, *dy;
     float *out, *lse;      /* forward: out = o; backward: out = dq | dk | dv */
     const float *lse_in;   /* backward: the forward's log-sum-exp, or NULL (recompute) */
+    /* mask [B, Tq, Tk] or NULL: key j visible to query i when nonzero. A row that sees no key
+     * (its log-sum-exp stored as +inf) is the mean of all the values, as Keras's large
+     * negative scores give, and passes no gradient to q or k (Keras's where() passes none). */
+    const float *mask;
     int64_t B, Tq, Tk, H, D, nqb, off;
     float scale;
     bool causal, stats_only;
+    bool bf16; /* the forward's products in bf16 (tiles_bf16, load_keys_bf16) */
     const attn_tiles *tiles; /* NULL: the variant's portable tiles */
     float *scratch;
     size_t per_thread; /* floats */
@@ -237,6 +307,18 @@ INL int64_t row_limit(const attn_job *a, int64_t i, int64_t j0, int64_t nc) {
     if (!a->causal) return nc;
     int64_t e = i + a->off + 1 - j0;
     return e < 0 ? 0 : e < nc ? e : nc;
+}
+
+/* Some query of rows [i0, i0 + nr) sees some key of [j0, j0 + nc) through the mask (the
+ * causal limit aside): a tile where none does is skipped. */
+INL bool tile_live(const attn_job *a, int64_t b, int64_t i0, int64_t nr, int64_t j0, int64_t nc) {
+    if (!a->mask) return true;
+    for (int64_t i = i0; i < i0 + nr; i++) {
+        const float *mr = a->mask + (b * a->Tq + i) * a->Tk + j0;
+        for (int64_t j = 0; j < nc; j++)
+            if (mr[j] != 0) return true;
+    }
+    return false;
 }
 
 /* Keys j0.. (nc of them) of head (b, h), from the cache xc below split, else x: KT [D][BC] transposed (if not NULL) and
@@ -258,6 +340,24 @@ INL void load_keys(const attn_job *a, const float *x, const float *xc, int64_t b
         if (X) memcpy(X + j * D, r, sizeof *r * (size_t)D);
     }
 }
+
+#ifdef SN_CPU_X86
+/* Keys j0.. (nc of them) of head (b, h) as bf16 pairs for tiles_bf16: KT2 [D/2][BC] and
+ * V2 [BC/2][D] (see there; V2 may be NULL), zero past nc. Plain k and v only (no cache). */
+INL void load_keys_bf16(const attn_job *a, int64_t b, int64_t h, int64_t j0, int64_t nc,
+                        uint32_t *KT2, uint32_t *V2) {
+    int64_t HD = a->H * a->D, D = a->D;
+    for (int64_t x = 0; x < D / 2 * BC; x++) KT2[x] = 0;
+    for (int64_t x = 0; V2 && x < BC / 2 * D; x++) V2[x] = 0;
+    for (int64_t j = 0; j < nc; j++) {
+        const float *kr = a->k + (b * a->Tk + j0 + j) * HD + h * D;
+        const float *vr = a->v + (b * a->Tk + j0 + j) * HD + h * D;
+        for (int64_t dp = 0; dp < D / 2; dp++) KT2[dp * BC + j] = bf16_pair(kr[2 * dp], kr[2 * dp + 1]);
+        for (int64_t d = 0; V2 && d < D; d++)
+            V2[(j / 2) * D + d] |= (uint32_t)sn_f32_to_bf16(vr[d]) << (16 * (j & 1));
+    }
+}
+#endif
 
 /* Rows i0.. (n <= RG of them, the rest zero) of x's head (b, h), times mul, into X [RG][D]. */
 INL void load_rows(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t i0,
@@ -287,12 +387,19 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
     int64_t kend = key_end(a, i0, nr);
     for (int64_t j0 = 0; j0 < kend; j0 += BC) {
         int64_t nc = kend - j0 < BC ? kend - j0 : BC;
-        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
-        if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
+#ifdef SN_CPU_X86
+        if (a->bf16) {
+            load_keys_bf16(a, b, h, j0, nc, (uint32_t *)(void *)KT, (uint32_t *)(void *)V);
+        } else
+#endif
+        {
+            load_keys(a, a->k, a->kc, b, h, j0, nc, KT, NULL);
+            if (!a->stats_only) load_keys(a, a->v, a->vc, b, h, j0, nc, NULL, V);
+        }
         for (int64_t g0 = 0; g0 < nr; g0 += RG) {
             int64_t last = g0 + RG - 1 < nr ? g0 + RG - 1 : nr - 1; /* sees the most keys */
             int64_t cols = row_limit(a, i0 + last, j0, nc);
-            if (cols <= 0) continue;
+            if (cols <= 0 || !tile_live(a, b, i0 + g0, last - g0 + 1, j0, cols)) continue;
             t->scores(S, Qs + g0 * D, D, KT, D, (cols + 15) / 16 * 16);
             int64_t most = 0;
             for (int64_t r = 0; r < RG; r++) {
@@ -302,10 +409,20 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                     for (int j = 0; j < BC; j++) s[j] = 0;
                     continue;
                 }
+                const float *mr = a->mask ? a->mask + (b * a->Tq + i0 + i) * a->Tk + j0 : NULL;
+                if (mr)
+                    for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? s[j] : -INFINITY;
                 float mx = vec_lanes_max(s, jl);
+                if (mx == -INFINITY) { /* the mask hides all of this block from the row */
+                    for (int j = 0; j < BC; j++) s[j] = 0;
+                    continue;
+                }
                 if (mx < m[i]) mx = m[i];
                 float alpha = m[i] == -INFINITY ? 0.0f : vexp(m[i] - mx);
-                for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
+                if (mr)
+                    for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? vexp(s[j] - mx) : 0.0f;
+                else
+                    for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
                 for (int64_t j = jl; j < BC; j++) s[j] = 0;
                 l[i] = l[i] * alpha + lane_sum(s, jl);
                 m[i] = mx;
@@ -316,9 +433,21 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
         }
     }
     for (int64_t i = 0; i < nr; i++) {
+        float *r = a->out + (b * a->Tq + i0 + i) * HD + h * D;
+        if (l[i] == 0) { /* masked from every key: the mean of the values (see attn_job) */
+            a->lse[bh * a->Tq + i0 + i] = INFINITY;
+            if (a->stats_only) continue;
+            for (int64_t d = 0; d < D; d++) r[d] = 0;
+            for (int64_t j = 0; j < a->Tk; j++) {
+                const float *vr = a->v + (b * a->Tk + j) * HD + h * D;
+                for (int64_t d = 0; d < D; d++) r[d] += vr[d];
+            }
+            for (int64_t d = 0; d < D; d++) r[d] /= (float)a->Tk;
+            continue;
+        }
         a->lse[bh * a->Tq + i0 + i] = m[i] + logf(l[i]);
         if (a->stats_only) continue;
-        float *r = a->out + (b * a->Tq + i0 + i) * HD + h * D, inv = 1.0f / l[i];
+        float inv = 1.0f / l[i];
         for (int64_t d = 0; d < D; d++) r[d] = O[i * D + d] * inv;
     }
 }
@@ -340,7 +469,13 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t x = 0; x < (Tq + RG) * D; x++) dQ[x] = 0;
     for (int64_t j0 = 0; j0 < a->Tk; j0 += BC) {
         int64_t nc = a->Tk - j0 < BC ? a->Tk - j0 : BC;
-        load_keys(a, a->k, a->kc, b, h, j0, nc, KT, K);
+#ifdef SN_CPU_X86
+        if (a->bf16) { /* P's scores as the bf16 forward made them: KT as bf16 pairs */
+            load_keys_bf16(a, b, h, j0, nc, (uint32_t *)(void *)KT, NULL);
+            load_keys(a, a->k, a->kc, b, h, j0, nc, NULL, K);
+        } else
+#endif
+            load_keys(a, a->k, a->kc, b, h, j0, nc, KT, K);
         load_keys(a, a->v, a->vc, b, h, j0, nc, VT, NULL);
         for (int64_t x = 0; x < BC * D; x++) dK[x] = dV[x] = 0;
         int64_t first = a->causal ? j0 - a->off : 0; /* rows before it see none of the block */
@@ -348,19 +483,34 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
         for (int64_t i0 = first / RG * RG; i0 < Tq; i0 += RG) {
             int64_t g = Tq - i0 < RG ? Tq - i0 : RG, most = 0;
             int64_t cols = row_limit(a, i0 + g - 1, j0, nc); /* the last row sees the most */
-            if (cols <= 0) continue;
+            if (cols <= 0 || !tile_live(a, b, i0, g, j0, cols)) continue;
             cols = (cols + 15) / 16 * 16;
             load_rows(a, a->q, b, h, i0, g, a->scale, Qs);
             load_rows(a, a->dy, b, h, i0, g, 1.0f, dO);
-            t->scores(P, Qs, D, KT, D, cols);
+#ifdef SN_CPU_X86
+            if (a->bf16)
+                tiles_bf16.scores(P, Qs, D, KT, D, cols);
+            else
+#endif
+                t->scores(P, Qs, D, KT, D, cols);
             t->scores(dP, dO, D, VT, D, cols);
             for (int64_t r = 0; r < RG; r++) {
                 int64_t jl = r < g ? row_limit(a, i0 + r, j0, nc) : 0;
                 float *p = P + r * BC, *ds = dP + r * BC, li = r < g ? lse[i0 + r] : 0,
                       di = r < g ? delta[i0 + r] : 0;
-                for (int64_t j = 0; j < jl; j++) {
-                    p[j] = vexp(p[j] - li);
-                    ds[j] = p[j] * (ds[j] - di); /* dP becomes dS */
+                if (li == INFINITY) jl = 0; /* a row masked from every key: done below */
+                const float *mr = a->mask && jl > 0
+                                      ? a->mask + (b * Tq + i0 + r) * a->Tk + j0 : NULL;
+                if (mr) {
+                    for (int64_t j = 0; j < jl; j++) {
+                        p[j] = mr[j] != 0 ? vexp(p[j] - li) : 0.0f;
+                        ds[j] = p[j] * (ds[j] - di);
+                    }
+                } else {
+                    for (int64_t j = 0; j < jl; j++) {
+                        p[j] = vexp(p[j] - li);
+                        ds[j] = p[j] * (ds[j] - di); /* dP becomes dS */
+                    }
                 }
                 for (int64_t j = jl < 0 ? 0 : jl; j < BC; j++) p[j] = ds[j] = 0;
                 if (jl > most) most = jl;
@@ -379,6 +529,16 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t i = 0; i < Tq; i++) {
         float *r = dq + (b * Tq + i) * HD + h * D;
         for (int64_t d = 0; d < D; d++) r[d] = a->scale * dQ[i * D + d];
+    }
+    /* Rows masked from every key had uniform probabilities 1 / Tk: only dv gets dy / Tk. */
+    for (int64_t i = 0; a->mask && i < Tq; i++) {
+        if (lse[i] != INFINITY) continue;
+        const float *g = a->dy + (b * Tq + i) * HD + h * D;
+        float wt = 1.0f / (float)a->Tk;
+        for (int64_t j = 0; j < a->Tk; j++) {
+            float *r = dv + (b * a->Tk + j) * HD + h * D;
+            for (int64_t d = 0; d < D; d++) r[d] += g[d] * wt;
+        }
     }
 }
 
@@ -561,6 +721,19 @@ static sn_status gelu_run(sn_kcall *c) {
 }
 
 /* ---- attention kernels ----------------------------------------------------------------- */
+/* The forward runs its products in bf16: mixed precision asked (c->bf16), AVX-512 with BF16,
+ * head size a multiple of 16. The backward after it recomputes P from the same bf16 scores
+ * and does the rest in f32 (see attn_grad_run); unlinked, it is all f32. */
+static bool attn_bf16(const sn_kcall *c) {
+#ifdef SN_CPU_X86
+    return c->bf16 && c->op == SN_OP_ATTENTION && isa == &isa_avx512 &&
+           sn_cpu()->avx512_bf16 && c->x[0].shape.dim[3] % 16 == 0;
+#else
+    (void)c;
+    return false;
+#endif
+}
+
 static attn_job job_of(const sn_kcall *c) {
     const sn_shape *q = &c->x[0].shape, *k = &c->x[1].shape;
     attn_job a = {.q = c->in[0], .k = c->in[1], .v = c->in[2], .B = q->dim[0], .Tq = q->dim[1],
@@ -568,8 +741,14 @@ static attn_job job_of(const sn_kcall *c) {
                   .off = c->attr->attn.q_offset, .scale = (float)c->attr->attn.scale,
                   .causal = c->attr->attn.causal, .out = c->out, .scratch = c->scratch};
     a.nqb = (a.Tq + BR - 1) / BR;
+    if (c->op == SN_OP_ATTENTION && c->n_in == 4) a.mask = c->in[3];
+    if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86
     if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
+    if (attn_bf16(c)) {
+        a.bf16 = true;
+        a.tiles = &tiles_bf16;
+    }
 #endif
     return a;
 }
@@ -662,6 +841,9 @@ static sn_status attn_grad_run(sn_kcall *c) {
     size_t floats = c->scratch_bytes / sizeof(float) - lse_n;
     if (c->fwd && c->fwd_kernel == &k_attn && c->fwd->state) {
         a.lse_in = ((const attn_state *)c->fwd->state)->lse;
+        /* a bf16 forward's log-sum-exp is of its bf16 scores: P is recomputed from the same
+         * bf16 products, so that it sums to 1; dP, dS and the accumulations stay f32 */
+        a.bf16 = attn_bf16(c->fwd);
     } else {
         a.lse = (float *)c->scratch + floats;
         a.stats_only = true;

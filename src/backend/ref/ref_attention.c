@@ -109,18 +109,26 @@ static int64_t at(const attn_dims *a, int64_t T, int64_t b, int64_t t, int64_t h
     return ((b * T + t) * a->H + h) * a->D + d;
 }
 
-static bool visible(const sn_attrs *at_, int64_t i, int64_t j) {
-    return !at_->attn.causal || j <= i + at_->attn.q_offset;
+/* The mask [B, Tq, Tk] (input `mi` of the call, or NULL without one). */
+static const void *mask_of(const sn_kcall *c, int mi) { return c->n_in > mi ? c->in[mi] : NULL; }
+
+static bool visible(const sn_kcall *c, const void *mask, const attn_dims *a, int64_t b,
+                    int64_t i, int64_t j) {
+    if (c->attr->attn.causal && j > i + c->attr->attn.q_offset) return false;
+    return !mask || sn_load(c->x[0].dtype, mask, (b * a->Tq + i) * a->Tk + j) != 0;
 }
 
-/* P [Tq, Tk] = softmax(scale q k^T, masked) of head (b, h); a fully masked row is all 0. */
-static void attn_probs(const sn_kcall *c, const attn_dims *a, int64_t b, int64_t h, double *P) {
+/* P [Tq, Tk] = softmax(scale q k^T, masked) of head (b, h). A row that sees no key is
+ * uniform over all Tk keys, as Keras gives (its masked scores are all one large negative
+ * number); dead[i] says so (its scores get no gradient: Keras's where() passes none). */
+static void attn_probs(const sn_kcall *c, const void *mask, const attn_dims *a, int64_t b,
+                       int64_t h, double *P, bool *dead) {
     sn_dtype t = c->x[0].dtype;
     for (int64_t i = 0; i < a->Tq; i++) {
         double *p = P + i * a->Tk, mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < a->Tk; j++) {
             p[j] = -INFINITY;
-            if (!visible(c->attr, i, j)) continue;
+            if (!visible(c, mask, a, b, i, j)) continue;
             double s = 0;
             for (int64_t d = 0; d < a->D; d++)
                 s += sn_load(t, c->in[0], at(a, a->Tq, b, i, h, d)) *
@@ -128,8 +136,9 @@ static void attn_probs(const sn_kcall *c, const attn_dims *a, int64_t b, int64_t
             p[j] = s * c->attr->attn.scale;
             if (p[j] > mx) mx = p[j];
         }
+        dead[i] = mx == -INFINITY;
         for (int64_t j = 0; j < a->Tk; j++) {
-            p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+            p[j] = dead[i] ? 1.0 : exp(p[j] - mx);
             sum += p[j];
         }
         for (int64_t j = 0; j < a->Tk; j++) p[j] = sum > 0 ? p[j] / sum : 0;
@@ -140,12 +149,17 @@ static void attn_probs(const sn_kcall *c, const attn_dims *a, int64_t b, int64_t
 static sn_status attn_run(sn_kcall *c) {
     attn_dims a = attn_dims_of(c);
     double *P = malloc(sizeof *P * (size_t)(a.Tq * a.Tk + 1));
-    if (!P) return sn_errorf(SN_ERR_NOMEM, "attention (ref): no memory for a %lld x %lld score "
-                             "matrix", (long long)a.Tq, (long long)a.Tk);
+    bool *dead = malloc(sizeof *dead * (size_t)(a.Tq + 1));
+    if (!P || !dead) {
+        free(P);
+        free(dead);
+        return sn_errorf(SN_ERR_NOMEM, "attention (ref): no memory for a %lld x %lld score "
+                         "matrix", (long long)a.Tq, (long long)a.Tk);
+    }
     sn_dtype t = c->x[2].dtype;
     for (int64_t b = 0; b < a.B; b++)
         for (int64_t h = 0; h < a.H; h++) {
-            attn_probs(c, &a, b, h, P);
+            attn_probs(c, mask_of(c, 3), &a, b, h, P, dead);
             for (int64_t i = 0; i < a.Tq; i++)
                 for (int64_t d = 0; d < a.D; d++) {
                     double s = 0;
@@ -155,24 +169,30 @@ static sn_status attn_run(sn_kcall *c) {
                 }
         }
     free(P);
+    free(dead);
     return SN_OK;
 }
 
-/* (q, k, v, o, dy) -> dq [B,Tq,H,D] | dk [B,Tk,H,D] | dv [B,Tk,H,D]. With S = scale q k^T and
+/* (q, k, v, o, dy[, mask]) -> dq [B,Tq,H,D] | dk [B,Tk,H,D] | dv [B,Tk,H,D]. With S = scale q k^T and
  * P = softmax(S): dv = P^T dy, dP = dy v^T, dS = P (dP - rowsum(P dP)), dq = scale dS k,
  * dk = scale dS^T q. */
 static sn_status attn_grad_run(sn_kcall *c) {
     attn_dims a = attn_dims_of(c);
     int64_t nq = a.B * a.Tq * a.H * a.D, nk = a.B * a.Tk * a.H * a.D;
-    double *P = malloc(sizeof *P * (size_t)(2 * a.Tq * a.Tk + 1)), *dS = P + a.Tq * a.Tk;
-    if (!P) return sn_errorf(SN_ERR_NOMEM, "attention_grad (ref): no memory for a %lld x %lld "
-                             "score matrix", (long long)a.Tq, (long long)a.Tk);
+    double *P = malloc(sizeof *P * (size_t)(2 * a.Tq * a.Tk + 1)), *dS = P ? P + a.Tq * a.Tk : NULL;
+    bool *dead = malloc(sizeof *dead * (size_t)(a.Tq + 1));
+    if (!P || !dead) {
+        free(P);
+        free(dead);
+        return sn_errorf(SN_ERR_NOMEM, "attention_grad (ref): no memory for a %lld x %lld "
+                         "score matrix", (long long)a.Tq, (long long)a.Tk);
+    }
     sn_dtype t = c->x[0].dtype, to = c->y.dtype;
     const void *q = c->in[0], *k = c->in[1], *v = c->in[2], *dy = c->in[4];
     double sc = c->attr->attn.scale;
     for (int64_t b = 0; b < a.B; b++)
         for (int64_t h = 0; h < a.H; h++) {
-            attn_probs(c, &a, b, h, P);
+            attn_probs(c, mask_of(c, 5), &a, b, h, P, dead);
             for (int64_t i = 0; i < a.Tq; i++) {
                 double rs = 0;
                 for (int64_t j = 0; j < a.Tk; j++) {
@@ -184,7 +204,7 @@ static sn_status attn_grad_run(sn_kcall *c) {
                     rs += dp * P[i * a.Tk + j];
                 }
                 for (int64_t j = 0; j < a.Tk; j++)
-                    dS[i * a.Tk + j] = P[i * a.Tk + j] * (dS[i * a.Tk + j] - rs);
+                    dS[i * a.Tk + j] = dead[i] ? 0 : P[i * a.Tk + j] * (dS[i * a.Tk + j] - rs);
             }
             for (int64_t d = 0; d < a.D; d++) {
                 for (int64_t i = 0; i < a.Tq; i++) {
@@ -205,6 +225,7 @@ static sn_status attn_grad_run(sn_kcall *c) {
             }
         }
     free(P);
+    free(dead);
     return SN_OK;
 }
 

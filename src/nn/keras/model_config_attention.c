@@ -6,7 +6,9 @@
  * than the sequence's, constraints). Checked against what Keras 3.15.1 writes
  * (tests/test_attention_layers.c holds its configs). MultiHeadAttention's
  * use_causal_mask is an argument of Keras's call, not of the config: a Functional model's
- * call arguments set it on the layer (sn_mha_layer_opts.use_causal_mask). */
+ * call arguments set it on the layer (sn_mha_layer_opts.use_causal_mask). A call with a
+ * query other than its value, a key other than the value or an attention_mask tensor makes
+ * the layer the general call (sn_layer_mha_set_call). */
 #include <math.h>
 #include <string.h>
 
@@ -114,7 +116,7 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
 
 sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t *v) {
     char b[64];
-    if (!strcmp(key, "attention_mask") && json_is_null(v)) return SN_OK;
+    if ((!strcmp(key, "attention_mask") || !strcmp(key, "key")) && json_is_null(v)) return SN_OK;
     if (!strcmp(key, "use_causal_mask") && json_is_boolean(v)) {
         bool causal = json_is_true(v);
         if (call == 0) {
@@ -127,7 +129,7 @@ sn_status sn_cfg_mha_kwarg(sn_layer *l, int call, const char *key, const json_t 
         return SN_OK;
     }
     return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) is called with keyword "
-                     "argument %s=%s; sinter supports use_causal_mask and attention_mask=null",
+                     "argument %s=%s; sinter supports use_causal_mask, key and attention_mask",
                      l->name, key, sn_cfg_show(v, b, sizeof b));
 }
 

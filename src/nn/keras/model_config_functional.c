@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "nn/keras/model_config.h"
+#include "nn/layers/layers_attention.h"
 
 typedef struct entry {
     const json_t *e;
@@ -27,38 +28,47 @@ static entry *find(entry *es, size_t n, const char *name) {
     return NULL;
 }
 
-/* The __keras_tensor__ objects of one call's args: [t] or [[t1, t2, ...]] or [t1, t2]. */
+/* The __keras_tensor__ objects of one call's args: [t] or [[t1, t2, ...]] or [t1, t2]. A
+ * MultiHeadAttention's key and attention_mask, given as keyword tensors, come after them
+ * (query, value, key, mask: sn_layer_mha_set_call's order); *key and *mask say which came. */
 static sn_status call_tensors(const entry *en, int call, const json_t *node, const json_t **ts,
-                              int cap, int *n, const json_t **mask) {
+                              int cap, int *n, bool *key, bool *mask,
+                              const json_t **mask_t) {
     char b[128];
-    *mask = NULL;
+    *mask_t = NULL;
     const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
     if (kwargs && !json_is_object(kwargs))
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: kwargs is %s, expected an object",
                          en->name, call, sn_cfg_type(kwargs));
-    const char *key;
-    const json_t *v;
-    json_object_foreach((json_t *)kwargs, key, v) {
+    const char *kw;
+    const json_t *v, *kw_key = NULL, *kw_mask = NULL;
+    bool mha = sn_cfg_mha_causal(en->layer) >= 0;
+    *key = *mask = false;
+    json_object_foreach((json_t *)kwargs, kw, v) {
+        if (mha && json_is_object(v) && (!strcmp(kw, "key") || !strcmp(kw, "attention_mask"))) {
+            *(strcmp(kw, "key") ? &kw_mask : &kw_key) = v;
+            continue;
+        }
         /* mask: Keras passes the previous layer's mask (null: none), which sinter's layers
          * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
-        bool ok = (!strcmp(key, "mask") && json_is_null(v)) ||
-                  (!strcmp(key, "training") && (json_is_null(v) || json_is_false(v)));
+        bool ok = (!strcmp(kw, "mask") && json_is_null(v)) ||
+                  (!strcmp(kw, "training") && (json_is_null(v) || json_is_false(v)));
         /* mask=<tensor>: Keras 3's NotEqual(ids, 0) of an Embedding(mask_zero=True), checked
          * to be one where the call is made */
         const char *mc = json_string_value(json_object_get(v, "class_name"));
-        if (!strcmp(key, "mask") && mc && !strcmp(mc, "__keras_tensor__") &&
+        if (!strcmp(kw, "mask") && mc && !strcmp(mc, "__keras_tensor__") &&
             json_is_object(json_object_get(v, "config"))) {
-            *mask = json_object_get(v, "config");
+            *mask_t = json_object_get(v, "config");
             continue;
         }
         if (!ok && sn_cfg_mha_causal(en->layer) >= 0) {
-            SN_TRY(sn_cfg_mha_kwarg(en->layer, call, key, v));
+            SN_TRY(sn_cfg_mha_kwarg(en->layer, call, kw, v));
             continue;
         }
         if (!ok)
             return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword argument "
                              "%s=%s; sinter supports mask=null and training=null/false", en->name,
-                             key, sn_cfg_show(v, b, sizeof b));
+                             kw, sn_cfg_show(v, b, sizeof b));
     }
     if (!json_is_array(args) || json_array_size(args) == 0)
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: args is %s, expected a list of "
@@ -83,6 +93,29 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
             return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' call %d takes over %d tensors",
                              en->name, call, cap);
         ts[(*n)++] = c;
+    }
+    if (mha && *n > 3)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) call %d has %d "
+                         "positional tensors; sinter reads query, value and key", en->name,
+                         call, *n);
+    *key = mha && *n == 3;
+    const json_t *extra[2] = {kw_key, kw_mask};
+    for (int e = 0; e < 2; e++) {
+        if (!extra[e]) continue;
+        const json_t *c = json_object_get(extra[e], "config");
+        const char *tc = json_string_value(json_object_get(extra[e], "class_name"));
+        if (!tc || strcmp(tc, "__keras_tensor__") || !json_is_object(c))
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' call %d: %s is %s; sinter supports "
+                             "a tensor", en->name, call, e ? "attention_mask" : "key",
+                             sn_cfg_show(extra[e], b, sizeof b));
+        if (e == 0 && *key)
+            return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: key is given twice", en->name,
+                             call);
+        if (*n == cap)
+            return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' call %d takes over %d tensors",
+                             en->name, call, cap);
+        ts[(*n)++] = c;
+        *(e ? mask : key) = true;
     }
     return SN_OK;
 }
@@ -339,9 +372,9 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             const json_t *ts[64];
             sn_ftensor args[64];
             int nt = 0;
-            bool ready = true;
+            bool ready = true, key = false, mask = false;
             const json_t *mask_t = NULL;
-            st = call_tensors(en, en->done, node, ts, 64, &nt, &mask_t);
+            st = call_tensors(en, en->done, node, ts, 64, &nt, &key, &mask, &mask_t);
             if (st == SN_OK && mask_t) { /* the mask keyword argument: resolved as a tensor */
                 if (en->sub || sn_layer_vt_n(en->layer) || nt != 1)
                     st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s) is called with a mask "
@@ -372,16 +405,19 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                 }
                 continue;
             }
-            /* MultiHeadAttention is called (query, value[, key]); sinter's is self-attention,
-             * so every argument must be the same tensor. */
+            /* MultiHeadAttention is called (query, value[, key][, attention_mask]): the
+             * same tensor throughout and no mask is self-attention, mha(x); anything else
+             * the general call. */
             if (sn_cfg_mha_causal(en->layer) >= 0 && nt > 1) {
-                for (int k = 1; st == SN_OK && k < nt; k++)
-                    if (args[k].id != args[0].id)
-                        st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) "
-                                       "call %d: query, value and key are different tensors; "
-                                       "sinter implements self-attention (mha(x, x)) only",
-                                       en->name, en->done);
-                nt = 1;
+                bool self = !mask;
+                for (int k = 1; k < nt; k++) self = self && args[k].id == args[0].id;
+                if (self) nt = 1;
+                else st = sn_layer_mha_set_call(en->layer, key && args[2].id != args[1].id, mask);
+                if (st == SN_OK && !self && key && args[2].id == args[1].id) {
+                    /* mha(q, v, v): key is value, as Keras's default */
+                    if (mask) args[2] = args[3];
+                    nt--;
+                }
                 if (st != SN_OK) break;
             }
             int mask_node = -1;

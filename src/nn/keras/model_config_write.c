@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nn/keras/model_config.h"
+#include "nn/layers/layers_attention.h"
 #include "nn/train/train_impl.h"
 
 /* [batch, d1, ...]: batch null, or the fixed batch a stateful RNN needs (> 0). */
@@ -332,20 +333,34 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
                 }
             }
             int causal = sn_cfg_mha_causal(l);
-            if (sn_layer_vt_n(l)) {
+            bool mk = false, mm = false;
+            json_t *kw = json_object();
+            if (sn_layer_mha_call_form(l, &mk, &mm)) {
+                /* mha(query, value[, key], attention_mask=m): the mask is Keras's keyword */
+                if (mm) json_object_set(kw, "attention_mask", json_array_get(ts, nd->n_in - 1));
+                json_array_extend(args, ts);
+                if (mm) json_array_remove(args, (size_t)nd->n_in - 1);
+                json_decref(ts);
+            } else if (sn_layer_vt_n(l)) {
                 json_array_append_new(args, ts);
             } else {
                 if (causal >= 0) json_array_extend(args, ts); /* mha(x, x): query, value */
                 json_array_extend(args, ts);
                 json_decref(ts);
             }
-            json_t *kw = json_object();
             if (causal > 0) json_object_set_new(kw, "use_causal_mask", json_true());
             if (nd->mask_arg) json_object_set_new(kw, "mask", tensor_json(f, nd->in[n_args]));
             json_array_append_new(nodes, json_pack("{s:o, s:o}", "args", args, "kwargs", kw));
         }
-        /* Keras builds MultiHeadAttention from its query and value shapes. */
-        if (sn_cfg_mha_causal(l) >= 0)
+        /* Keras builds MultiHeadAttention from its query and value (and key) shapes. */
+        bool mk = false, mm = false;
+        if (sn_layer_mha_call_form(l, &mk, &mm)) {
+            json_t *sd = json_pack("{s:O, s:O}", "query_shape", json_array_get(bshape, 0),
+                                   "value_shape", json_array_get(bshape, 1));
+            if (mk) json_object_set(sd, "key_shape", json_array_get(bshape, 2));
+            json_decref(bshape);
+            bshape = json_pack("{s:o}", "shapes_dict", sd);
+        } else if (sn_cfg_mha_causal(l) >= 0)
             bshape = json_pack("{s:{s:o, s:O}}", "shapes_dict", "query_shape", bshape,
                                "value_shape", bshape);
         else

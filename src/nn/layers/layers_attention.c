@@ -52,21 +52,29 @@ static sn_node proj(sn_graph *g, sn_node x, sn_node kernel, sn_node bias, int64_
     return y;
 }
 
-/* Self-attention of x [B, T, d] with w = query kernel, bias, key kernel, bias, value kernel,
- * bias, output kernel, bias (biases SN_NONE without use_bias). The projections are Keras's
- * einsums abc,cde->abde and abcd,cde->abe as GEMMs: [B*T, d] x [d, H*D] lands in
- * [B, T, H, D], the attention op's layout, with no transpose. */
-static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, int H, int64_t D,
-                         bool causal) {
-    sn_shape s = sn_node_shape(g, x);
-    int64_t B = s.dim[0], T = s.dim[1], d = s.dim[2];
-    sn_shape hs = {.ndim = 4, .dim = {B, T, H, D}};
-    sn_node q = sn_reshape(g, proj(g, x, w[0], w[1], d, H * D), &hs);
-    sn_node k = sn_reshape(g, proj(g, x, w[2], w[3], d, H * D), &hs);
-    sn_node v = sn_reshape(g, proj(g, x, w[4], w[5], d, H * D), &hs);
-    sn_node o = sn_attention(g, q, k, v, 1.0 / sqrt((double)D), causal, 0);
+/* Attention of the query xq [B, Tq, dq] over the value xv [B, Tk, dv] with keys from xk
+ * [B, Tk, dk] (all three x for self-attention), w = query kernel, bias, key kernel, bias,
+ * value kernel, bias, output kernel, bias (biases SN_NONE without use_bias), mask [B, Tq, Tk]
+ * or SN_NONE. The projections are Keras's einsums abc,cde->abde and abcd,cde->abe as GEMMs:
+ * [B*T, d] x [d, H*D] lands in [B, T, H, D], the attention op's layout, with no transpose.
+ * The output has the query's shape (Keras's output_shape None). */
+static sn_node mha_apply_qkv(sn_graph *g, sn_node xq, sn_node xk, sn_node xv, sn_node mask,
+                             const sn_node *w, int H, int64_t D, bool causal) {
+    sn_shape s = sn_node_shape(g, xq), sk = sn_node_shape(g, xk), sv = sn_node_shape(g, xv);
+    int64_t B = s.dim[0], Tq = s.dim[1], d = s.dim[2], Tk = sk.dim[1];
+    sn_shape hq = {.ndim = 4, .dim = {B, Tq, H, D}}, hk = {.ndim = 4, .dim = {B, Tk, H, D}};
+    sn_node q = sn_reshape(g, proj(g, xq, w[0], w[1], d, H * D), &hq);
+    sn_node k = sn_reshape(g, proj(g, xk, w[2], w[3], sk.dim[2], H * D), &hk);
+    sn_node v = sn_reshape(g, proj(g, xv, w[4], w[5], sv.dim[2], H * D), &hk);
+    sn_node o = sn_attention_masked(g, q, k, v, mask, 1.0 / sqrt((double)D), causal);
     sn_node y = proj(g, o, w[6], w[7], H * D, d);
     return sn_reshape(g, y, &s);
+}
+
+/* Self-attention of x [B, T, d]. */
+static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, int H, int64_t D,
+                         bool causal) {
+    return mha_apply_qkv(g, x, x, x, SN_NONE, w, H, D, causal);
 }
 
 /* ---- LayerNormalization ---------------------------------------------------------------- */
@@ -127,15 +135,19 @@ static const char *const mha_names[8] = {
     "query/kernel", "query/bias", "key/kernel", "key/bias",
     "value/kernel", "value/bias", "attention_output/kernel", "attention_output/bias"};
 
-/* The 8 (or 4 without bias) variables of an attention over d features, into w[8]. */
-static sn_status mha_vars(sn_layer *l, sn_graph *g, const sn_mha_layer_opts *o, int64_t d,
-                          const char *const *names, sn_rng *rng, sn_node *w) {
+/* The 8 (or 4 without bias) variables of an attention of a query of dq features over keys
+ * of dk and values of dv features, into w[8]. */
+static sn_status mha_vars(sn_layer *l, sn_graph *g, const sn_mha_layer_opts *o, int64_t dq,
+                          int64_t dk, int64_t dv, const char *const *names, sn_rng *rng,
+                          sn_node *w) {
     int H = o->num_heads;
     int64_t D = o->key_dim;
-    sn_shape ks = {.ndim = 3, .dim = {d, H, D}}, bs = {.ndim = 2, .dim = {H, D}},
-             oks = {.ndim = 3, .dim = {H, D, d}}, obs = {.ndim = 1, .dim = {d}};
+    sn_shape ks[3] = {{.ndim = 3, .dim = {dq, H, D}}, {.ndim = 3, .dim = {dk, H, D}},
+                      {.ndim = 3, .dim = {dv, H, D}}},
+             bs = {.ndim = 2, .dim = {H, D}}, oks = {.ndim = 3, .dim = {H, D, dq}},
+             obs = {.ndim = 1, .dim = {dq}};
     for (int i = 0; i < 4; i++) {
-        SN_TRY(sn_layer_add_var(l, g, names[2 * i], i == 3 ? &oks : &ks, true,
+        SN_TRY(sn_layer_add_var(l, g, names[2 * i], i == 3 ? &oks : &ks[i], true,
                                 &o->kernel_initializer, SN_INIT_GLOROT_UNIFORM, rng, &w[2 * i]));
         SN_TRY(sn_layer_add_regularizer(l, w[2 * i], &o->kernel_regularizer,
                                         "kernel_regularizer"));
@@ -161,7 +173,7 @@ static void mha_var_nodes(const sn_layer *l, int first, bool use_bias, sn_node *
 static sn_status mha_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
     if (in->ndim != 2) return sn_layer_shape_error(l, in, "(None, steps, features)");
     sn_node w[8];
-    SN_TRY(mha_vars(l, g, &l->attn->mha, in->dim[1], mha_names, rng, w));
+    SN_TRY(mha_vars(l, g, &l->attn->mha, in->dim[1], in->dim[1], in->dim[1], mha_names, rng, w));
     l->out_shape = *in;
     return SN_OK;
 }
@@ -175,6 +187,132 @@ static sn_node mha_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, s
 
 static const sn_layer_vtable mha_vt = {"MultiHeadAttention", "multi_head_attention", mha_build,
                                        mha_forward, ext_free};
+
+/* The general call, mha(query, value[, key][, attention_mask]) (sn_layer_mha_set_call). */
+static sn_status mha_build_n(sn_layer *l, sn_graph *g, int n, const sn_shape *in, sn_rng *rng) {
+    const sn_attn_layer_ext *e = l->attn;
+    if (n != 2 + e->mha_key + e->mha_mask)
+        return sn_errorf(SN_ERR_INVALID, "layer '%s' (MultiHeadAttention) is called on %d "
+                         "tensors, expected query, value%s%s", l->name, n,
+                         e->mha_key ? ", key" : "", e->mha_mask ? ", attention_mask" : "");
+    const sn_shape *q = &in[0], *v = &in[1], *k = e->mha_key ? &in[2] : &in[1];
+    const char *what[3] = {"query", "value", "key"};
+    const sn_shape *qvk[3] = {q, v, k};
+    char b[128];
+    for (int i = 0; i < 3; i++)
+        if (qvk[i]->ndim != 2)
+            return sn_errorf(SN_ERR_SHAPE, "layer '%s' (MultiHeadAttention): %s is %s, expected "
+                             "(None, steps, features)", l->name, what[i],
+                             sn_shape_str(qvk[i], b, sizeof b));
+    if (k->dim[0] != v->dim[0])
+        return sn_errorf(SN_ERR_SHAPE, "layer '%s' (MultiHeadAttention): key has %lld steps, "
+                         "value %lld; they must match", l->name, (long long)k->dim[0],
+                         (long long)v->dim[0]);
+    if (e->mha_mask) {
+        const sn_shape *m = &in[n - 1];
+        int64_t Tq = q->dim[0], Tk = v->dim[0];
+        bool ok = (m->ndim == 2 && (m->dim[0] == Tq || m->dim[0] == 1) && m->dim[1] == Tk) ||
+                  (m->ndim == 1 && m->dim[0] == Tk);
+        if (!ok)
+            return sn_errorf(SN_ERR_SHAPE, "layer '%s' (MultiHeadAttention): attention_mask is "
+                             "%s, expected (None, %lld, %lld), (None, 1, %lld) or (None, %lld)",
+                             l->name, sn_shape_str(m, b, sizeof b), (long long)Tq,
+                             (long long)Tk, (long long)Tk, (long long)Tk);
+    }
+    sn_node w[8];
+    SN_TRY(mha_vars(l, g, &e->mha, q->dim[1], k->dim[1], v->dim[1], mha_names, rng, w));
+    l->out_shape = *q;
+    return SN_OK;
+}
+
+/* The mask as [B, Tq, Tk] of the query's dtype: Keras casts it to bool (nonzero: visible)
+ * and broadcasts [B, Tk] and [B, 1, Tk] over the queries. */
+static sn_node mha_mask(sn_graph *g, sn_node m, sn_node xq, sn_node xv) {
+    sn_shape ms = sn_node_shape(g, m), qs = sn_node_shape(g, xq), vs = sn_node_shape(g, xv);
+    sn_shape full = {.ndim = 3, .dim = {qs.dim[0], qs.dim[1], vs.dim[1]}};
+    if (sn_node_dtype(g, m) != sn_node_dtype(g, xq)) m = sn_cast(g, m, sn_node_dtype(g, xq));
+    if (ms.ndim == 2)
+        m = sn_reshape(g, m, &(sn_shape){.ndim = 3, .dim = {ms.dim[0], 1, ms.dim[1]}});
+    sn_shape now = sn_node_shape(g, m);
+    if (!sn_shape_equal(&now, &full)) m = sn_broadcast_to(g, m, &full);
+    return m;
+}
+
+static sn_node mha_forward_n(sn_layer *l, sn_graph *g, int n, const sn_node *x, bool training,
+                             sn_updates *u) {
+    const sn_attn_layer_ext *e = l->attn;
+    const sn_mha_layer_opts *o = &e->mha;
+    sn_node w[8];
+    mha_var_nodes(l, 0, o->use_bias, w);
+    sn_node mask = e->mha_mask ? mha_mask(g, x[n - 1], x[0], x[1]) : SN_NONE;
+    return mha_apply_qkv(g, x[0], e->mha_key ? x[2] : x[1], x[1], mask, w, o->num_heads,
+                         o->key_dim, o->use_causal_mask);
+}
+
+static const sn_layer_vtable_n mha_vt_n = {
+    {"MultiHeadAttention", "multi_head_attention", NULL, NULL, ext_free}, mha_build_n,
+    mha_forward_n};
+
+/* keras mask m [B, T] as [B, Tq, Tk]: over the keys (axis 1 broadcast) or the queries. */
+static sn_node mask_over(sn_graph *g, sn_node m, const sn_shape *full, bool keys) {
+    sn_shape ms = sn_node_shape(g, m);
+    sn_shape r = {.ndim = 3, .dim = {ms.dim[0], keys ? 1 : ms.dim[1], keys ? ms.dim[1] : 1}};
+    return sn_broadcast_to(g, sn_reshape(g, m, &r), full);
+}
+
+sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
+                                    const sn_node *masks) {
+    const sn_attn_layer_ext *e = l->attn;
+    const sn_mha_layer_opts *o = &e->mha;
+    bool general = l->vt == &mha_vt_n.base;
+    sn_node q = x[0], v = general ? x[1] : x[0], k = general && e->mha_key ? x[2] : v;
+    sn_node qm = masks[0], vm = general ? masks[1] : masks[0];
+    sn_node km = general && e->mha_key ? masks[2] : SN_NONE;
+    sn_shape qs = sn_node_shape(g, q), vs = sn_node_shape(g, v);
+    sn_shape full = {.ndim = 3, .dim = {qs.dim[0], qs.dim[1], vs.dim[1]}};
+    sn_dtype dt = sn_node_dtype(g, q);
+    /* Keras's _compute_attention_mask: query [B, T, 1] & value [B, 1, S] & key [B, 1, S] &
+     * causal & attention_mask; a product of 0/1 masks is their AND */
+    sn_node am = general && e->mha_mask ? mha_mask(g, x[n - 1], q, v) : SN_NONE;
+    const sn_node parts[3] = {qm, vm, km};
+    for (int i = 0; i < 3; i++) {
+        if (parts[i] == SN_NONE) continue;
+        sn_node p = parts[i];
+        if (sn_node_dtype(g, p) != dt) p = sn_cast(g, p, dt);
+        p = mask_over(g, p, &full, i > 0);
+        am = am == SN_NONE ? p : sn_mul(g, am, p);
+    }
+    sn_node w[8];
+    mha_var_nodes(l, 0, o->use_bias, w);
+    return mha_apply_qkv(g, q, k, v, am, w, o->num_heads, o->key_dim, o->use_causal_mask);
+}
+
+bool sn_layer_is_mha(const sn_layer *l) {
+    return l && (l->vt == &mha_vt || l->vt == &mha_vt_n.base);
+}
+
+sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask) {
+    if (!l || (l->vt != &mha_vt && l->vt != &mha_vt_n.base))
+        return sn_errorf(SN_ERR_INVALID, "sn_layer_mha_set_call: layer '%s' is not a "
+                         "MultiHeadAttention", l && l->name ? l->name : "?");
+    bool general = l->vt == &mha_vt_n.base;
+    if (general && (l->attn->mha_key != key || l->attn->mha_mask != mask))
+        return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention) is called as "
+                         "mha(query, value%s%s) after a call of another form; sinter's layer "
+                         "holds one", l->name, key ? ", key" : "",
+                         mask ? ", attention_mask" : "");
+    l->vt = &mha_vt_n.base;
+    l->attn->mha_key = key;
+    l->attn->mha_mask = mask;
+    return SN_OK;
+}
+
+bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask) {
+    if (!l || l->vt != &mha_vt_n.base) return false;
+    *key = l->attn->mha_key;
+    *mask = l->attn->mha_mask;
+    return true;
+}
 
 sn_mha_layer_opts sn_mha_layer_defaults(int num_heads, int64_t key_dim) {
     return (sn_mha_layer_opts){.num_heads = num_heads, .key_dim = key_dim, .use_bias = true};
@@ -281,7 +419,7 @@ static sn_status block_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rn
     sn_node w[8];
     SN_TRY(sn_layer_add_var(l, g, "ln_1/gamma", &cs, true, &def, SN_INIT_ONES, rng, NULL));
     SN_TRY(sn_layer_add_var(l, g, "ln_1/beta", &cs, true, &def, SN_INIT_ZEROS, rng, NULL));
-    SN_TRY(mha_vars(l, g, &e->mha, e->dim, block_attn_names, rng, w));
+    SN_TRY(mha_vars(l, g, &e->mha, e->dim, e->dim, e->dim, block_attn_names, rng, w));
     SN_TRY(sn_layer_add_var(l, g, "ln_2/gamma", &cs, true, &def, SN_INIT_ONES, rng, NULL));
     SN_TRY(sn_layer_add_var(l, g, "ln_2/beta", &cs, true, &def, SN_INIT_ZEROS, rng, NULL));
     SN_TRY(sn_layer_add_var(l, g, "ffn_1/kernel", &f1, true, &def, SN_INIT_GLOROT_UNIFORM, rng,
@@ -314,7 +452,8 @@ static const sn_layer_vtable block_vt = {"sinter>TransformerBlock", "transformer
                                          block_build, block_forward, ext_free};
 
 bool sn_layer_needs_context(const sn_layer *l) {
-    return l && (l->vt == &block_vt || l->vt == &tpe_vt || l->vt == &mha_vt);
+    return l && (l->vt == &block_vt || l->vt == &tpe_vt || l->vt == &mha_vt ||
+                 l->vt == &mha_vt_n.base);
 }
 
 sn_layer *sn_layer_transformer_block(int num_heads, int64_t dim, int64_t ff_dim, bool causal,
@@ -386,7 +525,7 @@ sn_node sn_attn_layer_step(sn_layer *l, sn_graph *g, sn_node x, sn_attn_step_io 
                                  "later tokens and cannot generate step by step", l->name);
         return block_step(l, g, x, io);
     }
-    if (l->vt == &mha_vt)
+    if (l->vt == &mha_vt || l->vt == &mha_vt_n.base)
         return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (MultiHeadAttention): stepping "
                              "with a cache is implemented for the char_transformer blocks only",
                              l->name);

@@ -14,7 +14,25 @@ typedef struct sn_attn_layer_ext {
     sn_mha_layer_opts mha;  /* MultiHeadAttention; the block's attention */
     int64_t vocab, seq_len, dim, ff_dim; /* the composites */
     double epsilon;                      /* the block's LayerNormalizations */
+    bool mha_key, mha_mask; /* MultiHeadAttention's general call: a key, an attention_mask */
 } sn_attn_layer_ext;
+
+/* Makes MultiHeadAttention l a layer of the general call mha(query, value[, key]
+ * [, attention_mask]) (inputs in that order; key defaults to value; the mask [Tq, Tk],
+ * [1, Tk] or [Tk] without batch, nonzero = visible, ANDed with use_causal_mask) instead of
+ * self-attention mha(x). Query and value may differ in steps and features. Refused once
+ * built in another form. */
+sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask);
+/* MultiHeadAttention l (either form) on its n inputs x with the Keras masks of each
+ * (masks[i] [B, T] 0/1 or SN_NONE, as Embedding(mask_zero) makes them): the query's mask
+ * over the queries, the value's (and a distinct key's) over the keys, ANDed with the causal
+ * mask and the attention_mask input, as Keras 3's _compute_attention_mask does. The output's
+ * mask is the query's (the caller carries it). */
+sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
+                                    const sn_node *masks);
+bool sn_layer_is_mha(const sn_layer *l);
+/* Whether l is a MultiHeadAttention of the general call, and its form. */
+bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask);
 
 /* keras_hub's TokenAndPositionEmbedding(vocabulary_size, sequence_length, embedding_dim):
  * ids [B, T] (T <= sequence_length) -> token embedding + position embedding [B, T, dim].

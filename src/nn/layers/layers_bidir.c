@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/layers/layers_attention.h"
 #include "nn/layers/layers_impl.h"
 
 static sn_status bidir_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *rng) {
@@ -154,7 +155,7 @@ sn_layer *sn_layer_bidirectional(sn_layer *layer, sn_bidir_merge merge) {
 static bool passes_mask(const sn_layer *l) {
     const char *c = l->vt->class_name;
     return !strcmp(c, "Dense") || !strcmp(c, "Dropout") || !strcmp(c, "Activation") ||
-           !strcmp(c, "ELU");
+           !strcmp(c, "ELU") || !strcmp(c, "LayerNormalization");
 }
 
 /* NotEqual(ids, 0): the mask of an Embedding(mask_zero=True), as Keras 3 records it. Ids are
@@ -209,10 +210,13 @@ sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask,
         if (!seq) *mask = SN_NONE;
         return y;
     }
+    if (*mask != SN_NONE && sn_layer_is_mha(l)) /* self-attention mha(x): x's mask both ways */
+        return sn_layer_mha_forward_masked(l, g, 1, &x, mask);
     if (*mask != SN_NONE && !passes_mask(l))
         return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
                              "Embedding with mask_zero=True); sinter carries masks into LSTM, GRU, "
-                             "Bidirectional and GlobalAveragePooling1D layers and through Dense, "
-                             "Dropout, Activation and ELU only", l->name, l->vt->class_name);
+                             "Bidirectional, GlobalAveragePooling1D and MultiHeadAttention layers "
+                             "and through Dense, Dropout, Activation, ELU, LayerNormalization "
+                             "and the element-wise merges only", l->name, l->vt->class_name);
     return l->vt->forward(l, g, x, training, updates);
 }

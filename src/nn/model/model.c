@@ -393,11 +393,11 @@ static size_t tensor_name(const sn_fgraph *f, int id, char *buf, size_t cap) {
 }
 
 /* Keras's "Connected to": every call's arguments as producer[call][0], joined by ", ".
- * MultiHeadAttention (self-attention here) is called (query, value): its tensor twice. */
+ * MultiHeadAttention as self-attention, mha(x), is called (query, value): its tensor twice. */
 static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
     size_t k = 0;
     buf[0] = 0;
-    int reps = strcmp(l->vt->class_name, "MultiHeadAttention") ? 1 : 2;
+    bool mha = !strcmp(l->vt->class_name, "MultiHeadAttention");
     const sn_fsub *s = sub_of(f, l);
     for (int c = 0; s && c < s->n_calls; c++) /* a nested model: its calls' arguments */
         for (int a = 0; a < s->n_in && k < CELL; a++) {
@@ -406,6 +406,7 @@ static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
         }
     for (int i = 0; !s && i < f->n_nodes; i++) {
         if (f->nodes[i].layer != l) continue;
+        int reps = mha && f->nodes[i].n_in == 1 ? 2 : 1;
         for (int a = 0; a < f->nodes[i].n_in * reps && k < CELL; a++) {
             if (k) k += (size_t)snprintf(buf + k, CELL - k, ", ");
             if (k < CELL)

@@ -3,6 +3,9 @@
  * graph. Its one home, below compile.c (fit's plans, one per replica under a strategy),
  * which builds on it; model.c, which frees their state with the
  * model, does not call it. */
+#include <string.h>
+
+#include "nn/layers/layers_attention.h"
 #include "nn/layers/layers_impl.h"
 
 sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *updates,
@@ -45,6 +48,16 @@ sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *up
     return SN_OK;
 }
 
+/* Keras's element-wise merges (Merge.compute_mask: the OR of their inputs' masks when every
+ * input has one); not Concatenate, whose mask follows its axis. */
+static bool merge_ors_masks(const sn_layer *l) {
+    static const char *const cls[] = {"Add", "Subtract", "Multiply", "Average", "Maximum",
+                                      "Minimum"};
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++)
+        if (!strcmp(l->vt->class_name, cls[i])) return true;
+    return false;
+}
+
 sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_updates *updates,
                              sn_node *out) {
     if (!m || !x || !out) return sn_errorf(SN_ERR_INVALID, "sn_model_forward_n: NULL argument");
@@ -83,9 +96,25 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
         }
         const sn_layer_vtable_n *vn = sn_layer_vt_n(l);
         sn_node y;
-        if (vn && masked)
+        if (vn && masked && sn_layer_is_mha(l)) {
+            sn_node im[8]; /* each input's mask; MultiHeadAttention takes at most 4 */
+            for (int k = 0; k < nd->n_in && k < 8; k++) im[k] = mask[nd->in[k]];
+            y = sn_layer_mha_forward_masked(l, g, nd->n_in, args, im);
+            mask[i] = mask[nd->in[0]]; /* Keras: the output carries the query's mask */
+        } else if (vn && masked && merge_ors_masks(l)) {
+            y = vn->forward_n(l, g, nd->n_in, args, training, updates);
+            /* Keras's Merge.compute_mask: none if an input has none, else their OR (of 0/1
+             * masks: a + b - a b) */
+            bool all = true;
+            for (int k = 0; k < nd->n_in; k++) all = all && mask[nd->in[k]] != SN_NONE;
+            for (int k = 0; all && k < nd->n_in; k++) {
+                sn_node mk = mask[nd->in[k]];
+                mask[i] = k == 0 ? mk : sn_sub(g, sn_add(g, mask[i], mk), sn_mul(g, mask[i], mk));
+            }
+        } else if (vn && masked)
             y = sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
-                              "Embedding with mask_zero=True); sinter's merge layers take none",
+                              "Embedding with mask_zero=True); sinter's element-wise merges and "
+                              "MultiHeadAttention take one, this layer none",
                               l->name, l->vt->class_name);
         else if (vn)
             y = vn->forward_n(l, g, nd->n_in, args, training, updates);
