@@ -18,7 +18,7 @@
  * Layouts (NHWC activations make channels the contiguous axis, so every transform is a fixed
  * linear combination of 16-channel vectors):
  *   V [16][T][Ci] bf16: B^T d B of each 4x4 input tile (T tiles of a batch slice);
- *   U [16][Ci][Co] bf16: G g G^T of each filter;
+ *   U [16][C][F] bf16: G g G^T of each filter (backward-data's GEMM reads it as [F][C]);
  *   M [16][T][Co] f32 = V x U (16 GEMMs, one oneDNN matmul batched over the 16 positions);
  *   output: A^T M A, the 2x2 outputs of each tile, cropped at ragged edges.
  * Backward-data is the same on dy with the filter rotated by 180 degrees and its in/out
@@ -81,16 +81,18 @@ struct sn_cpu_wino_bf16 {
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 /* 16 GEMMs [m x k] x [k x n] -> f32 [m x n], bf16 operands; a_trans: A is stored [k][m]
- * (backward-weights' V); accumulate: the product is added to dst (a sum post-op). */
+ * (backward-weights' V); b_trans: B is stored [n][k] (backward-data's U); accumulate: the
+ * product is added to dst (a sum post-op). */
 static sn_status mm_build(sn_dnnl_op *op, int64_t m, int64_t k, int64_t n, bool a_trans,
-                          bool accumulate, size_t *bytes) {
+                          bool b_trans, bool accumulate, size_t *bytes) {
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
     dnnl_memory_desc_t a, b, d;
     dnnl_dims_t ad = {16, m, k}, bd = {16, k, n}, dd = {16, m, n};
     dnnl_dims_t as = {m * k, a_trans ? 1 : k, a_trans ? m : 1};
+    dnnl_dims_t bs = {k * n, b_trans ? 1 : n, b_trans ? k : 1};
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a, 3, ad, dnnl_bf16, as));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&b, 3, bd, dnnl_bf16, dnnl_abc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b, 3, bd, dnnl_bf16, bs));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&d, 3, dd, dnnl_f32, dnnl_abc));
     dnnl_matmul_desc_t md;
     SN_DNNL_CHECK(dnnl_matmul_desc_init(&md, &a, &b, NULL, &d));
@@ -151,11 +153,12 @@ sn_status sn_cpu_conv_wino_bf16_build(sn_cpu_wino_bf16 **out, const sn_kcall *c,
     int64_t last = g.n - (slices - 1) * w->slice;
     int64_t t0 = w->slice * tpi, t1 = last * tpi;
     size_t b0 = 0, b1 = 0;
-    sn_status st = bwf ? mm_build(&w->mm[0], g.c, t0, g.f, true, true, &b0)
-                       : mm_build(&w->mm[0], t0, w->ci, w->co, false, false, &b0);
+    bool bwd = c->op == SN_OP_CONV2D_BWD_DATA;
+    sn_status st = bwf ? mm_build(&w->mm[0], g.c, t0, g.f, true, false, true, &b0)
+                       : mm_build(&w->mm[0], t0, w->ci, w->co, false, bwd, false, &b0);
     if (st == SN_OK && last != w->slice)
-        st = bwf ? mm_build(&w->mm[1], g.c, t1, g.f, true, true, &b1)
-                 : mm_build(&w->mm[1], t1, w->ci, w->co, false, false, &b1);
+        st = bwf ? mm_build(&w->mm[1], g.c, t1, g.f, true, false, true, &b1)
+                 : mm_build(&w->mm[1], t1, w->ci, w->co, false, bwd, false, &b1);
     if (st != SN_OK) {
         sn_cpu_conv_wino_bf16_destroy(w);
         return sn_error_context(st, "bf16 Winograd convolution of node %d", (int)c->id);
@@ -319,62 +322,71 @@ TGT_WBF static void dy_tf_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], for input channel rows
- * [lo, hi) of U [16][Ci][Co]. Forward: g = w[., ., c, f]; backward-data: U's rows are the
- * filters (f) and its columns the channels (c), g = w[2 - ., 2 - ., c, f] (rotated). */
-static void filter_tf_task(void *ctx, int ith, int nth) {
+/* U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], as U [16][C][F] bf16 for the
+ * filter's input channels [lo, hi), 16 output channels a vector. Forward: g = w[., ., c, f];
+ * backward-data: g = w[2 - ., 2 - ., c, f] (rotated), and its GEMM reads U as [16][F][C]
+ * through strides (mm_build's b_trans), so no transposed copy is made. */
+TGT_WBF static void filter_tf_task(void *ctx, int ith, int nth) {
     const wbf_task *k = ctx;
     const sn_cpu_wino_bf16 *w = k->w;
-    int64_t ci = w->ci, co = w->co, lo, hi;
+    int64_t C = w->c, F = w->f, lo, hi;
     bool rot = w->kind == SN_OP_CONV2D_BWD_DATA;
-    sn_split_range(ci, ith, nth, &lo, &hi);
-    const float *wt = k->src;
-    for (int64_t r = lo; r < hi; r++)
-        for (int64_t q = 0; q < co; q++) {
-            /* w is [3][3][C][F]: forward (r, q) = (c, f), backward-data (r, q) = (f, c) */
-            float g[3][3], t[4][3];
+    sn_split_range(C, ith, nth, &lo, &hi);
+    const __m512 half = _mm512_set1_ps(0.5f);
+    for (int64_t c = lo; c < hi; c++)
+        for (int64_t f = 0; f < F; f += 16) {
+            __m512 g[3][3], t[4][3];
             for (int ky = 0; ky < 3; ky++)
-                for (int kx = 0; kx < 3; kx++)
-                    g[ky][kx] = rot ? wt[((2 - ky) * 3 + (2 - kx)) * w->c * w->f + q * w->f + r]
-                                    : wt[(ky * 3 + kx) * w->c * w->f + r * w->f + q];
+                for (int kx = 0; kx < 3; kx++) {
+                    int tap = rot ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
+                    g[ky][kx] = _mm512_loadu_ps(k->src + (tap * C + c) * F + f);
+                }
             for (int kx = 0; kx < 3; kx++) {
+                __m512 s02 = _mm512_add_ps(g[0][kx], g[2][kx]);
                 t[0][kx] = g[0][kx];
-                t[1][kx] = 0.5f * (g[0][kx] + g[1][kx] + g[2][kx]);
-                t[2][kx] = 0.5f * (g[0][kx] - g[1][kx] + g[2][kx]);
+                t[1][kx] = _mm512_mul_ps(half, _mm512_add_ps(s02, g[1][kx]));
+                t[2][kx] = _mm512_mul_ps(half, _mm512_sub_ps(s02, g[1][kx]));
                 t[3][kx] = g[2][kx];
             }
             for (int i = 0; i < 4; i++) {
-                float u[4] = {t[i][0], 0.5f * (t[i][0] + t[i][1] + t[i][2]),
-                              0.5f * (t[i][0] - t[i][1] + t[i][2]), t[i][2]};
+                __m512 s02 = _mm512_add_ps(t[i][0], t[i][2]);
+                __m512 u[4] = {t[i][0], _mm512_mul_ps(half, _mm512_add_ps(s02, t[i][1])),
+                               _mm512_mul_ps(half, _mm512_sub_ps(s02, t[i][1])), t[i][2]};
                 for (int j = 0; j < 4; j++)
-                    k->u[((size_t)(i * 4 + j) * (size_t)ci + (size_t)r) * (size_t)co + (size_t)q] =
-                        sn_f32_to_bf16(u[j]);
+                    store_bf16(k->u + ((size_t)(i * 4 + j) * (size_t)C + (size_t)c) * (size_t)F +
+                                   (size_t)f,
+                               u[j]);
             }
         }
 }
 
-/* Backward-weights: dw = G^T (dL/dU) G from M [16][C][F] (f32), for input channels [lo, hi). */
-static void filter_grad_task(void *ctx, int ith, int nth) {
+/* Backward-weights: dw = G^T (dL/dU) G from M [16][C][F] (f32), for input channels [lo, hi),
+ * 16 filters a vector. */
+TGT_WBF static void filter_grad_task(void *ctx, int ith, int nth) {
     const wbf_task *k = ctx;
     const sn_cpu_wino_bf16 *w = k->w;
     int64_t C = w->c, F = w->f, lo, hi;
     sn_split_range(C, ith, nth, &lo, &hi);
+    const __m512 half = _mm512_set1_ps(0.5f);
     for (int64_t c = lo; c < hi; c++)
-        for (int64_t f = 0; f < F; f++) {
-            float m[4][4], t[3][4];
+        for (int64_t f = 0; f < F; f += 16) {
+            __m512 m[4][4], t[3][4];
             for (int p = 0; p < 16; p++)
-                m[p / 4][p % 4] = k->m[((size_t)p * (size_t)C + (size_t)c) * (size_t)F + (size_t)f];
+                m[p / 4][p % 4] = _mm512_loadu_ps(k->m + ((size_t)p * (size_t)C + (size_t)c) *
+                                                             (size_t)F + (size_t)f);
             for (int j = 0; j < 4; j++) {
-                t[0][j] = m[0][j] + 0.5f * (m[1][j] + m[2][j]);
-                t[1][j] = 0.5f * (m[1][j] - m[2][j]);
-                t[2][j] = 0.5f * (m[1][j] + m[2][j]) + m[3][j];
+                __m512 a = _mm512_mul_ps(half, _mm512_add_ps(m[1][j], m[2][j]));
+                t[0][j] = _mm512_add_ps(m[0][j], a);
+                t[1][j] = _mm512_mul_ps(half, _mm512_sub_ps(m[1][j], m[2][j]));
+                t[2][j] = _mm512_add_ps(a, m[3][j]);
             }
             for (int ky = 0; ky < 3; ky++) {
-                float o[3] = {t[ky][0] + 0.5f * (t[ky][1] + t[ky][2]),
-                              0.5f * (t[ky][1] - t[ky][2]),
-                              0.5f * (t[ky][1] + t[ky][2]) + t[ky][3]};
+                __m512 a = _mm512_mul_ps(half, _mm512_add_ps(t[ky][1], t[ky][2]));
+                __m512 o[3] = {_mm512_add_ps(t[ky][0], a),
+                               _mm512_mul_ps(half, _mm512_sub_ps(t[ky][1], t[ky][2])),
+                               _mm512_add_ps(a, t[ky][3])};
                 for (int kx = 0; kx < 3; kx++)
-                    k->dst[((ky * 3 + kx) * C + c) * F + f] = o[kx];
+                    _mm512_storeu_ps(k->dst + ((ky * 3 + kx) * C + c) * F + f, o[kx]);
             }
         }
 }
