@@ -15,7 +15,9 @@ static const struct {
     [SN_ENV_KERNELS] = {"SN_KERNELS", "`ref`: run the portable reference kernels only"},
     [SN_ENV_CPU_ISA] = {"SN_CPU_ISA", "`avx512`, `avx2` or `generic`: the widest ISA our own "
                                       "kernels may use"},
-    [SN_ENV_CONV_ALGO] = {"SN_CONV_ALGO", "`direct`: no Winograd convolution"},
+    [SN_ENV_CONV_ALGO] = {"SN_CONV_ALGO", "`direct`: no Winograd convolution; `wino_f32`: "
+                                          "oneDNN's f32 Winograd under mixed bf16 instead of "
+                                          "sinter's bf16 one (A/B)"},
     [SN_ENV_FUSE] = {"SN_FUSE", "`0`: the planner fuses no ops"},
     [SN_ENV_RNN] = {"SN_RNN", "`loop`: the whole-layer LSTM/GRU ops on the loop's kernels "
                               "instead of oneDNN's primitives"},

@@ -11,11 +11,15 @@
  * scratch (activations NHWC, weights blocked) and oneDNN accumulates and writes f32.
  *
  * Wide 3x3 stride-1 layers (the guide CNN's) run oneDNN's Winograd convolution instead, in
- * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B). */
+ * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B); under mixed bf16 on CPUs with AVX512-BF16
+ * they run sinter's own bf16 Winograd F(2x2, 3x3) instead (cpu_conv_wino_bf16.c: oneDNN has
+ * no bf16 Winograd, and its bf16 direct convolution is slower than its f32 Winograd;
+ * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_conv_wino.h"
+#include "backend/cpu/cpu_conv_wino_bf16.h"
 #include "backend/cpu/dnnl_util.h"
 
 #ifdef SN_HAVE_DNNL
@@ -24,6 +28,7 @@
 typedef struct conv_state {
     sn_dnnl_op direct;
     sn_cpu_wino *wino; /* non-NULL: this runs instead of direct */
+    sn_cpu_wino_bf16 *wbf; /* non-NULL: this runs (sinter's bf16 Winograd) */
 } conv_state;
 
 static void conv_release(sn_kcall *c) {
@@ -31,6 +36,7 @@ static void conv_release(sn_kcall *c) {
     if (!s) return;
     sn_dnnl_op_destroy(&s->direct);
     sn_cpu_conv_wino_destroy(s->wino);
+    sn_cpu_conv_wino_bf16_destroy(s->wbf);
     free(s);
     c->state = NULL;
 }
@@ -130,6 +136,12 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
     c->state = s;
     *scratch_bytes = 0;
     sn_status st = SN_ERR_UNSUPPORTED;
+    /* Under mixed bf16: sinter's bf16 Winograd first (fewer multiplications at the bf16
+     * rate); where it does not apply or is switched off, what follows. */
+    if (wino && !plain && conv_use_bf16(c, &g) && sn_cpu_conv_wino_bf16_enabled() &&
+        sn_cpu_conv_wino_bf16_applies(c) &&
+        sn_cpu_conv_wino_bf16_build(&s->wbf, c, scratch_bytes) == SN_OK)
+        return SN_OK;
     if (wino && !plain && (!conv_use_bf16(c, &g) || sn_cpu_conv_wino_over_bf16()) &&
         sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
         st = sn_cpu_conv_wino_build(&s->wino, c, scratch_bytes);
@@ -178,8 +190,24 @@ static sn_status conv_prepare_wino(sn_kcall *c, size_t *scratch_bytes) {
  * CONV2D_BWD_FILTER: x [N, H, W, C], dy [N, OH, OW, F] -> dw [KH, KW, C, F] */
 static sn_status conv_run(sn_kcall *c) {
     conv_state *s = c->state;
+    if (s->wbf) return sn_cpu_conv_wino_bf16_run(s->wbf, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wino) return sn_cpu_conv_wino_run(s->wino, c->in[0], c->in[1], c->out, c->scratch);
     return sn_dnnl_op_run(&s->direct, c->in[0], c->in[1], c->out, c->scratch);
+}
+
+/* sinter's bf16 Winograd only (tests, measurements), whatever c->bf16 says: fails where it
+ * does not apply. */
+static sn_status conv_prepare_wino_bf16(sn_kcall *c, size_t *scratch_bytes) {
+    conv_state *s = sn_calloc(1, sizeof *s);
+    if (!s) return SN_ERR_NOMEM;
+    c->state = s;
+    sn_status st = sn_cpu_conv_wino_bf16_build(&s->wbf, c, scratch_bytes);
+    if (st != SN_OK) {
+        conv_release(c);
+        return sn_error_context(st, "preparing bf16 Winograd %s for node %d",
+                                conv_op_name(c->op), (int)c->id);
+    }
+    return SN_OK;
 }
 
 static bool conv_supports(const sn_kcall *c) {
@@ -187,6 +215,9 @@ static bool conv_supports(const sn_kcall *c) {
     return sn_conv_geom_of(c, &g);
 }
 static bool conv_supports_wino(const sn_kcall *c) { return sn_cpu_conv_wino_applies(c); }
+static bool conv_supports_wino_bf16(const sn_kcall *c) {
+    return sn_cpu_conv_wino_bf16_applies(c);
+}
 
 #define CONV_DNNL_KERNEL(name, impl_name, prep, sup)                                           \
     static const sn_kernel name = {.impl = impl_name,                                          \
@@ -198,6 +229,10 @@ CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_wino, "dnnl_wino", conv_prepare_wino, conv_supports_wino);
+/* Next to oneDNN's f32 Winograd: the bf16 one of our own (cpu_conv_wino_bf16.c), which the
+ * default kernel takes under mixed bf16; "wino_bf16" runs it alone. */
+CONV_DNNL_KERNEL(k_conv_wino_bf16, "wino_bf16", conv_prepare_wino_bf16,
+                 conv_supports_wino_bf16);
 
 /* The filter gradient of a one-channel input with few filters goes to cpu_conv_c1.c (oneDNN
  * runs it far below peak, docs/kernels.md); every other one to oneDNN. The choice is made in
@@ -260,6 +295,7 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
     if (strcmp(impl, "dnnl_plain") == 0) return &k_conv_dnnl_plain;
     if (strcmp(impl, "dnnl_wino") == 0) return &k_conv_dnnl_wino;
+    if (strcmp(impl, "wino_bf16") == 0) return &k_conv_wino_bf16;
 #endif
     return NULL;
 }

@@ -20,7 +20,8 @@
  *
  * Under mixed bf16 (sn_plan_opts.bf16_compute) these layers also take f32 Winograd on CPUs
  * without AMX (sn_cpu_conv_wino_over_bf16): there bf16 direct convolution is slower than
- * f32 direct, let alone Winograd. */
+ * f32 direct, let alone Winograd. Where the CPU has AVX512-BF16, sinter's own bf16 Winograd
+ * (cpu_conv_wino_bf16.c) runs instead unless SN_CONV_ALGO=wino_f32. */
 #include <stdlib.h>
 #include <string.h>
 
