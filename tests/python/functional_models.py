@@ -84,6 +84,12 @@ r = layers.Add()([tok, a])
 f = layers.Dense(16)(layers.Dense(32, activation="gelu")(layers.LayerNormalization()(r)))
 models["attn"] = keras.Model(tok, layers.Dense(5)(layers.Add()([r, f])))
 
+# cross-attention with a separate key and an attention_mask input
+qx, ctx, keys = keras.Input((5, 8)), keras.Input((7, 6)), keras.Input((7, 4))
+amask = keras.Input((5, 7))
+ca = layers.MultiHeadAttention(num_heads=2, key_dim=4)(qx, ctx, keys, attention_mask=amask)
+models["cross_attn"] = keras.Model([qx, ctx, keys, amask], layers.Dense(3)(ca))
+
 # a Functional model with two outputs used as a layer (nested), called on two inputs
 i = keras.Input((6,))
 h = layers.Dense(5, activation="relu")(i)
@@ -99,7 +105,13 @@ inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
           "images": rng.normal(size=(16, 10, 10, 2)).astype("float32"),
           "convs": rng.normal(size=(4, 12, 12, 3)).astype("float32"),
           "seq": rng.normal(size=(8, 16, 4)).astype("float32"),
-          "attn": rng.normal(size=(4, 8, 16)).astype("float32")}
+          "attn": rng.normal(size=(4, 8, 16)).astype("float32"),
+          "cross_attn": [rng.normal(size=(3, 5, 8)).astype("float32"),
+                         rng.normal(size=(3, 7, 6)).astype("float32"),
+                         rng.normal(size=(3, 7, 4)).astype("float32"),
+                         (rng.random((3, 5, 7)) > 0.3).astype("float32")],
+          "nested": [rng.normal(size=(5, 6)).astype("float32"),
+                     rng.normal(size=(5, 6)).astype("float32")]}
 for name, model in models.items():
     print(f"MODEL {name} {[l.name for l in model.layers]}")
     model.summary()

@@ -121,6 +121,11 @@ class InputLayer(Layer):
                 "registered_name": None}
 
 
+def _inputs_of(t):
+    """The tensors a call took: its positional ones, then its keyword tensors."""
+    return list(t._args) + list(getattr(t, "_kwtensors", {}).values())
+
+
 class KerasTensor:
     """A symbolic tensor of the Functional API: keras.Input's, or the output of a layer
     called on such tensors. It records the graph (which layer made it, at which of its calls,
@@ -136,6 +141,7 @@ class KerasTensor:
                                  dtype=dtype)
         self._call_index = 0
         self._args = []  # the tensors the producing call took (none for an input)
+        self._kwtensors = {}
 
     @property
     def shape(self):
@@ -178,6 +184,7 @@ def _call(layer, x, unpack=False):
     out._args = xs
     out._packed = isinstance(x, (list, tuple)) and not unpack  # merges take one list
     out._kwargs = {}  # the call's keyword arguments as Keras writes them (use_causal_mask)
+    out._kwtensors = {}  # keyword arguments that are tensors (MultiHeadAttention's key, mask)
     calls.append(out)
     return out
 
@@ -744,17 +751,23 @@ class MultiHeadAttention(_Configured):
                  attention_mask=None, return_attention_scores=False, training=None,
                  use_causal_mask=False):
         for what, v in (("query_mask", query_mask), ("value_mask", value_mask),
-                        ("key_mask", key_mask), ("attention_mask", attention_mask)):
+                        ("key_mask", key_mask)):
             if v is not None:
-                raise NotImplementedError(f"{self.name}: {what} is not supported in Python "
-                                          "models yet (the C reader says which masks it runs)")
+                raise NotImplementedError(f"{self.name}: {what} is not supported (Keras "
+                                          "derives it from an Embedding(mask_zero=True))")
         if return_attention_scores or training:
             raise NotImplementedError(f"{self.name}: return_attention_scores and "
                                       "training=True are not supported")
-        args = [query, value] + ([key] if key is not None else [])
-        out = _call(self, args, unpack=True)
+        # key is written as the third positional argument (as mha(q, v, k) gives in Keras);
+        # attention_mask as the keyword tensor Keras writes
+        out = _call(self, [query, value] + ([key] if key is not None else []), unpack=True)
         if use_causal_mask:
             out._kwargs = {"use_causal_mask": True}
+        if attention_mask is not None:
+            if not isinstance(attention_mask, KerasTensor):
+                raise TypeError(f"{self.name}: attention_mask must be a keras.Input tensor or "
+                                f"a layer's output; got {type(attention_mask).__name__}")
+            out._kwtensors["attention_mask"] = attention_mask
         return out
 
 

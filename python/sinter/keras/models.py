@@ -1171,7 +1171,7 @@ def _functional_config(name, trainable, inputs, outputs):
             raise ValueError("Model: the graph has a cycle")
         if key in used.setdefault("_tensors", set()):
             return
-        for a in t._args:
+        for a in _layers._inputs_of(t):
             visit(a, path | {id(t)})
         used["_tensors"].add(key)
         if id(t._layer) not in seen_layers:
@@ -1218,8 +1218,9 @@ def _functional_config(name, trainable, inputs, outputs):
             for c in sorted(used[id(l)]):
                 call = l._calls[c]
                 args = [arg(a) for a in call._args]
-                nodes.append({"args": [args] if call._packed else args,
-                              "kwargs": dict(getattr(call, "_kwargs", {}))})
+                kwargs = dict(getattr(call, "_kwargs", {}))
+                kwargs.update({k: arg(t) for k, t in getattr(call, "_kwtensors", {}).items()})
+                nodes.append({"args": [args] if call._packed else args, "kwargs": kwargs})
         e["inbound_nodes"] = nodes
         entries.append(e)
     return {"module": "keras.src.models.functional", "class_name": "Functional",
@@ -1240,7 +1241,7 @@ def _tensor_shape(t):
         seen.add(id(u))
         if not u._args:
             inputs.append(u)
-        for a in u._args:
+        for a in _layers._inputs_of(u):
             find(a)
 
     find(t)
