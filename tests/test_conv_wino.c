@@ -3,7 +3,7 @@
  * guide CNN's 3x3 wide layers scaled down: the same random inputs, compared by
  * max|wino - ref| / max|ref| <= 1e-4 (measured ~5e-6: the Winograd transforms round
  * differently from a direct sum, nothing more). Also: which calls it takes (3x3, stride 1,
- * >= 128 channels, multiples of 16), that the default oneDNN kernel runs it (bit for bit the
+ * >= 32 channels, multiples of 16; mixed bf16 only >= 128), that the default oneDNN kernel runs it (bit for bit the
  * Winograd kernel's output, also under mixed bf16 on CPUs without AMX) and that
  * SN_CONV_ALGO=direct turns it off (bit for bit direct); a batch of several slices.
  * Skips (77) without oneDNN or AVX-512. */
@@ -122,9 +122,10 @@ static void check_applies(void) {
         {"same 9x9x128->144", make_case(1, 9, 9, 128, 3, 144, 1, true), true},
         {"stride 2", make_case(2, 12, 12, 128, 3, 128, 2, false), false},
         {"5x5", make_case(2, 12, 12, 128, 5, 128, 1, false), false},
-        {"64 channels (small_cnn-wide)", make_case(2, 12, 12, 64, 3, 64, 1, false), false},
+        {"small_cnn conv2 13x13x32->64", make_case(2, 13, 13, 32, 3, 64, 1, false), true},
+        {"16 channels (under 32)", make_case(2, 12, 12, 16, 3, 64, 1, false), false},
         {"c 136 (not x16)", make_case(2, 12, 12, 136, 3, 128, 1, false), false},
-        {"f 120 (under 128)", make_case(2, 12, 12, 128, 3, 120, 1, false), false},
+        {"f 120 (not x16)", make_case(2, 12, 12, 128, 3, 120, 1, false), false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int o = 0; o < 3; o++) {
@@ -133,6 +134,11 @@ static void check_applies(void) {
             sn_kcall p = probe_of(&cases[i].cc, op);
             CHECK(sn_cpu_conv_wino_applies(&p) == cases[i].want, "%s op %d: applies says %d",
                   cases[i].what, o, (int)!cases[i].want);
+            /* of those, mixed bf16 takes a Winograd on the wide layers only */
+            bool wide = cases[i].cc.ws.dim[2] >= 128 && cases[i].cc.ws.dim[3] >= 128;
+            if (cases[i].want)
+                CHECK(sn_cpu_conv_wino_wide(&p) == wide, "%s op %d: wide says %d",
+                      cases[i].what, o, (int)!wide);
         }
 }
 

@@ -30,9 +30,19 @@
 #include "backend/cpu/cpu_conv_wino.h"
 
 /* Only the layers it was measured on and wins for: 3x3, stride 1, at least this many input
- * and output channels (multiples of 16: oneDNN's block). Narrower layers (small_cnn's 32 ->
- * 64) were not measured and stay direct. */
-enum { WINO_MIN_CHANNELS = 128 };
+ * and output channels (multiples of 16: oneDNN's block). The guide CNN's 256 -> 256 layer
+ * (~0.6x direct) and small_cnn's 32 -> 64 layer: one small_cnn epoch through fit took 0.91x
+ * the direct convolution's time at the same test accuracy (quiet Zen 4, 2026-12-02, three
+ * alternating rounds, docs/benchmarks-notes.md). Narrower layers were not measured. */
+enum { WINO_MIN_CHANNELS = 32 };
+/* Under mixed bf16 only the wide layers it was measured on (the guide CNN's) take a
+ * Winograd; narrower ones keep bf16 direct as before. */
+enum { WINO_WIDE_CHANNELS = 128 };
+
+bool sn_cpu_conv_wino_wide(const sn_kcall *c) {
+    sn_conv_geom g;
+    return sn_conv_geom_of(c, &g) && g.c >= WINO_WIDE_CHANNELS && g.f >= WINO_WIDE_CHANNELS;
+}
 
 bool sn_cpu_conv_wino_applies(const sn_kcall *c) {
     sn_conv_geom g;

@@ -9,6 +9,9 @@
  * input and output channels, multiples of 16, on a CPU with AVX-512: where Winograd was
  * measured to win (docs/benchmarks.md). */
 bool sn_cpu_conv_wino_applies(const sn_kcall *c);
+/* Whether a layer that applies is also one of the wide ones (>= 128 channels each way), the
+ * only ones mixed bf16 runs as a Winograd. */
+bool sn_cpu_conv_wino_wide(const sn_kcall *c);
 
 /* False when the environment says SN_CONV_ALGO=direct (for A/B runs); true otherwise. */
 bool sn_cpu_conv_wino_enabled(void);

@@ -39,7 +39,7 @@
 #include "backend/cpu/cpu_conv_wino_bf16.h"
 
 bool sn_cpu_conv_wino_bf16_applies(const sn_kcall *c) {
-    return sn_cpu_conv_wino_applies(c) && sn_cpu()->avx512_bf16;
+    return sn_cpu_conv_wino_applies(c) && sn_cpu_conv_wino_wide(c) && sn_cpu()->avx512_bf16;
 }
 
 bool sn_cpu_conv_wino_bf16_enabled(void) {
