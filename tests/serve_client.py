@@ -453,31 +453,60 @@ def load(port, pid, seconds, conns):
 # ---- drain -----------------------------------------------------------------------------------------
 
 def drain(port, pid):
-    """Three requests wait in the batcher (10 s batch timeout, --max-batch 8); SIGTERM then
-    must answer all three and let the process exit (test_serve.sh checks its status)."""
+    """Three requests wait in the batcher (10 s batch timeout, --max-batch 8), and a fourth has
+    sent its headers and half its body; SIGTERM then must answer all four (the fourth's body
+    ends after the signal) and let the process exit (test_serve.sh checks its status)."""
     n = 3
-    xs = [image(2000 + i) for i in range(n)]
-    got = [None] * n
+    xs = [image(2000 + i) for i in range(n + 1)]
+    got = [None] * (n + 1)
+    signalled = threading.Event()
 
     def worker(i):
         try:
             got[i] = predict_urllib(port, "small_cnn", [xs[i]])[0]
         except Exception as e:
             got[i] = repr(e)
+
+    def late_body():
+        try:
+            body = json.dumps({"instances": [xs[n]]}).encode()
+            s = socket.create_connection(("127.0.0.1", port), timeout=60)
+            s.sendall(b"POST /v1/models/small_cnn:predict HTTP/1.1\r\nHost: x\r\n"
+                      b"Content-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body[:len(body) // 2])
+            signalled.wait(60)
+            s.sendall(body[len(body) // 2:])
+            raw = b""
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                raw += b
+            s.close()
+            head, _, payload = raw.partition(b"\r\n\r\n")
+            got[n] = (json.loads(payload)["predictions"][0] if head.startswith(b"HTTP/1.1 200")
+                      else head.decode(errors="replace")[:120])
+        except Exception as e:
+            got[n] = repr(e)
     ts = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+    ts.append(threading.Thread(target=late_body))
     [t.start() for t in ts]
-    # Wait (bounded) until the server holds them: the in-flight gauge counts this scrape too.
+    # Wait (bounded) until the server holds all four: the in-flight gauge counts this scrape too.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         st, raw, _ = call(port, "GET", "/monitoring/prometheus/metrics")
         line = next(l for l in raw.decode().splitlines() if l.startswith("sinter_serve_inflight_requests "))
-        if int(line.split()[-1]) >= n + 1:
+        if int(line.split()[-1]) >= n + 2:
             break
         time.sleep(0.01)
     os.kill(pid, signal.SIGTERM)
+    time.sleep(0.2)
+    signalled.set()
     [t.join() for t in ts]
     for i in range(n):
         check(isinstance(got[i], list) and len(got[i]) == 10, f"in-flight request {i} answered: {got[i]!r:.200}")
+    check(isinstance(got[n], list) and len(got[n]) == 10,
+          f"request whose body ended after SIGTERM answered: {got[n]!r:.200}")
     finish("serve drain")
 
 

@@ -218,7 +218,9 @@ static enum MHD_Result end_of_body(conn_ctx *x, struct MHD_Connection *c) {
     if (x->too_big)
         return send_error(x, c, 413, NULL, "Request body is over this server's limit of %zu "
                           "bytes (--max-body-bytes)", srv->o.max_body_bytes);
-    if (atomic_load(&srv->draining)) return send_error(x, c, 503, NULL, "The server is shutting down");
+    /* No draining check here: a request whose headers arrived before the drain began is in
+     * flight and is answered, even if its body finishes after SIGTERM (the batchers run until
+     * the in-flight count reaches zero). Refusing it raced with the drain test's signal. */
     sn_serve_model *sm = x->sm;
     sn_serve_limits lim = {.max_depth = srv->o.max_depth, .max_instances = srv->o.max_instances};
     char err[512];
