@@ -68,9 +68,9 @@ def close(path, a, b, tol=1e-5):
     assert err <= tol, f"{path}: sinter {b.tolist()} vs Keras {a.tolist()} (error {err:.3g})"
 
 
-def same_as_keras(script, tmp_path):
-    """Runs a keras_cases.py script with sinter and with real Keras and compares what the two
-    runs wrote (<mode>.json and <mode>.npz under tmp_path)."""
+def run_both(script, tmp_path):
+    """Runs a case script (`script MODE OUT`) with sinter and with real Keras; returns what each
+    wrote to OUT/<mode>.json: (Keras's, sinter's)."""
     mine = run_py(script, "sinter", str(tmp_path))
     assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
     py = keras_python()
@@ -80,6 +80,13 @@ def same_as_keras(script, tmp_path):
         kj = json.load(f)
     with open(tmp_path / "sinter.json") as f:
         sj = json.load(f)
+    return kj, sj
+
+
+def same_as_keras(script, tmp_path):
+    """run_both on a keras_cases.py script, then what the two runs wrote (<mode>.json and
+    <mode>.npz) compared with close()."""
+    kj, sj = run_both(script, tmp_path)
     close("", kj, sj)
     kw, sw = np.load(tmp_path / "keras.npz"), np.load(tmp_path / "sinter.npz")
     assert sorted(kw.files) == sorted(sw.files)
