@@ -53,11 +53,7 @@ import subprocess
 import sys
 import zipfile
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
-os.environ["COLUMNS"] = "80"  # Keras's summary is as wide as the terminal; sinter prints 80
-
+import keras_reference  # noqa: F401  (sets Keras's environment: before keras)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import layers, regularizers  # noqa: E402

@@ -5,6 +5,7 @@
 #define SN_LAYER_TEST_UTIL_H
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "nn/nn_impl.h"
 #include "sn_test.h"
@@ -99,6 +100,27 @@ static int fd_check(const char *what, sn_plan *p, sn_node loss, double *x, const
     return bad;
 }
 
+/* The analytic gradients grads[k] of loss with respect to wrt[k] against central differences:
+ * the first n_inputs of wrt are the plan's inputs, the rest variables. Each gradient is read at
+ * the unperturbed point (the check before it ran the plan last at a moved one). Returns the
+ * number of entries off by more than tol; *worst gets the largest relative error. */
+static int fd_check_all(sn_graph *g, sn_plan *p, sn_node loss, int nw, const sn_node *wrt,
+                        const sn_node *grads, int n_inputs, double tol, double *worst) {
+    int bad = 0;
+    for (int k = 0; k < nw; k++) {
+        sn_shape ws = sn_node_shape(g, wrt[k]);
+        int64_t n = sn_shape_numel(&ws);
+        double *ga = malloc(sizeof *ga * (size_t)n);
+        loss_of(p, loss);
+        memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
+        bool x = k < n_inputs;
+        double *val = x ? sn_plan_buffer(p, wrt[k]) : sn_variable_data(g, wrt[k]);
+        bad += fd_check(x ? "x" : sn_node_name(g, wrt[k]), p, loss, val, ga, n, tol, worst);
+        free(ga);
+    }
+    return bad;
+}
+
 /* loss = sum(layer(x) * r) for a random r; d loss / d x and d loss / d each trainable variable
  * against central differences. */
 static void grad_case(const char *what, sn_layer *l, sn_shape in, int64_t batch, bool training,
@@ -152,18 +174,8 @@ static void grad_case(const char *what, sn_layer *l, sn_shape in, int64_t batch,
         for (int64_t i = 0; i < sn_shape_numel(&vs); i++) d[i] += 0.3 * sn_rng_normal(&r);
     }
     loss_of(f.p, loss);
-    int bad = 0;
     double worst = 0;
-    for (int k = 0; k < nw; k++) {
-        sn_shape ws = sn_node_shape(g, wrt[k]);
-        int64_t n = sn_shape_numel(&ws);
-        double *ga = malloc(sizeof *ga * (size_t)n);
-        loss_of(f.p, loss); /* the gradients at the unperturbed point (the last check moved it) */
-        memcpy(ga, sn_plan_buffer(f.p, grads[k]), sizeof *ga * (size_t)n);
-        double *val = k == 0 ? xv : sn_variable_data(g, wrt[k]);
-        bad += fd_check(k == 0 ? "x" : sn_node_name(g, wrt[k]), f.p, loss, val, ga, n, tol, &worst);
-        free(ga);
-    }
+    int bad = fd_check_all(g, f.p, loss, nw, wrt, grads, 1, tol, &worst);
     CHECK(bad == 0, "%s: %d gradient entries off by more than %g (worst %.3g)", what, bad, tol, worst);
     if (bad == 0) printf("ok  grad %-34s worst relative error %.2e\n", what, worst);
     fx_free(&f);

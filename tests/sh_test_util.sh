@@ -3,6 +3,8 @@
 #   ok MSG            a passed check
 #   bad MSG [FILE...] a failed check, with the tail of each FILE (a log) shown
 #   sn_skip MSG       exit 77: CTest's SKIPPED (no data, no such tool), never Passed
+#   sn_keras_python BUILD WHAT  sets PY to the reference venv's python (scripts/pyenv.sh);
+#                     SKIPPED naming WHAT when the venv cannot be made, FAIL on another error
 #   sn_finish         the closing "N passed, M failed" line; exit 1 on any failure
 #   run NAME RC CMD...      runs CMD with stdout/stderr in $TMP/NAME.{out,err}; a failed check
 #                           (with both shown) unless it exits RC; returns 1 then
@@ -23,6 +25,12 @@ bad() {
     return 0
 }
 sn_skip() { echo "SKIPPED: $*"; exit 77; }
+sn_keras_python() {
+    PY=$("$(dirname "${BASH_SOURCE[0]}")/../scripts/pyenv.sh" "$1")
+    local rc=$?
+    [ $rc -eq 77 ] && sn_skip "$2"
+    [ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
+}
 sn_finish() {
     echo "$passed passed, $failed failed"
     [ "$failed" -eq 0 ]

@@ -223,6 +223,14 @@ static void test_config_refusals(void) {
              "\"interpolation\": \"bilinear\"}}"), "field 'interpolation' is \"bilinear\""},
         {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": [[1, 2, 3]]}}"),
          "field 'cropping' is"},
+        {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": [1, -1]}}"),
+         "field 'cropping' is [1,-1], expected an int, a pair or [[top, bottom], [left, right]] "
+         "of ints >= 0"},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": [[1, 2, 3]]}}"),
+         "field 'padding' is [[1,2,3]], expected an int, a pair or [[top, bottom], "
+         "[left, right]] of ints >= 0"},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": \"same\"}}"),
+         "field 'padding' is \"same\""},
         {SEQ("{\"class_name\": \"DepthwiseConv2D\", \"config\": {\"kernel_size\": 3, "
              "\"groups\": 1}}"), "groups"},
     };
@@ -231,6 +239,37 @@ static void test_config_refusals(void) {
         sn_status st = sn_model_from_json(cases[i].json, strlen(cases[i].json), 0, &m, NULL);
         CHECK(st != SN_OK && strstr(sn_last_error(), cases[i].needle),
               "case %zu: %s (wanted a refusal naming '%s')", i, sn_last_error(), cases[i].needle);
+        sn_model_free(m);
+    }
+}
+
+/* ZeroPadding2D's padding and Cropping2D's cropping in each form Keras takes (an int, a pair
+ * per axis, [[top, bottom], [left, right]]; null or absent: the default), on an 8x8x4 input. */
+static void test_config_sides(void) {
+    static const struct { const char *json; int64_t h, w; } cases[] = {
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": 2}}"), 12, 12},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": [1, 2]}}"), 10, 12},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": [[1, 0], [2, 3]]}}"),
+         9, 13},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {\"padding\": null}}"), 10, 10},
+        {SEQ("{\"class_name\": \"ZeroPadding2D\", \"config\": {}}"), 10, 10},
+        {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": 1}}"), 6, 6},
+        {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": [1, 2]}}"), 6, 4},
+        {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": [[1, 0], [2, 3]]}}"),
+         7, 3},
+        {SEQ("{\"class_name\": \"Cropping2D\", \"config\": {\"cropping\": null}}"), 8, 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        sn_model *m = NULL;
+        sn_status st = sn_model_from_json(cases[i].json, strlen(cases[i].json), 0, &m, NULL);
+        CHECK(st == SN_OK, "case %zu: %s", i, sn_last_error());
+        if (st == SN_OK) {
+            sn_shape o = sn_model_output_shape(m);
+            CHECK(o.ndim == 3 && o.dim[0] == cases[i].h && o.dim[1] == cases[i].w && o.dim[2] == 4,
+                  "case %zu: output [%lld, %lld, %lld] (%d dims), expected [%lld, %lld, 4]", i,
+                  (long long)o.dim[0], (long long)o.dim[1], (long long)o.dim[2], o.ndim,
+                  (long long)cases[i].h, (long long)cases[i].w);
+        }
         sn_model_free(m);
     }
 }
@@ -302,6 +341,7 @@ int main(void) {
     test_kernels();
     test_layer_shapes();
     test_config_refusals();
+    test_config_sides();
     test_config_round_trip();
     return sn_test_finish("test_conv_layers");
 }

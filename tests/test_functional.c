@@ -227,17 +227,8 @@ static void grad_model(const char *what, sn_model *m, int64_t batch, double tol)
             for (int64_t i = 0; i < sn_shape_numel(&vs); i++) d[i] += 0.3 * sn_rng_normal(&r);
         }
         loss_of(p, loss);
-        int bad = 0;
         double worst = 0;
-        for (int k = 0; k < nw; k++) {
-            sn_shape ws = sn_node_shape(g, wrt[k]);
-            int64_t n = sn_shape_numel(&ws);
-            double *ga = malloc(sizeof *ga * (size_t)n);
-            memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
-            double *val = k < ni ? sn_plan_buffer(p, xs[k]) : sn_variable_data(g, wrt[k]);
-            bad += fd_check(k < ni ? "x" : sn_node_name(g, wrt[k]), p, loss, val, ga, n, tol, &worst);
-            free(ga);
-        }
+        int bad = fd_check_all(g, p, loss, nw, wrt, grads, ni, tol, &worst);
         CHECK(bad == 0, "%s: %d gradient entries off by more than %g (worst %.3g)", what, bad,
               tol, worst);
         if (bad == 0) printf("ok  grad %-34s worst relative error %.2e\n", what, worst);

@@ -17,10 +17,7 @@ export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 . "$SRC/tests/sh_test_util.sh"
-PY=$("$SRC/scripts/pyenv.sh" "$BUILD")
-rc=$?
-[ $rc -eq 77 ] && sn_skip "no Keras reference (scripts/pyenv.sh could not make the venv)"
-[ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
+sn_keras_python "$BUILD" "no Keras reference (scripts/pyenv.sh could not make the venv)"
 
 sn_tmpdir keras_interop
 "$PY" "$SRC/tests/keras_models_interop.py" "$BUILD" "$TMP"

@@ -10,17 +10,14 @@
 # a virtual environment under the build folder once; when PyPI cannot be reached it exits 77
 # and so does this test (CTest: SKIPPED, never Passed).
 set -u
-BUILD=${1:?usage: bash tests/test_keras_interop.sh <build dir>}
+BUILD=${1:?usage: bash tests/test_keras_losses_interop.sh <build dir>}
 BUILD=$(cd "$BUILD" && pwd)
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 export SN_NUM_THREADS=${SN_NUM_THREADS:-2}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
-PY=$("$SRC/scripts/pyenv.sh" "$BUILD")
-rc=$?
-if [ $rc -eq 77 ]; then echo "SKIPPED: no Keras reference (scripts/pyenv.sh could not make the venv)"; exit 77; fi
-[ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
+. "$SRC/tests/sh_test_util.sh"
+sn_keras_python "$BUILD" "no Keras reference (scripts/pyenv.sh could not make the venv)"
 
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_keras_losses.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+sn_tmpdir keras_losses
 "$PY" "$SRC/tests/keras_losses_interop.py" "$BUILD" "$TMP"

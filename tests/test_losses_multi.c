@@ -200,7 +200,9 @@ static sn_model *two_two(void) {
 
 enum { N = 24 };
 
-static sn_dataset *two_two_data(int batch, int n_components) {
+/* The first n_components of (a, b, y_reg, y_cls), batched; with w (and n_components 4),
+ * Keras's sample_weight [N] (or a bad [N, wcols]) is a fifth component after the labels. */
+static sn_dataset *two_two_data(int batch, int n_components, const float *w, int wcols) {
     sn_rng r;
     sn_rng_init(&r, 3, 0);
     static float a[N * 4], b[N * 3], yr[N * 2], yc[N];
@@ -208,15 +210,20 @@ static sn_dataset *two_two_data(int batch, int n_components) {
     for (int i = 0; i < N * 3; i++) b[i] = (float)sn_rng_normal(&r);
     for (int i = 0; i < N * 2; i++) yr[i] = (float)sn_rng_normal(&r);
     for (int i = 0; i < N; i++) yc[i] = (float)sn_rng_below(&r, 2);
-    sn_tensor *ts[4] = {0};
+    sn_tensor *ts[5] = {0};
     sn_tensor_from_data(&ts[0], SN_F32, &(sn_shape)S2(N, 4), a);
     sn_tensor_from_data(&ts[1], SN_F32, &(sn_shape)S2(N, 3), b);
     sn_tensor_from_data(&ts[2], SN_F32, &(sn_shape)S2(N, 2), yr);
     sn_tensor_from_data(&ts[3], SN_F32, &(sn_shape)S1(N), yc);
+    if (w) {
+        sn_shape ws = wcols == 1 ? (sn_shape)S1(N) : (sn_shape)S2(N, wcols);
+        sn_tensor_from_data(&ts[4], SN_F32, &ws, w);
+        n_components = 5;
+    }
     sn_dataset *ds = NULL;
     CHECK_OK(sn_dataset_from_tensors(&ds, n_components, ts));
     if (ds) CHECK_OK(sn_dataset_batch(&ds, batch, false));
-    for (int i = 0; i < 4; i++) sn_tensor_free(ts[i]);
+    for (int i = 0; i < 5; i++) sn_tensor_free(ts[i]);
     return ds;
 }
 
@@ -241,7 +248,7 @@ static void test_multi_fit(void) {
     sn_model *m = two_two();
     sn_compile_opts c = two_two_compile();
     CHECK_OK(sn_model_compile(m, &c));
-    sn_dataset *ds = two_two_data(8, 4), *val = two_two_data(6, 4);
+    sn_dataset *ds = two_two_data(8, 4, NULL, 0), *val = two_two_data(6, 4, NULL, 0);
     if (!ds || !val) goto out;
     /* evaluate before training: the loss is 0.3 huber + 2 bce of the raw outputs */
     double v[8] = {0};
@@ -345,29 +352,6 @@ out:
     sn_model_free(m);
 }
 
-/* Keras's sample_weight: a fifth component [N] (or a bad [N, 2]) after the labels. */
-static sn_dataset *weighted_data(int batch, const float *w, int wcols) {
-    sn_rng r;
-    sn_rng_init(&r, 3, 0);
-    static float a[N * 4], b[N * 3], yr[N * 2], yc[N];
-    for (int i = 0; i < N * 4; i++) a[i] = (float)sn_rng_normal(&r);
-    for (int i = 0; i < N * 3; i++) b[i] = (float)sn_rng_normal(&r);
-    for (int i = 0; i < N * 2; i++) yr[i] = (float)sn_rng_normal(&r);
-    for (int i = 0; i < N; i++) yc[i] = (float)sn_rng_below(&r, 2);
-    sn_tensor *ts[5] = {0};
-    sn_tensor_from_data(&ts[0], SN_F32, &(sn_shape)S2(N, 4), a);
-    sn_tensor_from_data(&ts[1], SN_F32, &(sn_shape)S2(N, 3), b);
-    sn_tensor_from_data(&ts[2], SN_F32, &(sn_shape)S2(N, 2), yr);
-    sn_tensor_from_data(&ts[3], SN_F32, &(sn_shape)S1(N), yc);
-    sn_shape ws = wcols == 1 ? (sn_shape)S1(N) : (sn_shape)S2(N, wcols);
-    sn_tensor_from_data(&ts[4], SN_F32, &ws, w);
-    sn_dataset *ds = NULL;
-    CHECK_OK(sn_dataset_from_tensors(&ds, 5, ts));
-    if (ds) CHECK_OK(sn_dataset_batch(&ds, batch, false));
-    for (int i = 0; i < 5; i++) sn_tensor_free(ts[i]);
-    return ds;
-}
-
 /* Each output's loss is sum(w * loss) / N (Keras 3's sum_over_batch_size, not / sum(w)); the
  * metric is unweighted; the total is the loss_weights' sum of those; a bad weight is refused. */
 static void test_sample_weight(void) {
@@ -377,7 +361,7 @@ static void test_sample_weight(void) {
     CHECK_OK(sn_model_compile(m, &c));
     static float w[N], w2[2 * N];
     for (int i = 0; i < N; i++) w[i] = 0.25f * (float)(i % 4);
-    sn_dataset *ds = weighted_data(8, w, 1), *plain = two_two_data(8, 4);
+    sn_dataset *ds = two_two_data(8, 4, w, 1), *plain = two_two_data(8, 4, NULL, 0);
     double v[8] = {0}, pv[8] = {0};
     int nv = 0, np = 0;
     CHECK_OK(sn_model_evaluate(m, ds, 0, v, 8, &nv));
@@ -421,7 +405,7 @@ static void test_sample_weight(void) {
     sn_fit_opts f = sn_fit_defaults();
     CHECK_OK(sn_model_fit(m, ds, &f, NULL));
     for (int i = 0; i < N; i++) w[i] = 0;
-    sn_dataset *zero = weighted_data(8, w, 1);
+    sn_dataset *zero = two_two_data(8, 4, w, 1);
     double before[8], after[8];
     int nb = 0;
     CHECK_OK(sn_model_evaluate(m, plain, 0, before, 8, &nb));
@@ -429,7 +413,7 @@ static void test_sample_weight(void) {
     CHECK_OK(sn_model_evaluate(m, plain, 0, after, 8, &nb));
     CHECK(before[0] == after[0], "zero weights changed the model: loss %.9g -> %.9g", before[0],
           after[0]);
-    sn_dataset *bad = weighted_data(8, w2, 2);
+    sn_dataset *bad = two_two_data(8, 4, w2, 2);
     CHECK_ERR(sn_model_fit(m, bad, &f, NULL), SN_ERR_SHAPE,
               "sample weights (the dataset's last component) of dtype float32 and shape [8, 2]");
     sn_dataset_free(bad);
@@ -476,7 +460,7 @@ static void test_test_hooks(void) {
     sn_model *m = two_two();
     sn_compile_opts c = two_two_compile();
     CHECK_OK(sn_model_compile(m, &c));
-    sn_dataset *ds = two_two_data(8, 4);
+    sn_dataset *ds = two_two_data(8, 4, NULL, 0);
     test_rec r = {0};
     sn_callback cb = {.user = &r, .on_test_begin = rec_test_begin,
                       .on_test_batch_begin = rec_batch_begin,
@@ -539,7 +523,7 @@ static void test_multi_errors(void) {
     sn_strategy *strat = NULL;
     CHECK_OK(sn_strategy_one_device("cpu:0", &strat));
     if (strat) {
-        sn_dataset *four = two_two_data(8, 4);
+        sn_dataset *four = two_two_data(8, 4, NULL, 0);
         CHECK_OK(sn_model_set_strategy(m, strat));
         CHECK_ERR(sn_model_fit(m, four, NULL, NULL), SN_ERR_UNSUPPORTED,
                   "sinter's strategies train models of one input and one output so far");
@@ -547,7 +531,7 @@ static void test_multi_errors(void) {
         sn_dataset_free(four);
         sn_strategy_free(strat);
     }
-    sn_dataset *two = two_two_data(8, 2);
+    sn_dataset *two = two_two_data(8, 2, NULL, 0);
     CHECK_ERR(sn_model_fit(m, two, NULL, NULL), SN_ERR_INVALID,
               "model 'two_two' has 2 inputs and 2 outputs, so it expects 4");
     sn_dataset_free(two);

@@ -199,17 +199,8 @@ static void test_gradients(void) {
             }
         }
         loss_of(p, loss);
-        int bad = 0;
         double worst = 0;
-        for (int k = 0; k < nw; k++) {
-            sn_shape ws = sn_node_shape(g, wrt[k]);
-            int64_t n = sn_shape_numel(&ws);
-            double *ga = malloc(sizeof *ga * (size_t)n);
-            memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
-            double *val = k < 2 ? sn_plan_buffer(p, xs[k]) : sn_variable_data(g, wrt[k]);
-            bad += fd_check(k < 2 ? "x" : sn_node_name(g, wrt[k]), p, loss, val, ga, n, 1e-5, &worst);
-            free(ga);
-        }
+        int bad = fd_check_all(g, p, loss, nw, wrt, grads, 2, 1e-5, &worst);
         CHECK(bad == 0, "nested (shared) model: %d gradient entries off (worst %.3g)", bad, worst);
         if (bad == 0)
             printf("ok  grad through a nested model called twice: worst relative error %.2e\n",

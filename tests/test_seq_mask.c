@@ -106,18 +106,8 @@ static void masked_grad_case_rows(const char *what, sn_layer *l, int rows) {
             for (int64_t i = 0; i < sn_shape_numel(&vs); i++) d[i] += 0.3 * sn_rng_normal(&r);
         }
         loss_of(p, loss);
-        int bad = 0;
         double worst = 0;
-        for (int k = 0; k < nw; k++) {
-            sn_shape ws = sn_node_shape(g, wrt[k]);
-            int64_t n = sn_shape_numel(&ws);
-            double *ga = malloc(sizeof *ga * (size_t)n);
-            loss_of(p, loss); /* the gradients at the unperturbed point */
-            memcpy(ga, sn_plan_buffer(p, grads[k]), sizeof *ga * (size_t)n);
-            bad += fd_check(sn_node_name(g, wrt[k]), p, loss, sn_variable_data(g, wrt[k]), ga, n,
-                            1e-6, &worst);
-            free(ga);
-        }
+        int bad = fd_check_all(g, p, loss, nw, wrt, grads, 0, 1e-6, &worst);
         CHECK(bad == 0, "%s: %d gradient entries off (worst %.3g)", what, bad, worst);
         if (bad == 0) printf("ok  grad %-40s worst relative error %.2e\n", what, worst);
     }

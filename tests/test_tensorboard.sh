@@ -18,10 +18,7 @@ export TF_CPP_MIN_LOG_LEVEL=2  # TensorFlow, if tensorboard loads it, without it
 
 . "$SRC/tests/sh_test_util.sh"
 [ -e "$DATA/train-images-idx3-ubyte.gz" ] || sn_skip "no Fashion-MNIST in $DATA"
-PY=$("$SRC/scripts/pyenv.sh" "$BUILD")
-rc=$?
-[ $rc -eq 77 ] && sn_skip "no Python venv with tensorboard (PyPI unreachable)"
-[ $rc -eq 0 ] || { echo "FAIL: scripts/pyenv.sh exited $rc"; exit 1; }
+sn_keras_python "$BUILD" "no Python venv with tensorboard (PyPI unreachable)"
 
 sn_tmpdir test_tb
 

@@ -9,18 +9,11 @@ Every batch here is full: with a partial last batch Keras 3.15 on TensorFlow log
 loss ("cls_loss") as the plain mean of the batch means (its tracker's weight, the batch's static
 size, is unknown inside tf.function), while its "loss" weighs each batch by its size; sinter
 weighs both by the batch size, so its output losses add up to its loss."""
-import json
-import sys
-
 import numpy as np
 
-mode, out = sys.argv[1], sys.argv[2]
-if mode == "keras":
-    import keras
-    from keras import layers
-else:
-    from sinter import keras
-    from sinter.keras import layers
+from keras_cases import keras_of_mode, record_weights, write
+
+mode, out, keras, layers = keras_of_mode()
 
 rng = np.random.default_rng(11)
 N = 36
@@ -40,8 +33,7 @@ def start(m):
 
 
 def record(name, m, h, ev, ev_list, pred):
-    for i, w in enumerate(m.get_weights()):
-        arrays[f"{name}_w{i}"] = w
+    record_weights(arrays, name, m)
     for i, p in enumerate(pred if isinstance(pred, list) else [pred]):
         arrays[f"{name}_pred{i}"] = p
     res[f"{name}_history"] = h.history
@@ -92,7 +84,4 @@ ev = m.evaluate(xa, [yreg, yreg * 2], batch_size=18, verbose=0, return_dict=True
 ev_list = m.evaluate(xa, [yreg, yreg * 2], batch_size=18, verbose=0)
 record("one_in", m, hist, ev, ev_list, m.predict(xa, verbose=0))
 
-np.savez(f"{out}/{mode}.npz", **arrays)
-with open(f"{out}/{mode}.json", "w") as f:
-    json.dump(res, f, indent=1, sort_keys=True)
-print("ok")
+write(out, mode, res, arrays)

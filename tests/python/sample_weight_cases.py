@@ -4,18 +4,11 @@ OUT`) and with real Keras (`... keras OUT`). Every model starts from the same we
 here with NumPy, set with set_weights) and trains with plain SGD without shuffling, so both
 runs must end with the same weights, History and evaluate results; each run writes them to
 OUT/<mode>.npz and OUT/<mode>.json for the test to compare."""
-import json
-import sys
-
 import numpy as np
 
-mode, out = sys.argv[1], sys.argv[2]
-if mode == "keras":
-    import keras
-    from keras import layers
-else:
-    from sinter import keras
-    from sinter.keras import layers
+from keras_cases import keras_of_mode, record_weights, write
+
+mode, out, keras, layers = keras_of_mode()
 
 rng = np.random.default_rng(7)
 N = 40
@@ -46,8 +39,7 @@ arrays = {}
 
 
 def record(name, m, h=None, ev=None):
-    for i, w in enumerate(m.get_weights()):
-        arrays[f"{name}_w{i}"] = w
+    record_weights(arrays, name, m)
     if h is not None:
         res[f"{name}_history"] = h.history
     if ev is not None:
@@ -109,7 +101,4 @@ h = m.fit(x, yb, class_weight={0: 0.3, 1: 1.7}, batch_size=16, epochs=1, shuffle
           verbose=0)
 record("binary", m, h)
 
-np.savez(f"{out}/{mode}.npz", **arrays)
-with open(f"{out}/{mode}.json", "w") as f:
-    json.dump(res, f, indent=1, sort_keys=True)
-print("ok")
+write(out, mode, res, arrays)

@@ -127,19 +127,9 @@ def test_predict_hooks():
 def test_test_hooks_as_keras(tmp_path):
     """on_test_begin/end and on_test_batch_begin/end around fit's validation and evaluate: the
     same calls, batch indices, log names and values (within 1e-5) as real Keras."""
-    import json
     import os
-    from conftest import HERE, keras_python, run_keras, run_py
-    script = os.path.join(HERE, "hook_cases.py")
-    mine = run_py(script, "sinter", str(tmp_path))
-    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
-    py = keras_python()
-    ref = run_keras(py, script, "keras", str(tmp_path))
-    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
-    with open(tmp_path / "keras.json") as f:
-        k = json.load(f)
-    with open(tmp_path / "sinter.json") as f:
-        s = json.load(f)
+    from conftest import HERE, run_both
+    k, s = run_both(os.path.join(HERE, "hook_cases.py"), tmp_path)
 
     def shape(ev):  # the call without its log values
         return [e if not isinstance(e, dict) else sorted(e) for e in ev]

@@ -3,7 +3,6 @@
 dicts and lists, sample weights; the same start and SGD steps give the same weights, History
 keys and values, evaluate results in Keras's names and order, and predictions within 1e-5),
 and the errors sinter gives for malformed x, y and compile arguments."""
-import json
 import os
 
 import numpy as np
@@ -12,27 +11,13 @@ import pytest
 from sinter import keras
 from sinter.keras import layers
 
-from conftest import HERE, keras_python, run_keras, run_py
-from test_sample_weight import _close
+from conftest import HERE, same_as_keras
 
 SCRIPT = os.path.join(HERE, "multi_io_cases.py")
 
 
 def test_same_as_keras(tmp_path):
-    mine = run_py(SCRIPT, "sinter", str(tmp_path))
-    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
-    py = keras_python()
-    ref = run_keras(py, SCRIPT, "keras", str(tmp_path))
-    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
-    with open(tmp_path / "keras.json") as f:
-        kj = json.load(f)
-    with open(tmp_path / "sinter.json") as f:
-        sj = json.load(f)
-    _close("", kj, sj)
-    kw, sw = np.load(tmp_path / "keras.npz"), np.load(tmp_path / "sinter.npz")
-    assert sorted(kw.files) == sorted(sw.files)
-    for k in kw.files:
-        _close(k, kw[k], sw[k])
+    same_as_keras(SCRIPT, tmp_path)
 
 
 def _model():

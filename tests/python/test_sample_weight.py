@@ -2,7 +2,6 @@
 (sample_weight_cases.py: the same start, SGD steps; weights, History and evaluate within 1e-5),
 and what sinter alone can check: the weights split with the batch under a strategy, datasets
 that yield (x, y, sample_weight), and the errors."""
-import json
 import os
 import subprocess
 import sys
@@ -14,38 +13,13 @@ import sinter
 from sinter import keras
 from sinter.keras import layers
 
-from conftest import HERE, keras_python, run_keras, run_py
+from conftest import HERE, same_as_keras
 
 SCRIPT = os.path.join(HERE, "sample_weight_cases.py")
 
 
-def _close(path, a, b, tol=1e-5):
-    if isinstance(a, dict):
-        assert sorted(a) == sorted(b), f"{path}: keys {sorted(b)} (sinter) != {sorted(a)} (Keras)"
-        for k in a:
-            _close(f"{path}/{k}", a[k], b[k], tol)
-        return
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    assert a.shape == b.shape, f"{path}: shape {b.shape} (sinter) != {a.shape} (Keras)"
-    err = float(np.max(np.abs(a - b) / np.maximum(1.0, np.abs(a)))) if a.size else 0.0
-    assert err <= tol, f"{path}: sinter {b.tolist()} vs Keras {a.tolist()} (error {err:.3g})"
-
-
 def test_same_as_keras(tmp_path):
-    mine = run_py(SCRIPT, "sinter", str(tmp_path))
-    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
-    py = keras_python()
-    ref = run_keras(py, SCRIPT, "keras", str(tmp_path))
-    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
-    with open(tmp_path / "keras.json") as f:
-        kj = json.load(f)
-    with open(tmp_path / "sinter.json") as f:
-        sj = json.load(f)
-    _close("", kj, sj)
-    kw, sw = np.load(tmp_path / "keras.npz"), np.load(tmp_path / "sinter.npz")
-    assert sorted(kw.files) == sorted(sw.files)
-    for k in kw.files:
-        _close(k, kw[k], sw[k])
+    same_as_keras(SCRIPT, tmp_path)
 
 
 def _model(seed=0):

@@ -25,6 +25,15 @@ def _pair(v, what):
     return [int(v[0]), int(v[1])]
 
 
+def _sides_2d(v, what):
+    """ZeroPadding2D's padding and Cropping2D's cropping as [[top, bottom], [left, right]]:
+    Keras takes an int (all four sides), (a, b) (a top and bottom, b left and right) or
+    ((top, bottom), (left, right))."""
+    if isinstance(v, int):
+        v = ((v, v), (v, v))
+    return [_pair(p, what) for p in v]
+
+
 def _dtype_policy(dtype):
     if dtype is None or dtype == "float32":
         return dict(_FLOAT32)
@@ -373,9 +382,7 @@ class Rescaling(Layer):
 class ZeroPadding2D(Layer):
     def __init__(self, padding=(1, 1), data_format=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(padding, int):
-            padding = ((padding, padding), (padding, padding))
-        self._c = {"padding": [_pair(p, "padding") for p in padding],
+        self._c = {"padding": _sides_2d(padding, "padding"),
                    "data_format": data_format or "channels_last"}
 
     def _config(self):
@@ -675,9 +682,7 @@ GlobalMaxPool1D, GlobalAvgPool1D = GlobalMaxPooling1D, GlobalAveragePooling1D
 class Cropping2D(_Configured):
     def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(cropping, int):
-            cropping = ((cropping, cropping), (cropping, cropping))
-        self._c = {"cropping": [_pair(c, "cropping") for c in cropping],
+        self._c = {"cropping": _sides_2d(cropping, "cropping"),
                    "data_format": data_format or "channels_last"}
 
 

@@ -413,13 +413,9 @@ class Model:
             lo = _losses.get(loss)
             o.loss, o.from_logits = lo._type, lo.from_logits
             o.huber_delta = getattr(lo, "delta", 1.0)
-            ms = metrics or []
-            if isinstance(ms, (str, _metrics.Metric)):
-                ms = [ms]
+            ms = _metric_list(metrics)
             if isinstance(ms, dict) or (len(ms) == 1 and isinstance(ms[0], (list, tuple))):
-                ms = _per_output(ms, out_names, "metrics")[0] or []
-                if isinstance(ms, (str, _metrics.Metric)):
-                    ms = [ms]
+                ms = _metric_list(_per_output(ms, out_names, "metrics")[0])
             if len(ms) > _lib.SN_MAX_METRICS:
                 raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics; got "
                                  f"{len(ms)}")
@@ -485,9 +481,7 @@ class Model:
             ol.loss_weight = float(1.0 if lws[k] is None else lws[k])
             if lo._type == _losses.HUBER:
                 deltas.add(lo.delta)
-            ms = mss[k] or []
-            if isinstance(ms, (str, _metrics.Metric)):
-                ms = [ms]
+            ms = _metric_list(mss[k])
             if len(ms) > _lib.SN_MAX_METRICS:
                 raise ValueError(f"compile: at most {_lib.SN_MAX_METRICS} metrics per output; "
                                  f"got {len(ms)} for '{out_names[k]}'")
@@ -502,10 +496,7 @@ class Model:
         if n > 1:
             names += [f"{nm}_loss" for nm in out_names]
         for k in range(n):
-            ms = mss[k] or []
-            if isinstance(ms, (str, _metrics.Metric)):
-                ms = [ms]
-            for m in ms:
+            for m in _metric_list(mss[k]):
                 mn = _metrics.get(m)[1]
                 names.append(f"{out_names[k]}_{mn}" if n > 1 else mn)
         return first
@@ -1038,6 +1029,13 @@ class Model:
 
     def __repr__(self):
         return f"<{type(self).__name__} name={self.name}, built={self.built}>"
+
+
+def _metric_list(ms):
+    """compile's metrics as a list: Keras takes none (None), one metric (a name or a Metric)
+    or a list of them; a list or dict passes as it is."""
+    ms = ms or []
+    return [ms] if isinstance(ms, (str, _metrics.Metric)) else ms
 
 
 def _per_output(v, names, what):

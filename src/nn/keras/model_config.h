@@ -47,6 +47,9 @@ sn_status sn_cfg_padding(const json_t *obj, sn_padding *out);
 /* An int or a list of `n` ints (kernel_size, strides, pool_size), each >= min. */
 sn_status sn_cfg_ints(const json_t *obj, const char *key, bool required, int n, int64_t min,
                       int64_t *out);
+/* ZeroPadding2D's padding, Cropping2D's cropping: an int, a pair (symmetric per axis) or
+ * [[top, bottom], [left, right]] of ints >= 0, into {top, bottom, left, right}. */
+sn_status sn_cfg_sides_2d(const json_t *obj, const char *key, int64_t out[4]);
 /* activation (a Keras name), initializer (null: SN_INIT_DEFAULT), regularizer (null: none). */
 sn_status sn_cfg_activation(const json_t *obj, const char *key, sn_activation *out);
 sn_status sn_cfg_initializer(const json_t *obj, const char *key, sn_initializer *out);

@@ -152,38 +152,10 @@ void sn_cfg_write_upsampling(const sn_layer *l, json_t *c) {
     set(c, "interpolation", json_string("nearest"));
 }
 
-/* cropping: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
 sn_status sn_cfg_read_cropping(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_channels_last(c));
-    const json_t *v = json_object_get(c, "cropping");
     int64_t p[4] = {0, 0, 0, 0};
-    bool ok = true;
-    if (json_is_integer(v)) {
-        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
-    } else if (json_is_array(v) && json_array_size(v) == 2) {
-        for (int a = 0; a < 2 && ok; a++) {
-            const json_t *e = json_array_get(v, (size_t)a);
-            if (json_is_integer(e)) {
-                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
-            } else if (json_is_array(e) && json_array_size(e) == 2 &&
-                       json_is_integer(json_array_get(e, 0)) &&
-                       json_is_integer(json_array_get(e, 1))) {
-                p[2 * a] = json_integer_value(json_array_get(e, 0));
-                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
-            } else {
-                ok = false;
-            }
-        }
-    } else if (v && !json_is_null(v)) {
-        ok = false;
-    }
-    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
-    if (!ok) {
-        char b[96];
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'cropping' is %s, expected an int, a pair "
-                         "or [[top, bottom], [left, right]] of ints >= 0",
-                         sn_cfg_show(v, b, sizeof b));
-    }
+    SN_TRY(sn_cfg_sides_2d(c, "cropping", p));
     sn_status st;
     *out = made(sn_layer_cropping2d((int)p[0], (int)p[1], (int)p[2], (int)p[3]), &st);
     return st;

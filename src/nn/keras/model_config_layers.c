@@ -404,35 +404,10 @@ static sn_status read_average(const json_t *c, sn_layer **out) { (void)c; return
 static sn_status read_maximum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MAXIMUM, out); }
 static sn_status read_minimum(const json_t *c, sn_layer **out) { (void)c; return read_merge_op(SN_MERGE_MINIMUM, out); }
 
-/* padding: an int, a pair (symmetric per axis) or ((top, bottom), (left, right)). */
 static sn_status read_zero_padding(const json_t *c, sn_layer **out) {
     SN_TRY(must_str(c, "data_format", "channels_last"));
-    const json_t *v = json_object_get(c, "padding");
     int64_t p[4] = {1, 1, 1, 1};
-    char b[96];
-    bool ok = true;
-    if (json_is_integer(v)) {
-        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
-    } else if (json_is_array(v) && json_array_size(v) == 2) {
-        for (int a = 0; a < 2 && ok; a++) {
-            const json_t *e = json_array_get(v, (size_t)a);
-            if (json_is_integer(e)) {
-                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
-            } else if (json_is_array(e) && json_array_size(e) == 2 &&
-                       json_is_integer(json_array_get(e, 0)) && json_is_integer(json_array_get(e, 1))) {
-                p[2 * a] = json_integer_value(json_array_get(e, 0));
-                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
-            } else {
-                ok = false;
-            }
-        }
-    } else if (v) {
-        ok = false;
-    }
-    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
-    if (!ok)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'padding' is %s, expected an int, a pair or "
-                         "[[top, bottom], [left, right]] of ints >= 0", sn_cfg_show(v, b, sizeof b));
+    SN_TRY(sn_cfg_sides_2d(c, "padding", p));
     sn_status st;
     *out = made(sn_layer_zero_padding2d((int)p[0], (int)p[1], (int)p[2], (int)p[3]), &st);
     return st;

@@ -170,6 +170,41 @@ sn_status sn_cfg_ints(const json_t *obj, const char *key, bool required, int n, 
     return SN_OK;
 }
 
+sn_status sn_cfg_sides_2d(const json_t *obj, const char *key, int64_t out[4]) {
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v)) return SN_OK;
+    int64_t p[4] = {0, 0, 0, 0};
+    bool ok = true;
+    if (json_is_integer(v)) {
+        p[0] = p[1] = p[2] = p[3] = json_integer_value(v);
+    } else if (json_is_array(v) && json_array_size(v) == 2) {
+        for (int a = 0; a < 2 && ok; a++) {
+            const json_t *e = json_array_get(v, (size_t)a);
+            if (json_is_integer(e)) {
+                p[2 * a] = p[2 * a + 1] = json_integer_value(e);
+            } else if (json_is_array(e) && json_array_size(e) == 2 &&
+                       json_is_integer(json_array_get(e, 0)) &&
+                       json_is_integer(json_array_get(e, 1))) {
+                p[2 * a] = json_integer_value(json_array_get(e, 0));
+                p[2 * a + 1] = json_integer_value(json_array_get(e, 1));
+            } else {
+                ok = false;
+            }
+        }
+    } else {
+        ok = false;
+    }
+    for (int k = 0; k < 4 && ok; k++) ok = p[k] >= 0 && p[k] <= INT32_MAX;
+    if (!ok) {
+        char b[96];
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field '%s' is %s, expected an int, a pair or "
+                         "[[top, bottom], [left, right]] of ints >= 0", key,
+                         sn_cfg_show(v, b, sizeof b));
+    }
+    for (int k = 0; k < 4; k++) out[k] = p[k];
+    return SN_OK;
+}
+
 sn_status sn_cfg_object(const json_t *obj, const char *what, const char *expected_module,
                         const char **cls, const json_t **cfg) {
     char b[96];
