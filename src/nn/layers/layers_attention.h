@@ -29,7 +29,7 @@ sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask);
  * mask and the attention_mask input, as Keras 3's _compute_attention_mask does. The output's
  * mask is the query's (the caller carries it). */
 sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
-                                    const sn_node *masks);
+                                    const sn_node *masks, bool training);
 bool sn_layer_is_mha(const sn_layer *l);
 /* Whether l is a MultiHeadAttention of the general call, and its form. */
 bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask);
