@@ -782,11 +782,7 @@ class MultiHeadAttention(_Configured):
             elif k == "use_causal_mask" and v:
                 out._kwargs = {"use_causal_mask": True}
                 order.append(k)
-        # the tensors in sinter's order (key before attention_mask, _inputs_of); the order
-        # written is _kworder's
-        out._kwtensors = {k: out._kwtensors[k] for k in ("key", "attention_mask")
-                          if k in out._kwtensors}
-        out._kworder = order
+        out._kworder = order  # the keyword tensors are in call order too (_inputs_of)
         return out
 
 

@@ -372,6 +372,30 @@ sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask) {
     return SN_OK;
 }
 
+void sn_layer_mha_set_kw_order(sn_layer *l, const char *order) {
+    if (!sn_layer_is_mha(l)) return;
+    snprintf(l->attn->mha_kw, sizeof l->attn->mha_kw, "%s", order);
+}
+
+const char *sn_layer_mha_kw_order(const sn_layer *l) {
+    return sn_layer_is_mha(l) ? l->attn->mha_kw : "";
+}
+
+int sn_layer_keras_arg(const sn_layer *l, int n, int a) {
+    if (!l || l->vt != &mha_vt_n.base || !l->attn->mha_kw[0]) return a;
+    const sn_attn_layer_ext *e = l->attn;
+    bool key_kw = e->mha_key && strchr(e->mha_kw, 'k');
+    int order[4], k = 0;
+    order[k++] = 0;
+    order[k++] = 1;
+    if (e->mha_key && !key_kw) order[k++] = 2;
+    for (const char *o = e->mha_kw; *o && k < 4; o++) {
+        if (*o == 'k' && key_kw) order[k++] = 2;
+        if (*o == 'm' && e->mha_mask) order[k++] = n - 1;
+    }
+    return k == n && a < n ? order[a] : a;
+}
+
 bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask) {
     if (!l || l->vt != &mha_vt_n.base) return false;
     *key = l->attn->mha_key;
