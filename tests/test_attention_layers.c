@@ -3,7 +3,10 @@
  * (LayerNormalization with and without center/scale, MultiHeadAttention plain and causal,
  * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
  * out in double (checks the [d, heads, key_dim] / [heads, key_dim, d] layouts and the
- * 1/sqrt(key_dim) scale), constructor refusals, the Keras config round trip of both layers
+ * 1/sqrt(key_dim) scale) and with value_dim != key_dim and output_shape (the materialised
+ * path), attention dropout (inference equals dropout=0 bit for bit, different masks per
+ * step, the mean of many training steps is the undropped output; its gradient is checked
+ * with one fixed mask), constructor refusals, the Keras config round trip of both layers
  * through a .keras file (same predictions), config refusals, the char_transformer
  * presets' shapes, generation with the cache, and the presets' Keras twin (same logits; its
  * MultiHeadAttention calls as Keras writes them, and the Functional reader's refusals of
