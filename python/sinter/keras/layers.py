@@ -737,7 +737,11 @@ class MultiHeadAttention(_Configured):
         self._c = {"num_heads": int(num_heads), "key_dim": int(key_dim),
                    "value_dim": int(value_dim) if value_dim is not None else int(key_dim),
                    "dropout": dropout, "use_bias": use_bias, "use_gate": use_gate,
-                   "output_shape": output_shape, "attention_axes": attention_axes,
+                   # Keras keeps an int as a 1-tuple, written [n]
+                   "output_shape": (None if output_shape is None else
+                                    (int(output_shape),) if isinstance(output_shape, int)
+                                    else tuple(output_shape)),
+                   "attention_axes": attention_axes,
                    "sliding_window": sliding_window,
                    "kernel_initializer": _initializers.serialize(kernel_initializer),
                    "bias_initializer": _initializers.serialize(bias_initializer),
