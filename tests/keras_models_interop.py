@@ -30,12 +30,13 @@ Usage: python keras_models_interop.py BUILD_DIR WORK_DIR
      step (sinter's fit for the one-output model, BatchNormalization's moving statistics
      included; the graph's gradients of the summed MSEs for the other) changes every weight as
      Keras's train_on_batch does within STEP_TOL relative, and Keras loads sinter's .keras and
-     predicts the same within TOL. Four of them are issue 26's: a Transformer of Keras's
+     predicts the same within TOL. Five of them are issue 26's: a Transformer of Keras's
      built-in layers (token and position Embeddings, causal MultiHeadAttention, Adds,
      LayerNormalization, a GELU feed-forward), transformer_masked (an attention_mask input
      with a query that sees no key, cross-attention with a key input of its own, a [1, S]
      padding mask), transformer_padded (Embedding(mask_zero=True) masks into self- and
-     cross-attention), and the char_transformer_small preset as `sinter export` writes it,
+     cross-attention), transformer_vdim (value_dim != key_dim, output_shape, key= given by
+     keyword), and the char_transformer_small preset as `sinter export` writes it,
      opened by Keras.
 The text models (Embedding+LSTM with return_sequences, Embedding+GRU with reset_after True and
 False) take integer ids:
@@ -290,6 +291,38 @@ def transformer_masked():
     return m, ["mse"], inputs
 
 
+def transformer_vdim():
+    """value_dim != key_dim and output_shape (issue 26, sinter's materialised attention): an
+    Embedding, a causal self-attention with value_dim 6 over key_dim 4, a cross-attention
+    over a context input whose keys come from a third input given by keyword (key=, written
+    among Keras's kwargs) after an attention_mask (row 0's query 1 sees no key), with
+    value_dim 5 and output_shape 12 (the width), then one with output_shape 7 of its own
+    into Dense; mean squared error on the logits."""
+    T, S, V, d = 7, 5, 11, 12
+    tok = keras.Input((T,), dtype="int32", name="tokens")
+    ctx = keras.Input((S, 6), name="context")
+    ckey = keras.Input((S, 3), name="context_keys")
+    cmask = keras.Input((T, S), name="context_mask")
+    x = layers.Embedding(V, d)(tok)
+    h = layers.MultiHeadAttention(num_heads=3, key_dim=4, value_dim=6)(x, x,
+                                                                       use_causal_mask=True)
+    x = layers.Add()([x, h])
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=3, value_dim=5, output_shape=d)(
+        x, ctx, attention_mask=cmask, key=ckey)
+    x = layers.Add()([x, h])
+    h = layers.MultiHeadAttention(num_heads=2, key_dim=4, output_shape=7)(x, ctx, key=ckey)
+    out = layers.Dense(V)(h)
+    m = keras.Model([tok, ctx, ckey, cmask], out, name="transformer_vdim")
+
+    def inputs(rng, rows):
+        mk = (rng.random((rows, T, S)) > 0.3).astype(np.float32)
+        mk[0, 1, :] = 0
+        return [rng.integers(0, V, (rows, T)).astype(np.int32),
+                rng.standard_normal((rows, S, 6)).astype(np.float32),
+                rng.standard_normal((rows, S, 3)).astype(np.float32), mk]
+    return m, ["mse"], inputs
+
+
 def transformer_padded():
     """Keras's masks into MultiHeadAttention (issue 26): token ids with padded tails through
     Embedding(mask_zero=True), a LayerNormalization (passes the mask), self-attention
@@ -461,7 +494,7 @@ def normalization():
 
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
               "transformer": transformer, "transformer_masked": transformer_masked,
-              "transformer_padded": transformer_padded,
+              "transformer_padded": transformer_padded, "transformer_vdim": transformer_vdim,
               "char_transformer_small": char_transformer_small,
               "conv_family": conv_family, "normalization": normalization}
 BUILD = WORK = None  # set by main() for char_transformer_small

@@ -3,7 +3,10 @@
  * (LayerNormalization with and without center/scale, MultiHeadAttention plain and causal,
  * the internal decoder block), MultiHeadAttention's forward against Keras's einsums written
  * out in double (checks the [d, heads, key_dim] / [heads, key_dim, d] layouts and the
- * 1/sqrt(key_dim) scale), constructor refusals, the Keras config round trip of both layers
+ * 1/sqrt(key_dim) scale) and with value_dim != key_dim and output_shape (the materialised
+ * path), attention dropout (inference equals dropout=0 bit for bit, different masks per
+ * step, the mean of many training steps is the undropped output; its gradient is checked
+ * with one fixed mask), constructor refusals, the Keras config round trip of both layers
  * through a .keras file (same predictions), config refusals, the char_transformer
  * presets' shapes, generation with the cache, and the presets' Keras twin (same logits; its
  * MultiHeadAttention calls as Keras writes them, and the Functional reader's refusals of
@@ -35,6 +38,19 @@ static void test_grads(void) {
     m.use_bias = false;
     grad_case("MultiHeadAttention causal no bias", sn_layer_mha_ex(&m), (sn_shape)S2(5, 4), 2,
               false, 1e-5);
+    m = sn_mha_layer_defaults(2, 3);
+    m.value_dim = 2;
+    m.output_dim = 3;
+    grad_case("MultiHeadAttention value_dim 2 output_shape 3", sn_layer_mha_ex(&m),
+              (sn_shape)S2(4, 5), 2, false, 1e-5);
+    m.use_causal_mask = true;
+    m.dropout = 0.4;
+    grad_case("MultiHeadAttention causal value_dim 2 dropout 0.4 (training, one mask)",
+              sn_layer_mha_ex(&m), (sn_shape)S2(4, 5), 2, true, 1e-5);
+    m = sn_mha_layer_defaults(2, 3);
+    m.dropout = 0.3;
+    grad_case("MultiHeadAttention dropout 0.3 (training, one mask)", sn_layer_mha_ex(&m),
+              (sn_shape)S2(4, 5), 2, true, 1e-5);
     grad_case("TransformerBlock causal", sn_layer_transformer_block(2, 4, 8, true, 1e-5),
               (sn_shape)S2(3, 4), 2, false, 1e-5);
 }
@@ -100,14 +116,151 @@ static void test_mha_values(void) {
     fx_free(&f);
 }
 
+/* value_dim != key_dim and output_shape (the materialised path), causal, against Keras's
+ * einsums written out in double: value kernel [d, H, Dv], output kernel [H, Dv, out]. */
+static void test_mha_value_dim(void) {
+    enum { B = 2, T = 4, d = 5, H = 2, D = 3, Dv = 2, O = 3 };
+    sn_mha_layer_opts mo = sn_mha_layer_defaults(H, D);
+    mo.use_causal_mask = true;
+    mo.value_dim = Dv;
+    mo.output_dim = O;
+    fixture f;
+    if (!fx_build(&f, sn_layer_mha_ex(&mo), (sn_shape)S2(T, d), 5, SN_F32) ||
+        !fx_plan(&f, B, false)) {
+        fx_free(&f);
+        return;
+    }
+    sn_shape ys = sn_node_shape(f.m->g, f.y);
+    CHECK(ys.ndim == 3 && ys.dim[2] == O, "output_shape %d: output is [%lld, %lld, %lld]", O,
+          (long long)ys.dim[0], (long long)ys.dim[1], (long long)ys.dim[2]);
+    const int64_t sz[8] = {d * H * D, H * D, d * H * D, H * D, d * H * Dv, H * Dv, H * Dv * O, O};
+    sn_rng r;
+    sn_rng_init(&r, 4, 0);
+    float w[8][d * H * D], x[B * T * d];
+    for (int j = 0; j < 8; j++) {
+        sn_shape vs = sn_node_shape(f.m->g, f.l->vars[j]);
+        CHECK(sn_shape_numel(&vs) == sz[j], "variable %d has %lld values, expected %lld", j,
+              (long long)sn_shape_numel(&vs), (long long)sz[j]);
+        for (int64_t i = 0; i < sz[j]; i++) w[j][i] = (float)(0.5 * sn_rng_normal(&r));
+        set_var(&f, j, w[j]);
+    }
+    for (int i = 0; i < B * T * d; i++) x[i] = (float)sn_rng_normal(&r);
+    const float *y = run(&f, x);
+    double q[B][T][H][D], k[B][T][H][D], v[B][T][H][Dv], o[B][T][H][Dv];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < H; h++) {
+                for (int e = 0; e < D; e++) {
+                    double sq = w[1][h * D + e], sk = w[3][h * D + e];
+                    for (int c = 0; c < d; c++) {
+                        sq += x[(b * T + t) * d + c] * w[0][(c * H + h) * D + e];
+                        sk += x[(b * T + t) * d + c] * w[2][(c * H + h) * D + e];
+                    }
+                    q[b][t][h][e] = sq;
+                    k[b][t][h][e] = sk;
+                }
+                for (int e = 0; e < Dv; e++) {
+                    double sv = w[5][h * Dv + e];
+                    for (int c = 0; c < d; c++) sv += x[(b * T + t) * d + c] * w[4][(c * H + h) * Dv + e];
+                    v[b][t][h][e] = sv;
+                }
+            }
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                double s[T], mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    s[j] = 0;
+                    for (int e = 0; e < D; e++) s[j] += q[b][i][h][e] / sqrt((double)D) * k[b][j][h][e];
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int e = 0; e < Dv; e++) {
+                    o[b][i][h][e] = 0;
+                    for (int j = 0; j <= i; j++) o[b][i][h][e] += s[j] / sum * v[b][j][h][e];
+                }
+            }
+    float want[B * T * O];
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < O; c++) {
+                double s = w[7][c];
+                for (int h = 0; h < H; h++)
+                    for (int e = 0; e < Dv; e++) s += o[b][t][h][e] * w[6][(h * Dv + e) * O + c];
+                want[(b * T + t) * O + c] = (float)s;
+            }
+    expect("MultiHeadAttention value_dim 2 output_shape 3 vs Keras's einsums", y, want,
+           B * T * O, 1e-5);
+    fx_free(&f);
+}
+
+/* Attention dropout: at inference the layer is exactly the dropout=0 one (the fused kernel
+ * runs); in training the masks change from step to step and the mean over many steps is
+ * the undropped output (inverted dropout's expected value). */
+static void test_mha_dropout(void) {
+    enum { B = 2, T = 4, d = 4, N = 4000 };
+    sn_mha_layer_opts a = sn_mha_layer_defaults(2, 2), b = a;
+    b.dropout = 0.5;
+    fixture f0, f1, f2;
+    bool ok = fx_build(&f0, sn_layer_mha_ex(&a), (sn_shape)S2(T, d), 9, SN_F32) &&
+              fx_plan(&f0, B, false);
+    ok = fx_build(&f1, sn_layer_mha_ex(&b), (sn_shape)S2(T, d), 9, SN_F32) &&
+         fx_plan(&f1, B, false) && ok;
+    ok = fx_build(&f2, sn_layer_mha_ex(&b), (sn_shape)S2(T, d), 9, SN_F32) &&
+         fx_plan(&f2, B, true) && ok;
+    if (ok) {
+        sn_rng r;
+        sn_rng_init(&r, 6, 0);
+        float w[2 * 2 * d], x[B * T * d], y0[B * T * d], y1[B * T * d];
+        for (int j = 0; j < 8; j++) {
+            sn_shape vs = sn_node_shape(f0.m->g, f0.l->vars[j]);
+            for (int64_t i = 0; i < sn_shape_numel(&vs); i++) w[i] = (float)(0.7 * sn_rng_normal(&r));
+            set_var(&f0, j, w);
+            set_var(&f1, j, w);
+            set_var(&f2, j, w);
+        }
+        for (int i = 0; i < B * T * d; i++) x[i] = (float)sn_rng_normal(&r);
+        memcpy(y0, run(&f0, x), sizeof y0);
+        memcpy(y1, run(&f1, x), sizeof y1);
+        CHECK(!memcmp(y0, y1, sizeof y0), "dropout 0.5 at inference differs from dropout 0");
+        double mean[B * T * d] = {0}, sq[B * T * d] = {0}, first[B * T * d];
+        int changed = 0;
+        for (int s = 0; s < N; s++) {
+            const float *y = run(&f2, x);
+            for (int i = 0; i < B * T * d; i++) {
+                if (s == 0) first[i] = y[i];
+                else if (s == 1) changed += y[i] != first[i];
+                mean[i] += y[i] / (double)N;
+                sq[i] += (double)y[i] * y[i] / (double)N;
+            }
+        }
+        CHECK(changed > 0, "dropout: the second training step gave the first's output");
+        /* each output's mean against the undropped one in standard errors (sample spread /
+         * sqrt(N)): 5 of them is far outside chance for 32 outputs, and the seeds are fixed */
+        double worst = 0, worst_abs = 0;
+        for (int i = 0; i < B * T * d; i++) {
+            double se = sqrt(fmax(sq[i] - mean[i] * mean[i], 1e-12) / N);
+            worst = fmax(worst, fabs(mean[i] - y0[i]) / se);
+            worst_abs = fmax(worst_abs, fabs(mean[i] - y0[i]));
+        }
+        CHECK(worst < 5, "dropout: the mean of %d training outputs is %.3g standard errors "
+              "from the undropped output (bound 5)", N, worst);
+        fprintf(stderr, "  dropout 0.5: mean of %d training steps within %.3g standard errors "
+                "(%.3g absolute) of inference\n", N, worst, worst_abs);
+    }
+    fx_free(&f0);
+    fx_free(&f1);
+    fx_free(&f2);
+}
+
 static void test_refusals(void) {
     sn_mha_layer_opts m = sn_mha_layer_defaults(2, 8);
-    m.dropout = 0.1;
-    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "dropout 0.1"),
+    m.dropout = 1;
+    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "dropout 1"),
           "dropout: '%s'", sn_last_error());
     m = sn_mha_layer_defaults(2, 8);
-    m.value_dim = 4;
-    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "value_dim 4"),
+    m.value_dim = -4;
+    CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "value_dim -4"),
           "value_dim: '%s'", sn_last_error());
     m = sn_mha_layer_defaults(0, 8);
     CHECK(sn_layer_mha_ex(&m) == NULL && strstr(sn_last_error(), "num_heads 0"),
@@ -171,8 +324,8 @@ static void test_config_round_trip(void) {
                   json_real_value(json_object_get(ln, "epsilon")) == 1e-5,
               "written fields differ");
         struct { json_t *c; const char *k; json_t *v; const char *needle; } bad[] = {
-            {mha, "dropout", json_real(0.1), "dropout 0.1"},
-            {mha, "value_dim", json_integer(2), "value_dim 2"},
+            {mha, "dropout", json_real(1.0), "dropout"},
+            {mha, "output_shape", json_pack("[i, i]", 2, 3), "output_shape"},
             {mha, "attention_axes", json_pack("[i]", 2), "attention_axes"},
             {mha, "use_gate", json_true(), "use_gate"},
             {mha, "sliding_window", json_integer(4), "sliding_window"},
@@ -224,9 +377,24 @@ static const char *const keras_mha =
     "null, \"bias_regularizer\": null, \"activity_regularizer\": null, \"kernel_constraint\": null, "
     "\"bias_constraint\": null, \"seed\": null}";
 
+/* MultiHeadAttention(2, 4, value_dim=3, output_shape=7, dropout=0.1) as Keras 3.15.1 writes
+ * it (output_shape=7 is written [7]). */
+static const char *const keras_mha_vdim =
+    "{\"name\": \"multi_head_attention\", \"trainable\": true, \"dtype\": {\"module\": \"keras\", "
+    "\"class_name\": \"DTypePolicy\", \"config\": {\"name\": \"float32\"}, \"registered_name\": "
+    "null}, \"num_heads\": 2, \"key_dim\": 4, \"value_dim\": 3, \"dropout\": 0.1, \"use_bias\": true, "
+    "\"use_gate\": false, \"output_shape\": [7], \"attention_axes\": [1], \"sliding_window\": null, "
+    "\"kernel_initializer\": {\"module\": \"keras.initializers\", \"class_name\": "
+    "\"GlorotUniform\", \"config\": {\"seed\": null, \"input_axes\": null, \"output_axes\": null}, "
+    "\"registered_name\": null}, \"bias_initializer\": {\"module\": \"keras.initializers\", "
+    "\"class_name\": \"Zeros\", \"config\": {}, \"registered_name\": null}, \"kernel_regularizer\": "
+    "null, \"bias_regularizer\": null, \"activity_regularizer\": null, \"kernel_constraint\": null, "
+    "\"bias_constraint\": null, \"seed\": null}";
+
 static void test_keras_configs(void) {
-    const char *cls[2] = {"LayerNormalization", "MultiHeadAttention"}, *txt[2] = {keras_ln, keras_mha};
-    for (int i = 0; i < 2; i++) {
+    const char *cls[3] = {"LayerNormalization", "MultiHeadAttention", "MultiHeadAttention"},
+               *txt[3] = {keras_ln, keras_mha, keras_mha_vdim};
+    for (int i = 0; i < 3; i++) {
         json_error_t e;
         json_t *c = json_loads(txt[i], 0, &e);
         CHECK(c != NULL, "fixture %s: %s", cls[i], e.text);
@@ -483,6 +651,8 @@ int main(void) {
     }
     test_grads();
     test_mha_values();
+    test_mha_value_dim();
+    test_mha_dropout();
     test_refusals();
     test_config_round_trip();
     test_keras_configs();

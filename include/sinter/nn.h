@@ -153,21 +153,24 @@ typedef struct sn_layer_norm_opts {
 sn_layer_norm_opts sn_layer_norm_defaults(void);
 sn_layer *sn_layer_layer_norm(void);
 sn_layer *sn_layer_layer_norm_ex(const sn_layer_norm_opts *o);
-/* MultiHeadAttention as self-attention, mha(x, x): [B, T, d] -> [B, T, d]. Variables in Keras's
- * order and layout: query, key, value kernels [d, num_heads, key_dim] and biases [num_heads,
- * key_dim], output kernel [num_heads, key_dim, d] and bias [d]. Scores scaled by
- * 1/sqrt(key_dim). use_causal_mask is Keras's call argument, held by the layer here. Attention
- * dropout, value_dim != key_dim, output_shape, attention_axes and return_attention_scores are
- * refused (the fused kernel never forms the scores). */
+/* MultiHeadAttention as self-attention, mha(x, x): [B, T, d] -> [B, T, output_dim or d].
+ * Variables in Keras's order and layout: query and key kernels [d, num_heads, key_dim] and
+ * biases [num_heads, key_dim], value kernel [d, num_heads, value_dim] and bias [num_heads,
+ * value_dim], output kernel [num_heads, value_dim, out] and bias [out]. Scores scaled by
+ * 1/sqrt(key_dim). use_causal_mask is Keras's call argument, held by the layer here. With
+ * value_dim = key_dim and no dropout in training the fused kernel runs (it never forms the
+ * scores); otherwise the probabilities are materialised ([B, H, Tq, Tk]), and dropout applies
+ * to them in training only. attention_axes and return_attention_scores are refused. */
 typedef struct sn_mha_layer_opts {
     int num_heads;
     int64_t key_dim;
-    int64_t value_dim;     /* 0 (Keras's None): key_dim; anything else is refused */
-    double dropout;        /* must be 0 */
+    int64_t value_dim;     /* 0 (Keras's None): key_dim */
+    double dropout;        /* on the attention probabilities, in training; [0, 1) */
     bool use_bias;         /* true */
     bool use_causal_mask;  /* false */
     sn_initializer kernel_initializer, bias_initializer; /* glorot_uniform, zeros */
     sn_regularizer kernel_regularizer, bias_regularizer;
+    int64_t output_dim;    /* Keras's output_shape (an int or a 1-tuple); 0 (None): the query's */
 } sn_mha_layer_opts;
 sn_mha_layer_opts sn_mha_layer_defaults(int num_heads, int64_t key_dim);
 sn_layer *sn_layer_mha_ex(const sn_mha_layer_opts *o);

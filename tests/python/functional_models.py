@@ -100,6 +100,16 @@ a2, _ = enc(x2)
 models["nested"] = keras.Model([x1, x2], layers.Dense(2, name="head")(
     layers.Concatenate()([a1, b1, a2])), name="outer")
 
+# value_dim != key_dim, output_shape, and key by keyword given after attention_mask: Keras
+# writes key among the kwargs, in the call's order (issue 26); the JSON lines below compare it
+qx2, ctx2, keys2 = keras.Input((5, 8)), keras.Input((7, 6)), keras.Input((7, 4))
+amask2 = keras.Input((5, 7))
+ka = layers.MultiHeadAttention(num_heads=2, key_dim=4, value_dim=3, output_shape=6)(
+    qx2, ctx2, attention_mask=amask2, key=keys2)
+kb = layers.MultiHeadAttention(num_heads=3, key_dim=2, value_dim=5)(
+    ka, ctx2, key=keys2, use_causal_mask=True)
+models["key_kw"] = keras.Model([qx2, ctx2, keys2, amask2], layers.Dense(3)(kb))
+
 rng = np.random.default_rng(0)
 inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
           "images": rng.normal(size=(16, 10, 10, 2)).astype("float32"),
@@ -111,10 +121,20 @@ inputs = {"graph": rng.normal(size=(32, 6)).astype("float32"),
                          rng.normal(size=(3, 7, 4)).astype("float32"),
                          (rng.random((3, 5, 7)) > 0.3).astype("float32")],
           "nested": [rng.normal(size=(5, 6)).astype("float32"),
-                     rng.normal(size=(5, 6)).astype("float32")]}
+                     rng.normal(size=(5, 6)).astype("float32")],
+          "key_kw": [rng.normal(size=(3, 5, 8)).astype("float32"),
+                     rng.normal(size=(3, 7, 6)).astype("float32"),
+                     rng.normal(size=(3, 7, 4)).astype("float32"),
+                     (rng.random((3, 5, 7)) > 0.3).astype("float32")]}
 for name, model in models.items():
     print(f"MODEL {name} {[l.name for l in model.layers]}")
     model.summary()
+    import json
+    for e in json.loads(model.to_json())["config"]["layers"]:  # how each MHA call is written
+        if e["class_name"] == "MultiHeadAttention":
+            print("CALLS", e["config"]["name"], e["config"]["value_dim"],
+                  e["config"]["output_shape"],
+                  [(len(n["args"]), list(n["kwargs"])) for n in e["inbound_nodes"]])
     wfile = f"{out}/{name}_weights.npz"
     if mode == "keras":
         w = np.load(wfile)

@@ -21,6 +21,8 @@ CASES = [
     "PReLU(shared_axes=[1, 2])", "Permute((2, 1))", "LayerNormalization()",
     "LayerNormalization(epsilon=1e-5, center=False)", "MultiHeadAttention(2, 4)",
     "MultiHeadAttention(num_heads=4, key_dim=32, value_dim=16, use_bias=False)",
+    "MultiHeadAttention(2, 4, value_dim=3, output_shape=7, dropout=0.1)",
+    "MultiHeadAttention(2, 4, output_shape=(5,))",
     "Bidirectional(LSTM(3))", "Bidirectional(GRU(4, return_sequences=True), merge_mode='sum')",
     "Dense(3)", "Conv2D(8, 3, padding='same')", "BatchNormalization()", "Embedding(10, 4)",
 ]

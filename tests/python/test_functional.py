@@ -23,7 +23,7 @@ def test_same_summary_and_predictions_as_keras(tmp_path):
     assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
     assert mine.stdout == ref.stdout, \
         f"summaries differ:\n--- Keras\n{ref.stdout}\n--- sinter\n{mine.stdout}"
-    for name in ("graph", "images", "convs", "seq", "attn", "cross_attn", "nested"):
+    for name in ("graph", "images", "convs", "seq", "attn", "cross_attn", "nested", "key_kw"):
         s = np.load(tmp_path / f"{name}_sinter.npy")
         k = np.load(tmp_path / f"{name}_keras.npy")
         assert s.shape == k.shape, (name, s.shape, k.shape)

@@ -742,7 +742,11 @@ class MultiHeadAttention(_Configured):
         self._c = {"num_heads": int(num_heads), "key_dim": int(key_dim),
                    "value_dim": int(value_dim) if value_dim is not None else int(key_dim),
                    "dropout": dropout, "use_bias": use_bias, "use_gate": use_gate,
-                   "output_shape": output_shape, "attention_axes": attention_axes,
+                   # Keras keeps an int as a 1-tuple, written [n]
+                   "output_shape": (None if output_shape is None else
+                                    (int(output_shape),) if isinstance(output_shape, int)
+                                    else tuple(output_shape)),
+                   "attention_axes": attention_axes,
                    "sliding_window": sliding_window,
                    "kernel_initializer": _initializers.serialize(kernel_initializer),
                    "bias_initializer": _initializers.serialize(bias_initializer),
@@ -752,27 +756,42 @@ class MultiHeadAttention(_Configured):
                    "kernel_constraint": kernel_constraint, "bias_constraint": bias_constraint,
                    "seed": seed}
 
-    def __call__(self, query, value, key=None, query_mask=None, value_mask=None, key_mask=None,
-                 attention_mask=None, return_attention_scores=False, training=None,
-                 use_causal_mask=False):
-        for what, v in (("query_mask", query_mask), ("value_mask", value_mask),
-                        ("key_mask", key_mask)):
-            if v is not None:
+    _CALL_KW = ("key", "query_mask", "value_mask", "key_mask", "attention_mask",
+                "return_attention_scores", "training", "use_causal_mask")
+
+    def __call__(self, query, value, *args, **kw):
+        """mha(query, value[, key], key=..., attention_mask=..., use_causal_mask=...). The call
+        is written as Keras writes it: a key given positionally among the args, a key given
+        by keyword among the kwargs, the keyword arguments in the order they were given
+        (Keras 3 records the call's own kwargs)."""
+        if len(args) > 1:
+            raise TypeError(f"{self.name}: query, value and key are the positional arguments; "
+                            "give the rest by keyword")
+        for k in kw:
+            if k not in self._CALL_KW:
+                raise TypeError(f"{self.name}: unexpected keyword argument {k!r}")
+        if args and kw.get("key") is not None:
+            raise TypeError(f"{self.name}: key is given twice")
+        for what in ("query_mask", "value_mask", "key_mask"):
+            if kw.get(what) is not None:
                 raise NotImplementedError(f"{self.name}: {what} is not supported (Keras "
                                           "derives it from an Embedding(mask_zero=True))")
-        if return_attention_scores or training:
+        if kw.get("return_attention_scores") or kw.get("training"):
             raise NotImplementedError(f"{self.name}: return_attention_scores and "
                                       "training=True are not supported")
-        # key is written as the third positional argument (as mha(q, v, k) gives in Keras);
-        # attention_mask as the keyword tensor Keras writes
-        out = _call(self, [query, value] + ([key] if key is not None else []), unpack=True)
-        if use_causal_mask:
-            out._kwargs = {"use_causal_mask": True}
-        if attention_mask is not None:
-            if not isinstance(attention_mask, KerasTensor):
-                raise TypeError(f"{self.name}: attention_mask must be a keras.Input tensor or "
-                                f"a layer's output; got {type(attention_mask).__name__}")
-            out._kwtensors["attention_mask"] = attention_mask
+        out = _call(self, [query, value] + [a for a in args if a is not None], unpack=True)
+        order = []
+        for k, v in kw.items():
+            if k in ("key", "attention_mask") and v is not None:
+                if not isinstance(v, KerasTensor):
+                    raise TypeError(f"{self.name}: {k} must be a keras.Input tensor or a "
+                                    f"layer's output; got {type(v).__name__}")
+                out._kwtensors[k] = v
+                order.append(k)
+            elif k == "use_causal_mask" and v:
+                out._kwargs = {"use_causal_mask": True}
+                order.append(k)
+        out._kworder = order  # the keyword tensors are in call order too (_inputs_of)
         return out
 
 

@@ -1218,6 +1218,9 @@ def _functional_config(name, trainable, inputs, outputs):
                 args = [arg(a) for a in call._args]
                 kwargs = dict(getattr(call, "_kwargs", {}))
                 kwargs.update({k: arg(t) for k, t in getattr(call, "_kwtensors", {}).items()})
+                order = getattr(call, "_kworder", None)  # Keras writes the call's own order
+                if order:
+                    kwargs = {**{k: kwargs[k] for k in order if k in kwargs}, **kwargs}
                 nodes.append({"args": [args] if call._packed else args, "kwargs": kwargs})
         e["inbound_nodes"] = nodes
         entries.append(e)

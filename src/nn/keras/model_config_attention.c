@@ -1,9 +1,9 @@
 /* Keras config readers and writers of the attention layers (LayerNormalization,
  * MultiHeadAttention), in their own file so that the class table of model_config_layers.c
  * only gains two rows. Fields as Keras 3's get_config writes them; what sinter does not
- * implement is refused naming the field (rms_scaling, axes other than the last, attention
- * dropout, value_dim != key_dim, use_gate, output_shape, sliding_window, attention_axes other
- * than the sequence's, constraints). Checked against what Keras 3.15.1 writes
+ * implement is refused naming the field (rms_scaling, axes other than the last, use_gate,
+ * an output_shape of more than one dimension, sliding_window, attention_axes other than the
+ * sequence's, constraints). Checked against what Keras 3.15.1 writes
  * (tests/test_attention_layers.c holds its configs). MultiHeadAttention's
  * use_causal_mask is an argument of Keras's call, not of the config: a Functional model's
  * call arguments set it on the layer (sn_mha_layer_opts.use_causal_mask). A call with a
@@ -59,7 +59,7 @@ void sn_cfg_write_layer_norm(const sn_layer *l, json_t *c) {
 }
 
 sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
-    static const char *const nk[] = {"output_shape", "sliding_window", "activity_regularizer",
+    static const char *const nk[] = {"sliding_window", "activity_regularizer",
                                      "kernel_constraint", "bias_constraint", NULL};
     int64_t heads = 0, key_dim = 0, value_dim = 0;
     SN_TRY(sn_cfg_int(c, "num_heads", true, 1, INT32_MAX, &heads));
@@ -68,6 +68,22 @@ sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
     SN_TRY(sn_cfg_int(c, "value_dim", false, 1, INT32_MAX, &value_dim));
     o.value_dim = value_dim;
     SN_TRY(sn_cfg_num(c, "dropout", false, 0, 1, &o.dropout));
+    if (o.dropout >= 1)
+        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'dropout' is %g; expected [0, 1)",
+                         o.dropout);
+    /* output_shape: Keras writes an int given to it as [n]; a tuple of more than one
+     * dimension (an output [B, T, n1, n2, ...]) is not implemented */
+    const json_t *os = json_object_get(c, "output_shape");
+    if (json_is_array(os) && json_array_size(os) == 1) os = json_array_get(os, 0);
+    if (os && !json_is_null(os)) {
+        if (!json_is_integer(os) || json_integer_value(os) < 1) {
+            char b[64];
+            return sn_errorf(SN_ERR_UNSUPPORTED, "field 'output_shape' is %s; sinter supports "
+                             "null, an int > 0 or [int]",
+                             sn_cfg_show(json_object_get(c, "output_shape"), b, sizeof b));
+        }
+        o.output_dim = json_integer_value(os);
+    }
     SN_TRY(sn_cfg_bool(c, "use_bias", false, &o.use_bias));
     SN_TRY(sn_cfg_kernel_bias(c, &o.kernel_initializer, &o.bias_initializer,
                               &o.kernel_regularizer, &o.bias_regularizer));
@@ -88,8 +104,10 @@ sn_status sn_cfg_read_mha(const json_t *c, sn_layer **out) {
     if (gate)
         return sn_errorf(SN_ERR_UNSUPPORTED, "field 'use_gate' is true; sinter supports false "
                          "(gated attention is not implemented)");
-    /* flash_attention (Keras 3.5+) only picks Keras's backend kernel: sinter's is always the
-     * fused one, so any value reads the same; seed matters only with dropout, which is 0. */
+    /* flash_attention (Keras 3.5+) only picks Keras's backend kernel: sinter picks its own
+     * (the fused one unless value_dim differs or dropout applies), so any value reads the
+     * same. seed (Keras's dropout seed) is not read: sinter's dropout masks come from the
+     * model's seed and cannot match Keras's random stream anyway. */
     sn_status st;
     *out = made(sn_layer_mha_ex(&o), &st);
     return st;
@@ -103,7 +121,8 @@ void sn_cfg_write_mha(const sn_layer *l, json_t *c) {
     set(c, "dropout", json_real(o->dropout));
     set(c, "use_bias", json_boolean(o->use_bias));
     set(c, "use_gate", json_false());
-    set(c, "output_shape", json_null());
+    set(c, "output_shape", o->output_dim ? json_pack("[I]", (json_int_t)o->output_dim)
+                                         : json_null());
     set(c, "attention_axes", json_pack("[i]", 1));
     set(c, "sliding_window", json_null());
     sn_cfg_write_kernel_bias(c, &o->kernel_initializer, &o->bias_initializer,

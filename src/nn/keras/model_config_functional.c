@@ -44,11 +44,16 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
     const json_t *v, *kw_key = NULL, *kw_mask = NULL;
     bool mha = sn_cfg_mha_causal(en->layer) >= 0;
     *key = *mask = false;
+    char order[4] = "";
+    size_t no = 0;
     json_object_foreach((json_t *)kwargs, kw, v) {
         if (mha && json_is_object(v) && (!strcmp(kw, "key") || !strcmp(kw, "attention_mask"))) {
             *(strcmp(kw, "key") ? &kw_mask : &kw_key) = v;
+            if (no < 3) order[no++] = strcmp(kw, "key") ? 'm' : 'k';
             continue;
         }
+        if (mha && !strcmp(kw, "use_causal_mask") && json_is_true(v) && no < 3)
+            order[no++] = 'c';
         /* mask: Keras passes the previous layer's mask (null: none), which sinter's layers
          * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
         bool ok = (!strcmp(kw, "mask") && json_is_null(v)) ||
@@ -70,6 +75,8 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
                              "%s=%s; sinter supports mask=null and training=null/false", en->name,
                              kw, sn_cfg_show(v, b, sizeof b));
     }
+    /* Keras writes the call's keywords in the order they were given: kept for the writer */
+    if (mha && call == 0) sn_layer_mha_set_kw_order(en->layer, order);
     if (!json_is_array(args) || json_array_size(args) == 0)
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: args is %s, expected a list of "
                          "tensors", en->name, call, sn_cfg_show(args, b, sizeof b));

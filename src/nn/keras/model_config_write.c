@@ -336,10 +336,21 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             bool mk = false, mm = false;
             json_t *kw = json_object();
             if (sn_layer_mha_call_form(l, &mk, &mm)) {
-                /* mha(query, value[, key], attention_mask=m): the mask is Keras's keyword */
-                if (mm) json_object_set(kw, "attention_mask", json_array_get(ts, nd->n_in - 1));
+                /* mha(query, value[, key], attention_mask=m): the mask is Keras's keyword, and
+                 * so is the key when the config read gave it as key=; keywords in the order
+                 * read (Keras writes the call's own) */
+                const char *order = sn_layer_mha_kw_order(l);
+                bool key_kw = mk && strchr(order, 'k');
+                for (const char *o = *order ? order : "mc"; *o; o++) {
+                    if (*o == 'm' && mm)
+                        json_object_set(kw, "attention_mask", json_array_get(ts, nd->n_in - 1));
+                    if (*o == 'k' && key_kw) json_object_set(kw, "key", json_array_get(ts, 2));
+                    if (*o == 'c' && causal > 0)
+                        json_object_set_new(kw, "use_causal_mask", json_true());
+                }
                 json_array_extend(args, ts);
                 if (mm) json_array_remove(args, (size_t)nd->n_in - 1);
+                if (key_kw) json_array_remove(args, 2);
                 json_decref(ts);
             } else if (sn_layer_vt_n(l)) {
                 json_array_append_new(args, ts);
@@ -348,7 +359,8 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
                 json_array_extend(args, ts);
                 json_decref(ts);
             }
-            if (causal > 0) json_object_set_new(kw, "use_causal_mask", json_true());
+            if (causal > 0 && !json_object_get(kw, "use_causal_mask"))
+                json_object_set_new(kw, "use_causal_mask", json_true());
             if (nd->mask_arg) json_object_set_new(kw, "mask", tensor_json(f, nd->in[n_args]));
             json_array_append_new(nodes, json_pack("{s:o, s:o}", "args", args, "kwargs", kw));
         }

@@ -52,29 +52,90 @@ static sn_node proj(sn_graph *g, sn_node x, sn_node kernel, sn_node bias, int64_
     return y;
 }
 
+/* A mask's "visible" (nonzero) entries as exactly 0/1, as Keras's cast to bool: min(1, |m| *
+ * 1e30) (the graph has no comparison op; |m| below 1e-30 reads as 0). */
+static sn_node mask01(sn_graph *g, sn_node m) {
+    sn_dtype dt = sn_node_dtype(g, m);
+    sn_node one = sn_scalar(g, dt, 1.0);
+    sn_node a = sn_add(g, sn_relu(g, m), sn_relu(g, sn_neg(g, m)));
+    return sn_sub(g, one, sn_relu(g, sn_sub(g, one, sn_mul(g, a, sn_scalar(g, dt, 1e30)))));
+}
+
+/* Attention with the probabilities materialised, for what the fused kernel does not do: a
+ * value head size Dv other than the key's D, and dropout on the probabilities (rate > 0, in
+ * training). q [B, Tq, H, D], k [B, Tk, H, D], v [B, Tk, H, Dv], mask [B, Tq, Tk] or SN_NONE
+ * -> [B, Tq, H, Dv]. Keras's _compute_attention: scores q k^T * scale, masked softmax, dropout,
+ * P v. A hidden score becomes -1e9 exactly (s * m + (m - 1) * 1e9, Keras's large negative),
+ * so a query that sees no key gets the plain mean of the values and no gradient, as the
+ * fused kernel gives. The [B, H, Tq, Tk] scores cost Tq x Tk memory per head. */
+static sn_node attend_materialised(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                                   double scale, bool causal, double rate, uint64_t seed) {
+    sn_shape qs = sn_node_shape(g, q), ks = sn_node_shape(g, k);
+    int64_t B = qs.dim[0], Tq = qs.dim[1], Tk = ks.dim[1];
+    sn_dtype dt = sn_node_dtype(g, q);
+    const int perm[4] = {0, 2, 1, 3};
+    sn_node s = sn_matmul(g, sn_transpose(g, q, perm), sn_transpose(g, k, perm), false, true);
+    s = sn_mul(g, s, sn_scalar(g, dt, scale));
+    sn_node m = SN_NONE;
+    if (mask != SN_NONE)
+        m = sn_reshape(g, mask01(g, mask), &(sn_shape){.ndim = 4, .dim = {B, 1, Tq, Tk}});
+    if (causal) {
+        double *c = sn_malloc(sizeof *c * (size_t)(Tq * Tk));
+        if (!c) return sn_graph_fail(g, SN_ERR_NOMEM, "attention: out of memory");
+        for (int64_t i = 0; i < Tq; i++)
+            for (int64_t j = 0; j < Tk; j++) c[i * Tk + j] = j <= i;
+        sn_node cm = sn_const(g, SN_F64, &(sn_shape){.ndim = 2, .dim = {Tq, Tk}}, c);
+        free(c);
+        if (dt != SN_F64) cm = sn_cast(g, cm, dt);
+        m = m == SN_NONE ? cm : sn_mul(g, m, cm);
+    }
+    if (m != SN_NONE)
+        s = sn_add(g, sn_mul(g, s, m),
+                   sn_mul(g, sn_sub(g, m, sn_scalar(g, dt, 1.0)), sn_scalar(g, dt, 1e9)));
+    sn_node p = sn_softmax(g, s, 3);
+    if (rate > 0) {
+        /* keyed by the layer's seed and the plan step, not the node (dropout_forward's why) */
+        p = sn_dropout(g, p, rate, seed);
+        if (p != SN_NONE) g->nodes[p].attr.dropout.mask_node = 0;
+    }
+    return sn_transpose(g, sn_matmul(g, p, sn_transpose(g, v, perm), false, false), perm);
+}
+
 /* Attention of the query xq [B, Tq, dq] over the value xv [B, Tk, dv] with keys from xk
  * [B, Tk, dk] (all three x for self-attention), w = query kernel, bias, key kernel, bias,
  * value kernel, bias, output kernel, bias (biases SN_NONE without use_bias), mask [B, Tq, Tk]
  * or SN_NONE. The projections are Keras's einsums abc,cde->abde and abcd,cde->abe as GEMMs:
  * [B*T, d] x [d, H*D] lands in [B, T, H, D], the attention op's layout, with no transpose.
- * The output has the query's shape (Keras's output_shape None). */
+ * The output is [B, Tq, o->output_dim], or the query's shape without output_dim. The fused
+ * kernel unless value_dim differs from key_dim or dropout applies (training, seed: the
+ * layer's). */
 static sn_node mha_apply_qkv(sn_graph *g, sn_node xq, sn_node xk, sn_node xv, sn_node mask,
-                             const sn_node *w, int H, int64_t D, bool causal) {
+                             const sn_node *w, const sn_mha_layer_opts *o, bool training,
+                             uint64_t seed) {
     sn_shape s = sn_node_shape(g, xq), sk = sn_node_shape(g, xk), sv = sn_node_shape(g, xv);
+    int H = o->num_heads;
+    int64_t D = o->key_dim, Dv = o->value_dim ? o->value_dim : D;
     int64_t B = s.dim[0], Tq = s.dim[1], d = s.dim[2], Tk = sk.dim[1];
-    sn_shape hq = {.ndim = 4, .dim = {B, Tq, H, D}}, hk = {.ndim = 4, .dim = {B, Tk, H, D}};
+    int64_t out = o->output_dim ? o->output_dim : d;
+    sn_shape hq = {.ndim = 4, .dim = {B, Tq, H, D}}, hk = {.ndim = 4, .dim = {B, Tk, H, D}},
+             hv = {.ndim = 4, .dim = {B, Tk, H, Dv}};
     sn_node q = sn_reshape(g, proj(g, xq, w[0], w[1], d, H * D), &hq);
     sn_node k = sn_reshape(g, proj(g, xk, w[2], w[3], sk.dim[2], H * D), &hk);
-    sn_node v = sn_reshape(g, proj(g, xv, w[4], w[5], sv.dim[2], H * D), &hk);
-    sn_node o = sn_attention_masked(g, q, k, v, mask, 1.0 / sqrt((double)D), causal);
-    sn_node y = proj(g, o, w[6], w[7], H * D, d);
+    sn_node v = sn_reshape(g, proj(g, xv, w[4], w[5], sv.dim[2], H * Dv), &hv);
+    double rate = training ? o->dropout : 0.0, scale = 1.0 / sqrt((double)D);
+    sn_node a = Dv == D && rate == 0
+                    ? sn_attention_masked(g, q, k, v, mask, scale, o->use_causal_mask)
+                    : attend_materialised(g, q, k, v, mask, scale, o->use_causal_mask, rate,
+                                          seed);
+    sn_node y = proj(g, a, w[6], w[7], H * Dv, out);
+    s.dim[2] = out;
     return sn_reshape(g, y, &s);
 }
 
 /* Self-attention of x [B, T, d]. */
-static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, int H, int64_t D,
-                         bool causal) {
-    return mha_apply_qkv(g, x, x, x, SN_NONE, w, H, D, causal);
+static sn_node mha_apply(sn_graph *g, sn_node x, const sn_node *w, const sn_mha_layer_opts *o,
+                         bool training, uint64_t seed) {
+    return mha_apply_qkv(g, x, x, x, SN_NONE, w, o, training, seed);
 }
 
 /* ---- LayerNormalization ---------------------------------------------------------------- */
@@ -141,11 +202,13 @@ static sn_status mha_vars(sn_layer *l, sn_graph *g, const sn_mha_layer_opts *o, 
                           int64_t dk, int64_t dv, const char *const *names, sn_rng *rng,
                           sn_node *w) {
     int H = o->num_heads;
-    int64_t D = o->key_dim;
+    int64_t D = o->key_dim, Dv = o->value_dim ? o->value_dim : D;
+    int64_t out = o->output_dim ? o->output_dim : dq;
     sn_shape ks[3] = {{.ndim = 3, .dim = {dq, H, D}}, {.ndim = 3, .dim = {dk, H, D}},
-                      {.ndim = 3, .dim = {dv, H, D}}},
-             bs = {.ndim = 2, .dim = {H, D}}, oks = {.ndim = 3, .dim = {H, D, dq}},
-             obs = {.ndim = 1, .dim = {dq}};
+                      {.ndim = 3, .dim = {dv, H, Dv}}},
+             bs[3] = {{.ndim = 2, .dim = {H, D}}, {.ndim = 2, .dim = {H, D}},
+                      {.ndim = 2, .dim = {H, Dv}}},
+             oks = {.ndim = 3, .dim = {H, Dv, out}}, obs = {.ndim = 1, .dim = {out}};
     for (int i = 0; i < 4; i++) {
         SN_TRY(sn_layer_add_var(l, g, names[2 * i], i == 3 ? &oks : &ks[i], true,
                                 &o->kernel_initializer, SN_INIT_GLOROT_UNIFORM, rng, &w[2 * i]));
@@ -153,7 +216,7 @@ static sn_status mha_vars(sn_layer *l, sn_graph *g, const sn_mha_layer_opts *o, 
                                         "kernel_regularizer"));
         w[2 * i + 1] = SN_NONE;
         if (!o->use_bias) continue;
-        SN_TRY(sn_layer_add_var(l, g, names[2 * i + 1], i == 3 ? &obs : &bs, true,
+        SN_TRY(sn_layer_add_var(l, g, names[2 * i + 1], i == 3 ? &obs : &bs[i], true,
                                 &o->bias_initializer, SN_INIT_ZEROS, rng, &w[2 * i + 1]));
         SN_TRY(sn_layer_add_regularizer(l, w[2 * i + 1], &o->bias_regularizer,
                                         "bias_regularizer"));
@@ -175,6 +238,7 @@ static sn_status mha_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng 
     sn_node w[8];
     SN_TRY(mha_vars(l, g, &l->attn->mha, in->dim[1], in->dim[1], in->dim[1], mha_names, rng, w));
     l->out_shape = *in;
+    if (l->attn->mha.output_dim) l->out_shape.dim[1] = l->attn->mha.output_dim;
     return SN_OK;
 }
 
@@ -182,7 +246,7 @@ static sn_node mha_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, s
     const sn_mha_layer_opts *o = &l->attn->mha;
     sn_node w[8];
     mha_var_nodes(l, 0, o->use_bias, w);
-    return mha_apply(g, x, w, o->num_heads, o->key_dim, o->use_causal_mask);
+    return mha_apply(g, x, w, o, training, l->seed);
 }
 
 static const sn_layer_vtable mha_vt = {"MultiHeadAttention", "multi_head_attention", mha_build,
@@ -222,6 +286,7 @@ static sn_status mha_build_n(sn_layer *l, sn_graph *g, int n, const sn_shape *in
     sn_node w[8];
     SN_TRY(mha_vars(l, g, &e->mha, q->dim[1], k->dim[1], v->dim[1], mha_names, rng, w));
     l->out_shape = *q;
+    if (e->mha.output_dim) l->out_shape.dim[1] = e->mha.output_dim;
     return SN_OK;
 }
 
@@ -245,8 +310,8 @@ static sn_node mha_forward_n(sn_layer *l, sn_graph *g, int n, const sn_node *x, 
     sn_node w[8];
     mha_var_nodes(l, 0, o->use_bias, w);
     sn_node mask = e->mha_mask ? mha_mask(g, x[n - 1], x[0], x[1]) : SN_NONE;
-    return mha_apply_qkv(g, x[0], e->mha_key ? x[2] : x[1], x[1], mask, w, o->num_heads,
-                         o->key_dim, o->use_causal_mask);
+    return mha_apply_qkv(g, x[0], e->mha_key ? x[2] : x[1], x[1], mask, w, o, training,
+                         l->seed);
 }
 
 static const sn_layer_vtable_n mha_vt_n = {
@@ -261,7 +326,7 @@ static sn_node mask_over(sn_graph *g, sn_node m, const sn_shape *full, bool keys
 }
 
 sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
-                                    const sn_node *masks) {
+                                    const sn_node *masks, bool training) {
     const sn_attn_layer_ext *e = l->attn;
     const sn_mha_layer_opts *o = &e->mha;
     bool general = l->vt == &mha_vt_n.base;
@@ -284,7 +349,7 @@ sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_no
     }
     sn_node w[8];
     mha_var_nodes(l, 0, o->use_bias, w);
-    return mha_apply_qkv(g, q, k, v, am, w, o->num_heads, o->key_dim, o->use_causal_mask);
+    return mha_apply_qkv(g, q, k, v, am, w, o, training, l->seed);
 }
 
 bool sn_layer_is_mha(const sn_layer *l) {
@@ -307,6 +372,30 @@ sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask) {
     return SN_OK;
 }
 
+void sn_layer_mha_set_kw_order(sn_layer *l, const char *order) {
+    if (!sn_layer_is_mha(l)) return;
+    snprintf(l->attn->mha_kw, sizeof l->attn->mha_kw, "%s", order);
+}
+
+const char *sn_layer_mha_kw_order(const sn_layer *l) {
+    return sn_layer_is_mha(l) ? l->attn->mha_kw : "";
+}
+
+int sn_layer_keras_arg(const sn_layer *l, int n, int a) {
+    if (!l || l->vt != &mha_vt_n.base || !l->attn->mha_kw[0]) return a;
+    const sn_attn_layer_ext *e = l->attn;
+    bool key_kw = e->mha_key && strchr(e->mha_kw, 'k');
+    int order[4], k = 0;
+    order[k++] = 0;
+    order[k++] = 1;
+    if (e->mha_key && !key_kw) order[k++] = 2;
+    for (const char *o = e->mha_kw; *o && k < 4; o++) {
+        if (*o == 'k' && key_kw) order[k++] = 2;
+        if (*o == 'm' && e->mha_mask) order[k++] = n - 1;
+    }
+    return k == n && a < n ? order[a] : a;
+}
+
 bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask) {
     if (!l || l->vt != &mha_vt_n.base) return false;
     *key = l->attn->mha_key;
@@ -322,14 +411,12 @@ static sn_status check_mha(const char *cls, const sn_mha_layer_opts *o) {
     if (o->num_heads <= 0 || o->key_dim <= 0)
         return sn_errorf(SN_ERR_INVALID, "%s: num_heads %d and key_dim %lld must be > 0", cls,
                          o->num_heads, (long long)o->key_dim);
-    if (o->value_dim != 0 && o->value_dim != o->key_dim)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "%s: value_dim %lld differs from key_dim %lld; "
-                         "sinter's fused attention supports value_dim = key_dim (or None)", cls,
-                         (long long)o->value_dim, (long long)o->key_dim);
-    if (o->dropout != 0)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "%s: dropout %g on the attention probabilities is "
-                         "not implemented (the fused kernel never forms them); it must be 0",
-                         cls, o->dropout);
+    if (o->value_dim < 0 || o->output_dim < 0)
+        return sn_errorf(SN_ERR_INVALID, "%s: value_dim %lld and output_dim %lld must be > 0 "
+                         "(or 0: key_dim, the query's features)", cls, (long long)o->value_dim,
+                         (long long)o->output_dim);
+    if (!(o->dropout >= 0 && o->dropout < 1))
+        return sn_errorf(SN_ERR_INVALID, "%s: dropout %g is outside [0, 1)", cls, o->dropout);
     return sn_check_kernel_bias(cls, &o->kernel_initializer, &o->bias_initializer,
                                 &o->kernel_regularizer, &o->bias_regularizer);
 }
@@ -439,8 +526,7 @@ static sn_node block_forward(sn_layer *l, sn_graph *g, sn_node x, bool training,
     mha_var_nodes(l, 2, true, w);
     const sn_node *v = l->vars;
     sn_node h = ln_apply(g, x, v[0], v[1], e->epsilon);
-    x = sn_add(g, x, mha_apply(g, h, w, e->mha.num_heads, e->mha.key_dim,
-                               e->mha.use_causal_mask));
+    x = sn_add(g, x, mha_apply(g, h, w, &e->mha, training, l->seed));
     h = ln_apply(g, x, v[10], v[11], e->epsilon);
     sn_shape s = sn_node_shape(g, x);
     h = sn_gelu(g, proj(g, h, v[12], v[13], e->dim, e->ff_dim));

@@ -15,6 +15,8 @@ typedef struct sn_attn_layer_ext {
     int64_t vocab, seq_len, dim, ff_dim; /* the composites */
     double epsilon;                      /* the block's LayerNormalizations */
     bool mha_key, mha_mask; /* MultiHeadAttention's general call: a key, an attention_mask */
+    char mha_kw[4]; /* the keywords of the call as read, in order ('k' key=, 'm' attention_mask=,
+                     * 'c' use_causal_mask=); "" (made in C): key positional, then m, c */
 } sn_attn_layer_ext;
 
 /* Makes MultiHeadAttention l a layer of the general call mha(query, value[, key]
@@ -29,8 +31,16 @@ sn_status sn_layer_mha_set_call(sn_layer *l, bool key, bool mask);
  * mask and the attention_mask input, as Keras 3's _compute_attention_mask does. The output's
  * mask is the query's (the caller carries it). */
 sn_node sn_layer_mha_forward_masked(sn_layer *l, sn_graph *g, int n, const sn_node *x,
-                                    const sn_node *masks);
+                                    const sn_node *masks, bool training);
 bool sn_layer_is_mha(const sn_layer *l);
+/* The keyword order of MultiHeadAttention l's call as a Functional config gave it (ext's
+ * mha_kw; at most 3 of "kmc"), so that the writer gives back what Keras wrote. */
+void sn_layer_mha_set_kw_order(sn_layer *l, const char *order);
+const char *sn_layer_mha_kw_order(const sn_layer *l);
+/* Which of the n inputs of a node of layer l Keras lists a-th (args, then the keywords in
+ * the order read): differs from a only for a MultiHeadAttention whose config gave key= or
+ * attention_mask= out of sinter's order. Keras's model.layers and "Connected to" follow it. */
+int sn_layer_keras_arg(const sn_layer *l, int n, int a);
 /* Whether l is a MultiHeadAttention of the general call, and its form. */
 bool sn_layer_mha_call_form(const sn_layer *l, bool *key, bool *mask);
 

@@ -211,7 +211,7 @@ sn_node sn_layer_call_masked(sn_layer *l, sn_graph *g, sn_node x, sn_node *mask,
         return y;
     }
     if (*mask != SN_NONE && sn_layer_is_mha(l)) /* self-attention mha(x): x's mask both ways */
-        return sn_layer_mha_forward_masked(l, g, 1, &x, mask);
+        return sn_layer_mha_forward_masked(l, g, 1, &x, mask, training);
     if (*mask != SN_NONE && !passes_mask(l))
         return sn_graph_fail(g, SN_ERR_UNSUPPORTED, "layer '%s' (%s) receives a mask (from an "
                              "Embedding with mask_zero=True); sinter carries masks into LSTM, GRU, "

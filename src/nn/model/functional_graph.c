@@ -4,6 +4,7 @@
  * (functional.c) and the forward pass (model_forward.c) are above. */
 #include <string.h>
 
+#include "nn/layers/layers_attention.h"
 #include "nn/layers/layers_impl.h"
 
 static int layer_index(const sn_model *m, const sn_layer *l) {
@@ -86,7 +87,9 @@ static void walk(korder *k, int node) {
     if (k->done[node]) return;
     int key = op_key(k->f, node);
     if (k->op_index[key] < 0) k->op_index[key] = k->next_index++;
-    for (int a = 0; a < k->f->nodes[node].n_in; a++) walk(k, k->f->nodes[node].in[a]);
+    const sn_fnode *nd = &k->f->nodes[node];
+    for (int a = 0; a < nd->n_in; a++) /* in the order Keras lists the call's tensors */
+        walk(k, nd->in[sn_layer_keras_arg(nd->layer, nd->n_in, a)]);
     k->done[node] = true;
     k->post[k->n_post++] = node;
 }

@@ -8,6 +8,7 @@
  * weights and masks, and adding a layer at the end does not change the earlier ones. */
 #include <string.h>
 
+#include "nn/layers/layers_attention.h"
 #include "nn/train/train_impl.h"
 
 static void layer_free(sn_layer *l) {
@@ -410,7 +411,9 @@ static void connections(const sn_fgraph *f, const sn_layer *l, char *buf) {
         for (int a = 0; a < f->nodes[i].n_in * reps && k < CELL; a++) {
             if (k) k += (size_t)snprintf(buf + k, CELL - k, ", ");
             if (k < CELL)
-                k += tensor_name(f, f->nodes[i].in[a % f->nodes[i].n_in], buf + k, CELL - k);
+                k += tensor_name(f, f->nodes[i].in[sn_layer_keras_arg(
+                                         l, f->nodes[i].n_in, a % f->nodes[i].n_in)],
+                                 buf + k, CELL - k);
         }
     }
     if (!k) snprintf(buf, CELL, "-");

@@ -99,7 +99,7 @@ sn_status sn_model_forward_n(sn_model *m, const sn_node *x, bool training, sn_up
         if (vn && masked && sn_layer_is_mha(l)) {
             sn_node im[8]; /* each input's mask; MultiHeadAttention takes at most 4 */
             for (int k = 0; k < nd->n_in && k < 8; k++) im[k] = mask[nd->in[k]];
-            y = sn_layer_mha_forward_masked(l, g, nd->n_in, args, im);
+            y = sn_layer_mha_forward_masked(l, g, nd->n_in, args, im, training);
             mask[i] = mask[nd->in[0]]; /* Keras: the output carries the query's mask */
         } else if (vn && masked && merge_ors_masks(l)) {
             y = vn->forward_n(l, g, nd->n_in, args, training, updates);
