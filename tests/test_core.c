@@ -105,6 +105,10 @@ static void test_arena_and_errors(void) {
     sn_errorf(SN_ERR_IO, "file '%s' is missing", "x.idx");
     sn_error_context(SN_ERR_IO, "loading weights");
     CHECK(!strcmp(sn_last_error(), "loading weights: file 'x.idx' is missing"), "context: %s", sn_last_error());
+    /* a success adds nothing: the stepper wraps every character's plan run in a context */
+    CHECK(sn_error_context(SN_OK, "stepper") == SN_OK, "context of SN_OK returns SN_OK");
+    CHECK(!strcmp(sn_last_error(), "loading weights: file 'x.idx' is missing"),
+          "context of SN_OK changed the message: %s", sn_last_error());
     CHECK(!strcmp(sn_status_name(SN_ERR_SHAPE), "SN_ERR_SHAPE"), "status name");
     const sn_cpu_features *f = sn_cpu();
     CHECK(f != NULL && (!f->avx512f || f->avx2), "an AVX-512 CPU also has AVX2");

@@ -366,12 +366,21 @@ static void check_stepper(sn_model *m, sn_stepper *st, const float *xd, int64_t 
     double worst_all = 0, worst_one = 0;
     if (p) {
         const float *pp = (const float *)sn_tensor_data(p) + (L - 1) * vocab;
-        for (int pass = 0; pass < 2; pass++) {
+        /* pass 2 moves the carried states between plans, as generation does (the prompt at
+         * once, then one id per call): a ids, 1, b ids (the first plan again when a == b),
+         * 1; each plan reads them where the last run left them */
+        for (int pass = 0; pass < 3; pass++) {
             sn_stepper_reset(st);
             if (pass == 0) {
                 CHECK_OK(sn_stepper_run(st, xd, L, &lg, &nc));
-            } else {
+            } else if (pass == 1) {
                 for (int64_t j = 0; j < L; j++) CHECK_OK(sn_stepper_run(st, xd + j, 1, &lg, &nc));
+            } else {
+                int64_t a = (L - 2) / 2, b = L - 2 - a;
+                CHECK_OK(sn_stepper_run(st, xd, a, &lg, &nc));
+                CHECK_OK(sn_stepper_run(st, xd + a, 1, &lg, &nc));
+                CHECK_OK(sn_stepper_run(st, xd + a + 1, b, &lg, &nc));
+                CHECK_OK(sn_stepper_run(st, xd + L - 1, 1, &lg, &nc));
             }
             CHECK(nc == vocab, "stepper classes %lld, expected %lld", (long long)nc, (long long)vocab);
             double mx = -INFINITY, sum = 0;
@@ -379,7 +388,7 @@ static void check_stepper(sn_model *m, sn_stepper *st, const float *xd, int64_t 
             for (int64_t k = 0; k < vocab; k++) sum += exp(lg[k] - mx);
             for (int64_t k = 0; k < vocab; k++) {
                 double e = fabs(exp(lg[k] - mx) / sum - pp[k]);
-                double *w = pass == 0 ? &worst_all : &worst_one;
+                double *w = pass == 0 ? &worst_all : &worst_one; /* passes 1, 2: several calls */
                 if (e > *w) *w = e;
             }
         }

@@ -121,6 +121,53 @@ static void check_f32_vs_predict(sn_model *m, sn_stepper *st, const float *ids, 
     sn_tensor_free(p);
 }
 
+/* Last probabilities into out after: a reset, the first h of n ids under precision p1 (at
+ * once when `once`, else one per call), then the rest one per call under p2. */
+static bool run_switch(sn_stepper *st, const float *ids, int64_t h, int64_t n, bool once,
+                       sn_dtype p1, sn_dtype p2, int64_t vocab, double *out) {
+    const float *lg = NULL;
+    sn_stepper_reset(st);
+    CHECK_OK(sn_stepper_set_precision(st, p1));
+    for (int64_t j = 0; j < h; j += once ? h : 1)
+        if (sn_stepper_run(st, ids + j, once ? h : 1, &lg, NULL) != SN_OK) return false;
+    CHECK_OK(sn_stepper_set_precision(st, p2));
+    for (int64_t j = h; j < n; j++)
+        if (sn_stepper_run(st, ids + j, 1, &lg, NULL) != SN_OK) return false;
+    softmax(lg, vocab, out);
+    return true;
+}
+
+/* The carried states follow the precision switched mid-sequence, both ways: they live in
+ * the buffers of the plan that ran last (the f32 plan of h ids, the one-step f32 plan or the
+ * bf16 plan) and move when another plan runs. The same switch after h ids fed one per call
+ * or at once gives the same probabilities two ids after the switch (the two f32 paths agree
+ * to 1e-5, as against predict), and these differ from those two ids run from zero states
+ * (the LSTM forgets: many ids later the states would not matter). */
+static void check_switch(sn_stepper *st, const float *ids, int64_t vocab, int64_t units) {
+    const int64_t h = STEPS / 2;
+    double a[512], b[512], z[512];
+    for (int dir = 0; dir < 2; dir++) {
+        sn_dtype p1 = dir ? SN_BF16 : SN_F32, p2 = dir ? SN_F32 : SN_BF16;
+        if (!run_switch(st, ids, h, h + 2, false, p1, p2, vocab, a) ||
+            !run_switch(st, ids, h, h + 2, true, p1, p2, vocab, b) ||
+            !run_switch(st, ids + h, 0, 2, false, p1, p2, vocab, z)) {
+            CHECK(0, "units %lld: switching precision: %s", (long long)units, sn_last_error());
+            return;
+        }
+        double same = 0, apart = 0;
+        for (int64_t k = 0; k < vocab; k++) {
+            same = fmax(same, fabs(a[k] - b[k]));
+            apart = fmax(apart, fabs(a[k] - z[k]));
+        }
+        CHECK(same < 1e-5 && apart > 1e-3, "units %lld, %s then %s: per call vs at once %.3g "
+              "(bound 1e-5), vs from zero states %.3g (expected > 1e-3)", (long long)units,
+              sn_dtype_name(p1), sn_dtype_name(p2), same, apart);
+        printf("ok  units %lld, %s then %s mid-sequence: per call vs at once %.2e, from zero "
+               "states %.2e apart\n", (long long)units, sn_dtype_name(p1), sn_dtype_name(p2),
+               same, apart);
+    }
+}
+
 static void check_size(int64_t units) {
     const int64_t vocab = 65, L = 40;
     sn_model *m = char_model(vocab, units, L);
@@ -179,6 +226,7 @@ static void check_size(int64_t units) {
     worst = worst_prob_diff(f, b1, vocab, &ent);
     CHECK(worst < BF16_TOL, "units %lld, new weights: bf16 vs f32 differ by %.3g", (long long)units, worst);
     CHECK(memcmp(b1, b2, bytes) != 0, "units %lld: bf16 ignored the new weights", (long long)units);
+    check_switch(st, ids, vocab, units);
     float bad = (float)vocab;
     const float *lg = NULL;
     CHECK_OK(sn_stepper_set_precision(st, SN_BF16));

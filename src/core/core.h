@@ -13,7 +13,8 @@
 
 /* Records a printf-style message for sn_last_error() and returns `code`. */
 sn_status sn_errorf(sn_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prefixes the current message: "while loading weights: <old message>". Returns code. */
+/* Prefixes the current message: "while loading weights: <old message>". Returns code; with
+ * SN_OK it does nothing (the message is left alone). */
 sn_status sn_error_context(sn_status code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

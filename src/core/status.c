@@ -81,6 +81,10 @@ char *sn_foreign_text(char *dst, size_t cap, const char *src) {
 }
 
 sn_status sn_error_context(sn_status code, const char *fmt, ...) {
+    /* Nothing failed, so there is no message to explain: hot paths wrap calls that succeed
+     * (the stepper wraps one plan run per generated character), and formatting here cost
+     * more than copying that step's states. */
+    if (code == SN_OK) return code;
     char prefix[512], old[sizeof sn_err_buf];
     va_list ap;
     va_start(ap, fmt);

@@ -1,10 +1,13 @@
 /* sn_stepper: stateful stepping of a sequence model, and sampling from logits (generation).
  *
  * The stepper builds, in the model's graph, the inference forward pass of every layer with the
- * LSTM/GRU initial states as inputs and their final states as extra plan targets; after each
- * run the final states are copied (batch * units floats per state) into host arrays that feed
- * the next run. One plan per `steps` value: typically the prompt length once, then 1; plans
- * are built once and reused, so a step allocates nothing.
+ * LSTM/GRU initial states as inputs and their final states as extra plan targets. One plan
+ * per `steps` value: typically the prompt length once, then 1; plans are built once and
+ * reused, so a step allocates nothing. The carried states live in the input buffers of the
+ * plan that ran last (the "owner"): after a run its final states are copied straight into its
+ * own state inputs (batch * units floats per state, one copy), and the host arrays state[]
+ * are filled only when another plan (another `steps`, the other precision) takes them over,
+ * so a generated character costs no input copies and no per-step size checks.
  *
  * An Embedding that feeds an LSTM/GRU directly is folded into it: embedding row v times the
  * recurrent layer's input kernel plus its input bias is the same for every step that reads
@@ -93,6 +96,11 @@ struct sn_stepper {
     int32_t *hist;   /* [batch, ctx]: the ids at positions 0 .. pos - 1 */
     float *window;   /* [batch, ctx]: scratch for a re-run of the newest half */
     uint64_t epoch;  /* bumped when the caches restart */
+    /* Recurrent models: the plan whose state inputs hold the carried states (NULL: state[]
+     * holds them), and those inputs (owner_n of them) */
+    sn_plan *owner;
+    sn_node owner_in[STEPPER_MAX_STATES];
+    int owner_n;
 };
 
 void sn_stepper_free(sn_stepper *s) {
@@ -107,6 +115,7 @@ void sn_stepper_free(sn_stepper *s) {
 }
 
 void sn_stepper_reset(sn_stepper *s) {
+    if (s) s->owner = NULL; /* state[] holds the states again: zeros */
     for (int i = 0; s && i < s->n_states; i++)
         memset(s->state[i], 0, sizeof(float) * (size_t)(s->batch * s->state_units[i]));
     if (!s) return;
@@ -123,6 +132,37 @@ static sn_plan_opts stepper_plan_opts(const sn_model *m) {
         po.fp32_strict = m->train->opts.fp32_strict;
     }
     return po;
+}
+
+static size_t state_bytes(const sn_stepper *s, int j) {
+    return sizeof(float) * (size_t)(s->batch * s->state_units[j]);
+}
+
+/* The carried states back into state[] from the plan that holds them, if one does. */
+static sn_status states_home(sn_stepper *s) {
+    if (!s->owner) return SN_OK;
+    for (int j = 0; j < s->owner_n; j++) {
+        const float *b = sn_plan_buffer(s->owner, s->owner_in[j]);
+        if (!b) return sn_errorf(SN_ERR_STATE, "stepper: state %d has no buffer", j);
+        memcpy(s->state[j], b, state_bytes(s, j));
+    }
+    s->owner = NULL;
+    return SN_OK;
+}
+
+/* Plan p (state inputs in[0..n)) takes the carried states over, unless it holds them. */
+static sn_status states_to(sn_stepper *s, sn_plan *p, const sn_node *in, int n) {
+    if (s->owner == p) return SN_OK;
+    SN_TRY(states_home(s));
+    for (int j = 0; j < n; j++) {
+        float *b = sn_plan_buffer(p, in[j]);
+        if (!b) return sn_errorf(SN_ERR_STATE, "stepper: state %d has no buffer", j);
+        memcpy(b, s->state[j], state_bytes(s, j));
+        s->owner_in[j] = in[j];
+    }
+    s->owner = p;
+    s->owner_n = n;
+    return SN_OK;
 }
 
 /* Finds the Embedding -> LSTM/GRU pairs and builds the plan of their tables. */
@@ -447,19 +487,24 @@ static sn_status run_bf16(sn_stepper *s, const float *x, int64_t steps, const fl
     }
     int64_t U = s->state_units[0];
     size_t sb = sizeof(float) * (size_t)U;
+    /* The plan's own buffers, written and read in place: the id, and h and c, which hold the
+     * carried states while this plan owns them (states_to). */
+    SN_TRY(states_to(s, p, (sn_node[]){s->bh, s->bc}, 2));
     const float *y = sn_plan_buffer(p, s->bout);
-    if (!y) return sn_errorf(SN_ERR_STATE, "stepper: the bf16 step has no output buffer");
+    float *xb = sn_plan_buffer(p, s->bx), *hb = sn_plan_buffer(p, s->bh),
+          *cb = sn_plan_buffer(p, s->bc);
+    if (!y || !xb || !hb || !cb)
+        return sn_errorf(SN_ERR_STATE, "stepper: the bf16 step has no %s buffer",
+                         y ? "input" : "output");
     for (int64_t i = 0; i < steps; i++) {
         float v = x[i];
         if (!(v >= 0 && v < (float)t->rows) || v != floorf(v))
             return sn_errorf(SN_ERR_INVALID, "stepper: input id %g at step %lld is not an "
                              "integer in [0, %lld)", (double)v, (long long)i, (long long)t->rows);
-        SN_TRY(sn_plan_set_input(p, s->bx, &v, sizeof v));
-        SN_TRY(sn_plan_set_input(p, s->bh, s->state[0], sb));
-        SN_TRY(sn_plan_set_input(p, s->bc, s->state[1], sb));
+        *xb = v;
         SN_TRY(sn_error_context(sn_plan_run(p, 1, NULL, NULL), "stepper: bf16 step"));
-        memcpy(s->state[0], y, sb);
-        memcpy(s->state[1], y + U, sb);
+        memcpy(hb, y, sb); /* h' | c' | logits: the next step's states */
+        memcpy(cb, y + U, sb);
     }
     *out = y + 2 * U;
     return SN_OK;
@@ -473,6 +518,7 @@ static sn_status plan_for(sn_stepper *s, int64_t steps, stepper_plan **out) {
             return SN_OK;
         }
     if (s->n_plans == STEPPER_MAX_PLANS) { /* keep the most recent: drop the oldest */
+        if (s->owner == s->plans[0].plan) SN_TRY(states_home(s));
         sn_plan_free(s->plans[0].plan);
         memmove(s->plans, s->plans + 1, sizeof s->plans[0] * (STEPPER_MAX_PLANS - 1));
         s->n_plans--;
@@ -579,15 +625,17 @@ sn_status sn_stepper_run(sn_stepper *s, const float *x, int64_t steps, const flo
         }
         sp->table_version = s->table_version;
     }
-    SN_TRY(sn_plan_set_input(sp->plan, sp->x, x, sizeof(float) * (size_t)(s->batch * steps)));
-    for (int j = 0; j < s->n_states; j++)
-        SN_TRY(sn_plan_set_input(sp->plan, sp->sin[j], s->state[j],
-                                 sizeof(float) * (size_t)(s->batch * s->state_units[j])));
+    /* x [batch, steps] (the plan's shape) and the states straight into the plan's buffers */
+    float *xb = sn_plan_buffer(sp->plan, sp->x);
+    if (!xb) return sn_errorf(SN_ERR_STATE, "stepper: the input has no buffer");
+    memcpy(xb, x, sizeof(float) * (size_t)(s->batch * steps));
+    SN_TRY(states_to(s, sp->plan, sp->sin, s->n_states));
     SN_TRY(sn_error_context(sn_plan_run(sp->plan, 1, NULL, NULL), "stepper"));
-    for (int j = 0; j < s->n_states; j++) {
+    for (int j = 0; j < s->n_states; j++) { /* the final states feed this plan's next run */
         const float *f = sn_plan_buffer(sp->plan, sp->sout[j]);
-        if (!f) return sn_errorf(SN_ERR_STATE, "stepper: state %d has no buffer", j);
-        memcpy(s->state[j], f, sizeof(float) * (size_t)(s->batch * s->state_units[j]));
+        float *b = sn_plan_buffer(sp->plan, sp->sin[j]);
+        if (!f || !b) return sn_errorf(SN_ERR_STATE, "stepper: state %d has no buffer", j);
+        memcpy(b, f, state_bytes(s, j));
     }
     *out = sn_plan_buffer(sp->plan, sp->out);
     if (classes) *classes = s->classes;
