@@ -56,6 +56,16 @@ class Pad(nn.Module):
         return F.pad(x, self.p, value=self.value)
 
 
+class Clamp6(nn.Module):
+    """ReLU6 as clamp: Debian's torch 1.13 has no bf16 CPU backward for hardtanh (nn.ReLU6)
+    ("hardshrink_backward_cpu not implemented for 'BFloat16'"); used only there."""
+    def forward(self, x):
+        return torch.clamp(x, 0.0, 6.0)
+
+
+ReLU6 = Clamp6 if a.bf16 and int(torch.__version__.split('.')[0]) < 2 else nn.ReLU6
+
+
 def bn(c, momentum):
     return nn.BatchNorm2d(c, eps=1e-3, momentum=1 - momentum)
 
@@ -72,14 +82,14 @@ class InvertedResidual(nn.Module):
         hid = cin * expansion
         layers = []
         if block_id:
-            layers += [nn.Conv2d(cin, hid, 1, bias=False), bn(hid, 0.999), nn.ReLU6()]
+            layers += [nn.Conv2d(cin, hid, 1, bias=False), bn(hid, 0.999), ReLU6()]
         if stride == 2:
             # keras.applications' correct_pad: even sizes pad (0, 1), odd sizes (1, 1)
             lo = 1 - (1 - size % 2)
             layers += [nn.ZeroPad2d((lo, 1, lo, 1)), nn.Conv2d(hid, hid, 3, 2, 0, groups=hid, bias=False)]
         else:
             layers += [nn.Conv2d(hid, hid, 3, 1, 1, groups=hid, bias=False)]
-        layers += [bn(hid, 0.999), nn.ReLU6(), nn.Conv2d(hid, cout, 1, bias=False), bn(cout, 0.999)]
+        layers += [bn(hid, 0.999), ReLU6(), nn.Conv2d(hid, cout, 1, bias=False), bn(cout, 0.999)]
         self.body = nn.Sequential(*layers)
         self.residual = cin == cout and stride == 1
         self.cout = cout
@@ -93,7 +103,7 @@ class MobileNetV2(nn.Module):
     def __init__(self):
         super().__init__()
         size = S
-        stem = [Pad(size, 3, 2), nn.Conv2d(3, 32, 3, 2, 0, bias=False), bn(32, 0.999), nn.ReLU6()]
+        stem = [Pad(size, 3, 2), nn.Conv2d(3, 32, 3, 2, 0, bias=False), bn(32, 0.999), ReLU6()]
         size = -(-size // 2)
         blocks, cin = [], 32
         cfg = [(16, 1, 1, 1)] + [(24, 2, 6, 2), (32, 2, 6, 3), (64, 2, 6, 4), (96, 1, 6, 3),
@@ -107,7 +117,7 @@ class MobileNetV2(nn.Module):
                 cin, bid = blk.cout, bid + 1
                 if s == 2:
                     size = -(-size // 2)
-        head = [nn.Conv2d(cin, 1280, 1, bias=False), bn(1280, 0.999), nn.ReLU6()]
+        head = [nn.Conv2d(cin, 1280, 1, bias=False), bn(1280, 0.999), ReLU6()]
         self.features = nn.Sequential(*stem, *blocks, *head)
         self.fc = nn.Linear(1280, C)
 
