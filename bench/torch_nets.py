@@ -19,7 +19,8 @@ shape. Parameter counts include BN's moving mean and variance, as Keras's "Total
 Batch 32 of synthetic 96x96x3 inputs in [-1, 1) and 10 classes, Adam(1e-3, eps 1e-7 as
 Keras), sparse categorical cross-entropy (on the softmax's probabilities for MobileNetV2, from
 logits for the Xception, as the Keras models are compiled). --bf16 1: torch.autocast(bfloat16).
-ms_per_step is the median of per-step times after --warmup steps. One key=value line.
+ms_per_step is the median of per-step times after --warmup steps. One key=value line;
+--steps 0 prints the parameter count only.
 
     ../shared/bench/tuned.sh python3 bench/torch_nets.py mobilenetv2 --threads 2 [--bf16 1]
 
@@ -165,6 +166,9 @@ class Xception(nn.Module):
 model = MobileNetV2() if model_name == 'mobilenetv2' else Xception()
 params = sum(p.numel() for p in model.parameters()) + \
     sum(b.numel() for n, b in model.named_buffers() if n.endswith(('running_mean', 'running_var')))
+if a.steps == 0:  # --steps 0: the parameter count only (tests/test_bench_nets.sh)
+    report(framework='torch' + torch.__version__.split('+')[0], workload=model_name, params=params)
+    sys.exit(0)
 opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7)
 g = torch.Generator().manual_seed(1)
 x = torch.rand(2 * B, 3, S, S, generator=g) * 2 - 1
