@@ -32,6 +32,7 @@
 #                   in the lines (sinter's from `sinter summary`)
 #   mobilenetv2_bf16  the same in mixed bfloat16 (sinter --precision bf16, Keras mixed_bfloat16,
 #                   torch autocast)
+#                   (10 timed steps after 2; SN_NET_STEPS / SN_NET_WARMUP change them; --quick 3 after 1)
 #   xception, xception_bf16  keras.io's "image classification from scratch" small Xception
 #                   (SeparableConv2D, residual 1x1/2 convs and adds) at 96x96 with Dense(10) logits,
 #                   the same way
@@ -40,8 +41,9 @@
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
 # ~6.5 min per round, so ~19 min for the default 3 rounds (plus the one-time installs);
 # --quick ~4 min; --scaling ~12 min per round. The four issue-23 workloads are not in the default
-# set (--only mobilenetv2,mobilenetv2_bf16,xception,xception_bf16); their quiet duration is not
-# measured yet (see docs/benchmarks.md).
+# set (--only mobilenetv2,mobilenetv2_bf16,xception,xception_bf16); for 3 rounds of those,
+# ~10-20 min is estimated from their work (10.6 and 131 GFLOP a training step) and the
+# interpreters' start-up, not yet measured on a quiet machine.
 # Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
 set -uo pipefail
 cd "$(dirname "$0")/.."
