@@ -268,7 +268,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
       echo "round=$r wl=$wl who=$who $line" | tee -a "$LOG"
       vals[$wl.$who]+="$(metric "$wl" "$line") "
       rss[$wl.$who]+="$(field "$line" peak_rss_kb) "
-      t=$(field "$line" test_acc); [ -n "$t" ] && acc[$wl.$who]+="$(last_of "$t") "
+      t=$(field "$line" test_acc); [ -n "$t" ] && [ "$t" != nan ] && acc[$wl.$who]+="$(last_of "$t") "
     done
   done
 done
