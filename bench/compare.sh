@@ -24,11 +24,26 @@
 #   char_lstm       LSTM(256) character model, batch 64 x 100 on tinyshakespeare, Adam, 10 steps
 #                   after 2: `sinter bench --model char_lstm_small` (Embedding(65, 64) input)
 #                   vs char_lstm.py (one-hot(65) input), tokens/s in the key=value lines
+#   mobilenetv2     issue 23: keras.applications.MobileNetV2(weights=None, input_shape=(96,96,3),
+#                   classes=10), batch 32, Adam, synthetic data: `sinter train` on the .keras file
+#                   Keras saved (bench/keras_nets.py prepare, into $SN_BENCH_OUT/nets; one step an
+#                   epoch) vs Keras fit (bench/keras_nets.py fit) vs the same net in plain torch.nn
+#                   (bench/torch_nets.py); median ms/step after the warm-up steps, parameter counts
+#                   in the lines (sinter's from `sinter summary`)
+#   mobilenetv2_bf16  the same in mixed bfloat16 (sinter --precision bf16, Keras mixed_bfloat16,
+#                   torch autocast)
+#                   (10 timed steps after 2; SN_NET_STEPS / SN_NET_WARMUP change them; --quick 3 after 1)
+#   xception, xception_bf16  keras.io's "image classification from scratch" small Xception
+#                   (SeparableConv2D, residual 1x1/2 convs and adds) at 96x96 with Dense(10) logits,
+#                   the same way
 # Each round runs every runner of a workload once, starting at a different runner each round;
 # the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
 # ~6.5 min per round, so ~19 min for the default 3 rounds (plus the one-time installs);
-# --quick ~4 min; --scaling ~12 min per round.
+# --quick ~4 min; --scaling ~12 min per round. The four issue-23 workloads are not in the default
+# set (--only mobilenetv2,mobilenetv2_bf16,xception,xception_bf16); for 3 rounds of those,
+# ~10-20 min is estimated from their work (10.6 and 131 GFLOP a training step) and the
+# interpreters' start-up, not yet measured on a quiet machine.
 # Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +56,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY=${2//,/ }; shift ;;
     [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS [WORKLOAD...]
     -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
-    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm) ONLY+="$1 " ;;
+    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm|mobilenetv2|mobilenetv2_bf16|xception|xception_bf16)
+      ONLY+="$1 " ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -51,6 +67,9 @@ SINTER=$(realpath -m "${SINTER:-$BUILD/sinter}")
 REF=${SN_BENCH_REF:-$(cd .. && pwd)/shared/bench}
 OUT=${SN_BENCH_OUT:-$BUILD/bench}
 mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
+NETS=$OUT/nets   # issue 23's .keras files and synthetic data (bench/keras_nets.py prepare)
+SRC=$(pwd)
 [ -x "$SINTER" ] || { echo "compare.sh: no $SINTER (scripts/build.sh first)" >&2; exit 1; }
 [ -f "$REF/tf_keras.py" ] || { echo "compare.sh: no anchor scripts in $REF (SN_BENCH_REF)" >&2; exit 1; }
 eval "$(bench/anchors.sh "$BUILD")"
@@ -74,7 +93,9 @@ have() { # anchor available?
 # run WL WHO [BATCH THREADS]: prints the runner's key=value line plus peak_rss_kb=.
 run() {
   local wl=$1 who=$2 b=${3:-} th=${4:-2} cmd=() py= pre=() cnn_steps=5 cnn_warm=2 mlp_ep=2
-  [ $QUICK = 1 ] && { cnn_steps=2; cnn_warm=1; }
+  local net_steps=${SN_NET_STEPS:-10} net_warm=${SN_NET_WARMUP:-2} net= bf=0 prec=fp32
+  [ $QUICK = 1 ] && { cnn_steps=2; cnn_warm=1; net_steps=${SN_NET_STEPS:-3}; net_warm=${SN_NET_WARMUP:-1}; }
+  case $wl in mobilenetv2*|xception*) net=${wl%_bf16}; [ $net = $wl ] || { bf=1; prec=bf16; } ;; esac
   [ $SCALING = 1 ] && { cnn_steps=3; cnn_warm=1; }
   case $who in
     t215*) py=$TORCH_PY; pre=(env "LD_LIBRARY_PATH=$TORCH_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
@@ -105,6 +126,14 @@ run() {
     small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
     mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
     char_lstm.t*) cmd=($py char_lstm.py --threads $th --text "$CORPUS") ;;
+    mobilenetv2*.sinter|xception*.sinter)
+      cmd=($SINTER train --model "$NETS/$net.keras" --data "$NETS/x.npy" --labels "$NETS/y.npy" \
+           --epochs $((net_warm + net_steps)) --steps-per-epoch 1 --steps-per-execution 1 --batch-size 32 \
+           --precision $prec --threads $th --report --quiet) ;;
+    mobilenetv2*.tf|xception*.tf)
+      cmd=($TF_PY "$SRC/bench/keras_nets.py" fit $net --bf16 $bf --steps $net_steps --warmup $net_warm --threads $th) ;;
+    mobilenetv2*.t*|xception*.t*)
+      cmd=($py "$SRC/bench/torch_nets.py" $net --bf16 $bf --steps $net_steps --warmup $net_warm --threads $th) ;;
     *) echo "no_runner=1"; return ;;
   esac
   local line
@@ -112,7 +141,30 @@ run() {
   if ! grep -q '=' <<<"$line"; then
     echo "failed=1 why=$(tail -n1 "$TMP/err" | tr ' =' '_:' | cut -c1-120)"; return
   fi
+  if [ -n "$net" ] && [ $who = sinter ]; then
+    # One step per epoch: the median of the epochs after the warm-up ones, as the anchors' median
+    # step; and the parameter count sinter's summary gives (the anchors print theirs).
+    line+=" median_ms_per_step=$(field "$line" epoch_s | tr , '\n' | tail -n +$((net_warm + 1)) |
+      awk '{print 1e3 * $1}' | median) params=${NET_PARAMS[$net]:-unknown}"
+  fi
   echo "$line peak_rss_kb=$(tail -n1 "$TMP/rss")"
+}
+
+# nets_prepare: issue 23's models saved by Keras as .keras files, the synthetic data, and the
+# parameter counts Keras and sinter's summary give (printed; a difference is a warning).
+declare -A NET_PARAMS
+nets_prepare() {
+  [ -n "$TF_PY" ] || { echo "compare.sh: no TensorFlow venv: the .keras files for mobilenetv2/xception cannot be made" >&2; return 1; }
+  local out m k s
+  out=$("$TF_PY" bench/keras_nets.py prepare --out "$NETS" 2>"$TMP/prep.err") ||
+    { echo "compare.sh: bench/keras_nets.py prepare failed: $(tail -n1 "$TMP/prep.err")" >&2; return 1; }
+  for m in mobilenetv2 xception; do
+    k=$(grep "workload=$m " <<<"$out" | tr ' ' '\n' | sed -n 's/^params=//p')
+    s=$("$SINTER" summary --model "$NETS/$m.keras" 2>&1 | sed -n 's/^ *Total params: \([0-9,]*\).*/\1/p' | tr -d ,)
+    NET_PARAMS[$m]=${s:-refused}
+    echo "params: $m keras=$k sinter=${s:-refused}$([ "$k" = "$s" ] || echo ' (DIFFER)')"
+    [ -n "$s" ] || "$SINTER" summary --model "$NETS/$m.keras" 2>&1 | tail -n2 >&2
+  done
 }
 
 # metric WL LINE: the figure compared, in the workload's unit (lower is better).
@@ -126,6 +178,8 @@ metric() {
       v=$(field "$l" epoch_s)
       if [ -n "$v" ]; then awk -v s="$(last_of "$v")" -v n="$(field "$l" steps_per_epoch)" 'BEGIN{printf "%.4f", 1e3*s/n}'
       else field "$l" ms_per_step; fi ;;
+    mobilenetv2*|xception*)
+      v=$(field "$l" median_ms_per_step); [ -n "$v" ] && echo "$v" || field "$l" ms_per_step ;;
     *) field "$l" ms_per_step ;;
   esac
 }
@@ -194,9 +248,14 @@ runners() {
     mlp_fit) echo sinter tf tf_spe ;;
     mlp_step) echo sinter t215s t215 t113s t113 ;;
     char_lstm) echo sinter t215 t113s t113 ;;
+    mobilenetv2|mobilenetv2_bf16|xception|xception_bf16) echo sinter tf t215 t113 ;;
   esac
 }
 machine | tee -a "$LOG"
+if grep -q -w -E 'mobilenetv2|xception' <<<"${WORKLOADS//_bf16/}"; then
+  nets_prepare >"$TMP/params"   # not in a pipe: NET_PARAMS must be set in this shell
+  tee -a "$LOG" <"$TMP/params"
+fi
 declare -A vals rss acc
 for ((r = 1; r <= ROUNDS; r++)); do
   for wl in $WORKLOADS; do
@@ -209,7 +268,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
       echo "round=$r wl=$wl who=$who $line" | tee -a "$LOG"
       vals[$wl.$who]+="$(metric "$wl" "$line") "
       rss[$wl.$who]+="$(field "$line" peak_rss_kb) "
-      t=$(field "$line" test_acc); [ -n "$t" ] && acc[$wl.$who]+="$(last_of "$t") "
+      t=$(field "$line" test_acc); [ -n "$t" ] && [ "$t" != nan ] && acc[$wl.$who]+="$(last_of "$t") "
     done
   done
 done
