@@ -113,6 +113,7 @@ static void kernel_cases(void) {
     check_conv("seed2 10x10x256->32 3x3", 2, 10, 10, 256, 3, 32, 1);
     check_conv("12x12x16->16 3x3", 3, 12, 12, 16, 3, 16, 1);
     check_conv("s2 11x11x17->33 3x3", 2, 11, 11, 17, 3, 33, 2);
+    check_conv("s2 1x1 12x12x32->16 (pb=-1)", 2, 12, 12, 32, 1, 16, 2);
     /* Narrow: stays f32 (C < 16) even when bf16 is asked for. */
     check_conv("narrow 28x28x1->16 3x3", 2, 28, 28, 1, 3, 16, 1);
 }

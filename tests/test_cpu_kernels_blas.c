@@ -163,6 +163,11 @@ static void conv_cases(void) {
     check_conv("same 6x5x3 2x2 (pb>pt)", 2, 6, 5, 3, 2, 2, 4, 1, 1, true);
     check_conv("same 7x9x5 3x1 s(1,2)", 2, 7, 9, 5, 3, 1, 4, 1, 2, true);
     check_conv("1x1 5x5x17->33", 2, 5, 5, 17, 1, 1, 33, 1, 1, false);
+    /* an implied bottom/right padding of -1: the last row and column are read by no window
+     * (Xception's 1x1 stride-2 residual convolutions); the fast kernels must take it */
+    check_conv("same s2 1x1 8x8x6->10 (pb=-1)", 2, 8, 8, 6, 1, 1, 10, 2, 2, true);
+    check_conv("valid s2 1x1 8x6x5->7 (pb=-1)", 2, 8, 6, 5, 1, 1, 7, 2, 2, false);
+    check_conv("valid s3 2x2 8x8x3->4 (pb=-1)", 2, 8, 8, 3, 2, 2, 4, 3, 3, false);
     /* one input channel (cpu_conv_c1.c's filter gradient): small_cnn's first layer scaled
      * down, padding, strides, a 5x5 window, a batch of one; 48 filters stay on oneDNN */
     check_conv("c1 small_cnn 28x28x1->32 3x3", 5, 28, 28, 1, 3, 3, 32, 1, 1, false);

@@ -33,7 +33,13 @@ bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
         return false;
     g->pb = (g->oh - 1) * g->sh + g->kh - g->h - g->pt;
     g->pr = (g->ow - 1) * g->sw + g->kw - g->w - g->pl;
-    /* A negative implied padding (rows the output never reads) is left to the reference. */
+    /* A negative implied padding of less than one stride means the last input rows are read
+     * by no window (a 1x1 stride-2 "same" convolution on an even size: Xception's residual
+     * branches). Padding 0 there gives the same output size under oneDNN's floor formula
+     * ((h + pt + pb - kh) / sh + 1 = oh), and backward-data writes zeros to those rows, as
+     * the reference does. More than a stride short would lose an output row: reference. */
+    if (g->pb < 0 && -g->pb < g->sh) g->pb = 0;
+    if (g->pr < 0 && -g->pr < g->sw) g->pr = 0;
     if (g->pb < 0 || g->pr < 0) return false;
     /* Windows that lie wholly in the padding: legal, but not worth a fast path. */
     if (g->pt >= g->kh || g->pl >= g->kw || g->pb >= g->kh || g->pr >= g->kw) return false;
