@@ -240,7 +240,9 @@ int sn_model_layer_variables(const sn_model *m, int i, sn_node *vars, int cap) {
 static int64_t layer_params(const sn_model *m, const sn_layer *l, int which /* 0 all, 1 tr, 2 non */) {
     int64_t n = 0;
     for (int j = 0; m->built && j < l->n_vars; j++) {
-        bool tr = (sn_node_at(m->g, l->vars[j])->flags & SN_NODE_TRAINABLE) != 0;
+        /* a frozen layer's weights count as non-trainable at once, as Keras's summary */
+        bool tr = !l->frozen && ((sn_node_at(m->g, l->vars[j])->flags & SN_NODE_TRAINABLE) ||
+                                 (l->thawed >> j & 1u));
         if (which == 0 || (which == 1) == tr) {
             sn_shape s = sn_node_shape(m->g, l->vars[j]);
             n += sn_shape_numel(&s);
@@ -257,6 +259,58 @@ static int64_t model_params(const sn_model *m, int which) {
 
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only) {
     return model_params(m, trainable_only ? 1 : 0);
+}
+
+/* Freezing clears a variable's SN_NODE_TRAINABLE flag (so compile leaves it out of the
+ * gradients and the optimizer) and remembers it in l->thawed, so that thawing restores exactly
+ * the variables that were trainable (BatchNormalization's moving statistics never are). */
+void sn_model_sync_trainable(sn_model *m) {
+    for (int i = 0; m && m->built && i < m->n_layers; i++) {
+        sn_layer *l = m->layers[i];
+        for (int j = 0; j < l->n_vars; j++) {
+            uint32_t *flags = &sn_node_at(m->g, l->vars[j])->flags;
+            if (l->frozen && (*flags & SN_NODE_TRAINABLE)) {
+                *flags &= ~(uint32_t)SN_NODE_TRAINABLE;
+                l->thawed |= 1u << j;
+            } else if (!l->frozen && (l->thawed >> j & 1u)) {
+                *flags |= SN_NODE_TRAINABLE;
+                l->thawed &= ~(1u << j);
+            }
+        }
+    }
+}
+
+sn_status sn_model_set_trainable(sn_model *m, bool trainable) {
+    if (!m) return sn_errorf(SN_ERR_INVALID, "sn_model_set_trainable: model is NULL");
+    m->frozen = !trainable;
+    for (int i = 0; i < m->n_layers; i++) SN_TRY(sn_layer_set_trainable(m->layers[i], trainable));
+    /* a nested model is frozen with its outer one (Keras sets every sublayer) */
+    for (int k = 0; m->fn && k < m->fn->n_subs; k++)
+        m->fn->subs[k].model->frozen = !trainable;
+    sn_model_sync_trainable(m); /* a compiled model's step keeps its set until recompiled */
+    return SN_OK;
+}
+
+sn_status sn_model_set_nested_trainable(sn_model *m, const char *name, bool trainable) {
+    for (int k = 0; m && name && m->fn && k < m->fn->n_subs; k++) {
+        sn_fsub *r = &m->fn->subs[k];
+        if (strcmp(r->model->name, name)) continue;
+        r->model->frozen = !trainable;
+        for (int i = 0; i < r->n_layers; i++) SN_TRY(sn_layer_set_trainable(r->layers[i], trainable));
+        sn_model_sync_trainable(m);
+        return SN_OK;
+    }
+    return sn_errorf(SN_ERR_INVALID, "sn_model_set_nested_trainable: model '%s' has no nested "
+                     "model '%s'", m ? m->name : "(NULL)", name ? name : "(NULL)");
+}
+
+sn_status sn_model_set_layer_trainable(sn_model *m, int i, bool trainable) {
+    if (!m || i < 0 || i >= m->n_layers)
+        return sn_errorf(SN_ERR_INVALID, "sn_model_set_layer_trainable: layer %d of a model of "
+                         "%d layers", i, m ? m->n_layers : 0);
+    SN_TRY(sn_layer_set_trainable(m->layers[i], trainable));
+    sn_model_sync_trainable(m);
+    return SN_OK;
 }
 
 /* ---- summary ---------------------------------------------------------------------------- */

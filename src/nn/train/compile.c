@@ -198,6 +198,7 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
     t->opts = *o;
     resolve_losses(m, o, t);
     sn_graph *g = m->g;
+    sn_model_sync_trainable(m); /* frozen layers' weights leave the trainable set */
     int n = sn_graph_variables(g, true, NULL, 0);
     t->n_vars = n;
     t->vars = sn_calloc((size_t)(n ? n : 1), sizeof *t->vars);
