@@ -511,8 +511,37 @@ class Model:
         return first
 
     def _apply_compile(self, o, names, sched):
+        self._push_trainable()
         check(lib.sn_model_compile(self._h, C.byref(o)), f"compile model '{self.name}'")
         self._compile = (o, names, sched)
+
+    def _push_trainable(self):
+        """Keras's `trainable` of every layer and (nested) model, as set now, onto the C
+        layers: a frozen layer's weights leave the trainable set at compile, as in Keras (where
+        a change also takes effect at the next compile)."""
+        flags, nested = {}, {}
+
+        def walk(layers, on):
+            for l in layers:
+                t = on and bool(getattr(l, "trainable", True))
+                if isinstance(l, Model):
+                    nested[l.name] = t
+                    walk(l._layers, t)
+                else:
+                    flags[l.name] = t
+
+        walk(self._layers, bool(self.trainable))
+        h, what = self._h, f"model '{self.name}'"
+        check(lib.sn_model_set_trainable(h, bool(self.trainable)), what)
+        for n, t in nested.items():  # a nested model is written with its own flag; one that
+            # the C model holds as plain layers (no nested record) refuses: its layers' flags
+            # below are all there is to set
+            lib.sn_model_set_nested_trainable(h, n.encode(), t)
+        for i in range(lib.sn_model_layer_count(self._h)):
+            n = lib.sn_model_layer_name(self._h, i).decode()
+            if n in flags:
+                check(lib.sn_model_set_layer_trainable(self._h, i, flags[n]),
+                      f"model '{self.name}'")
 
     @property
     def metrics_names(self):
@@ -988,6 +1017,7 @@ class Model:
     def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
                 show_trainable=False, layer_range=None):
         self._need_built("summary")
+        self._push_trainable()  # the counts follow `trainable` as set now, as Keras's
         text = _lib.capture(lambda f: check(lib.sn_model_summary(self._h, f), "summary"))
         if print_fn is not None:
             for line in text.rstrip("\n").split("\n"):
@@ -1017,6 +1047,7 @@ class Model:
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
         self._sync()
+        self._push_trainable()  # written as each layer's "trainable"
         check(lib.sn_model_save(self._h, path.encode()), "save")
 
     def save_weights(self, filepath, overwrite=True):

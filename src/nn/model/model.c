@@ -560,22 +560,26 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
     /* Keras 3 counts the optimizer's variables too once it is built, at the first training
      * step: its slots per trainable weight, plus iterations and the learning rate. */
     const sn_train_state *t = m->train;
-    if (t && t->compiled && t->step > 0)
+    /* Keras's iterations is an int64 (8 bytes; "Optimizer params: 2 (12.00 B)" for SGD) */
+    double opt_wide = 0;
+    if (t && t->compiled && t->step > 0) {
         opt = tr * sn_optimizer_slot_count(&t->opts.optimizer) + 2;
+        opt_wide = 8 - per;
+    }
     /* Keras's Normalization keeps its count (one non-trainable value) as int64: 8 bytes */
     double wide = 0;
     for (int i = 0; m->built && i < m->n_layers; i++)
         wide += sn_layer_is_normalization(m->layers[i]) ? 8 - per : 0;
     char c1[32], c2[32];
     fprintf(out, " Total params: %s (%s)\n", thousands(tr + non + opt, c1, sizeof c1),
-            mem_size((double)(tr + non + opt) * per + wide, c2, sizeof c2));
+            mem_size((double)(tr + non + opt) * per + wide + opt_wide, c2, sizeof c2));
     fprintf(out, " Trainable params: %s (%s)\n", thousands(tr, c1, sizeof c1),
             mem_size((double)tr * per, c2, sizeof c2));
     fprintf(out, " Non-trainable params: %s (%s)\n", thousands(non, c1, sizeof c1),
             mem_size((double)non * per + wide, c2, sizeof c2));
     if (opt > 0)
         fprintf(out, " Optimizer params: %s (%s)\n", thousands(opt, c1, sizeof c1),
-                mem_size((double)opt * per, c2, sizeof c2));
+                mem_size((double)opt * per + opt_wide, c2, sizeof c2));
     if (ferror(out)) return sn_errorf(SN_ERR_IO, "model summary: writing failed");
     return SN_OK;
 }
