@@ -370,6 +370,7 @@ int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
  * is compiled again, as Keras. */
 sn_status sn_model_set_trainable(sn_model *m, bool trainable);
 sn_status sn_model_set_layer_trainable(sn_model *m, int i, bool trainable);
+bool sn_model_layer_trainable(const sn_model *m, int i);
 /* A nested model of m by name (Keras's base_model.trainable): it and all its layers. */
 sn_status sn_model_set_nested_trainable(sn_model *m, const char *name, bool trainable);
 

@@ -297,6 +297,7 @@ _SIGS = {
     "sn_model_param_count": (I64, [P, C.c_bool]),
     "sn_model_set_layer_trainable": (S, [P, C.c_int, C.c_bool]),
     "sn_model_set_trainable": (S, [P, C.c_bool]),
+    "sn_model_layer_trainable": (C.c_bool, [P, C.c_int]),
     "sn_model_set_nested_trainable": (S, [P, C.c_char_p, C.c_bool]),
     "sn_model_reset_states": (None, [P]),
     "sn_model_graph": (P, [P]),

@@ -532,7 +532,11 @@ class Model:
 
         walk(self._layers, bool(self.trainable))
         h, what = self._h, f"model '{self.name}'"
-        check(lib.sn_model_set_trainable(h, bool(self.trainable)), what)
+        if not self.trainable or getattr(self, "_c_frozen", False):
+            # model.trainable = False freezes all; set back to True it thaws all (then the
+            # layers' own flags below), as Keras's setter
+            check(lib.sn_model_set_trainable(h, bool(self.trainable)), what)
+        self._c_frozen = not self.trainable
         for n, t in nested.items():  # a nested model is written with its own flag; one that
             # the C model holds as plain layers (no nested record) refuses: its layers' flags
             # below are all there is to set
@@ -1444,10 +1448,14 @@ def _wrap_c_model(h, info, compile=True):
     m._init(None)
     m._strategy = None
     m._adopt(h)
-    m.name = json.loads(m.to_json())["config"]["name"]
+    cfg = json.loads(m.to_json())["config"]
+    m.name = cfg["name"]
+    m.trainable = cfg.get("trainable", True)
+    m._c_frozen = not m.trainable
     for i in range(lib.sn_model_layer_count(h)):
         l = _LoadedLayer(lib.sn_model_layer_name(h, i).decode(),
                          lib.sn_model_layer_class(h, i).decode())
+        l.trainable = bool(lib.sn_model_layer_trainable(h, i))  # the file's flag
         l._model = (m, i)
         m._layers.append(l)
     if compile and info.has_compile:

@@ -291,6 +291,10 @@ sn_status sn_model_set_trainable(sn_model *m, bool trainable) {
     return SN_OK;
 }
 
+bool sn_model_layer_trainable(const sn_model *m, int i) {
+    return m && i >= 0 && i < m->n_layers && !m->layers[i]->frozen;
+}
+
 sn_status sn_model_set_nested_trainable(sn_model *m, const char *name, bool trainable) {
     for (int k = 0; m && name && m->fn && k < m->fn->n_subs; k++) {
         sn_fsub *r = &m->fn->subs[k];
