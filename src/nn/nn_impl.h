@@ -259,8 +259,8 @@ struct sn_model {
     /* Keras's model.trainable = false (sn_model_set_trainable): written so in configs. */
     bool frozen;
 };
-/* Sets every variable's trainable flag from its layer's `frozen` (compile calls it before it
- * lists the trainable variables). */
+/* Sets every variable's trainable flag from its layer's `frozen` (compile.c: compile calls it
+ * before it lists the trainable variables). */
 void sn_model_sync_trainable(sn_model *m);
 
 /* Forward pass of all layers for a batch input node x [B, input_shape...]. */

@@ -261,25 +261,6 @@ int64_t sn_model_param_count(const sn_model *m, bool trainable_only) {
     return model_params(m, trainable_only ? 1 : 0);
 }
 
-/* Freezing clears a variable's SN_NODE_TRAINABLE flag (so compile leaves it out of the
- * gradients and the optimizer) and remembers it in l->thawed, so that thawing restores exactly
- * the variables that were trainable (BatchNormalization's moving statistics never are). */
-void sn_model_sync_trainable(sn_model *m) {
-    for (int i = 0; m && m->built && i < m->n_layers; i++) {
-        sn_layer *l = m->layers[i];
-        for (int j = 0; j < l->n_vars; j++) {
-            uint32_t *flags = &sn_node_at(m->g, l->vars[j])->flags;
-            if (l->frozen && (*flags & SN_NODE_TRAINABLE)) {
-                *flags &= ~(uint32_t)SN_NODE_TRAINABLE;
-                l->thawed |= 1u << j;
-            } else if (!l->frozen && (l->thawed >> j & 1u)) {
-                *flags |= SN_NODE_TRAINABLE;
-                l->thawed &= ~(1u << j);
-            }
-        }
-    }
-}
-
 sn_status sn_model_set_trainable(sn_model *m, bool trainable) {
     if (!m) return sn_errorf(SN_ERR_INVALID, "sn_model_set_trainable: model is NULL");
     m->frozen = !trainable;
