@@ -492,11 +492,39 @@ def normalization():
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
+def frozen_base():
+    """The transfer-learning tutorial's pattern (issue 23): a base model with BatchNormalization
+    frozen (base.trainable = False) and nested, called with training=False, between trainable
+    layers (gradients pass through it), a frozen nested Sequential with BatchNormalization, and
+    one frozen Dense in the outer model. Frozen weights must not move in the step and frozen
+    BatchNormalization runs in inference mode (Keras 3), so its moving statistics stay too."""
+    bi = keras.Input((8, 8, 4))
+    b = layers.Conv2D(6, 3, padding="same")(bi)
+    b = layers.ReLU()(layers.BatchNormalization()(b))
+    b = layers.BatchNormalization()(layers.DepthwiseConv2D(3)(b))
+    base = keras.Model(bi, b, name="base")
+    base.trainable = False
+    head = keras.Sequential([layers.Dense(8), layers.BatchNormalization(), layers.ReLU()],
+                            name="head")
+    head.trainable = False
+    inp = keras.Input((8, 8, 3))
+    x = layers.Conv2D(4, 1)(inp)
+    x = base(x, training=False)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(8, activation="tanh")(x)
+    x = head(x)
+    x = layers.Dense(6, trainable=False)(x)
+    out = layers.Dense(5)(x)
+    m = keras.Model(inp, out, name="frozen_base")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
               "transformer": transformer, "transformer_masked": transformer_masked,
               "transformer_padded": transformer_padded, "transformer_vdim": transformer_vdim,
               "char_transformer_small": char_transformer_small,
-              "conv_family": conv_family, "normalization": normalization}
+              "conv_family": conv_family, "normalization": normalization,
+              "frozen_base": frozen_base}
 BUILD = WORK = None  # set by main() for char_transformer_small
 # Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them
 # (SN_INTEROP_ONLY=mobilenet_v2,xception_small) as a test of their own.
@@ -751,6 +779,17 @@ def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part
                     worst, where = e, v.path
                 if scale > 0:
                     k32 = max(k32, ek)
+        # a frozen layer's weights (and a frozen BatchNormalization's moving statistics) must
+        # come out of sinter's step bit for bit as they went in
+        held = {v.path for l in _sublayers(m) if not l.trainable for v in l.weights}
+        if held:
+            moved = [v.path for v, a, c in zip(m.weights, w0, ms.get_weights())
+                     if v.path in held and not np.array_equal(a, np.asarray(c))]
+            good = os.path.exists(step) and not moved
+            ok &= good
+            print(f"{'OK  ' if good else 'FAIL'} ({part}) one SGD step of {name}: the "
+                  f"{len(held)} weights of frozen layers unchanged bit for bit"
+                  + ("" if good else f"; moved: {moved[:5]}"))
         if rel_keras:
             good = os.path.exists(step) and not bad
             ok &= good
@@ -797,6 +836,16 @@ def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part
         print(f"{'OK  ' if good else 'FAIL'} ({part}) Keras {keras.__version__} loads sinter's "
               f"{name}.sinter.keras and predicts within {d2:.3g} of the original (bound {TOL})")
     return ok
+
+
+def _sublayers(m):
+    """Every layer of m, nested models' layers included (Keras's _flatten_layers)."""
+    out = []
+    for l in m.layers:
+        out.append(l)
+        if isinstance(l, keras.Model):
+            out += _sublayers(l)
+    return out
 
 
 def randomize(m, rng):

@@ -421,10 +421,11 @@ static void test_malformed(void) {
         free(s);
         expect_file("deep.json", SN_ERR_FORMAT, "maximum parsing depth");
     }
-    /* 13. more: trainable false, mixed policies, schedules, duplicate keys, empty file */
+    /* 13. more: trainable not a boolean (false freezes the layer: test_nested.c), mixed
+     * policies, schedules, duplicate keys, empty file */
     j = base_config();
-    json_object_set_new(layer_cfg(j, 2), "trainable", json_false());
-    expect_json(j, "frozen.json", SN_ERR_UNSUPPORTED, "field 'trainable' is false");
+    json_object_set_new(layer_cfg(j, 2), "trainable", json_string("no"));
+    expect_json(j, "frozen.json", SN_ERR_FORMAT, "field 'trainable' is \"no\" (a string)");
     j = base_config();
     json_object_set_new(layer_cfg(j, 2), "dtype", json_string("mixed_float16"));
     expect_json(j, "float16.json", SN_ERR_UNSUPPORTED, "policy \"mixed_float16\"");

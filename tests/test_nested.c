@@ -223,6 +223,94 @@ static void test_errors(void) {
     sn_model_free(m);
 }
 
+/* Keras's trainable = false on a nested model (before it is called) and on a
+ * BatchNormalization: the frozen weights leave the trainable count and do not move in fit,
+ * bit for bit, the others do; the frozen BatchNormalization runs in inference mode in training
+ * (its moving statistics stay); the config written says so and reads back frozen. The numbers
+ * against real Keras: keras_models_interop.py's frozen_base and tests/python/test_frozen.py. */
+static void test_frozen(void) {
+    sn_model *m = sn_functional_new("frozen");
+    sn_ftensor x = input(m, "x", 6), ab[2], c = {-1};
+    sn_model *enc = encoder();
+    CHECK_OK(sn_model_set_trainable(enc, false));
+    CHECK_OK(sn_model_call(m, enc, &x, 1, ab, 2));
+    CHECK_OK(sn_layer_call(m, sn_layer_concatenate(-1), ab, 2, &c));
+    sn_batch_norm_layer_opts bo = sn_batch_norm_layer_defaults();
+    sn_layer *bn = sn_layer_batch_norm_ex(&bo);
+    CHECK_OK(sn_layer_set_trainable(bn, false));
+    c = call(m, bn, "bn", c);
+    sn_ftensor o = call(m, sn_layer_dense(3, SN_ACT_NONE), "out", c);
+    CHECK_OK(sn_functional_set_outputs(m, &o, 1));
+    CHECK_OK(sn_model_build(m, NULL, 3));
+    /* enc 35 + 24, bn 4 x 9, out 9 x 3 + 3 */
+    CHECK(sn_model_param_count(m, true) == 30 && sn_model_param_count(m, false) == 125,
+          "trainable/total params %lld/%lld, expected 30/125",
+          (long long)sn_model_param_count(m, true), (long long)sn_model_param_count(m, false));
+    sn_graph *g = sn_model_graph(m);
+    enum { MAXV = 16, N = 16 };
+    float *before[MAXV] = {0};
+    sn_node vs[MAXV];
+    int nv = 0;
+    for (int i = 0; i < sn_model_layer_count(m); i++) {
+        sn_node lv[8];
+        int k = sn_model_layer_variables(m, i, lv, 8);
+        for (int j = 0; j < k && nv < MAXV; j++) {
+            sn_shape s = sn_node_shape(g, lv[j]);
+            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
+            vs[nv] = lv[j];
+            before[nv] = malloc(bytes);
+            if (before[nv]) memcpy(before[nv], sn_variable_data(g, lv[j]), bytes);
+            nv++;
+        }
+    }
+    CHECK(nv == 10, "%d variables, expected 10", nv);
+    sn_compile_opts co = sn_compile_defaults();
+    co.optimizer = sn_optimizer_defaults(SN_SGD);
+    co.optimizer.learning_rate = 0.1;
+    co.loss = SN_LOSS_MEAN_SQUARED_ERROR;
+    co.n_metrics = 0;
+    CHECK_OK(sn_model_compile(m, &co));
+    sn_shape sx = S2(N, 6), sy = S2(N, 3);
+    sn_tensor *xt = NULL, *yt = NULL;
+    CHECK_OK(sn_tensor_new(&xt, SN_F32, &sx));
+    CHECK_OK(sn_tensor_new(&yt, SN_F32, &sy));
+    sn_rng r;
+    sn_rng_init(&r, 5, 0);
+    float *xd = sn_tensor_data(xt), *yd = sn_tensor_data(yt);
+    for (int i = 0; i < N * 6; i++) xd[i] = (float)sn_rng_normal(&r);
+    for (int i = 0; i < N * 3; i++) yd[i] = (float)sn_rng_normal(&r);
+    sn_dataset *ds = NULL;
+    sn_tensor *xy[2] = {xt, yt};
+    CHECK_OK(sn_dataset_from_tensors(&ds, 2, xy));
+    CHECK_OK(sn_dataset_batch(&ds, 8, true));
+    sn_fit_opts fo = sn_fit_defaults();
+    fo.epochs = 1;
+    CHECK_OK(sn_model_fit(m, ds, &fo, NULL));
+    for (int v = 0; v < nv; v++) {
+        sn_shape s = sn_node_shape(g, vs[v]);
+        const char *name = sn_node_name(g, vs[v]);
+        bool same = before[v] && !memcmp(before[v], sn_variable_data(g, vs[v]),
+                                         sizeof(float) * (size_t)sn_shape_numel(&s));
+        bool frozen = strncmp(name, "out/", 4) != 0; /* enc's e1, e2 and bn (moving stats too) */
+        CHECK(same == frozen, "variable '%s' %s in fit", name, same ? "did not move" : "moved");
+        free(before[v]);
+    }
+    char *js = NULL;
+    CHECK_OK(sn_model_to_json(m, &js));
+    sn_model *m2 = NULL;
+    sn_model_file_info info;
+    if (js) CHECK_OK(sn_model_from_json(js, strlen(js), 1, &m2, &info));
+    CHECK(m2 && sn_model_param_count(m2, true) == 30, "read back: %lld trainable params, "
+          "expected 30\n%s", m2 ? (long long)sn_model_param_count(m2, true) : -1LL, js);
+    CHECK(js && strstr(js, "\"trainable\": false"), "the config has no \"trainable\": false");
+    free(js);
+    sn_model_free(m2);
+    sn_dataset_free(ds);
+    sn_tensor_free(xt);
+    sn_tensor_free(yt);
+    sn_model_free(m);
+}
+
 int main(void) {
     (void)fx_build;
     (void)fx_plan;
@@ -234,5 +322,6 @@ int main(void) {
     test_predict_and_weights();
     test_gradients();
     test_errors();
+    test_frozen();
     return sn_test_finish("test_nested");
 }

@@ -271,6 +271,12 @@ typedef struct sn_prelu_layer_opts {
 sn_layer *sn_layer_prelu_ex(const sn_prelu_layer_opts *o);
 /* Sets a layer's name before it is added (copied). */
 sn_status sn_layer_set_name(sn_layer *l, const char *name);
+/* Keras's layer.trainable: a frozen layer's (trainable = false) weights get no gradients or
+ * optimizer updates but are saved, loaded and counted as non-trainable, and its
+ * BatchNormalization runs in inference mode in training too (Keras 3). Takes effect at the next
+ * sn_model_compile; Bidirectional's halves follow. */
+sn_status sn_layer_set_trainable(sn_layer *l, bool trainable);
+bool sn_layer_trainable(const sn_layer *l);
 
 /* ---- merge layers and layer-form activations (Keras names, configs and semantics) ------ */
 /* Add, Subtract (two inputs), Multiply, Average, Maximum, Minimum: elementwise over inputs
@@ -360,6 +366,16 @@ sn_status sn_model_build_for_loading(sn_model *m, const sn_shape *input_shape);
  * first training step also the optimizer's variables, as Keras 3 does. */
 sn_status sn_model_summary(const sn_model *m, FILE *out);
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only);
+/* Keras's model.trainable = false: every layer of m (nested models' included) frozen as
+ * sn_layer_set_trainable does, and the model written as "trainable": false; true thaws them
+ * all. Layer i (sn_model_layer_count's order, nested models' layers inlined) alone. Both
+ * apply to sn_graph_variables at once; a compiled model trains its compile-time set until it
+ * is compiled again, as Keras. */
+sn_status sn_model_set_trainable(sn_model *m, bool trainable);
+sn_status sn_model_set_layer_trainable(sn_model *m, int i, bool trainable);
+bool sn_model_layer_trainable(const sn_model *m, int i);
+/* A nested model of m by name (Keras's base_model.trainable): it and all its layers. */
+sn_status sn_model_set_nested_trainable(sn_model *m, const char *name, bool trainable);
 
 /* ---- Functional models: keras.Model(inputs, outputs) over a graph of layer calls --------- */
 /* A tensor of a Functional model being built: an input or the output of a layer call. */

@@ -166,6 +166,7 @@ class _ModelVariable(Variable):
 
 def model_variables(model, trainable_only=True):
     model._need_built("trainable_variables")
+    model._push_trainable()  # layer.trainable as set now (frozen weights leave the set)
     cache = model.__dict__.setdefault("_sinter_vars", {})
     g = lib.sn_model_graph(model._h)
     buf = (C.c_int32 * 4096)()

@@ -85,6 +85,10 @@ struct sn_layer {
     int n_carried;
     sn_node carried[2];
     sn_dtype dtype; /* of the variables: SN_F32 (set from the model at build) */
+    /* Keras's trainable = false (sn_layer_set_trainable); thawed: bit j set where vars[j] was
+     * made trainable and sn_model_sync_trainable cleared its flag for the freeze. */
+    bool frozen;
+    uint32_t thawed;
     /* Weight penalties this layer adds to the training loss (set at build, see
      * sn_layer_add_regularizer). */
     int n_regs;
@@ -252,7 +256,12 @@ struct sn_model {
     /* A Functional model's graph (NULL: Sequential, layers[] in order). layers[] then holds
      * each layer once, in Keras's model.layers order without the InputLayers. */
     sn_fgraph *fn;
+    /* Keras's model.trainable = false (sn_model_set_trainable): written so in configs. */
+    bool frozen;
 };
+/* Sets every variable's trainable flag from its layer's `frozen` (compile.c: compile calls it
+ * before it lists the trainable variables). */
+void sn_model_sync_trainable(sn_model *m);
 
 /* Forward pass of all layers for a batch input node x [B, input_shape...]. */
 sn_status sn_model_forward(sn_model *m, sn_node x, bool training, sn_updates *updates,

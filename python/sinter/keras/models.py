@@ -502,8 +502,41 @@ class Model:
         return first
 
     def _apply_compile(self, o, names, sched):
+        self._push_trainable()
         check(lib.sn_model_compile(self._h, C.byref(o)), f"compile model '{self.name}'")
         self._compile = (o, names, sched)
+
+    def _push_trainable(self):
+        """Keras's `trainable` of every layer and (nested) model, as set now, onto the C
+        layers: a frozen layer's weights leave the trainable set at compile, as in Keras (where
+        a change also takes effect at the next compile)."""
+        flags, nested = {}, {}
+
+        def walk(layers, on):
+            for l in layers:
+                t = on and bool(getattr(l, "trainable", True))
+                if isinstance(l, Model):
+                    nested[l.name] = t
+                    walk(l._layers, t)
+                else:
+                    flags[l.name] = t
+
+        walk(self._layers, bool(self.trainable))
+        h, what = self._h, f"model '{self.name}'"
+        if not self.trainable or getattr(self, "_c_frozen", False):
+            # model.trainable = False freezes all; set back to True it thaws all (then the
+            # layers' own flags below), as Keras's setter
+            check(lib.sn_model_set_trainable(h, bool(self.trainable)), what)
+        self._c_frozen = not self.trainable
+        for n, t in nested.items():  # a nested model is written with its own flag; one that
+            # the C model holds as plain layers (no nested record) refuses: its layers' flags
+            # below are all there is to set
+            lib.sn_model_set_nested_trainable(h, n.encode(), t)
+        for i in range(lib.sn_model_layer_count(self._h)):
+            n = lib.sn_model_layer_name(self._h, i).decode()
+            if n in flags:
+                check(lib.sn_model_set_layer_trainable(self._h, i, flags[n]),
+                      f"model '{self.name}'")
 
     @property
     def metrics_names(self):
@@ -979,6 +1012,7 @@ class Model:
     def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
                 show_trainable=False, layer_range=None):
         self._need_built("summary")
+        self._push_trainable()  # the counts follow `trainable` as set now, as Keras's
         text = _lib.capture(lambda f: check(lib.sn_model_summary(self._h, f), "summary"))
         if print_fn is not None:
             for line in text.rstrip("\n").split("\n"):
@@ -1008,6 +1042,7 @@ class Model:
         if not overwrite and os.path.exists(path):
             raise FileExistsError(path)
         self._sync()
+        self._push_trainable()  # written as each layer's "trainable"
         check(lib.sn_model_save(self._h, path.encode()), "save")
 
     def save_weights(self, filepath, overwrite=True):
@@ -1414,10 +1449,14 @@ def _wrap_c_model(h, info, compile=True):
     m._init(None)
     m._strategy = None
     m._adopt(h)
-    m.name = json.loads(m.to_json())["config"]["name"]
+    cfg = json.loads(m.to_json())["config"]
+    m.name = cfg["name"]
+    m.trainable = cfg.get("trainable", True)
+    m._c_frozen = not m.trainable
     for i in range(lib.sn_model_layer_count(h)):
         l = _LoadedLayer(lib.sn_model_layer_name(h, i).decode(),
                          lib.sn_model_layer_class(h, i).decode())
+        l.trainable = bool(lib.sn_model_layer_trainable(h, i))  # the file's flag
         l._model = (m, i)
         m._layers.append(l)
     if compile and info.has_compile:

@@ -356,9 +356,6 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
     SN_TRY(sn_cfg_str(cfg, "name", false, &name));
     bool trainable = true;
     SN_TRY(sn_cfg_bool(cfg, "trainable", false, &trainable));
-    if (!trainable)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "model field 'trainable' is false; sinter trains "
-                         "every layer");
     const json_t *layers = json_object_get(cfg, "layers");
     if (!json_is_array(layers))
         return sn_errorf(SN_ERR_FORMAT, "the model's field 'layers' is %s, expected a list",
@@ -401,6 +398,8 @@ static sn_status read_model(const json_t *root, uint64_t seed, bool for_loading,
     for (int i = 0; st == SN_OK && i < r.m->n_layers; i++)
         if (r.m->layers[i]->rnn.stateful && r.m->layers[i]->rnn.batch_size == 0)
             r.m->layers[i]->rnn.batch_size = r.batch;
+    /* model.trainable = False freezes every layer, as Keras's setter does */
+    if (st == SN_OK && !trainable) st = sn_model_set_trainable(r.m, false);
     if (st == SN_OK)
         st = for_loading ? sn_model_build_for_loading(r.m, &r.input) : sn_model_build(r.m, &r.input, seed);
     sn_compile_opts co = sn_compile_defaults();

@@ -208,9 +208,6 @@ static sn_status read_nested_sequential(const json_t *lc, const char *dflt, sn_c
     bool trainable = true;
     SN_TRY(sn_cfg_str(lc, "name", false, &name));
     SN_TRY(sn_cfg_bool(lc, "trainable", false, &trainable));
-    if (!trainable)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "the nested Sequential's field 'trainable' is "
-                         "false; sinter trains every layer");
     SN_TRY(sn_cfg_policy(lc, cs));
     const json_t *layers = json_object_get(lc, "layers");
     if (!json_is_array(layers) || json_array_size(layers) == 0)
@@ -266,6 +263,7 @@ static sn_status read_nested_sequential(const json_t *lc, const char *dflt, sn_c
         st = sn_errorf(SN_ERR_FORMAT, "the nested Sequential '%s' has no layers besides its "
                        "input", name);
     if (st == SN_OK) st = sn_functional_set_outputs(m, &x, 1);
+    if (st == SN_OK && !trainable) st = sn_model_set_trainable(m, false);
     if (st != SN_OK) {
         sn_model_free(m);
         return st;
@@ -327,6 +325,9 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                 st = sn_errorf(SN_ERR_FORMAT, "the nested model has no config");
             if (st == SN_OK) st = sn_cfg_str(lc, "name", false, &sub_name);
             if (st == SN_OK) st = sn_cfg_read_functional(lc, sub_name, cs, &en->sub, batch);
+            bool trainable = true; /* false: Keras's base_model.trainable = False */
+            if (st == SN_OK) st = sn_cfg_bool(lc, "trainable", false, &trainable);
+            if (st == SN_OK && !trainable) st = sn_model_set_trainable(en->sub, false);
             if (st == SN_OK && en->sub->fn->n_subs > 0)
                 st = sn_errorf(SN_ERR_UNSUPPORTED, "the nested model nests a model itself; sinter "
                                "reads models nested one level deep");

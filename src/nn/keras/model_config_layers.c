@@ -585,7 +585,7 @@ sn_status sn_cfg_read_bidirectional(const json_t *c, sn_layer **out) {
 static json_t *write_half(const sn_layer *h, const json_t *dtype) {
     json_t *c = json_object();
     json_object_set_new(c, "name", json_string(h->name));
-    json_object_set_new(c, "trainable", json_true());
+    json_object_set_new(c, "trainable", json_boolean(!h->frozen));
     json_object_set_new(c, "dtype", json_deep_copy(dtype));
     /* the LSTM/GRU writer, reached through the class table */
     json_t *full = sn_cfg_write_layer(h, false);
@@ -777,12 +777,10 @@ sn_status sn_cfg_read_layer(const char *cls, const json_t *cfg, sn_cfg_state *s,
     SN_TRY(sn_cfg_str(cfg, "name", false, &name));
     bool trainable = true;
     SN_TRY(sn_cfg_bool(cfg, "trainable", false, &trainable));
-    if (!trainable)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "field 'trainable' is false; sinter trains every "
-                         "layer (frozen layers are not supported)");
     SN_TRY(sn_cfg_policy(cfg, s));
     sn_layer *l = NULL;
     SN_TRY(e->read(cfg, &l));
+    sn_layer_set_trainable(l, trainable);
     if (name) {
         sn_status st = sn_layer_set_name(l, name);
         if (st != SN_OK) {
@@ -812,7 +810,7 @@ json_t *sn_cfg_write_layer(const sn_layer *l, bool mixed_bfloat16) {
         return NULL;
     }
     set(c, "name", json_string(l->name));
-    set(c, "trainable", json_true());
+    set(c, "trainable", json_boolean(!l->frozen));
     set(c, "dtype", sn_cfg_dtype_policy(mixed_bfloat16));
     e->write(l, c);
     return c;

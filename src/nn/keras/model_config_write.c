@@ -162,7 +162,8 @@ static json_t *functional_layers(sn_model *m, bool bf16);
 
 /* A nested Sequential (a chain of one input, sn_fgraph.sequential) as Keras writes it: its
  * InputLayer, then each layer with its build_config; f's nodes carry the first call's shapes. */
-static json_t *nested_sequential_json(const sn_fgraph *f, bool bf16, const char *name) {
+static json_t *nested_sequential_json(const sn_fgraph *f, bool bf16, const char *name,
+                                      bool frozen) {
     json_t *layers = json_array();
     for (int i = 0; i < f->n_nodes; i++) {
         const sn_fnode *nd = &f->nodes[i];
@@ -187,7 +188,7 @@ static json_t *nested_sequential_json(const sn_fgraph *f, bool bf16, const char 
     }
     json_t *cfg = json_object();
     json_object_set_new(cfg, "name", json_string(name));
-    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "trainable", json_boolean(!frozen));
     json_object_set_new(cfg, "dtype", sn_cfg_dtype_policy(bf16));
     json_object_set_new(cfg, "layers", layers);
     json_object_set_new(cfg, "build_input_shape", shape_json(&f->nodes[f->inputs[0]].shape, 0));
@@ -215,7 +216,7 @@ static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
                       .n_layers = r->n_layers, .built = true, .dtype = m->dtype, .fn = &view};
     json_t *e = NULL;
     if (sf->sequential) {
-        e = nested_sequential_json(&view, bf16, r->model->name);
+        e = nested_sequential_json(&view, bf16, r->model->name, r->model->frozen);
         if (e)
             json_object_set_new(e, "build_config", json_pack("{s:o}", "input_shape",
                                 shape_json(&view.nodes[view.inputs[0]].shape, 0)));
@@ -227,7 +228,7 @@ static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
     if (layers) {
         json_t *cfg = json_object();
         json_object_set_new(cfg, "name", json_string(r->model->name));
-        json_object_set_new(cfg, "trainable", json_true());
+        json_object_set_new(cfg, "trainable", json_boolean(!r->model->frozen));
         json_object_set_new(cfg, "layers", layers);
         json_object_set_new(cfg, "input_layers", endpoints_json(&view, view.inputs, view.n_inputs));
         json_object_set_new(cfg, "output_layers",
@@ -390,7 +391,7 @@ static json_t *functional_config(sn_model *m, bool compiled, bool bf16) {
     if (!layers) return NULL;
     json_t *cfg = json_object();
     json_object_set_new(cfg, "name", json_string(m->name));
-    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "trainable", json_boolean(!m->frozen));
     json_object_set_new(cfg, "layers", layers);
     json_object_set_new(cfg, "input_layers", endpoints_json(m->fn, m->fn->inputs, m->fn->n_inputs));
     json_object_set_new(cfg, "output_layers",
@@ -435,7 +436,7 @@ json_t *sn_model_to_config(sn_model *m) {
     }
     json_t *cfg = json_object();
     json_object_set_new(cfg, "name", json_string(m->name));
-    json_object_set_new(cfg, "trainable", json_true());
+    json_object_set_new(cfg, "trainable", json_boolean(!m->frozen));
     json_object_set_new(cfg, "dtype", sn_cfg_dtype_policy(bf16));
     json_object_set_new(cfg, "layers", layers);
     json_object_set_new(cfg, "build_input_shape", shape_json(&m->input_shape, batch));

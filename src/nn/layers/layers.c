@@ -46,6 +46,17 @@ sn_status sn_layer_set_name(sn_layer *l, const char *name) {
     return SN_OK;
 }
 
+sn_status sn_layer_set_trainable(sn_layer *l, bool trainable) {
+    if (!l) return sn_errorf(SN_ERR_INVALID, "sn_layer_set_trainable: layer is NULL");
+    l->frozen = !trainable;
+    /* Keras sets a wrapper's sublayers too (Bidirectional's halves) */
+    for (int k = 0; k < 2; k++)
+        if (l->inner[k]) l->inner[k]->frozen = !trainable;
+    return SN_OK;
+}
+
+bool sn_layer_trainable(const sn_layer *l) { return l && !l->frozen; }
+
 /* ---- Dense ------------------------------------------------------------------------------ */
 /* Keras applies Dense to the last axis of an input of any rank: [B, ..., in] -> [B, ...,
  * units]. */
@@ -362,7 +373,8 @@ static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn
     bn_vars bv = bn_find(l);
     sn_node mm = bv.mm, mv = bv.mv;
     sn_node mean = mm, var = mv, xc;
-    if (training) {
+    /* Keras 3: a frozen BatchNormalization (trainable=False) runs in inference mode */
+    if (training && !l->frozen) {
         int axes[SN_MAX_DIMS], na = 0;
         for (int i = 0; i + 1 < xs.ndim; i++) axes[na++] = i;
         mean = sn_reduce_mean(g, x, na, axes, false);

@@ -241,7 +241,9 @@ int sn_model_layer_variables(const sn_model *m, int i, sn_node *vars, int cap) {
 static int64_t layer_params(const sn_model *m, const sn_layer *l, int which /* 0 all, 1 tr, 2 non */) {
     int64_t n = 0;
     for (int j = 0; m->built && j < l->n_vars; j++) {
-        bool tr = (sn_node_at(m->g, l->vars[j])->flags & SN_NODE_TRAINABLE) != 0;
+        /* a frozen layer's weights count as non-trainable at once, as Keras's summary */
+        bool tr = !l->frozen && ((sn_node_at(m->g, l->vars[j])->flags & SN_NODE_TRAINABLE) ||
+                                 (l->thawed >> j & 1u));
         if (which == 0 || (which == 1) == tr) {
             sn_shape s = sn_node_shape(m->g, l->vars[j]);
             n += sn_shape_numel(&s);
@@ -258,6 +260,43 @@ static int64_t model_params(const sn_model *m, int which) {
 
 int64_t sn_model_param_count(const sn_model *m, bool trainable_only) {
     return model_params(m, trainable_only ? 1 : 0);
+}
+
+sn_status sn_model_set_trainable(sn_model *m, bool trainable) {
+    if (!m) return sn_errorf(SN_ERR_INVALID, "sn_model_set_trainable: model is NULL");
+    m->frozen = !trainable;
+    for (int i = 0; i < m->n_layers; i++) SN_TRY(sn_layer_set_trainable(m->layers[i], trainable));
+    /* a nested model is frozen with its outer one (Keras sets every sublayer) */
+    for (int k = 0; m->fn && k < m->fn->n_subs; k++)
+        m->fn->subs[k].model->frozen = !trainable;
+    sn_model_sync_trainable(m); /* a compiled model's step keeps its set until recompiled */
+    return SN_OK;
+}
+
+bool sn_model_layer_trainable(const sn_model *m, int i) {
+    return m && i >= 0 && i < m->n_layers && !m->layers[i]->frozen;
+}
+
+sn_status sn_model_set_nested_trainable(sn_model *m, const char *name, bool trainable) {
+    for (int k = 0; m && name && m->fn && k < m->fn->n_subs; k++) {
+        sn_fsub *r = &m->fn->subs[k];
+        if (strcmp(r->model->name, name)) continue;
+        r->model->frozen = !trainable;
+        for (int i = 0; i < r->n_layers; i++) SN_TRY(sn_layer_set_trainable(r->layers[i], trainable));
+        sn_model_sync_trainable(m);
+        return SN_OK;
+    }
+    return sn_errorf(SN_ERR_INVALID, "sn_model_set_nested_trainable: model '%s' has no nested "
+                     "model '%s'", m ? m->name : "(NULL)", name ? name : "(NULL)");
+}
+
+sn_status sn_model_set_layer_trainable(sn_model *m, int i, bool trainable) {
+    if (!m || i < 0 || i >= m->n_layers)
+        return sn_errorf(SN_ERR_INVALID, "sn_model_set_layer_trainable: layer %d of a model of "
+                         "%d layers", i, m ? m->n_layers : 0);
+    SN_TRY(sn_layer_set_trainable(m->layers[i], trainable));
+    sn_model_sync_trainable(m);
+    return SN_OK;
 }
 
 /* ---- summary ---------------------------------------------------------------------------- */
@@ -509,22 +548,26 @@ sn_status sn_model_summary(const sn_model *m, FILE *out) {
     /* Keras 3 counts the optimizer's variables too once it is built, at the first training
      * step: its slots per trainable weight, plus iterations and the learning rate. */
     const sn_train_state *t = m->train;
-    if (t && t->compiled && t->step > 0)
+    /* Keras's iterations is an int64 (8 bytes; "Optimizer params: 2 (12.00 B)" for SGD) */
+    double opt_wide = 0;
+    if (t && t->compiled && t->step > 0) {
         opt = tr * sn_optimizer_slot_count(&t->opts.optimizer) + 2;
+        opt_wide = 8 - per;
+    }
     /* Keras's Normalization keeps its count (one non-trainable value) as int64: 8 bytes */
     double wide = 0;
     for (int i = 0; m->built && i < m->n_layers; i++)
         wide += sn_layer_is_normalization(m->layers[i]) ? 8 - per : 0;
     char c1[32], c2[32];
     fprintf(out, " Total params: %s (%s)\n", thousands(tr + non + opt, c1, sizeof c1),
-            mem_size((double)(tr + non + opt) * per + wide, c2, sizeof c2));
+            mem_size((double)(tr + non + opt) * per + wide + opt_wide, c2, sizeof c2));
     fprintf(out, " Trainable params: %s (%s)\n", thousands(tr, c1, sizeof c1),
             mem_size((double)tr * per, c2, sizeof c2));
     fprintf(out, " Non-trainable params: %s (%s)\n", thousands(non, c1, sizeof c1),
             mem_size((double)non * per + wide, c2, sizeof c2));
     if (opt > 0)
         fprintf(out, " Optimizer params: %s (%s)\n", thousands(opt, c1, sizeof c1),
-                mem_size((double)opt * per, c2, sizeof c2));
+                mem_size((double)opt * per + opt_wide, c2, sizeof c2));
     if (ferror(out)) return sn_errorf(SN_ERR_IO, "model summary: writing failed");
     return SN_OK;
 }

@@ -181,6 +181,25 @@ static void resolve_losses(const sn_model *m, const sn_compile_opts *o, sn_train
     t->n_acc = 1 + t->n_out_losses + t->n_met;
 }
 
+/* Freezing clears a variable's SN_NODE_TRAINABLE flag (so compile leaves it out of the
+ * gradients and the optimizer) and remembers it in l->thawed, so that thawing restores exactly
+ * the variables that were trainable (BatchNormalization's moving statistics never are). */
+void sn_model_sync_trainable(sn_model *m) {
+    for (int i = 0; m && m->built && i < m->n_layers; i++) {
+        sn_layer *l = m->layers[i];
+        for (int j = 0; j < l->n_vars; j++) {
+            uint32_t *flags = &sn_node_at(m->g, l->vars[j])->flags;
+            if (l->frozen && (*flags & SN_NODE_TRAINABLE)) {
+                *flags &= ~(uint32_t)SN_NODE_TRAINABLE;
+                l->thawed |= 1u << j;
+            } else if (!l->frozen && (l->thawed >> j & 1u)) {
+                *flags |= SN_NODE_TRAINABLE;
+                l->thawed &= ~(1u << j);
+            }
+        }
+    }
+}
+
 sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
     if (!m || !o) return sn_errorf(SN_ERR_INVALID, "compile: NULL %s", m ? "options" : "model");
     SN_TRY(check_opts(m, o));
@@ -198,6 +217,7 @@ sn_status sn_model_compile(sn_model *m, const sn_compile_opts *o) {
     t->opts = *o;
     resolve_losses(m, o, t);
     sn_graph *g = m->g;
+    sn_model_sync_trainable(m); /* frozen layers' weights leave the trainable set */
     int n = sn_graph_variables(g, true, NULL, 0);
     t->n_vars = n;
     t->vars = sn_calloc((size_t)(n ? n : 1), sizeof *t->vars);
