@@ -35,6 +35,7 @@
 
 #include "sinter/data.h"
 #include "sinter/device.h"
+#include "sinter/graph.h"
 #include "sinter/tensor.h"
 
 #ifdef __cplusplus
@@ -160,6 +161,48 @@ sn_strategy *sn_model_get_strategy(const struct sn_model *m);
 /* Training steps run under the attached strategy since it was attached (or since the last
  * compile): a check that fit honoured it. */
 int64_t sn_model_distributed_steps(const struct sn_model *m);
+
+/* ---- a graph run as one plan per replica (traced programs: the Python package's
+ * strategy.run inside a sinter.function) -------------------------------------------------
+ * The caller builds one graph that holds every local replica's nodes (its inputs, its step)
+ * over shared variables, adds the all-reduces and the end-of-step barrier below, makes one
+ * plan per local replica from that graph (targets: that replica's nodes; device:
+ * sn_strategy_replica_device) and runs them with sn_strategy_run_plans, as fit runs its step:
+ * each replica on its own thread, N steps per call. */
+
+/* Whether s's local replicas read one copy of the variables (several replicas, all on the
+ * CPU): then only replica 0 applies updates (its all-reduce nodes give it the sums) and a
+ * barrier (sn_strategy_barrier_node) must end every replica's step; otherwise every replica
+ * receives the sums and updates its own copy (sn_plan_opts.private_vars for replicas 1..). */
+bool sn_strategy_shares_variables(const sn_strategy *s);
+/* Local replica `replica`'s all-reduce of x (f32): the sum over the replicas in replica order
+ * (then over the workers), bitwise the same whatever the timing. Sharing variables, only
+ * replica 0's node holds the sum; another replica's node is its x, handed to replica 0. The
+ * replicas must create their all-reduces in one order (each meets the others at every one). */
+sn_status sn_strategy_all_reduce_node(sn_strategy *s, sn_graph *g, sn_node x, int replica,
+                                      sn_node *out);
+/* The end of local replica `replica`'s step when the variables are shared: every replica
+ * waits here until all arrived, so none reads a variable replica 0 is still updating. Create
+ * it after every other node of the step; var is any variable of the step (left as it is). */
+sn_status sn_strategy_barrier_node(sn_strategy *s, sn_graph *g, sn_node var, int replica,
+                                   sn_node *out);
+/* One input of one replica for one step: copied into plans[replica]'s input node. */
+typedef struct sn_replica_input {
+    int replica;
+    sn_node node;
+    const void *data;
+    size_t bytes;
+} sn_replica_input;
+/* Gets step `step`'s inputs ready, on the calling thread, before any replica reads them: *in
+ * (n entries) must stay valid until the next call or the end of the run. A non-SN_OK return
+ * ends the run before that step on every replica and is returned. */
+typedef sn_status (*sn_replica_next_fn)(void *ctx, int64_t step, const sn_replica_input **in,
+                                        int *n);
+/* Runs plans[r] (one per local replica) `steps` steps at once on the replica threads (made
+ * once per strategy), next (NULL: the inputs keep what they hold) feeding every step. Returns
+ * the first failure, naming the replica, or next's status. */
+sn_status sn_strategy_run_plans(sn_strategy *s, sn_plan *const *plans, int64_t steps,
+                                sn_replica_next_fn next, void *ctx);
 
 /* ---- process lifetime (for programs, never called by the library itself) ---------------- */
 /* Ends MPI cleanly (MPI_Finalize) when ok, or ends the whole job (MPI_Abort with code 1) after

@@ -438,6 +438,20 @@ typedef struct sn_optimizer_opts {
 sn_optimizer_opts sn_optimizer_defaults(sn_optimizer_type type);
 /* "sgd", "adam", "adamw", "rmsprop" -> defaults; SN_ERR_INVALID naming the accepted names. */
 sn_status sn_optimizer_from_name(const char *name, sn_optimizer_opts *out);
+/* The slot variables o keeps per variable (SGD with momentum 1, Adam and AdamW 2, RMSprop 1
+ * or 2 with momentum; 0 without any) and Keras's name of each ("momentum", "velocity"), in
+ * the order sn_optimizer_update reads them; NULL out of range. */
+int sn_optimizer_slot_count(const sn_optimizer_opts *o);
+const char *sn_optimizer_slot_name(const sn_optimizer_opts *o, int slot);
+/* Adds to g optimizer o's update of one variable by its gradient, with fit's kernel and
+ * Keras's formulas: *out is one side-effect node (a plan target) that writes var and its
+ * slots (sn_optimizer_slot_count of them, f32 variables shaped like var, zero at first).
+ * iterations is an int32 variable holding the updates applied before this step (Adam's bias
+ * correction reads it); this node does not advance it: add 1 once per step yourself
+ * (sn_assign_add), after every update of the step. For programs that build their own
+ * training step (the Python package's apply_gradients in a traced function). */
+sn_status sn_optimizer_update(sn_graph *g, const sn_optimizer_opts *o, sn_node var, sn_node grad,
+                              sn_node iterations, const sn_node *slots, sn_node *out);
 
 typedef enum sn_loss_type {
     SN_LOSS_SPARSE_CATEGORICAL_CROSSENTROPY = 0,

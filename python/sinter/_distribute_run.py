@@ -2,15 +2,19 @@
 
 Eagerly, strategy.run calls the function once per replica under that replica's device (a
 sinter.function runs its plan there). Inside a traced sinter.function, each replica's call adds
-its nodes to the one graph being traced: the replicas' steps run in one plan on the device the
-function runs on, and optimizer.apply_gradients sums the replicas' gradients before one update,
-as MirroredStrategy's all-reduce does. (The C side's one-plan-per-replica execution, which fit
-uses, is not what a traced custom loop runs on.)
+its nodes to the one graph being traced. Over several CPU replicas (which share one copy of the
+variables) each replica's nodes then become a plan of their own, run on the strategy's replica
+threads exactly as fit runs its step (sinter/dist.h, sn_strategy_run_plans): the replicas'
+gradients and assign_add deltas (a metric's update_state) meet in all-reduces, replica 0
+applies optimizer.apply_gradients once with the sums, and a barrier ends every replica's step.
+Otherwise (one replica, or replicas on GPUs) the replicas' steps run in one plan and
+apply_gradients adds the replicas' gradients before one update. Either way the sum is taken
+in replica order, as MirroredStrategy's all-reduce.
 """
 import numpy as np
 
 from . import _function, _tensor
-from ._tensor import EagerTensor
+from ._tensor import EagerTensor, lib as _lib
 
 
 class ReduceOp:
@@ -78,6 +82,11 @@ def run(strategy, fn, args=(), kwargs=None, options=None):
     n = len(_replica_devices(strategy))
     ctx = _function.current_trace()
     results = []
+    if ctx is not None and n > 1 and ctx.replica_strategy is None and ctx.replica is None and \
+            not ctx.windows and _lib.sn_strategy_shares_variables(strategy._h):
+        ctx.replica_strategy = strategy
+    if ctx is not None and ctx.replica_strategy not in (None, strategy):
+        raise NotImplementedError("strategy.run of two strategies in one sinter.function")
     distribute._stack().append(strategy)
     try:
         for i in range(n):
@@ -85,10 +94,12 @@ def run(strategy, fn, args=(), kwargs=None, options=None):
             if ctx is not None:
                 old = ctx.replica
                 ctx.replica = (i, n)
+                lo = _lib.sn_graph_node_count(ctx.g)
                 try:
                     results.append(fn(*a, **k))
                 finally:
                     ctx.replica = old
+                    ctx.windows.append((i, lo, _lib.sn_graph_node_count(ctx.g)))
             else:
                 with _tensor.device(_replica_devices(strategy)[i]):
                     results.append(fn(*a, **k))
@@ -172,6 +183,8 @@ class DistributedIterator:
             comps = tuple(ctx.step_input(f"replica{i}_component{j}", c)
                           for j, c in enumerate(e))
             nodes += [t._node(ctx) for t in comps]
+            for t in comps:  # fed to replica i's plan alone (replica plans)
+                ctx.node_replica[t._node(ctx)] = i
             syms.append(comps[0] if single else comps)
 
         def feeder():

@@ -99,6 +99,18 @@ class Variable(_tensor._Ops):
         if ctx is not None:
             v = _tensor._match([self, value])[1] if not _tensor.is_tensor(value) else value
             node = ctx.node_of(v)
+            if ctx.replica_strategy is not None and ctx.replica is not None:
+                # MirroredStrategy's sum on write: the replicas' deltas meet in an all-reduce
+                # and replica 0 adds the sum (flush_replica_updates)
+                if not add:
+                    raise NotImplementedError(
+                        f"Variable '{self.name}'.assign inside strategy.run over "
+                        f"{ctx.replica[1]} replicas in a sinter.function: sinter sums the "
+                        "replicas' assign_add (as a metric's update_state) and applies "
+                        "apply_gradients once; a plain assign from every replica is not "
+                        "supported")
+                ctx.pending_adds.append((ctx.replica[0], self, node))
+                return self
             n = (lib.sn_assign_add if add else lib.sn_assign)(ctx.g, ctx.var_node(self), node)
             _tensor._graph_error(ctx.g, f"Variable '{self.name}'.assign")
             ctx.effects.append(n)
@@ -200,7 +212,14 @@ class _Trace:
         self.step_inputs = []  # (feeder, [nodes]): fed before every step
         self.loop = None      # None, an int, or the _ArgTensor holding the count
         self.replica = None   # (index, count) inside strategy.run
-        self.pending_updates = []
+        self.pending_updates = []  # (replica, optimizer, [(gradient, variable)])
+        # strategy.run over several CPU replicas: each replica's nodes become its own plan,
+        # run on the replica threads as fit runs its step (see _distribute_run)
+        self.replica_strategy = None
+        self.windows = []          # (replica, lo, hi): the nodes made in its strategy.run call
+        self.node_replica = {}     # nodes made outside those calls that belong to one replica
+        self.replica_targets = {}  # replica -> plan targets added for it (all-reduces, barrier)
+        self.pending_adds = []     # (replica, Variable, node): assign_adds awaiting the all-reduce
 
     def var_node(self, v):
         n = self.vars.get(v)
@@ -280,6 +299,7 @@ class _Concrete:
         ctx = _Trace(device)
         self.ctx = ctx
         self._plan = None
+        self._plans = None  # one plan per replica (strategy.run over CPU replicas)
         self._refs = [ctx.g, None]  # freed together when this trace is collected
         weakref.finalize(self, _free, self._refs)
         counter = [0]
@@ -311,6 +331,9 @@ class _Concrete:
         self.flat_out = flat
         if not self.targets:
             return
+        if ctx.replica_strategy is not None:
+            self._make_replica_plans(getattr(fn, '__name__', 'function'))
+            return
         arr = (C.c_int32 * len(self.targets))(*self.targets)
         opts = lib.sn_plan_opts_defaults()
         opts.device = _tensor._c_device(device)
@@ -320,6 +343,77 @@ class _Concrete:
         self._plan = plan
         self._refs[1] = plan.value
 
+    def _replica_of(self, node):
+        r = self.ctx.node_replica.get(node)
+        if r is None:
+            r = next((rep for rep, lo, hi in self.ctx.windows if lo <= node < hi), None)
+        return r
+
+    def _make_replica_plans(self, name):
+        """One plan per local replica over the traced graph (see _distribute_run)."""
+        ctx = self.ctx
+        s = ctx.replica_strategy._h
+        n = int(lib.sn_strategy_local_replicas(s))
+        targets = {r: list(ctx.replica_targets.get(r, [])) for r in range(n)}
+        for t in [t._node(ctx) for t in self.flat_out] + ctx.effects:
+            r = self._replica_of(t)
+            if r is None:
+                raise NotImplementedError(
+                    f"sinter.function '{name}': it calls strategy.run over {n} replicas, so "
+                    "every value it returns and every variable it changes must come from "
+                    "inside strategy.run (return the PerReplica values and reduce them "
+                    "outside the function)")
+            targets[r].append(t)
+        plans = (C.c_void_p * n)()
+        self._refs.append(plans)
+        for r in range(n):
+            tg = list(dict.fromkeys(targets[r]))
+            if not tg:
+                raise NotImplementedError(f"sinter.function '{name}': replica {r} computes "
+                                          "nothing inside strategy.run")
+            opts = lib.sn_plan_opts_defaults()
+            opts.device = lib.sn_strategy_replica_device(s, r)
+            p = C.c_void_p()
+            check(lib.sn_plan_new(C.byref(p), ctx.g, len(tg), (C.c_int32 * len(tg))(*tg),
+                                  C.byref(opts)), f"sinter.function '{name}': replica {r}'s plan")
+            plans[r] = p.value
+        self._plans = plans
+        # which plans read each argument and iterator element (a tensor argument may feed
+        # every replica; an iterator's element feeds its own)
+        inputs = [t._node_id for t in ctx.args] + [n_ for _, ns in ctx.step_inputs for n_ in ns]
+        self._readers = {i: [r for r in range(n) if lib.sn_plan_buffer(plans[r], i)]
+                         for i in inputs}
+
+    def _run_replicas(self, steps, arg_data, flat_out_nodes):
+        ctx = self.ctx
+        keep, error = [], []
+
+        def nxt(_ctx, step, out, count):
+            try:
+                items = [(n, a) for n, a in arg_data]
+                for feeder, nodes in ctx.step_inputs:
+                    for n, a in zip(nodes, feeder()):
+                        items.append((n, np.ascontiguousarray(
+                            a, np.int32 if a.dtype.kind in "iu" and a.dtype != np.uint8
+                            else a.dtype)))
+                ins = [(r, n, a) for n, a in items for r in self._readers[n]]
+                arr = (_tensor.ReplicaInput * max(1, len(ins)))()
+                for k, (r, n, a) in enumerate(ins):
+                    arr[k].replica, arr[k].node = r, n
+                    arr[k].data, arr[k].bytes = a.ctypes.data, a.nbytes
+                keep[:] = [arr, items]  # valid until the next step's call
+                out[0] = C.cast(arr, C.POINTER(_tensor.ReplicaInput))
+                count[0] = len(ins)
+                return 0
+            except BaseException as e:  # raised again below, after the C call returns
+                error.append(e)
+                return _lib.SN_ERR_STATE
+        cb = _tensor.NEXT_FN(nxt)
+        st = lib.sn_strategy_run_plans(ctx.replica_strategy._h, self._plans, steps, cb, None)
+        if error:
+            raise error[0]
+        check(st, "sinter.function")
+
     def var_view(self, v):
         from .keras.models import _np_view
         g, n = self.ctx.g, self.ctx.vars[v]
@@ -328,7 +422,7 @@ class _Concrete:
 
     def run(self, args, kwargs):
         ctx = self.ctx
-        if self._plan is None:
+        if self._plan is None and self._plans is None:
             return _restructure(self.out, {})
         # the variables' latest values into this graph's storage
         for v in ctx.vars:
@@ -365,7 +459,9 @@ class _Concrete:
                 error.append(e)
                 return _lib.SN_ERR_STATE
         cb = _tensor.FEED_FN(feed)
-        if steps > 0:
+        if self._plans is not None:
+            self._run_replicas(steps, arg_data, None)
+        elif steps > 0:
             st = lib.sn_plan_run(plan, steps, cb, None)
             if error:
                 raise error[0]
@@ -375,7 +471,8 @@ class _Concrete:
         for t in self.flat_out:
             n = t._node(ctx)
             shape = lib.sn_node_shape(ctx.g, n).tuple()
-            a = _np_view(lib.sn_plan_buffer(plan, n), shape, lib.sn_node_dtype(ctx.g, n)).copy()
+            p = plan if self._plans is None else self._plans[self._replica_of(n)]
+            a = _np_view(lib.sn_plan_buffer(p, n), shape, lib.sn_node_dtype(ctx.g, n)).copy()
             if t.dtype is int64:
                 a = a.astype(np.int64)
             outs[id(t)] = EagerTensor(a, t.dtype, ctx.device)
@@ -383,9 +480,13 @@ class _Concrete:
 
 
 def _free(refs):
-    g, plan = refs
+    g, plan = refs[:2]
     if plan:
         lib.sn_plan_free(C.c_void_p(plan))
+    for plans in refs[2:]:  # the replicas' plans
+        for p in plans:
+            if p:
+                lib.sn_plan_free(C.c_void_p(p))
     if g:
         lib.sn_graph_free(g)
 
@@ -709,14 +810,16 @@ def apply_gradients(opt, grads_and_vars):
         return None
     if ctx.replica is not None and ctx.replica[1] > 1:
         # MirroredStrategy's all-reduce: the replicas' gradients are summed, then applied once
-        ctx.pending_updates.append((opt, pairs))
+        ctx.pending_updates.append((ctx.replica[0], opt, pairs))
         return None
     return _apply_update(opt, pairs)
 
 
 def flush_replica_updates(ctx):
+    if ctx.replica_strategy is not None:
+        return _flush_to_replica_plans(ctx)
     by_opt = {}
-    for opt, pairs in ctx.pending_updates:
+    for _, opt, pairs in ctx.pending_updates:
         by_opt.setdefault(id(opt), (opt, []))[1].append(pairs)
     ctx.pending_updates = []
     for opt, lists in by_opt.values():
@@ -729,6 +832,89 @@ def flush_replica_updates(ctx):
         _apply_update(opt, summed)
 
 
+def _flush_to_replica_plans(ctx):
+    """The end of one strategy.run in a trace whose replicas run as plans: every replica's
+    gradients and assign_add deltas go through all-reduces (created in one order on every
+    replica: each meets the others there), replica 0 applies the sums once (its update's
+    nodes join its plan), and a barrier ends every replica's step, so none reads a variable
+    while replica 0 writes it. The bits are those of the one-plan sum: replica order."""
+    s = ctx.replica_strategy
+    n = int(lib.sn_strategy_local_replicas(s._h))
+
+    def reduce(x, r, what):
+        if x.dtype is not float32:
+            raise NotImplementedError(f"strategy.run in a sinter.function: {what} of dtype "
+                                      f"{x.dtype.name}; the replicas' all-reduce sums float32")
+        out = C.c_int32()
+        check(lib.sn_strategy_all_reduce_node(s._h, ctx.g, x._node(ctx), r, C.byref(out)),
+              f"strategy.run: replica {r}'s all-reduce of {what}")
+        if r > 0:
+            ctx.replica_targets.setdefault(r, []).append(out.value)
+        else:
+            ctx.node_replica[out.value] = 0
+        return SymbolicTensor(ctx, out.value, float32)
+
+    def per_replica(items, what):
+        by = {}
+        for r, *rest in items:
+            by.setdefault(r, []).append(rest)
+        if by and (sorted(by) != list(range(n)) or len({len(v) for v in by.values()}) != 1):
+            raise ValueError(f"strategy.run in a sinter.function: {what} was called by replicas "
+                             f"{sorted(by)} with counts {[len(by[r]) for r in sorted(by)]}; "
+                             f"every one of the {n} replicas must make the same calls")
+        return by
+    ups = per_replica(ctx.pending_updates, "apply_gradients")
+    adds = per_replica(ctx.pending_adds, "Variable.assign_add")
+    ctx.pending_updates, ctx.pending_adds = [], []
+    summed = []
+    for k, (opt, pairs0) in enumerate(ups.get(0, [])):
+        out = []
+        for j, (g0, v) in enumerate(pairs0):
+            red = None
+            for r in range(n):
+                opt_r, pairs_r = ups[r][k]
+                if opt_r is not opt or len(pairs_r) != len(pairs0) or pairs_r[j][1] is not v:
+                    raise ValueError("strategy.run in a sinter.function: the replicas applied "
+                                     "different gradients or optimizers")
+                g = pairs_r[j][0]
+                g = g if isinstance(g, SymbolicTensor) else _tensor.convert_to_tensor(g)
+                t = reduce(_as_symbolic(ctx, g), r, f"the gradient of '{v.name}'")
+                red = t if r == 0 else red
+            out.append((red, v))
+        summed.append((opt, out))
+    sums = []
+    for k, (v, _) in enumerate(adds.get(0, [])):
+        red = None
+        for r in range(n):
+            vr, node = adds[r][k]
+            if vr is not v:
+                raise ValueError("strategy.run in a sinter.function: the replicas' assign_add "
+                                 "calls differ in their variables")
+            t = reduce(SymbolicTensor(ctx, node, _tensor._BY_SN[lib.sn_node_dtype(ctx.g, node)]),
+                       r, f"the assign_add to '{v.name}'")
+            red = t if r == 0 else red
+        sums.append((v, red))
+    if not summed and not sums:
+        return None
+    lo = lib.sn_graph_node_count(ctx.g)
+    for opt, pairs in summed:
+        _apply_update(opt, pairs)
+    for v, t in sums:
+        v.assign_add(t)
+    ctx.windows.append((0, lo, lib.sn_graph_node_count(ctx.g)))
+    var = next(iter(ctx.vars.values()))
+    for r in range(n):
+        b = C.c_int32()
+        check(lib.sn_strategy_barrier_node(s._h, ctx.g, var, r, C.byref(b)),
+              f"strategy.run: replica {r}'s end of step")
+        ctx.replica_targets.setdefault(r, []).append(b.value)
+    return None
+
+
+def _as_symbolic(ctx, x):
+    return x if isinstance(x, SymbolicTensor) else SymbolicTensor(ctx, ctx.node_of(x), x.dtype)
+
+
 def _lr(opt):
     lr = opt.learning_rate
     if not isinstance(lr, (int, float)):
@@ -738,34 +924,27 @@ def _lr(opt):
 
 
 def _apply_update(opt, pairs):
-    from .keras import optimizers
+    """apply_gradients inside a trace: fit's own update kernel (sn_optimizer_update: Keras's
+    formulas in one pass over each variable and its slots) for every optimizer sinter has,
+    then iterations += 1 once."""
     it = optimizer_iterations(opt)
-    lr = _lr(opt)
+    _lr(opt)  # a schedule cannot be traced yet
     ctx = current_trace()
-    if type(opt) is optimizers.Adam:
-        b1, b2, eps = float(opt.beta_1), float(opt.beta_2), float(opt.epsilon)
-        # t = iterations + 1 as float32; b^t = exp(t log b)
-        t = _tensor.add(_tensor.cast(SymbolicTensor(ctx, ctx.var_node(it), int32), float32), 1.0)
-        p1 = _tensor.exp(_tensor.multiply(t, float(np.log(b1))))
-        p2 = _tensor.exp(_tensor.multiply(t, float(np.log(b2))))
-        alpha = _tensor.divide(_tensor.multiply(_tensor.sqrt(_tensor.subtract(1.0, p2)), lr),
-                               _tensor.subtract(1.0, p1))
-        for g, v in pairs:
-            m, s = _slot(opt, v, "momentum"), _slot(opt, v, "velocity")
-            m_new = _tensor.add(m, _tensor.multiply(_tensor.subtract(g, m), 1.0 - b1))
-            s_new = _tensor.add(s, _tensor.multiply(
-                _tensor.subtract(_tensor.multiply(g, g), s), 1.0 - b2))
-            step = _tensor.divide(_tensor.multiply(m_new, alpha),
-                                  _tensor.add(_tensor.sqrt(s_new), eps))
-            v.assign(_tensor.subtract(v, step))
-            m.assign(m_new)
-            s.assign(s_new)
-    elif type(opt) is optimizers.SGD and not opt.momentum:
-        for g, v in pairs:
-            v.assign(_tensor.subtract(v, _tensor.multiply(g, lr)))
-    else:
-        raise NotImplementedError(f"apply_gradients: {type(opt).__name__} inside a traced "
-                                  "function; sinter has Adam and SGD without momentum there")
+    o = opt._opts()
+    ns = lib.sn_optimizer_slot_count(C.byref(o))
+    for g, v in pairs:
+        slots = [ctx.var_node(_slot(opt, v, lib.sn_optimizer_slot_name(C.byref(o), s).decode()))
+                 for s in range(ns)]
+        g = g if _tensor.is_tensor(g) else _tensor.convert_to_tensor(g)
+        out = C.c_int32()
+        check(lib.sn_optimizer_update(ctx.g, C.byref(o), ctx.var_node(v), ctx.node_of(g),
+                                      ctx.var_node(it), (C.c_int32 * max(1, ns))(*slots),
+                                      C.byref(out)),
+              f"apply_gradients: {type(opt).__name__}'s update of '{v.name}'")
+        ctx.effects.append(out.value)
+        ctx.written.add(v)
+        ctx.written.update(_slot(opt, v, lib.sn_optimizer_slot_name(C.byref(o), s).decode())
+                           for s in range(ns))
     it.assign_add(np.int32(1))
     return None
 

@@ -31,10 +31,19 @@ class Pool2dOpts(C.Structure):
 
 class PlanOpts(C.Structure):
     _fields_ = [("device", C.c_char_p), ("reuse_buffers", C.c_bool), ("bf16_compute", C.c_bool),
-                ("private_vars", C.c_bool)]
+                ("private_vars", C.c_bool), ("fp32_strict", C.c_bool)]
 
 
 FEED_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_int64)
+
+
+class ReplicaInput(C.Structure):  # sn_replica_input (sinter/dist.h)
+    _fields_ = [("replica", C.c_int), ("node", C.c_int32), ("data", C.c_void_p),
+                ("bytes", C.c_size_t)]
+
+
+NEXT_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_int64, C.POINTER(C.POINTER(ReplicaInput)),
+                      C.POINTER(C.c_int))
 
 _SIGS = {
     "sn_graph_new": (P, []), "sn_graph_free": (None, [P]), "sn_graph_status": (I32, [P]),
@@ -66,6 +75,15 @@ _SIGS = {
     "sn_plan_set_input": (I32, [P, NODE, P, C.c_size_t]),
     "sn_plan_run_count": (C.c_int64, [P]),
     "sn_eval": (I32, [P, NODE, C.c_char_p, C.POINTER(P)]),
+    "sn_graph_node_count": (I32, [P]),
+    "sn_optimizer_slot_count": (I32, [C.POINTER(_lib.OptimizerOpts)]),
+    "sn_optimizer_slot_name": (C.c_char_p, [C.POINTER(_lib.OptimizerOpts), I32]),
+    "sn_optimizer_update": (I32, [P, C.POINTER(_lib.OptimizerOpts), NODE, NODE, NODE,
+                                  C.POINTER(NODE), C.POINTER(NODE)]),
+    "sn_strategy_shares_variables": (C.c_bool, [P]),
+    "sn_strategy_all_reduce_node": (I32, [P, P, NODE, I32, C.POINTER(NODE)]),
+    "sn_strategy_barrier_node": (I32, [P, P, NODE, I32, C.POINTER(NODE)]),
+    "sn_strategy_run_plans": (I32, [P, C.POINTER(P), C.c_int64, NEXT_FN, P]),
 }
 for _n in ("sn_add", "sn_sub", "sn_mul", "sn_div"):
     _SIGS[_n] = (NODE, [P, NODE, NODE])

@@ -33,8 +33,8 @@ bool sn_strategy_overlaps(const sn_strategy *s);
  * memory (CPU devices). Then only replica 0 applies the update, its all-reduces go to replica
  * 0 alone (sn_all_reduce_to_first) and a barrier ends each step (sn_all_reduce_barrier); the
  * others read the graph's buffer instead of keeping a copy (weights and optimizer slots: the
- * memory that made 8 replicas of the guide's CNN take 16 GB). Replicas on GPUs keep their own. */
-bool sn_strategy_shares_variables(const sn_strategy *s);
+ * memory that made 8 replicas of the guide's CNN take 16 GB). Replicas on GPUs keep their own.
+   (sn_strategy_shares_variables is public: sinter/dist.h) */
 
 /* How each step's inputs reach the replicas: next, on the calling thread once per step before
  * any replica reads that step's inputs, gets the step's global batch ready (a non-SN_OK

@@ -120,14 +120,41 @@ static sn_attrs optim_attrs(const sn_optimizer_opts *o) {
     return a;
 }
 
-sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int n,
-                                    const sn_node *vars, sn_node *slots) {
-    /* Keras's slot names: "<optimizer>/<variable path>_momentum" etc. */
+/* Keras's slot names, in the order the apply_optimizer kernels read the slots. */
+const char *sn_optimizer_slot_name(const sn_optimizer_opts *o, int slot) {
     static const char *slot_names[4][SN_OPTIM_MAX_SLOTS] = {
         [SN_SGD] = {"momentum", NULL},
         [SN_ADAM] = {"momentum", "velocity"},
         [SN_ADAMW] = {"momentum", "velocity"},
         [SN_RMSPROP] = {"velocity", "momentum"}};
+    if (!o || (unsigned)o->type > SN_RMSPROP || slot < 0 || slot >= sn_optimizer_slot_count(o))
+        return NULL;
+    return slot_names[o->type][slot];
+}
+
+sn_status sn_optimizer_update(sn_graph *g, const sn_optimizer_opts *o, sn_node var, sn_node grad,
+                              sn_node iterations, const sn_node *slots, sn_node *out) {
+    if (!g || !out)
+        return sn_errorf(SN_ERR_INVALID, "optimizer_update: %s is NULL", g ? "out" : "graph");
+    SN_TRY(sn_optimizer_validate(o));
+    int ns = sn_optimizer_slot_count(o);
+    if (ns > 0 && !slots)
+        return sn_errorf(SN_ERR_INVALID, "optimizer_update: %s needs %d slot variables; slots is "
+                         "NULL", sn_optimizer_name(o->type), ns);
+    sn_node sl[SN_OPTIM_MAX_SLOTS];
+    for (int s = 0; s < ns; s++) sl[s] = slots[s];
+    sn_node up[2];
+    SN_TRY(sn_optimizer_apply(g, o, 1, &var, &grad, sl, iterations, up));
+    /* sn_optimizer_apply also counted the step; this entry point leaves that to the caller
+     * (one count per step, however many variables it updates), so the count node is left
+     * out of the plan: only nodes a target needs run. */
+    *out = up[0];
+    return SN_OK;
+}
+
+sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int n,
+                                    const sn_node *vars, sn_node *slots) {
+    /* Keras's slot names: "<optimizer>/<variable path>_momentum" etc. */
     SN_TRY(sn_optimizer_validate(o));
     int ns = sn_optimizer_slot_count(o);
     for (int i = 0; i < n; i++) {
@@ -138,7 +165,7 @@ sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int
         for (int s = 0; s < ns; s++) {
             char name[256];
             snprintf(name, sizeof name, "%s/%s_%s", sn_optimizer_name(o->type), vn ? vn : "var",
-                     slot_names[o->type][s]);
+                     sn_optimizer_slot_name(o, s));
             sn_node v = sn_variable(g, name, dt, &shape, false);
             if (v == SN_NONE)
                 return sn_error_context(sn_graph_status(g), "creating optimizer slot '%s'", name);

@@ -13,8 +13,6 @@
  * [0, 1), ...). */
 sn_status sn_optimizer_validate(const sn_optimizer_opts *o);
 const char *sn_optimizer_name(sn_optimizer_type t);
-/* How many slot variables each trainable variable needs under o. */
-int sn_optimizer_slot_count(const sn_optimizer_opts *o);
 /* Creates the slot variables (non-trainable, zero, the variable's dtype and shape) of n
  * variables: slots[i * SN_OPTIM_MAX_SLOTS + s]. Unused entries are SN_NONE. */
 sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int n,
