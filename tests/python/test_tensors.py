@@ -332,10 +332,15 @@ def test_function_arguments_in_structures():
     assert g.experimental_get_tracing_count() == 1
 
 
-def test_custom_loop_adam_steps_equal_fit():
-    """The guide's two training paths are the same training: four Adam steps of a traced
+@pytest.mark.parametrize("make_opt", [
+    lambda: tf.keras.optimizers.Adam(),
+    lambda: tf.keras.optimizers.SGD(learning_rate=0.05, momentum=0.9, nesterov=True),
+    lambda: tf.keras.optimizers.RMSprop(momentum=0.5),
+    lambda: tf.keras.optimizers.AdamW()], ids=["adam", "sgd_nesterov", "rmsprop", "adamw"])
+def test_custom_loop_adam_steps_equal_fit(make_opt):
+    """The guide's two training paths are the same training: four steps of a traced
     GradientTape loop over the batches in order give the weights `fit` gives from the same
-    start (shuffle off), within float32 rounding."""
+    start (shuffle off), within float32 rounding, for every optimizer (Adam is the guide's)."""
     rng = np.random.default_rng(1)
     x = rng.standard_normal((32, 4, 4, 1)).astype(np.float32)
     y = (np.arange(32) % 3).astype(np.int64)
@@ -349,10 +354,10 @@ def test_custom_loop_adam_steps_equal_fit():
     fitted, looped = make(), make()
     w0 = fitted.get_weights()
     looped.set_weights(w0)
-    fitted.compile(optimizer="adam",
+    fitted.compile(optimizer=make_opt(),
                    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     fitted.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-    opt = tf.keras.optimizers.Adam()
+    opt = make_opt()
 
     @tf.function
     def step(xb, yb):
