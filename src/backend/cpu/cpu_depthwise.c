@@ -16,7 +16,7 @@ typedef struct dw_geom {
 } dw_geom;
 
 /* Geometry from the attributes and the call's shapes; false when oneDNN should not take it
- * (dtypes other than f32, a negative implied bottom/right padding). */
+ * (dtypes other than f32, an implied bottom/right padding short by a stride or more). */
 static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
     if (c->n_in != 2 || c->y.dtype != SN_F32 || c->x[0].dtype != SN_F32 ||
         c->x[1].dtype != SN_F32)
@@ -34,7 +34,15 @@ static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
     g->pt = c->attr->conv.pad_top, g->pl = c->attr->conv.pad_left;
     g->pb = (g->oh - 1) * g->sh + g->kh - g->h - g->pt;
     g->pr = (g->ow - 1) * g->sw + g->kw - g->w - g->pl;
-    return g->sh >= 1 && g->sw >= 1 && g->pt >= 0 && g->pl >= 0 && g->pb >= 0 && g->pr >= 0;
+    if (g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0) return false;
+    /* As sn_conv_geom_of (cpu_conv_geom.c): an implied padding short by less than one stride
+     * means the last input rows/columns are read by no window ("valid" 3x3 stride 2 on an
+     * even size, "same" 1x1 stride 2). Padding 0 gives the same output size under oneDNN's
+     * floor formula, and backward-data writes zeros to those rows, as the reference does.
+     * More than a stride short would lose an output row: reference. */
+    if (g->pb < 0 && -g->pb < g->sh) g->pb = 0;
+    if (g->pr < 0 && -g->pr < g->sw) g->pr = 0;
+    return g->pb >= 0 && g->pr >= 0;
 }
 
 static bool dw_supports(const sn_kcall *c) {
