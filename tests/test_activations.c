@@ -276,10 +276,62 @@ static void test_fast(void) {
     free(first);
 }
 
+/* relu6's gradient on every pair of special x and special dy, each ISA variant against the
+ * reference bit for bit (NaN matches NaN): TensorFlow's Relu6Grad dy * (0 < x < 6), so 0 at
+ * x = 0 and at x = 6, dy for 0 < x < 6 (the smallest denormal too), dy * 0 elsewhere (a NaN
+ * or infinite dy gives NaN outside (0, 6), a NaN x gives 0 * dy). The grid is 80 long, so
+ * the vector body and its tail both see every value. */
+static void test_relu6_grad_grid(void) {
+    static const float xs[] = {-1.0f, -0.0f, 0.0f, 1e-45f, 3.0f, 5.9999995f, 6.0f, 6.0000005f,
+                               NAN, INFINITY, -INFINITY, -1e-45f, 100.0f, 1.0f, 0.5f, 7.0f};
+    static const float dys[] = {1.0f, -2.5f, 0.0f, NAN, INFINITY};
+    enum { NX = sizeof xs / sizeof xs[0], ND = sizeof dys / sizeof dys[0], N = NX * ND };
+    float x[N], dy[N], ref[N], got[N];
+    for (int i = 0; i < N; i++) x[i] = xs[i % NX], dy[i] = dys[i / NX];
+    const act_case *a = &acts[5];
+    CHECK(a->grad_op == SN_OP_RELU6_GRAD, "acts[5] is %s, not relu6", a->name);
+    call t;
+    call_init(&t, a, true, N, x, dy, ref);
+    CHECK_OK(sn_ref_kernels()->k[SN_OP_RELU6_GRAD]->run(&t.c));
+    /* the reference itself, as TensorFlow defines it */
+    for (int i = 0; i < N; i++) {
+        bool in = x[i] > 0 && x[i] < 6;
+        float want = in ? dy[i] : dy[i] * 0.0f;
+        bool same = (isnan(want) && isnan(ref[i])) || want == ref[i];
+        CHECK(same, "relu6 grad reference at x=%g dy=%g: %g, expected %g", x[i], dy[i], ref[i],
+              want);
+    }
+    static const char *isas[] = {"avx512", "avx2", "generic"};
+    for (int v = 0; v < 3; v++) {
+        setenv("SN_CPU_ISA", isas[v], 1);
+        sn_kernel_table fast = *sn_ref_kernels();
+        sn_cpu_register_activation(&fast);
+        const sn_kernel *fk = sn_kernel_select(&fast, &t.c);
+        CHECK(fk && strcmp(fk->impl, "ref") != 0, "relu6 grad: the fast kernel declined");
+        if (!fk || strcmp(fk->impl, "ref") == 0) continue;
+        memset(got, 0xff, sizeof got);
+        t.c.out = got;
+        CHECK_OK(fk->run(&t.c));
+        t.c.out = ref;
+        int bad = 0;
+        for (int i = 0; i < N; i++) {
+            bool same = (isnan(ref[i]) && isnan(got[i])) || !memcmp(&ref[i], &got[i], sizeof(float));
+            if (!same && bad++ < 4)
+                fprintf(stderr, "  relu6 grad %s x=%g dy=%g: fast %g ref %g\n", fk->impl, x[i],
+                        dy[i], got[i], ref[i]);
+        }
+        CHECK(bad == 0, "relu6 grad grid %s: %d of %d values differ from the reference", fk->impl,
+              bad, N);
+        if (!bad) printf("ok  relu6 grad grid %-8s %d values equal to the reference\n", fk->impl, N);
+    }
+    unsetenv("SN_CPU_ISA");
+}
+
 int main(void) {
     test_values();
     test_gradients();
     test_kinks();
     test_fast();
+    test_relu6_grad_grid();
     return sn_test_finish("test_activations");
 }

@@ -98,6 +98,37 @@ static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t
     }
 }
 
+/* Depthwise (cpu_depthwise.c): x [n,h,w,c], w [k,k,c,m], VALID, stride s; all three ops, in
+ * bf16 on the "dnnl_bf16" kernel, and in f32 on the table's under the bf16 flag. */
+static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k,
+                     int64_t m, int s) {
+    int64_t oh = (h - k) / s + 1, ow = (w - k) / s + 1;
+    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, k, k, c, m),
+             ys = sn_shape_make(4, n, oh, ow, c * m);
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    attr.conv.stride_h = attr.conv.stride_w = s;
+    attr.conv.padding = SN_PAD_VALID;
+    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
+    struct {
+        const char *what;
+        sn_op op;
+        sn_shape in[2], out;
+    } ops[3] = {{"fwd", SN_OP_DEPTHWISE_CONV2D, {xs, ws}, ys},
+                {"bwd_data", SN_OP_DEPTHWISE_BWD_DATA, {ys, ws}, xs},
+                {"bwd_filter", SN_OP_DEPTHWISE_BWD_FILTER, {xs, ys}, ws}};
+    for (int o = 0; o < 3; o++) {
+        char name[96];
+        snprintf(name, sizeof name, "depthwise %s %s", tag, ops[o].what);
+        check(name, ops[o].op, &attr, ops[o].in, ops[o].out, sn_cpu_depthwise_impl("dnnl_bf16"),
+              true);
+        /* the table's kernel keeps f32 compute under mixed bf16 (cpu_depthwise.c says why) */
+        snprintf(name, sizeof name, "depthwise %s %s (table: f32)", tag, ops[o].what);
+        check(name, ops[o].op, &attr, ops[o].in, ops[o].out, sn_cpu_kernels()->k[ops[o].op],
+              false);
+    }
+}
+
 static void kernel_cases(void) {
     /* The seed CNN's dense layers scaled down: forward, dX = dY W^T, dW = X^T dY. */
     check_matmul("dense fwd", sn_shape_make(2, 20, 1152), sn_shape_make(2, 1152, 64), false, false);
@@ -116,6 +147,10 @@ static void kernel_cases(void) {
     check_conv("s2 1x1 12x12x32->16 (pb=-1)", 2, 12, 12, 32, 1, 16, 2);
     /* Narrow: stays f32 (C < 16) even when bf16 is asked for. */
     check_conv("narrow 28x28x1->16 3x3", 2, 28, 28, 1, 3, 16, 1);
+    /* MobileNetV2's depthwise layers scaled down: stride 1 and 2 (pb=-1), a multiplier */
+    check_dw("s1 12x12x32 3x3", 2, 12, 12, 32, 3, 1, 1);
+    check_dw("s2 12x12x96 3x3 (pb=-1)", 2, 12, 12, 96, 3, 1, 2);
+    check_dw("s1 9x9x17 3x3 m2", 2, 9, 9, 17, 3, 2, 1);
 }
 
 /* ---- 2. the plan option reaches the kernels ---------------------------------------------- */

@@ -13,8 +13,10 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "backend/kernel.h"
 #include "graph/graph_impl.h"
 #include "nn/nn_impl.h"
+#include "nn/train/train_impl.h"
 #include "sn_test.h"
 
 #define S4(a, b, c, d) {.ndim = 4, .dim = {a, b, c, d}}
@@ -86,6 +88,7 @@ static void test_kernels(void) {
         {"depthwise 3x3 same s2 m1", false, S4(2, 8, 7, 16), S4(3, 3, 16, 1), 2, 2, SN_PAD_SAME},
         {"depthwise 3x2 valid s2x1 m2", false, S4(3, 7, 6, 3), S4(3, 2, 3, 2), 2, 1, SN_PAD_VALID},
         {"depthwise 5x5 same s1 m3", false, S4(1, 4, 4, 2), S4(5, 5, 2, 3), 1, 1, SN_PAD_SAME},
+        {"depthwise 3x3 valid s2 m2 (pb=-1)", false, S4(2, 8, 8, 3), S4(3, 3, 3, 2), 2, 2, SN_PAD_VALID},
         {"transpose 3x3 same s2", true, S4(2, 4, 5, 6), S4(3, 3, 4, 6), 2, 2, SN_PAD_SAME},
         {"transpose 3x3 valid s2", true, S4(2, 3, 3, 2), S4(3, 3, 5, 2), 2, 2, SN_PAD_VALID},
         {"transpose 2x3 valid s1x2", true, S4(1, 4, 3, 3), S4(2, 3, 2, 3), 1, 2, SN_PAD_VALID},
@@ -337,11 +340,82 @@ static void test_config_round_trip(void) {
     sn_model_free(b);
 }
 
+/* Keras's stride-2 depthwise and separable layers on even sizes, trained: every depthwise and
+ * convolution node of the training plan (forward, data and filter gradients) runs on a fast
+ * kernel, none on the reference. "same" 3x3 stride 2 on an even size implies a bottom/right
+ * padding of +1; "valid" 3x3 stride 2 on an even size implies -1 (the last row and column are
+ * read by no window), which cpu_depthwise.c and cpu_conv_geom.c take with padding 0. */
+static void test_fast_path_in_training(void) {
+    if (!strcmp(sn_cpu_kernels()->k[SN_OP_DEPTHWISE_CONV2D]->impl, "ref")) {
+        printf("skip fast-path training check: this build has no oneDNN\n");
+        return;
+    }
+    static const char json[] =
+        "{\"class_name\": \"Sequential\", \"config\": {\"name\": \"m\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 32, 32, 8]}}, "
+        "{\"class_name\": \"SeparableConv2D\", \"config\": {\"name\": \"sep_same\", \"filters\": 8, "
+        "\"kernel_size\": 3, \"strides\": 2, \"padding\": \"same\"}}, "          /* 32 -> 16, pb +1 */
+        "{\"class_name\": \"DepthwiseConv2D\", \"config\": {\"name\": \"dw_same\", \"kernel_size\": 3, "
+        "\"strides\": 2, \"padding\": \"same\", \"activation\": \"relu6\"}}, "   /* 16 -> 8, pb +1 */
+        "{\"class_name\": \"SeparableConv2D\", \"config\": {\"name\": \"sep_valid\", \"filters\": 8, "
+        "\"kernel_size\": 3, \"strides\": 2, \"padding\": \"valid\"}}, "         /* 8 -> 3, pb -1 */
+        "{\"class_name\": \"ZeroPadding2D\", \"config\": {\"name\": \"zp\", \"padding\": [[2, 3], [2, 3]]}}, "
+        "{\"class_name\": \"DepthwiseConv2D\", \"config\": {\"name\": \"dw_valid\", \"kernel_size\": 3, "
+        "\"strides\": 2, \"padding\": \"valid\", \"depth_multiplier\": 2}}, "    /* 8 -> 3, pb -1 */
+        "{\"class_name\": \"Flatten\", \"config\": {\"name\": \"f\"}}, "
+        "{\"class_name\": \"Dense\", \"config\": {\"name\": \"d\", \"units\": 4}}]}}";
+    sn_model *m = NULL;
+    sn_status st = sn_model_from_json(json, sizeof json - 1, 5, &m, NULL);
+    CHECK(st == SN_OK, "fast-path model: %s", sn_last_error());
+    if (st != SN_OK) return;
+    sn_compile_opts co = sn_compile_defaults();
+    CHECK_OK(sn_model_compile(m, &co));
+    const int64_t batch = 4;
+    sn_shape ys = {.ndim = 1, .dim = {batch}};
+    sn_cached_plan *cp = NULL;
+    CHECK_OK(sn_train_plan(m, SN_PLAN_TRAIN, batch, &ys, SN_I32, &cp));
+    if (!cp) {
+        sn_model_free(m);
+        return;
+    }
+    float *x = sn_plan_buffer(cp->plan, cp->x);
+    int32_t *y = sn_plan_buffer(cp->plan, cp->y);
+    for (int64_t i = 0; i < batch * 32 * 32 * 8; i++) x[i] = (float)sin(0.37 * (double)i);
+    for (int64_t i = 0; i < batch; i++) y[i] = (int32_t)(i % 4);
+    CHECK_OK(sn_plan_profile(cp->plan, true));
+    CHECK_OK(sn_plan_run(cp->plan, 1, NULL, NULL));
+    sn_graph *g = sn_model_graph(m);
+    int n_dw = 0, n_conv = 0, n_ref = 0;
+    sn_node nd;
+    const char *im;
+    double sec;
+    for (int c = 0; sn_plan_profile_entry(cp->plan, c, &nd, &im, &sec); c++) {
+        const char *op = sn_node_op_name(g, nd);
+        bool dw = !strncmp(op, "depthwise", 9), conv = !strncmp(op, "conv2d", 6);
+        if (!dw && !conv) continue;
+        n_dw += dw, n_conv += conv;
+        sn_shape sh = sn_node_shape(g, nd);
+        char sb[64];
+        n_ref += !strcmp(im, "ref");
+        CHECK(strcmp(im, "ref") != 0, "training plan: node %d %s %s ran on the reference kernel",
+              (int)nd, op, sn_shape_str(&sh, sb, sizeof sb));
+    }
+    /* forward, filter gradient and (but for the first layer's) data gradient of the four
+     * depthwise convolutions; the separables' 1x1 pointwise convolutions likewise */
+    CHECK(n_dw == 11 && n_conv == 6, "training plan: %d depthwise and %d conv2d nodes, expected "
+          "11 and 6", n_dw, n_conv);
+    if (!n_ref && n_dw == 11 && n_conv == 6)
+        printf("ok  training plan: %d depthwise and %d conv2d nodes, none on the reference\n",
+               n_dw, n_conv);
+    sn_model_free(m);
+}
+
 int main(void) {
     test_kernels();
     test_layer_shapes();
     test_config_refusals();
     test_config_sides();
     test_config_round_trip();
+    test_fast_path_in_training();
     return sn_test_finish("test_conv_layers");
 }

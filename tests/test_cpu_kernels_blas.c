@@ -178,6 +178,58 @@ static void conv_cases(void) {
     check_conv("c1 valid 6x6x1->16 2x3 s(2,1)", 4, 6, 6, 1, 2, 3, 16, 2, 1, false);
 }
 
+/* ---- depthwise convolution ---------------------------------------------------------------- */
+
+/* x [n,h,w,c], w [kh,kw,c,m] (output channel c*m + j), stride (sh,sw); same as check_conv.
+ * The CPU table's kernel must take the call (a refusal is a failure): oneDNN's grouped
+ * convolution (cpu_depthwise.c); skipped in builds without oneDNN, where the row is ref. */
+static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh,
+                     int64_t kw, int64_t m, int sh, int sw, bool same) {
+    int64_t oh, ow, pt = 0, pl = 0;
+    if (same) {
+        oh = (h + sh - 1) / sh, ow = (w + sw - 1) / sw;
+        int64_t ph = (oh - 1) * sh + kh - h, pw = (ow - 1) * sw + kw - w;
+        pt = (ph > 0 ? ph : 0) / 2, pl = (pw > 0 ? pw : 0) / 2;
+    } else {
+        oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
+    }
+    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, kh, kw, c, m),
+             ys = sn_shape_make(4, n, oh, ow, c * m);
+    sn_attrs attr;
+    memset(&attr, 0, sizeof attr);
+    attr.conv.stride_h = sh, attr.conv.stride_w = sw;
+    attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
+    attr.conv.pad_top = (int)pt, attr.conv.pad_left = (int)pl;
+    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
+    struct {
+        const char *what;
+        sn_op op;
+        sn_shape in[2], out;
+    } ops[3] = {{"fwd", SN_OP_DEPTHWISE_CONV2D, {xs, ws}, ys},
+                {"bwd_data", SN_OP_DEPTHWISE_BWD_DATA, {ys, ws}, xs},
+                {"bwd_filter", SN_OP_DEPTHWISE_BWD_FILTER, {xs, ys}, ws}};
+    for (int o = 0; o < 3; o++) {
+        const sn_kernel *k = sn_cpu_kernels()->k[ops[o].op];
+        if (!k || !strcmp(k->impl, "ref")) continue;
+        char name[96];
+        snprintf(name, sizeof name, "dw %s %s", tag, ops[o].what);
+        check(name, ops[o].op, &attr, 2, ops[o].in, ops[o].out, k, false);
+    }
+}
+
+static void dw_cases(void) {
+    check_dw("same 3x3 s1 7x6x5 m1", 2, 7, 6, 5, 3, 3, 1, 1, 1, true);
+    check_dw("same 3x3 s2 8x8x16 m1", 2, 8, 8, 16, 3, 3, 1, 2, 2, true);
+    check_dw("same 3x3 s2 9x9x4 m2", 2, 9, 9, 4, 3, 3, 2, 2, 2, true);
+    /* an implied bottom/right padding of -1: the last row and column are read by no window
+     * ("valid" 3x3 stride 2 on an even size, "same" 1x1 stride 2, "valid" 2x2 stride 3);
+     * the fast kernel must take it and the data gradient must be 0 there, not unwritten */
+    check_dw("valid 3x3 s2 8x8x16 m1 (pb=-1)", 2, 8, 8, 16, 3, 3, 1, 2, 2, false);
+    check_dw("valid 3x3 s2 10x7x6 m2 (pb=-1)", 2, 10, 7, 6, 3, 3, 2, 2, 2, false);
+    check_dw("same 1x1 s2 8x8x8 m1 (pb=-1)", 2, 8, 8, 8, 1, 1, 1, 2, 2, true);
+    check_dw("valid 2x2 s3 10x9x5 m3 (pb=-2,-1)", 2, 10, 9, 5, 2, 2, 3, 3, 3, false);
+}
+
 /* ---- pooling ----------------------------------------------------------------------------- */
 
 static void check_pool(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int ph,
@@ -254,6 +306,7 @@ int main(void) {
     if (getenv("SN_KERNELS")) unsetenv("SN_KERNELS");
     matmul_cases();
     conv_cases();
+    dw_cases();
     pool_cases();
     selection_cases();
     printf("%d passed, %d failed\n", n_pass, n_fail);

@@ -74,8 +74,11 @@ INL float bwd1(act_kind k, float x, float dy, float alpha) {
     }
     case A_ELU: return sel(mask(x < 0.0f), dy * alpha * vexp(x), dy);
     case A_LEAKY: return sel(mask(x > 0.0f), dy, dy * alpha);
-    /* TensorFlow's dy * (0 < x < 6): a NaN dy stays NaN outside (0, 6) too */
-    case A_RELU6: return dy * sel(mask(x > 0.0f && x < 6.0f), 1.0f, 0.0f);
+    /* TensorFlow's dy * (0 < x < 6): a NaN dy stays NaN outside (0, 6) too. The two masks
+     * are ANDed bitwise: a short-circuit && made GCC emit a scalar loop with a branch on
+     * x > 0 (mispredicted half the time on real activations), 4-5x slower than an add of
+     * the same size in MobileNetV2's profile. */
+    case A_RELU6: return dy * sel(mask(x > 0.0f) & mask(x < 6.0f), 1.0f, 0.0f);
     }
     return 0;
 }

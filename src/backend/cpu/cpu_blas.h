@@ -24,6 +24,11 @@ const sn_kernel *sn_cpu_matmul_impl(const char *impl);
  * NULL when not built or for another op. */
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
 
+/* Depthwise convolution (the three DEPTHWISE ops, cpu_depthwise.c) by name: "dnnl" (the
+ * table's, f32 compute) or "dnnl_bf16" (bf16 compute under sn_kcall.bf16 on AVX512-BF16, for
+ * tests and A/B measurements); NULL without oneDNN. */
+const sn_kernel *sn_cpu_depthwise_impl(const char *impl);
+
 /* The im2col + sgemm convolution (cpu_conv_gemm.c): one kernel for the three conv ops. */
 const sn_kernel *sn_cpu_conv_gemm_kernel(void);
 

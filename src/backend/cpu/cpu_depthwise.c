@@ -3,9 +3,11 @@
  * our buffers; as oneDNN's grouped weights {G = C, O = M, I = 1, KH, KW} that memory is the
  * hwigo tag, and output channel g*M + o is Keras's c*M + m, so no operand is permuted by us
  * (oneDNN reorders the weights to its blocked layout in scratch, as cpu_conv.c). Activations
- * NHWC. f32 only (other dtypes, and builds without oneDNN, take the reference kernels). */
+ * NHWC. f32 tensors only (other dtypes, and builds without oneDNN, take the reference
+ * kernels); f32 compute under mixed bf16 too (dw_use_bf16 says why). */
 #include <string.h>
 
+#include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/kernel.h"
 
@@ -16,7 +18,7 @@ typedef struct dw_geom {
 } dw_geom;
 
 /* Geometry from the attributes and the call's shapes; false when oneDNN should not take it
- * (dtypes other than f32, a negative implied bottom/right padding). */
+ * (dtypes other than f32, an implied bottom/right padding short by a stride or more). */
 static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
     if (c->n_in != 2 || c->y.dtype != SN_F32 || c->x[0].dtype != SN_F32 ||
         c->x[1].dtype != SN_F32)
@@ -34,7 +36,15 @@ static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
     g->pt = c->attr->conv.pad_top, g->pl = c->attr->conv.pad_left;
     g->pb = (g->oh - 1) * g->sh + g->kh - g->h - g->pt;
     g->pr = (g->ow - 1) * g->sw + g->kw - g->w - g->pl;
-    return g->sh >= 1 && g->sw >= 1 && g->pt >= 0 && g->pl >= 0 && g->pb >= 0 && g->pr >= 0;
+    if (g->sh < 1 || g->sw < 1 || g->pt < 0 || g->pl < 0) return false;
+    /* As sn_conv_geom_of (cpu_conv_geom.c): an implied padding short by less than one stride
+     * means the last input rows/columns are read by no window ("valid" 3x3 stride 2 on an
+     * even size, "same" 1x1 stride 2). Padding 0 gives the same output size under oneDNN's
+     * floor formula, and backward-data writes zeros to those rows, as the reference does.
+     * More than a stride short would lose an output row: reference. */
+    if (g->pb < 0 && -g->pb < g->sh) g->pb = 0;
+    if (g->pr < 0 && -g->pr < g->sw) g->pr = 0;
+    return g->pb >= 0 && g->pr >= 0;
 }
 
 static bool dw_supports(const sn_kcall *c) {
@@ -42,7 +52,10 @@ static bool dw_supports(const sn_kcall *c) {
     return dw_geom_of(c, &g);
 }
 
-static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_bytes) {
+/* bf16: the mixed precision of sn_plan_opts.bf16_compute, as cpu_conv.c's conv_build: x, w
+ * and dy are read as bfloat16 (converted from our f32 buffers by oneDNN's reorders, NHWC
+ * kept), and the primitive accumulates and writes f32 (y, dx, dw). */
+static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, bool bf16, size_t *scratch_bytes) {
     dw_geom g;
     SN_ASSERT(dw_geom_of(c, &g));
     dnnl_engine_t eng;
@@ -50,15 +63,22 @@ static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_byte
     dnnl_dims_t xd = {g.n, g.c, g.h, g.w}, yd = {g.n, g.c * g.m, g.oh, g.ow};
     dnnl_dims_t wd = {g.c, g.m, 1, g.kh, g.kw};
     dnnl_dims_t strides = {g.sh, g.sw}, pad_l = {g.pt, g.pl}, pad_r = {g.pb, g.pr};
-    dnnl_memory_desc_t xu, yu, wu, wi;
+    dnnl_data_type_t lo = bf16 ? dnnl_bf16 : dnnl_f32;
+    /* *u: our f32 buffers; *i: what the primitive reads; dwi: the f32 filter gradient */
+    dnnl_memory_desc_t xu, yu, wu, xi, yi, wi, dwi;
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nhwc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nhwc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wu, 5, wd, dnnl_f32, dnnl_hwigo));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wi, 5, wd, dnnl_f32, dnnl_format_tag_any));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xi, 4, xd, lo, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yi, 4, yd, lo, dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wi, 5, wd, lo, dnnl_format_tag_any));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dwi, 5, wd, dnnl_f32, dnnl_format_tag_any));
+    bool fwd = c->op == SN_OP_DEPTHWISE_CONV2D;
     dnnl_convolution_desc_t fwd_d, d;
+    /* the forward hint sees the operand types of the backward op (dy's for y) */
     SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(&fwd_d, dnnl_forward_training,
-                                                     dnnl_convolution_direct, &xu, &wi, NULL,
-                                                     &yu, strides, pad_l, pad_r));
+                                                     dnnl_convolution_direct, &xi, &wi, NULL,
+                                                     fwd ? &yu : &yi, strides, pad_l, pad_r));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
@@ -72,14 +92,20 @@ static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_byte
             if (c->op == SN_OP_DEPTHWISE_BWD_DATA) {
                 kind = SN_OP_CONV2D_BWD_DATA;
                 st = dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &xu,
-                                                              &wi, &yu, strides, pad_l, pad_r);
+                                                              &wi, &yi, strides, pad_l, pad_r);
             } else {
                 kind = SN_OP_CONV2D_BWD_FILTER;
                 st = dnnl_convolution_backward_weights_desc_init(
-                    &d, dnnl_convolution_direct, &xu, &wi, NULL, &yu, strides, pad_l, pad_r);
+                    &d, dnnl_convolution_direct, &xi, &dwi, NULL, &yi, strides, pad_l, pad_r);
             }
             if (st == dnnl_success) st = dnnl_primitive_desc_create(&pd, &d, attr, eng, fwd_pd);
         }
+    }
+    /* oneDNN's reference implementation is no fast path: bf16 there is left for f32 */
+    if (bf16 && st == dnnl_success && !strncmp(sn_dnnl_impl_name(pd), "ref", 3)) {
+        dnnl_primitive_desc_destroy(pd);
+        pd = NULL;
+        st = dnnl_unimplemented;
     }
     if (fwd_pd) dnnl_primitive_desc_destroy(fwd_pd);
     dnnl_primitive_attr_destroy(attr);
@@ -91,11 +117,25 @@ static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, size_t *scratch_byte
     return r;
 }
 
-static sn_status dw_prepare(sn_kcall *c, size_t *scratch_bytes) {
+/* Mixed bf16 only in the "dnnl_bf16" kernel (tests, A/B), where the plan asks for it and the
+ * CPU has AVX512-BF16. The table's kernel stays f32 under mixed bf16: a depthwise
+ * convolution sums kh*kw terms per output, so it is memory-bound, and with our f32 buffers
+ * bf16 adds a conversion pass over x and dy. Measured on MobileNetV2's shapes (batch 32,
+ * 3x3, one thread, CPU time, loaded Zen 4): bf16/f32 time 1.07-1.64 forward, 0.87-1.07
+ * backward data, 0.75-1.42 backward filter; slower in sum. As cpu_conv.c keeps its narrow
+ * layers (kh*kw*C <= 135 terms) f32 for the same reason. */
+static bool dw_use_bf16(const sn_kcall *c, bool allow) {
+    return allow && c->bf16 && sn_cpu()->avx512_bf16;
+}
+
+static sn_status dw_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool allow_bf16) {
     sn_dnnl_op *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     *scratch_bytes = 0;
-    sn_status st = dw_build(s, c, scratch_bytes);
+    sn_status st = SN_ERR_UNSUPPORTED;
+    if (dw_use_bf16(c, allow_bf16)) st = dw_build(s, c, true, scratch_bytes);
+    /* a oneDNN without a fast bf16 kernel for this shape: f32 is still correct */
+    if (st == SN_ERR_UNSUPPORTED) st = dw_build(s, c, false, scratch_bytes);
     if (st != SN_OK) {
         free(s);
         return sn_error_context(st, "preparing oneDNN %s for node %d",
@@ -106,6 +146,14 @@ static sn_status dw_prepare(sn_kcall *c, size_t *scratch_bytes) {
     }
     c->state = s;
     return SN_OK;
+}
+
+static sn_status dw_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    return dw_prepare_impl(c, scratch_bytes, false);
+}
+
+static sn_status dw_prepare_bf16(sn_kcall *c, size_t *scratch_bytes) {
+    return dw_prepare_impl(c, scratch_bytes, true);
 }
 
 static sn_status dw_run(sn_kcall *c) {
@@ -123,7 +171,20 @@ static void dw_release(sn_kcall *c) {
 static const sn_kernel k_dw_dnnl = {.impl = "dnnl", .supports = dw_supports,
                                     .prepare = dw_prepare, .run = dw_run,
                                     .release = dw_release};
+static const sn_kernel k_dw_dnnl_bf16 = {.impl = "dnnl_bf16", .supports = dw_supports,
+                                         .prepare = dw_prepare_bf16, .run = dw_run,
+                                         .release = dw_release};
 #endif /* SN_HAVE_DNNL */
+
+const sn_kernel *sn_cpu_depthwise_impl(const char *impl) {
+#ifdef SN_HAVE_DNNL
+    if (!strcmp(impl, "dnnl")) return &k_dw_dnnl;
+    if (!strcmp(impl, "dnnl_bf16")) return &k_dw_dnnl_bf16;
+#else
+    (void)impl;
+#endif
+    return NULL;
+}
 
 void sn_cpu_register_depthwise(sn_kernel_table *t) {
 #ifdef SN_HAVE_DNNL
