@@ -10,9 +10,11 @@ for bench/compare.sh-style runs next to `sinter bench --model char_transformer_s
         [--precision bf16]
 
 --precision bf16 runs the forward and the loss under torch.autocast('cpu', dtype=bfloat16)
-(PyTorch's mixed precision, as ../shared/bench/seed_cnn.py --bf16 1): the Linear layers and
-scaled_dot_product_attention compute in bf16, LayerNorm, softmax and the loss in f32 (autocast's
-own lists), parameters and AdamW stay f32. Against `sinter bench --precision bf16`.
+(PyTorch's mixed precision, as ../shared/bench/seed_cnn.py --bf16 1). Checked with torch 2.15:
+the Linear layers and scaled_dot_product_attention return bf16, GELU runs on (and returns) the
+bf16 c_fc output, the embeddings and the residual stream (f32 + bf16 adds promote) stay f32, so
+LayerNorm runs in f32, and cross_entropy is f32; parameters and AdamW stay f32. Against
+`sinter bench --precision bf16`.
 
 Uses ../shared/bench/common.py. Torch < 2.0 has no scaled_dot_product_attention: the
 attention is then written out (masked softmax), as nanoGPT's own fallback does."""
