@@ -301,19 +301,42 @@ typedef struct attn_job {
     size_t per_thread; /* floats */
 } attn_job;
 
-/* Dropout's factors z[0..n) for row i of head (b, h), keys j0..: drop_inv kept, 0 dropped.
- * One Philox call per aligned group of four indices, as sn_dropout_keep spells them. */
+/* Dropout's factors z[0..n) (n <= BC) for row i of head (b, h), keys j0..: drop_inv kept, 0
+ * dropped. The words of sn_philox(seed, hi, g) for the NGRP aligned groups of four indices
+ * from the first one, computed lane-parallel (core/philox.h's arithmetic, written so that the
+ * compiler vectorises across the groups, as cpu_elementwise.c's dropout does), then each
+ * index's word as sn_dropout_keep reads it: the same bits (tests check against it). */
+enum { NGRP = BC / 4 + 1 };
 INL void drop_factors(const attn_job *a, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
                       float *z) {
-    uint64_t base = (uint64_t)(((b * a->H + h) * a->Tq + i) * a->Tk + j0), grp = UINT64_MAX;
-    uint32_t r[4] = {0};
-    for (int64_t j = 0; j < n; j++) {
-        uint64_t idx = base + (uint64_t)j;
-        if (idx >> 2 != grp) {
-            grp = idx >> 2;
-            sn_philox(a->drop_seed, a->drop_hi, grp, r);
+    uint64_t base = (uint64_t)(((b * a->H + h) * a->Tq + i) * a->Tk + j0), g0 = base >> 2;
+    uint32_t c0[NGRP], c1[NGRP], c2[NGRP], c3[NGRP];
+    for (int g = 0; g < NGRP; g++) {
+        uint64_t lo = g0 + (uint64_t)g;
+        c0[g] = (uint32_t)lo;
+        c1[g] = (uint32_t)(lo >> 32);
+        c2[g] = (uint32_t)a->drop_hi;
+        c3[g] = (uint32_t)(a->drop_hi >> 32);
+    }
+    uint32_t k0 = (uint32_t)a->drop_seed, k1 = (uint32_t)(a->drop_seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        for (int g = 0; g < NGRP; g++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c0[g];
+            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2[g];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[g] ^ k0;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[g] ^ k1;
+            c1[g] = (uint32_t)p1;
+            c3[g] = (uint32_t)p0;
+            c0[g] = n0;
+            c2[g] = n2;
         }
-        z[j] = sn_u32_to_unit(r[idx & 3]) >= a->drop_thresh ? a->drop_inv : 0.0f;
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t idx = base + (uint64_t)j, g = (idx >> 2) - g0;
+        uint32_t w = (idx & 3) == 0 ? c0[g] : (idx & 3) == 1 ? c1[g] : (idx & 3) == 2 ? c2[g] : c3[g];
+        z[j] = sn_u32_to_unit(w) >= a->drop_thresh ? a->drop_inv : 0.0f;
     }
 }
 
@@ -465,11 +488,13 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
             a->lse[bh * a->Tq + i0 + i] = INFINITY;
             if (a->stats_only) continue;
             for (int64_t d = 0; d < D; d++) r[d] = 0;
+            float z[BC]; /* dropout drops from the uniform row too */
             for (int64_t j = 0; j < a->Tk; j++) {
                 const float *vr = a->v + (b * a->Tk + j) * HD + h * D;
-                float z = 1.0f; /* dropout drops from the uniform row too */
-                if (a->drop) drop_factors(a, b, h, i0 + i, j, 1, &z);
-                for (int64_t d = 0; d < D; d++) r[d] += z * vr[d];
+                if (a->drop && j % BC == 0)
+                    drop_factors(a, b, h, i0 + i, j, a->Tk - j < BC ? a->Tk - j : BC, z);
+                float zj = a->drop ? z[j % BC] : 1.0f;
+                for (int64_t d = 0; d < D; d++) r[d] += zj * vr[d];
             }
             for (int64_t d = 0; d < D; d++) r[d] /= (float)a->Tk;
             continue;
@@ -573,10 +598,12 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t i = 0; a->mask && i < Tq; i++) {
         if (lse[i] != INFINITY) continue;
         const float *g = a->dy + (b * Tq + i) * HD + h * D;
+        float z[BC];
         for (int64_t j = 0; j < a->Tk; j++) {
-            float *r = dv + (b * a->Tk + j) * HD + h * D, z = 1.0f;
-            if (a->drop) drop_factors(a, b, h, i, j, 1, &z);
-            float wt = z / (float)a->Tk;
+            float *r = dv + (b * a->Tk + j) * HD + h * D;
+            if (a->drop && j % BC == 0)
+                drop_factors(a, b, h, i, j, a->Tk - j < BC ? a->Tk - j : BC, z);
+            float wt = (a->drop ? z[j % BC] : 1.0f) / (float)a->Tk;
             for (int64_t d = 0; d < D; d++) r[d] += g[d] * wt;
         }
     }
