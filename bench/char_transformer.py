@@ -7,6 +7,14 @@ AdamW (nanoGPT's optimizer) at 1e-3. Prints one key=value line like ../shared/be
 for bench/compare.sh-style runs next to `sinter bench --model char_transformer_small`:
 
     ../shared/bench/tuned.sh python3 bench/char_transformer.py --threads 2 [--steps 10]
+        [--precision bf16]
+
+--precision bf16 runs the forward and the loss under torch.autocast('cpu', dtype=bfloat16)
+(PyTorch's mixed precision, as ../shared/bench/seed_cnn.py --bf16 1). Checked with torch 2.15:
+the Linear layers and scaled_dot_product_attention return bf16, GELU runs on (and returns) the
+bf16 c_fc output, the embeddings and the residual stream (f32 + bf16 adds promote) stay f32, so
+LayerNorm runs in f32, and cross_entropy is f32; parameters and AdamW stay f32. Against
+`sinter bench --precision bf16`.
 
 Uses ../shared/bench/common.py. Torch < 2.0 has no scaled_dot_product_attention: the
 attention is then written out (masked softmax), as nanoGPT's own fallback does."""
@@ -16,6 +24,7 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from common import parse, setup, time_steps, report
 
 a = parse(batch=12, seq=64, n_layer=4, n_head=4, n_embd=128, steps=10, warmup=2, tie=0,
+          precision='fp32',
           text=os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'shared',
                             'data', 'tinyshakespeare.txt'))
 info = setup(a)
@@ -25,6 +34,9 @@ stoi = {c: i for i, c in enumerate(chars)}
 ids = torch.tensor([stoi[c] for c in raw], dtype=torch.long)
 V, B, T, C, NH, NL = len(chars), a.batch, a.seq, a.n_embd, a.n_head, a.n_layer
 FLASH = hasattr(F, 'scaled_dot_product_attention')
+if a.precision not in ('fp32', 'bf16'):
+    sys.exit(f"char_transformer.py: --precision {a.precision}: expected fp32 or bf16")
+BF16 = a.precision == 'bf16'
 
 
 class CausalSelfAttention(nn.Module):
@@ -96,8 +108,9 @@ g = torch.Generator().manual_seed(a.seed)
 def step(i):
     starts = torch.randint(0, len(ids) - T - 1, (B,), generator=g)
     chunk = ids[starts[:, None] + torch.arange(T + 1)]
-    logits = model(chunk[:, :-1])
-    loss = F.cross_entropy(logits.reshape(-1, V), chunk[:, 1:].reshape(-1))
+    with torch.autocast('cpu', dtype=torch.bfloat16, enabled=BF16):
+        logits = model(chunk[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, V), chunk[:, 1:].reshape(-1))
     opt.zero_grad(set_to_none=True)
     loss.backward()
     opt.step()
@@ -111,6 +124,6 @@ mat = NL * (C * 3 * C + C * C + 2 * C * 4 * C) + C * V
 flops_tok = 6 * mat + NL * 6 * T * C
 tok = B * T * a.steps
 report(framework='torch' + torch.__version__.split('+')[0], workload='char_transformer_small',
-       **info, batch=B, seq=T, vocab=V, sdpa=int(FLASH), steps=a.steps,
+       **info, precision=a.precision, batch=B, seq=T, vocab=V, sdpa=int(FLASH), steps=a.steps,
        ms_per_step=1e3 * secs / a.steps, tokens_per_s=tok / secs, samples_per_s=B * a.steps / secs,
        achieved_gflops=flops_tok * tok / secs / 1e9, loss=loss)

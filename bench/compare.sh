@@ -24,6 +24,12 @@
 #   char_lstm       LSTM(256) character model, batch 64 x 100 on tinyshakespeare, Adam, 10 steps
 #                   after 2: `sinter bench --model char_lstm_small` (Embedding(65, 64) input)
 #                   vs char_lstm.py (one-hot(65) input), tokens/s in the key=value lines
+#   char_transformer  issue 26: char_transformer_small (nanoGPT's CPU size: 4 layers, 4 heads, 128
+#                   wide, context 64, batch 12) on tinyshakespeare, 20 steps after 3 (--quick 3
+#                   after 1): `sinter bench --model char_transformer_small` vs nanoGPT's model code
+#                   in PyTorch (bench/char_transformer.py, F.scaled_dot_product_attention, AdamW),
+#                   ms/step, tokens/s in the key=value lines
+#   char_transformer_bf16  the same in mixed bfloat16 (sinter --precision bf16, torch autocast)
 #   mobilenetv2     issue 23: keras.applications.MobileNetV2(weights=None, input_shape=(96,96,3),
 #                   classes=10), batch 32, Adam, synthetic data: `sinter train` on the .keras file
 #                   Keras saved (bench/keras_nets.py prepare, into $SN_BENCH_OUT/nets; one step an
@@ -40,8 +46,9 @@
 # the tables give medians over rounds, the ratio to the best anchor (> 1: sinter is faster) and
 # peak RSS (/usr/bin/time). Everything runs with 2 threads. Expected duration on 2 quiet cores:
 # ~6.5 min per round, so ~19 min for the default 3 rounds (plus the one-time installs);
-# --quick ~4 min; --scaling ~12 min per round. The four issue-23 workloads are not in the default
-# set (--only mobilenetv2,mobilenetv2_bf16,xception,xception_bf16); for 3 rounds of those,
+# --quick ~4 min; --scaling ~12 min per round. The four issue-23 workloads and issue 26's two
+# are not in the default set (--only mobilenetv2,mobilenetv2_bf16,xception,xception_bf16;
+# --only char_transformer,char_transformer_bf16); for 3 rounds of those,
 # ~10-20 min is estimated from their work (10.6 and 131 GFLOP a training step) and the
 # interpreters' start-up, not yet measured on a quiet machine.
 # Output: every run's line in $SN_BENCH_OUT/compare.log (default build/bench), then markdown.
@@ -56,7 +63,7 @@ while [ $# -gt 0 ]; do
     --only) ONLY=${2//,/ }; shift ;;
     [0-9]*) ROUNDS=$1 ;;  # the old interface: compare.sh ROUNDS [WORKLOAD...]
     -h|--help) awk 'NR > 1 && /^#/ {print; next} NR > 1 {exit}' "$0"; exit 0 ;;
-    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm|mobilenetv2|mobilenetv2_bf16|xception|xception_bf16)
+    guide_cnn|guide_cnn_bf16|small_cnn|mlp_fit|mlp_step|char_lstm|mobilenetv2|mobilenetv2_bf16|xception|xception_bf16|char_transformer|char_transformer_bf16)
       ONLY+="$1 " ;;
     *) echo "compare.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -93,9 +100,10 @@ have() { # anchor available?
 # run WL WHO [BATCH THREADS]: prints the runner's key=value line plus peak_rss_kb=.
 run() {
   local wl=$1 who=$2 b=${3:-} th=${4:-2} cmd=() py= pre=() cnn_steps=5 cnn_warm=2 mlp_ep=2
-  local net_steps=${SN_NET_STEPS:-10} net_warm=${SN_NET_WARMUP:-2} net= bf=0 prec=fp32
-  [ $QUICK = 1 ] && { cnn_steps=2; cnn_warm=1; net_steps=${SN_NET_STEPS:-3}; net_warm=${SN_NET_WARMUP:-1}; }
+  local net_steps=${SN_NET_STEPS:-10} net_warm=${SN_NET_WARMUP:-2} net= bf=0 prec=fp32 ct_steps=20 ct_warm=3
+  [ $QUICK = 1 ] && { cnn_steps=2; cnn_warm=1; net_steps=${SN_NET_STEPS:-3}; net_warm=${SN_NET_WARMUP:-1}; ct_steps=3; ct_warm=1; }
   case $wl in mobilenetv2*|xception*) net=${wl%_bf16}; [ $net = $wl ] || { bf=1; prec=bf16; } ;; esac
+  case $wl in *_bf16) prec=bf16 ;; esac
   [ $SCALING = 1 ] && { cnn_steps=3; cnn_warm=1; }
   case $who in
     t215*) py=$TORCH_PY; pre=(env "LD_LIBRARY_PATH=$TORCH_LD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}") ;;
@@ -112,6 +120,8 @@ run() {
     mlp_fit.sinter) cmd=($SINTER train --model mlp --epochs $mlp_ep --batch-size 32 --threads $th --report --quiet) ;;
     char_lstm.sinter) cmd=($SINTER bench --model char_lstm_small --data "$CORPUS" \
                           --threads $th) ;;
+    char_transformer*.sinter) cmd=($SINTER bench --model char_transformer_small --data "$CORPUS" \
+                          --steps $ct_steps --warmup $ct_warm --precision $prec --threads $th) ;;
     mlp_step.sinter) cmd=($SINTER bench --model mlp --batch-size 32 --steps 2000 --warmup 200 --optimizer sgd \
                           --learning-rate 0.01 --threads $th) ;;
     guide_cnn.tf) cmd=($TF_PY "$REF/tf_keras.py" seed_cnn --spe 1 --steps $cnn_steps --batch ${b:-200} --threads $th) ;;
@@ -126,6 +136,8 @@ run() {
     small_cnn.t*) cmd=($py small_cnn.py --threads $th --batch ${b:-128} --epochs 1) ;;
     mlp_step.t*) cmd=($py tiny_mlp.py --threads $th) ;;
     char_lstm.t*) cmd=($py char_lstm.py --threads $th --text "$CORPUS") ;;
+    char_transformer*.t*) cmd=($py "$SRC/bench/char_transformer.py" --threads $th --text "$CORPUS" \
+                          --steps $ct_steps --warmup $ct_warm --precision $prec) ;;
     mobilenetv2*.sinter|xception*.sinter)
       cmd=($SINTER train --model "$NETS/$net.keras" --data "$NETS/x.npy" --labels "$NETS/y.npy" \
            --epochs $((net_warm + net_steps)) --steps-per-epoch 1 --steps-per-execution 1 --batch-size 32 \
@@ -248,6 +260,7 @@ runners() {
     mlp_fit) echo sinter tf tf_spe ;;
     mlp_step) echo sinter t215s t215 t113s t113 ;;
     char_lstm) echo sinter t215 t113s t113 ;;
+    char_transformer|char_transformer_bf16) echo sinter t215 ;;
     mobilenetv2|mobilenetv2_bf16|xception|xception_bf16) echo sinter tf t215 t113 ;;
   esac
 }

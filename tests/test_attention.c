@@ -87,12 +87,18 @@ static float *mask_of(int mk, int64_t B, int64_t Tq, int64_t Tk) {
     return m;
 }
 
+/* Attention dropout for the cases below (rate 0: none): the CPU kernel draws its masks
+ * inside the blocked loops, the reference per element with sn_dropout_keep, at this step. */
+static double drop_rate;
+static int64_t drop_step;
+
 static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t D,
                              bool causal, int64_t off, int mk) {
-    char name[160];
-    snprintf(name, sizeof name, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s off %lld%s",
+    char name[180];
+    snprintf(name, sizeof name, "attention B%lld Tq%lld Tk%lld H%lld D%lld%s off %lld%s%s",
              (long long)B, (long long)Tq, (long long)Tk, (long long)H, (long long)D,
-             causal ? " causal" : "", (long long)off, mk ? " masked" : "");
+             causal ? " causal" : "", (long long)off, mk ? " masked" : "",
+             drop_rate > 0 ? " dropout" : "");
     float *mask = mask_of(mk, B, Tq, Tk);
     sn_shape sm = {.ndim = 3, .dim = {B, Tq, Tk}};
     sn_shape sq = {.ndim = 4, .dim = {B, Tq, H, D}}, sk = {.ndim = 4, .dim = {B, Tk, H, D}};
@@ -110,6 +116,10 @@ static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64
         f[i].attr.attn.scale = 1.0 / sqrt((double)D);
         f[i].attr.attn.causal = causal;
         f[i].attr.attn.q_offset = off;
+        f[i].attr.attn.drop_rate = drop_rate;
+        f[i].attr.attn.drop_seed = 1234;
+        f[i].attr.attn.drop_node = 17;
+        f[i].c.step = drop_step;
         tc_input(&f[i], SN_F32, sq, q);
         tc_input(&f[i], SN_F32, sk, k);
         tc_input(&f[i], SN_F32, sk, v);
@@ -125,6 +135,7 @@ static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64
         tc_init(&b[i], SN_OP_ATTENTION_GRAD, SN_F32,
                 (sn_shape){.ndim = 1, .dim = {nq + 2 * nk}});
         b[i].attr = f[0].attr;
+        b[i].c.step = drop_step;
         tc_input(&b[i], SN_F32, sq, q);
         tc_input(&b[i], SN_F32, sk, k);
         tc_input(&b[i], SN_F32, sk, v);
@@ -140,7 +151,7 @@ static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64
         if (!bk[i]) return;
         run_call(bk[i], &b[i].c, &bs[i]);
     }
-    char nm[200];
+    char nm[220];
     snprintf(nm, sizeof nm, "%s grad (linked)", name);
     compare(nm, g[0], g[2], nq + 2 * nk, 2e-5);
     snprintf(nm, sizeof nm, "%s grad (alone)", name);
@@ -155,6 +166,52 @@ static void attention_case_m(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64
 static void attention_case(int64_t B, int64_t Tq, int64_t Tk, int64_t H, int64_t D, bool causal,
                            int64_t off) {
     attention_case_m(B, Tq, Tk, H, D, causal, off, 0);
+}
+
+/* The CPU kernel's dropout masks change with the step and the seed, and rate 0 with dropout's
+ * other attributes set is the plain kernel bit for bit. */
+static void dropout_steps_case(void) {
+    enum { B = 2, T = 40, H = 2, D = 16 };
+    sn_shape s = {.ndim = 4, .dim = {B, T, H, D}};
+    int64_t n = sn_shape_numel(&s);
+    float *q = rnd(n, 1.0), *k = rnd(n, 1.0), *v = rnd(n, 1.0);
+    /* rate, seed, step: the plain kernel, rate 0 with a seed, steps 3 and 4, seed 2 step 3 */
+    static const struct { double rate; uint64_t seed; int64_t step; } run[5] = {
+        {0, 0, 0}, {0, 99, 7}, {0.2, 1, 3}, {0.2, 1, 4}, {0.2, 2, 3}};
+    float *out[5];
+    for (int r = 0; r < 5; r++) {
+        tcall f;
+        out[r] = malloc(sizeof(float) * (size_t)n);
+        tc_init(&f, SN_OP_ATTENTION, SN_F32, s);
+        f.attr.attn.scale = 0.25;
+        f.attr.attn.causal = true;
+        f.attr.attn.drop_rate = run[r].rate;
+        f.attr.attn.drop_seed = run[r].seed;
+        f.attr.attn.drop_node = 3;
+        f.c.step = run[r].step;
+        tc_input(&f, SN_F32, s, q);
+        tc_input(&f, SN_F32, s, k);
+        tc_input(&f, SN_F32, s, v);
+        f.c.out = out[r];
+        const sn_kernel *kk = pick(sn_cpu_kernels(), &f.c, "ref");
+        if (!kk) return;
+        void *scr;
+        run_call(kk, &f.c, &scr);
+        release(kk, &f.c, scr);
+    }
+    cases++;
+    if (memcmp(out[0], out[1], sizeof(float) * (size_t)n))
+        FAIL("attention dropout: rate 0 with a seed and step differs from the plain kernel");
+    int d34 = 0, d35 = 0;
+    for (int64_t i = 0; i < n; i++) {
+        d34 += out[2][i] != out[3][i];
+        d35 += out[2][i] != out[4][i];
+    }
+    if (!(d34 > n / 2 && d35 > n / 2))
+        FAIL("attention dropout: steps 3 and 4 differ in %d of %lld "
+          "outputs, seeds 1 and 2 in %d (expected most)", d34, (long long)n, d35);
+    for (int r = 0; r < 5; r++) free(out[r]);
+    free(q), free(k), free(v);
 }
 
 /* attention_cached (generation): s new queries after pos cached keys, against the
@@ -312,6 +369,24 @@ int main(void) {
         }
     attention_case_m(2, 70, 150, 2, 16, false, 0, 1); /* cross attention with a mask */
     attention_case_m(2, 9, 300, 2, 16, true, 0, 1);   /* causal, Tq < Tk */
+    /* dropout 0.3 on the probabilities, CPU against the reference with the same masks:
+     * plain, causal, masked with queries that see no key, Tq != Tk, both tile kinds */
+    drop_rate = 0.3;
+    drop_step = 5;
+    static const int64_t TD[] = {5, 65, 130};
+    for (size_t i = 0; i < sizeof TD / sizeof TD[0]; i++)
+        for (int causal = 0; causal < 2; causal++) {
+            attention_case(2, TD[i], TD[i], 2, 32, causal, 0);
+            attention_case(1, TD[i], TD[i], 3, 7, causal, 0);
+            attention_case_m(2, TD[i], TD[i], 2, 16, causal, 0, 1);
+        }
+    attention_case_m(2, 70, 150, 2, 16, false, 0, 1);
+    drop_rate = 0.5;
+    drop_step = 123456789;
+    attention_case(2, 64, 64, 4, 32, true, 0);
+    drop_rate = 0;
+    drop_step = 0;
+    dropout_steps_case();
     cached_case(1, 1, 0, 64, 4, 32);    /* the first character */
     cached_case(1, 1, 37, 64, 4, 32);   /* one character after 37 */
     cached_case(2, 5, 60, 70, 2, 16);   /* a prompt of 5 across a block edge */

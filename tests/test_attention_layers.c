@@ -51,6 +51,9 @@ static void test_grads(void) {
     m.dropout = 0.3;
     grad_case("MultiHeadAttention dropout 0.3 (training, one mask)", sn_layer_mha_ex(&m),
               (sn_shape)S2(4, 5), 2, true, 1e-5);
+    m.use_causal_mask = true; /* the fused kernel's dropout (value_dim = key_dim) */
+    grad_case("MultiHeadAttention causal dropout 0.3 (training, one mask)", sn_layer_mha_ex(&m),
+              (sn_shape)S2(5, 5), 2, true, 1e-5);
     grad_case("TransformerBlock causal", sn_layer_transformer_block(2, 4, 8, true, 1e-5),
               (sn_shape)S2(3, 4), 2, false, 1e-5);
 }
@@ -251,6 +254,86 @@ static void test_mha_dropout(void) {
     fx_free(&f0);
     fx_free(&f1);
     fx_free(&f2);
+}
+
+/* The fused kernel's dropout against the materialised path's (the graph ops the layer uses
+ * for value_dim != key_dim: scores, softmax, sn_dropout on [B, H, Tq, Tk], P v) on the same
+ * seed, mask key and step: the masks are the same draws, so the outputs and the gradients of
+ * q, k and v agree to rounding (the fused kernel never stores a mask). Also the undropped
+ * output, to show that dropout dropped. */
+static void fused_vs_materialised(bool causal, int64_t T, int64_t step) {
+    enum { B = 2, H = 2, D = 8 };
+    const double rate = 0.3, scale = 1.0 / sqrt((double)D);
+    const uint64_t seed = 4242;
+    sn_graph *g = sn_graph_new();
+    sn_shape s4 = {.ndim = 4, .dim = {B, T, H, D}};
+    sn_node q = sn_input(g, "q", SN_F32, &s4), k = sn_input(g, "k", SN_F32, &s4),
+            v = sn_input(g, "v", SN_F32, &s4), r = sn_input(g, "r", SN_F32, &s4);
+    sn_node fused = sn_attention_dropout(g, q, k, v, SN_NONE, scale, causal, rate, seed);
+    if (fused != SN_NONE) g->nodes[fused].attr.attn.drop_node = 0; /* as the layer keys it */
+    sn_node plain = sn_attention(g, q, k, v, scale, causal, 0);
+    const int perm[4] = {0, 2, 1, 3};
+    sn_node sc = sn_mul(g, sn_matmul(g, sn_transpose(g, q, perm), sn_transpose(g, k, perm),
+                                     false, true), sn_scalar(g, SN_F32, scale));
+    if (causal) {
+        float *c = malloc(sizeof *c * (size_t)(T * T));
+        for (int64_t i = 0; i < T; i++)
+            for (int64_t j = 0; j < T; j++) c[i * T + j] = j <= i;
+        sn_node m = sn_const(g, SN_F32, &(sn_shape){.ndim = 2, .dim = {T, T}}, c);
+        free(c);
+        sc = sn_add(g, sn_mul(g, sc, m), sn_mul(g, sn_sub(g, m, sn_scalar(g, SN_F32, 1.0)),
+                                                sn_scalar(g, SN_F32, 1e9)));
+    }
+    sn_node p = sn_dropout(g, sn_softmax(g, sc, 3), rate, seed);
+    if (p != SN_NONE) g->nodes[p].attr.dropout.mask_node = 0;
+    sn_node mat = sn_transpose(g, sn_matmul(g, p, sn_transpose(g, v, perm), false, false), perm);
+    sn_node lf = sn_reduce_sum(g, sn_mul(g, fused, r), 0, NULL, false);
+    sn_node lm = sn_reduce_sum(g, sn_mul(g, mat, r), 0, NULL, false);
+    sn_node wrt[3] = {q, k, v}, gf[3], gm[3];
+    CHECK_OK(sn_gradients(g, lf, 3, wrt, gf));
+    CHECK_OK(sn_gradients(g, lm, 3, wrt, gm));
+    sn_node tg[9] = {fused, mat, plain, gf[0], gf[1], gf[2], gm[0], gm[1], gm[2]};
+    sn_plan *pl = NULL;
+    CHECK_OK(sn_plan_new(&pl, g, 9, tg, NULL));
+    if (!pl) {
+        sn_graph_free(g);
+        return;
+    }
+    sn_rng rng;
+    sn_rng_init(&rng, 77, (uint64_t)T);
+    int64_t n = sn_shape_numel(&s4);
+    sn_node ins[4] = {q, k, v, r};
+    for (int i = 0; i < 4; i++) {
+        float *x = sn_plan_buffer(pl, ins[i]);
+        for (int64_t j = 0; j < n; j++) x[j] = (float)sn_rng_normal(&rng);
+    }
+    sn_plan_set_step(pl, step);
+    CHECK_OK(sn_plan_run(pl, 1, NULL, NULL));
+    double worst = 0, moved = 0;
+    for (int t = 0; t < 4; t++) {
+        const float *a = sn_plan_buffer(pl, t == 0 ? fused : gf[t - 1]);
+        const float *b = sn_plan_buffer(pl, t == 0 ? mat : gm[t - 1]);
+        for (int64_t j = 0; j < n; j++) worst = fmax(worst, fabs(a[j] - b[j]) / (1 + fabs(b[j])));
+    }
+    const float *a = sn_plan_buffer(pl, fused), *u = sn_plan_buffer(pl, plain);
+    for (int64_t j = 0; j < n; j++) moved = fmax(moved, fabs(a[j] - u[j]));
+    CHECK(worst < 1e-5, "fused dropout (T %lld%s, step %lld) differs from the materialised "
+          "path's by %.3g (bound 1e-5)", (long long)T, causal ? " causal" : "", (long long)step,
+          worst);
+    CHECK(moved > 0.1, "fused dropout (T %lld) moved the output by only %.3g", (long long)T,
+          moved);
+    fprintf(stderr, "  fused dropout T %lld%s step %lld: output and dq, dk, dv within %.3g of "
+            "the materialised path (undropped output %.3g away)\n", (long long)T,
+            causal ? " causal" : "", (long long)step, worst, moved);
+    sn_plan_free(pl);
+    sn_graph_free(g);
+}
+
+static void test_fused_dropout(void) {
+    fused_vs_materialised(false, 5, 0);
+    fused_vs_materialised(true, 5, 3);
+    fused_vs_materialised(false, 70, 11);
+    fused_vs_materialised(true, 130, 1000003);
 }
 
 static void test_refusals(void) {
@@ -653,6 +736,7 @@ int main(void) {
     test_mha_values();
     test_mha_value_dim();
     test_mha_dropout();
+    test_fused_dropout();
     test_refusals();
     test_config_round_trip();
     test_keras_configs();

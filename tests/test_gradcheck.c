@@ -224,6 +224,14 @@ static sn_node b_attention_masked(sn_graph *g, const sn_node *x) {
 static sn_node b_attention_masked_causal(sn_graph *g, const sn_node *x) {
     return sn_attention_masked(g, x[0], x[1], x[2], attention_mask_const(g), 0.6, true);
 }
+/* dropout 0.4 on the probabilities: fd_loss runs every evaluation at step 0, so one mask */
+static sn_node b_attention_dropout(sn_graph *g, const sn_node *x) {
+    return sn_attention_dropout(g, x[0], x[1], x[2], SN_NONE, 0.6, false, 0.4, 7);
+}
+static sn_node b_attention_dropout_masked_causal(sn_graph *g, const sn_node *x) {
+    return sn_attention_dropout(g, x[0], x[1], x[2], attention_mask_const(g), 0.6, true, 0.4,
+                                8);
+}
 
 static const op_case cases[] = {
     {"matmul", 2, {S2(3, 4), S2(4, 5)}, {RANDN, RANDN}, 0, b_matmul, 1e-5},
@@ -289,6 +297,10 @@ static const op_case cases[] = {
      {RANDN, RANDN, RANDN}, 0, b_attention_masked, 1e-6},
     {"attention masked causal", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)},
      {RANDN, RANDN, RANDN}, 0, b_attention_masked_causal, 1e-6},
+    {"attention dropout", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_dropout, 1e-6},
+    {"attention dropout masked causal", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)},
+     {RANDN, RANDN, RANDN}, 0, b_attention_dropout_masked_causal, 1e-6},
     {"cast f64->f32->f64", 1, {S2(3, 4)}, {RANDN}, 0, b_cast, 2e-1},
 };
 

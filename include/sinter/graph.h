@@ -78,6 +78,12 @@ sn_node sn_attention(sn_graph *g, sn_node q, sn_node k, sn_node v, double scale,
  * of all the values, and no gradient reaches q or k from it. Tq may differ from Tk. */
 sn_node sn_attention_masked(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
                             double scale, bool causal);
+/* The same with dropout at `rate` on the probabilities (after the softmax, before v; kept
+ * ones scaled by 1 / (1 - rate)), masks drawn from seed, this node and the plan step, as
+ * sn_dropout's on the [B, H, Tq, Tk] probabilities; never stored (the backward redraws
+ * them). rate 0 is sn_attention_masked. */
+sn_node sn_attention_dropout(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                             double scale, bool causal, double rate, uint64_t seed);
 sn_node sn_exp(sn_graph *g, sn_node x);
 sn_node sn_log(sn_graph *g, sn_node x);
 sn_node sn_sqrt(sn_graph *g, sn_node x);

@@ -143,11 +143,13 @@ const sn_kernel *sn_kernel_select(const sn_kernel_table *t, const sn_kcall *c);
 
 /* The dropout mask, shared by every implementation so that they agree bit for bit: element i
  * of node `mask_node` at plan step `step` is kept when this returns true. */
+static inline uint64_t sn_dropout_hi(int32_t mask_node, int64_t step) {
+    return ((uint64_t)(uint32_t)mask_node << 40) | ((uint64_t)step & ((1ull << 40) - 1));
+}
 static inline bool sn_dropout_keep(uint64_t seed, int32_t mask_node, int64_t step, int64_t i,
                                    double rate) {
     uint32_t r[4];
-    uint64_t hi = ((uint64_t)(uint32_t)mask_node << 40) | ((uint64_t)step & ((1ull << 40) - 1));
-    sn_philox(seed, hi, (uint64_t)i >> 2, r);
+    sn_philox(seed, sn_dropout_hi(mask_node, step), (uint64_t)i >> 2, r);
     return sn_u32_to_unit(r[i & 3]) >= (float)rate;
 }
 

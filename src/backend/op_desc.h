@@ -181,8 +181,18 @@ typedef union sn_attrs {
     struct { double epsilon; } norm;                          /* layer_norm */
     /* attention: scores scale * q.k; causal: key j is seen by query i when j <= i + q_offset
      * (q_offset 0 is Keras's use_causal_mask; a query block continuing a cached context sets
-     * it to the number of cached positions) */
-    struct { double scale; bool causal; int64_t q_offset; } attn;
+     * it to the number of cached positions); drop_rate > 0: dropout on the probabilities,
+     * element (b, h, i, j) kept as sn_dropout_keep(drop_seed, drop_node, step,
+     * ((b H + h) Tq + i) Tk + j), the index of a [B, H, Tq, Tk] probability tensor, so the
+     * materialised path's dropout node with mask_node drop_node draws the same mask */
+    struct {
+        double scale;
+        bool causal;
+        int64_t q_offset;
+        double drop_rate;
+        uint64_t drop_seed;
+        int32_t drop_node;
+    } attn;
 } sn_attrs;
 
 /* The slot inputs apply_optimizer takes after (var, grad, iterations): the one place this is

@@ -180,7 +180,22 @@ sn_node sn_attention_masked(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_nod
     return sn_graph_add(g, SN_OP_ATTENTION, 4, (sn_node[]){q, k, v, mask}, &a);
 }
 
-/* The mask gets no gradient (dx[3] stays SN_NONE): it only selects. */
+sn_node sn_attention_dropout(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_node mask,
+                             double scale, bool causal, double rate, uint64_t seed) {
+    if (!isfinite(scale) || !(rate >= 0.0 && rate < 1.0))
+        return sn_graph_fail(g, SN_ERR_INVALID, "attention: scale %g must be finite and the "
+                             "dropout rate %g in [0, 1)", scale, rate);
+    if (rate == 0.0) return sn_attention_masked(g, q, k, v, mask, scale, causal);
+    sn_attrs a = {.attn = {.scale = scale, .causal = causal, .drop_rate = rate,
+                           .drop_seed = seed}};
+    sn_node id = sn_graph_add(g, SN_OP_ATTENTION, mask == SN_NONE ? 3 : 4,
+                              (sn_node[]){q, k, v, mask}, &a);
+    if (id != SN_NONE) g->nodes[id].attr.attn.drop_node = id; /* keys the mask, as sn_dropout */
+    return id;
+}
+
+/* The mask gets no gradient (dx[3] stays SN_NONE): it only selects. The gradient call copies
+ * the attributes, dropout's seed and node included: it redraws the forward's masks. */
 static void grad_attention(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     sn_node_t node = g->nodes[n];
     sn_node flat = sn_graph_add(g, SN_OP_ATTENTION_GRAD, node.n_in + 2,

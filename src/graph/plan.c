@@ -478,6 +478,9 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         sn_op op = p->calls[c].op;
         if (op == SN_OP_DROPOUT || op == SN_OP_DROPOUT_GRAD || op == SN_OP_ALL_REDUCE)
             p->no_capture = true;
+        if ((op == SN_OP_ATTENTION || op == SN_OP_ATTENTION_GRAD) && p->calls[c].attr &&
+            p->calls[c].attr->attn.drop_rate > 0)
+            p->no_capture = true; /* attention dropout reads the step too */
     }
     sn_status s = plan_memory(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);

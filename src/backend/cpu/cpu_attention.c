@@ -290,10 +290,55 @@ typedef struct attn_job {
     float scale;
     bool causal, stats_only;
     bool bf16; /* the forward's products in bf16 (tiles_bf16, load_keys_bf16) */
+    /* dropout on the probabilities (drop): kept when the Philox word of (drop_seed, drop_hi,
+     * index) reaches drop_thresh, scaled by drop_inv; index ((b H + h) Tq + i) Tk + j, so the
+     * masks are sn_dropout_keep's over [B, H, Tq, Tk], redrawn by the backward, never stored */
+    bool drop;
+    float drop_thresh, drop_inv;
+    uint64_t drop_seed, drop_hi;
     const attn_tiles *tiles; /* NULL: the variant's portable tiles */
     float *scratch;
     size_t per_thread; /* floats */
 } attn_job;
+
+/* Dropout's factors z[0..n) (n <= BC) for row i of head (b, h), keys j0..: drop_inv kept, 0
+ * dropped. The words of sn_philox(seed, hi, g) for the NGRP aligned groups of four indices
+ * from the first one, computed lane-parallel (core/philox.h's arithmetic, written so that the
+ * compiler vectorises across the groups, as cpu_elementwise.c's dropout does), then each
+ * index's word as sn_dropout_keep reads it: the same bits (tests check against it). */
+enum { NGRP = BC / 4 + 1 };
+INL void drop_factors(const attn_job *a, int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
+                      float *z) {
+    uint64_t base = (uint64_t)(((b * a->H + h) * a->Tq + i) * a->Tk + j0), g0 = base >> 2;
+    uint32_t c0[NGRP], c1[NGRP], c2[NGRP], c3[NGRP];
+    for (int g = 0; g < NGRP; g++) {
+        uint64_t lo = g0 + (uint64_t)g;
+        c0[g] = (uint32_t)lo;
+        c1[g] = (uint32_t)(lo >> 32);
+        c2[g] = (uint32_t)a->drop_hi;
+        c3[g] = (uint32_t)(a->drop_hi >> 32);
+    }
+    uint32_t k0 = (uint32_t)a->drop_seed, k1 = (uint32_t)(a->drop_seed >> 32);
+    for (int round = 0; round < 10; round++) {
+        for (int g = 0; g < NGRP; g++) {
+            uint64_t p0 = (uint64_t)0xD2511F53u * c0[g];
+            uint64_t p1 = (uint64_t)0xCD9E8D57u * c2[g];
+            uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[g] ^ k0;
+            uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[g] ^ k1;
+            c1[g] = (uint32_t)p1;
+            c3[g] = (uint32_t)p0;
+            c0[g] = n0;
+            c2[g] = n2;
+        }
+        k0 += 0x9E3779B9u;
+        k1 += 0xBB67AE85u;
+    }
+    for (int64_t j = 0; j < n; j++) {
+        uint64_t idx = base + (uint64_t)j, g = (idx >> 2) - g0;
+        uint32_t w = (idx & 3) == 0 ? c0[g] : (idx & 3) == 1 ? c1[g] : (idx & 3) == 2 ? c2[g] : c3[g];
+        z[j] = sn_u32_to_unit(w) >= a->drop_thresh ? a->drop_inv : 0.0f;
+    }
+}
 
 /* Keys [0, end) are visible to some row of the query block starting at i0 (nr rows). */
 INL int64_t key_end(const attn_job *a, int64_t i0, int64_t nr) {
@@ -424,8 +469,13 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                 else
                     for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
                 for (int64_t j = jl; j < BC; j++) s[j] = 0;
-                l[i] = l[i] * alpha + lane_sum(s, jl);
+                l[i] = l[i] * alpha + lane_sum(s, jl); /* the undropped softmax's sum */
                 m[i] = mx;
+                if (a->drop && !a->stats_only) {
+                    float z[BC];
+                    drop_factors(a, b, h, i0 + i, j0, jl, z);
+                    for (int64_t j = 0; j < jl; j++) s[j] *= z[j];
+                }
                 for (int64_t d = 0; d < D; d++) O[i * D + d] *= alpha;
                 if (jl > most) most = jl;
             }
@@ -438,9 +488,13 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
             a->lse[bh * a->Tq + i0 + i] = INFINITY;
             if (a->stats_only) continue;
             for (int64_t d = 0; d < D; d++) r[d] = 0;
+            float z[BC]; /* dropout drops from the uniform row too */
             for (int64_t j = 0; j < a->Tk; j++) {
                 const float *vr = a->v + (b * a->Tk + j) * HD + h * D;
-                for (int64_t d = 0; d < D; d++) r[d] += vr[d];
+                if (a->drop && j % BC == 0)
+                    drop_factors(a, b, h, i0 + i, j, a->Tk - j < BC ? a->Tk - j : BC, z);
+                float zj = a->drop ? z[j % BC] : 1.0f;
+                for (int64_t d = 0; d < D; d++) r[d] += zj * vr[d];
             }
             for (int64_t d = 0; d < D; d++) r[d] /= (float)a->Tk;
             continue;
@@ -501,7 +555,17 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
                 if (li == INFINITY) jl = 0; /* a row masked from every key: done below */
                 const float *mr = a->mask && jl > 0
                                       ? a->mask + (b * Tq + i0 + r) * a->Tk + j0 : NULL;
-                if (mr) {
+                if (a->drop && jl > 0) {
+                    /* dP = z dO v^T, dS = p (dP - delta) (delta = dO.o is rowsum(p dP)), and
+                     * dv takes the dropped p z */
+                    float z[BC];
+                    drop_factors(a, b, h, i0 + r, j0, jl, z);
+                    for (int64_t j = 0; j < jl; j++) {
+                        p[j] = mr && mr[j] == 0 ? 0.0f : vexp(p[j] - li);
+                        ds[j] = p[j] * (z[j] * ds[j] - di);
+                        p[j] *= z[j];
+                    }
+                } else if (mr) {
                     for (int64_t j = 0; j < jl; j++) {
                         p[j] = mr[j] != 0 ? vexp(p[j] - li) : 0.0f;
                         ds[j] = p[j] * (ds[j] - di);
@@ -534,9 +598,12 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
     for (int64_t i = 0; a->mask && i < Tq; i++) {
         if (lse[i] != INFINITY) continue;
         const float *g = a->dy + (b * Tq + i) * HD + h * D;
-        float wt = 1.0f / (float)a->Tk;
+        float z[BC];
         for (int64_t j = 0; j < a->Tk; j++) {
             float *r = dv + (b * a->Tk + j) * HD + h * D;
+            if (a->drop && j % BC == 0)
+                drop_factors(a, b, h, i, j, a->Tk - j < BC ? a->Tk - j : BC, z);
+            float wt = (a->drop ? z[j % BC] : 1.0f) / (float)a->Tk;
             for (int64_t d = 0; d < D; d++) r[d] += g[d] * wt;
         }
     }
@@ -741,6 +808,14 @@ static attn_job job_of(const sn_kcall *c) {
                   .off = c->attr->attn.q_offset, .scale = (float)c->attr->attn.scale,
                   .causal = c->attr->attn.causal, .out = c->out, .scratch = c->scratch};
     a.nqb = (a.Tq + BR - 1) / BR;
+    double rate = c->attr->attn.drop_rate;
+    if (c->op != SN_OP_ATTENTION_CACHED && rate > 0) {
+        a.drop = true;
+        a.drop_thresh = (float)rate; /* sn_dropout_keep's comparison */
+        a.drop_inv = (float)(1.0 / (1.0 - rate));
+        a.drop_seed = c->attr->attn.drop_seed;
+        a.drop_hi = sn_dropout_hi(c->attr->attn.drop_node, c->step);
+    }
     if (c->op == SN_OP_ATTENTION && c->n_in == 4) a.mask = c->in[3];
     if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86

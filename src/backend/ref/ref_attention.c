@@ -118,6 +118,17 @@ static bool visible(const sn_kcall *c, const void *mask, const attn_dims *a, int
     return !mask || sn_load(c->x[0].dtype, mask, (b * a->Tq + i) * a->Tk + j) != 0;
 }
 
+/* Dropout's factor for probability (b, h, i, j): 1 / (1 - rate) kept, 0 dropped, 1 without
+ * dropout; the mask is sn_dropout's over a [B, H, Tq, Tk] tensor (op_desc.h, attn). */
+static double drop_z(const sn_kcall *c, const attn_dims *a, int64_t b, int64_t h, int64_t i,
+                     int64_t j) {
+    double r = c->attr->attn.drop_rate;
+    if (r <= 0) return 1.0;
+    int64_t idx = ((b * a->H + h) * a->Tq + i) * a->Tk + j;
+    return sn_dropout_keep(c->attr->attn.drop_seed, c->attr->attn.drop_node, c->step, idx, r)
+               ? 1.0 / (1.0 - r) : 0.0;
+}
+
 /* P [Tq, Tk] = softmax(scale q k^T, masked) of head (b, h). A row that sees no key is
  * uniform over all Tk keys, as Keras gives (its masked scores are all one large negative
  * number); dead[i] says so (its scores get no gradient: Keras's where() passes none). */
@@ -164,7 +175,8 @@ static sn_status attn_run(sn_kcall *c) {
                 for (int64_t d = 0; d < a.D; d++) {
                     double s = 0;
                     for (int64_t j = 0; j < a.Tk; j++)
-                        s += P[i * a.Tk + j] * sn_load(t, c->in[2], at(&a, a.Tk, b, j, h, d));
+                        s += P[i * a.Tk + j] * drop_z(c, &a, b, h, i, j) *
+                             sn_load(t, c->in[2], at(&a, a.Tk, b, j, h, d));
                     sn_store(c->y.dtype, c->out, at(&a, a.Tq, b, i, h, d), s);
                 }
         }
@@ -174,8 +186,8 @@ static sn_status attn_run(sn_kcall *c) {
 }
 
 /* (q, k, v, o, dy[, mask]) -> dq [B,Tq,H,D] | dk [B,Tk,H,D] | dv [B,Tk,H,D]. With S = scale q k^T and
- * P = softmax(S): dv = P^T dy, dP = dy v^T, dS = P (dP - rowsum(P dP)), dq = scale dS k,
- * dk = scale dS^T q. */
+ * P = softmax(S), dropout's factors Z (all 1 without): dv = (P Z)^T dy, dP = Z dy v^T,
+ * dS = P (dP - rowsum(P dP)), dq = scale dS k, dk = scale dS^T q. */
 static sn_status attn_grad_run(sn_kcall *c) {
     attn_dims a = attn_dims_of(c);
     int64_t nq = a.B * a.Tq * a.H * a.D, nk = a.B * a.Tk * a.H * a.D;
@@ -200,8 +212,8 @@ static sn_status attn_grad_run(sn_kcall *c) {
                     for (int64_t d = 0; d < a.D; d++)
                         dp += sn_load(t, dy, at(&a, a.Tq, b, i, h, d)) *
                               sn_load(t, v, at(&a, a.Tk, b, j, h, d));
-                    dS[i * a.Tk + j] = dp;
-                    rs += dp * P[i * a.Tk + j];
+                    dS[i * a.Tk + j] = dp * drop_z(c, &a, b, h, i, j);
+                    rs += dS[i * a.Tk + j] * P[i * a.Tk + j];
                 }
                 for (int64_t j = 0; j < a.Tk; j++)
                     dS[i * a.Tk + j] = dead[i] ? 0 : P[i * a.Tk + j] * (dS[i * a.Tk + j] - rs);
@@ -217,7 +229,8 @@ static sn_status attn_grad_run(sn_kcall *c) {
                     double sk = 0, sv = 0;
                     for (int64_t i = 0; i < a.Tq; i++) {
                         sk += dS[i * a.Tk + j] * sn_load(t, q, at(&a, a.Tq, b, i, h, d));
-                        sv += P[i * a.Tk + j] * sn_load(t, dy, at(&a, a.Tq, b, i, h, d));
+                        sv += P[i * a.Tk + j] * drop_z(c, &a, b, h, i, j) *
+                              sn_load(t, dy, at(&a, a.Tq, b, i, h, d));
                     }
                     sn_store(to, c->out, nq + at(&a, a.Tk, b, j, h, d), sc * sk);
                     sn_store(to, c->out, nq + nk + at(&a, a.Tk, b, j, h, d), sv);

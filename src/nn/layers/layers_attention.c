@@ -62,8 +62,7 @@ static sn_node mask01(sn_graph *g, sn_node m) {
 }
 
 /* Attention with the probabilities materialised, for what the fused kernel does not do: a
- * value head size Dv other than the key's D, and dropout on the probabilities (rate > 0, in
- * training). q [B, Tq, H, D], k [B, Tk, H, D], v [B, Tk, H, Dv], mask [B, Tq, Tk] or SN_NONE
+ * value head size Dv other than the key's D (with or without dropout on the probabilities). q [B, Tq, H, D], k [B, Tk, H, D], v [B, Tk, H, Dv], mask [B, Tq, Tk] or SN_NONE
  * -> [B, Tq, H, Dv]. Keras's _compute_attention: scores q k^T * scale, masked softmax, dropout,
  * P v. A hidden score becomes -1e9 exactly (s * m + (m - 1) * 1e9, Keras's large negative),
  * so a query that sees no key gets the plain mean of the values and no gradient, as the
@@ -107,8 +106,7 @@ static sn_node attend_materialised(sn_graph *g, sn_node q, sn_node k, sn_node v,
  * or SN_NONE. The projections are Keras's einsums abc,cde->abde and abcd,cde->abe as GEMMs:
  * [B*T, d] x [d, H*D] lands in [B, T, H, D], the attention op's layout, with no transpose.
  * The output is [B, Tq, o->output_dim], or the query's shape without output_dim. The fused
- * kernel unless value_dim differs from key_dim or dropout applies (training, seed: the
- * layer's). */
+ * kernel (with dropout in training, seed: the layer's) unless value_dim differs from key_dim. */
 static sn_node mha_apply_qkv(sn_graph *g, sn_node xq, sn_node xk, sn_node xv, sn_node mask,
                              const sn_node *w, const sn_mha_layer_opts *o, bool training,
                              uint64_t seed) {
@@ -123,10 +121,15 @@ static sn_node mha_apply_qkv(sn_graph *g, sn_node xq, sn_node xk, sn_node xv, sn
     sn_node k = sn_reshape(g, proj(g, xk, w[2], w[3], sk.dim[2], H * D), &hk);
     sn_node v = sn_reshape(g, proj(g, xv, w[4], w[5], sv.dim[2], H * Dv), &hv);
     double rate = training ? o->dropout : 0.0, scale = 1.0 / sqrt((double)D);
-    sn_node a = Dv == D && rate == 0
-                    ? sn_attention_masked(g, q, k, v, mask, scale, o->use_causal_mask)
-                    : attend_materialised(g, q, k, v, mask, scale, o->use_causal_mask, rate,
-                                          seed);
+    sn_node a;
+    if (Dv == D) {
+        a = sn_attention_dropout(g, q, k, v, mask, scale, o->use_causal_mask, rate, seed);
+        /* keyed by the layer's seed and the plan step, not the node, as attend_materialised's
+         * dropout: both paths draw the same masks (op_desc.h, attn) */
+        if (rate > 0 && a != SN_NONE) g->nodes[a].attr.attn.drop_node = 0;
+    } else {
+        a = attend_materialised(g, q, k, v, mask, scale, o->use_causal_mask, rate, seed);
+    }
     sn_node y = proj(g, a, w[6], w[7], H * Dv, out);
     s.dim[2] = out;
     return sn_reshape(g, y, &s);
