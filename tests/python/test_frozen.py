@@ -7,19 +7,13 @@ import os
 
 import numpy as np
 
-from conftest import HERE, keras_python, run_keras, run_py
+from conftest import HERE, same_stdout_as_keras
 
 SCRIPT = os.path.join(HERE, "frozen_models.py")
 
 
 def test_frozen_base_as_keras(tmp_path):
-    mine = run_py(SCRIPT, "sinter", str(tmp_path))
-    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
-    py = keras_python()
-    ref = run_keras(py, SCRIPT, "keras", str(tmp_path))
-    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
-    assert mine.stdout == ref.stdout, \
-        f"outputs differ:\n--- Keras\n{ref.stdout}\n--- sinter\n{mine.stdout}"
+    same_stdout_as_keras(SCRIPT, tmp_path, "outputs")
     s = np.load(tmp_path / "frozen_sinter.npz")
     k = np.load(tmp_path / "frozen_keras.npz")
     n = len(s.files) // 2
