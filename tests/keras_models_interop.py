@@ -59,6 +59,10 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import layers, regularizers  # noqa: E402
 
+# keras.io's small Xception has one definition, shared with the speed workload (bench/)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import keras_xception  # noqa: E402
+
 # float32 end to end; sinter and Keras sum in different orders, so probabilities agree to a
 # few float32 ulps of the logits' size, far inside 1e-5.
 TOL = 1e-5
@@ -393,30 +397,7 @@ def xception_small():
     same, residual Conv2D 1x1 stride 2 and add, GlobalAveragePooling2D, Dropout, Dense. With
     10 classes (a Dense(10) of logits): keras.io's 2-class form ends in Dense(1) and binary
     cross-entropy from logits, a loss this harness's SGD step does not take yet."""
-    inputs = keras.Input(shape=(96, 96, 3))
-    x = layers.Rescaling(1.0 / 255)(inputs)
-    x = layers.Conv2D(128, 3, strides=2, padding="same")(x)
-    x = layers.BatchNormalization()(x)
-    x = layers.Activation("relu")(x)
-    previous_block_activation = x
-    for size in [256, 512, 728]:
-        x = layers.Activation("relu")(x)
-        x = layers.SeparableConv2D(size, 3, padding="same")(x)
-        x = layers.BatchNormalization()(x)
-        x = layers.Activation("relu")(x)
-        x = layers.SeparableConv2D(size, 3, padding="same")(x)
-        x = layers.BatchNormalization()(x)
-        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
-        residual = layers.Conv2D(size, 1, strides=2, padding="same")(previous_block_activation)
-        x = layers.add([x, residual])
-        previous_block_activation = x
-    x = layers.SeparableConv2D(1024, 3, padding="same")(x)
-    x = layers.BatchNormalization()(x)
-    x = layers.Activation("relu")(x)
-    x = layers.GlobalAveragePooling2D()(x)
-    x = layers.Dropout(0.25)(x)
-    outputs = layers.Dense(10, activation=None)(x)
-    m = keras.Model(inputs, outputs, name="xception_small")
+    m = keras_xception.xception_small(96, 10)
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
