@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from conftest import HERE, same_stdout_as_keras
+from conftest import HERE, close, same_stdout_as_keras
 
 SCRIPT = os.path.join(HERE, "frozen_models.py")
 
@@ -34,3 +34,15 @@ def test_frozen_base_as_keras(tmp_path):
         excess = np.maximum(np.abs(ds - dk) - 2 * np.spacing(np.abs(after_k[i])), 0)
         err = float(np.max(excess)) / scale
         assert err < 1e-5, f"weight {i}: sinter's change differs from Keras's by {err:.3g} relative"
+    # the fine-tuning phase (base.trainable = True, still called with training=False): every
+    # weight, the base's moving statistics included, as Keras's after its epoch (Keras 3's fit
+    # overrides the keyword); the predictions of a model whose BatchNormalization and Dropout
+    # are called with training= keywords as Keras's (predict overrides them too)
+    s = np.load(tmp_path / "finetune_sinter.npz")
+    k = np.load(tmp_path / "finetune_keras.npz")
+    assert sorted(s.files) == sorted(k.files)
+    for f in k.files:
+        close(f, k[f], s[f])
+    for i in (2, 6, 7):  # the base's kernel and moving statistics moved, on both sides
+        assert not np.array_equal(after_s[i], s[f"arr_{i}"]), f"base weight {i} did not move"
+        assert not np.array_equal(after_k[i], k[f"arr_{i}"]), f"base weight {i} did not move (Keras)"
