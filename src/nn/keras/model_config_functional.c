@@ -79,8 +79,8 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
         }
         if (!ok)
             return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword argument "
-                             "%s=%s; sinter supports mask=null and training=null/true/false", en->name,
-                             kw, sn_cfg_show(v, b, sizeof b));
+                             "%s=%s; sinter supports mask=null and training=null/true/false",
+                             en->name, kw, sn_cfg_show(v, b, sizeof b));
     }
     /* Keras writes the call's keywords in the order they were given: kept for the writer */
     if (mha && call == 0) sn_layer_mha_set_kw_order(en->layer, order);
