@@ -48,6 +48,7 @@ be checked yet.
 import contextlib
 import csv
 import io
+import json
 import os
 import struct
 import subprocess
@@ -58,6 +59,10 @@ import keras_reference  # noqa: F401  (sets Keras's environment: before keras)
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import layers, regularizers  # noqa: E402
+
+# keras.io's small Xception has one definition, shared with the speed workload (bench/)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import keras_xception  # noqa: E402
 
 # float32 end to end; sinter and Keras sum in different orders, so probabilities agree to a
 # few float32 ulps of the logits' size, far inside 1e-5.
@@ -393,30 +398,7 @@ def xception_small():
     same, residual Conv2D 1x1 stride 2 and add, GlobalAveragePooling2D, Dropout, Dense. With
     10 classes (a Dense(10) of logits): keras.io's 2-class form ends in Dense(1) and binary
     cross-entropy from logits, a loss this harness's SGD step does not take yet."""
-    inputs = keras.Input(shape=(96, 96, 3))
-    x = layers.Rescaling(1.0 / 255)(inputs)
-    x = layers.Conv2D(128, 3, strides=2, padding="same")(x)
-    x = layers.BatchNormalization()(x)
-    x = layers.Activation("relu")(x)
-    previous_block_activation = x
-    for size in [256, 512, 728]:
-        x = layers.Activation("relu")(x)
-        x = layers.SeparableConv2D(size, 3, padding="same")(x)
-        x = layers.BatchNormalization()(x)
-        x = layers.Activation("relu")(x)
-        x = layers.SeparableConv2D(size, 3, padding="same")(x)
-        x = layers.BatchNormalization()(x)
-        x = layers.MaxPooling2D(3, strides=2, padding="same")(x)
-        residual = layers.Conv2D(size, 1, strides=2, padding="same")(previous_block_activation)
-        x = layers.add([x, residual])
-        previous_block_activation = x
-    x = layers.SeparableConv2D(1024, 3, padding="same")(x)
-    x = layers.BatchNormalization()(x)
-    x = layers.Activation("relu")(x)
-    x = layers.GlobalAveragePooling2D()(x)
-    x = layers.Dropout(0.25)(x)
-    outputs = layers.Dense(10, activation=None)(x)
-    m = keras.Model(inputs, outputs, name="xception_small")
+    m = keras_xception.xception_small(96, 10)
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -519,12 +501,41 @@ def frozen_base():
     return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
+def finetune_base():
+    """The transfer-learning tutorial's fine-tuning phase (issue 23): the base unfrozen
+    (trainable) but still called with training=False, and a BatchNormalization layer called
+    with training=False. Keras 3 does not keep them in inference mode: fit's training=True
+    overrides every inner call's (keras/src/models/functional.py, operation_fn; the guide was
+    corrected in keras-team/keras#20298), so their BatchNormalizations use the batch statistics
+    and update their moving ones, as sinter's do. The step check below holds sinter to that;
+    check_training_kw checks the keyword is written back. The base's convolutions have no bias,
+    as MobileNetV2's: before a BatchNormalization in training mode a bias's gradient is 0 in
+    exact arithmetic, rounding noise on both sides (see STEP_TOL)."""
+    bi = keras.Input((8, 8, 4))
+    b = layers.Conv2D(6, 3, padding="same", use_bias=False)(bi)
+    b = layers.ReLU()(layers.BatchNormalization()(b))
+    b = layers.BatchNormalization()(layers.DepthwiseConv2D(3, use_bias=False)(b))
+    base = keras.Model(bi, b, name="base")
+    inp = keras.Input((8, 8, 3))
+    # tanh between: a shift (or scale) that reaches a BatchNormalization in training mode
+    # through linear layers alone has (almost) no gradient, rounding noise on both sides
+    x = layers.Conv2D(4, 1, activation="tanh")(inp)
+    x = layers.BatchNormalization()(x, training=False)
+    x = layers.Activation("tanh")(x)
+    x = base(x, training=False)
+    x = layers.GlobalAveragePooling2D()(x)
+    x = layers.Dense(8, activation="tanh")(x)
+    out = layers.Dense(5)(x)
+    m = keras.Model(inp, out, name="finetune_base")
+    return m, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 FUNCTIONAL = {"residual": residual, "two_in_two_out": two_in_two_out, "layer_mix": layer_mix,
               "transformer": transformer, "transformer_masked": transformer_masked,
               "transformer_padded": transformer_padded, "transformer_vdim": transformer_vdim,
               "char_transformer_small": char_transformer_small,
               "conv_family": conv_family, "normalization": normalization,
-              "frozen_base": frozen_base}
+              "frozen_base": frozen_base, "finetune_base": finetune_base}
 BUILD = WORK = None  # set by main() for char_transformer_small
 # Issue 23's stock architectures: minutes each, so tests/test_keras_stock_models.sh runs them
 # (SN_INTEROP_ONLY=mobilenet_v2,xception_small) as a test of their own.
@@ -835,7 +846,67 @@ def check_functional(build, work, rng, models=FUNCTIONAL, sub="functional", part
         ok &= good
         print(f"{'OK  ' if good else 'FAIL'} ({part}) Keras {keras.__version__} loads sinter's "
               f"{name}.sinter.keras and predicts within {d2:.3g} of the original (bound {TOL})")
+        ok &= check_training_kw(name, path, sp, part)
+        if name == "finetune_base":
+            ok &= check_finetune_step(m, w0, w64, ms, step, part)
     return ok
+
+
+def training_kws(path):
+    """Every call's training= keyword in a .keras file's config, nested models' calls
+    included: {(model, layer, call): value, or "absent"}."""
+    with zipfile.ZipFile(path) as z:
+        cfg = json.loads(z.read("config.json"))
+    out = {}
+
+    def walk(c):
+        for e in c["config"]["layers"]:
+            for k, node in enumerate(e.get("inbound_nodes", [])):
+                kw = node.get("kwargs", {}) if isinstance(node, dict) else {}
+                out[(c["config"]["name"], e["name"], k)] = kw.get("training", "absent")
+            if e.get("class_name") == "Functional":
+                walk(e)
+    walk(cfg)
+    return out
+
+
+def check_training_kw(name, keras_path, sinter_path, part):
+    """sinter's file gives every call the training= keyword Keras's gave it (or none)."""
+    want = training_kws(keras_path)
+    got = training_kws(sinter_path) if os.path.exists(sinter_path) else {}
+    diff = [f"{k}: Keras {want[k]}, sinter {got.get(k, 'no such call')}" for k in want
+            if got.get(k, "no such call") != want[k]]
+    given = sum(v != "absent" for v in want.values())
+    print(f"{'OK  ' if not diff else 'FAIL'} ({part}) sinter's {name}.sinter.keras writes the "
+          f"training= keyword of every call as Keras's file has it ({given} given)"
+          + ("" if not diff else "; " + "; ".join(diff[:5])))
+    return not diff
+
+
+def check_finetune_step(m, w0, w64, ms, step, part):
+    """finetune_base's step: the BatchNormalizations called with training=False (the base's
+    and the outer one) update their moving statistics in Keras 3's step and in sinter's alike
+    (the step check holds their values), and the base's kernels train."""
+    if not os.path.exists(step):
+        return False
+    ms.load_weights(step)
+    after = [np.asarray(w) for w in ms.get_weights()]
+    base = m.get_layer("base")
+    moving = {v.path for l in _sublayers(m) if isinstance(l, layers.BatchNormalization)
+              for v in (l.moving_mean, l.moving_variance)}
+    kernels = {v.path for l in base.layers for v in l.trainable_weights}
+    moved_k = moved_s = 0
+    for v, a, b, c in zip(m.weights, w0, w64, after):
+        if v.path in moving or v.path in kernels:
+            moved_k += not np.array_equal(a, b)
+            moved_s += not np.array_equal(a, c)
+    n = len(moving) + len(kernels)
+    good = moved_k == n and moved_s == n
+    print(f"{'OK  ' if good else 'FAIL'} ({part}) one SGD step of finetune_base: the moving "
+          f"statistics of the 3 BatchNormalizations called with training=False and the base's "
+          f"{len(kernels)} trainable weights move in Keras's step ({moved_k} of {n}) and in "
+          f"sinter's ({moved_s} of {n}): Keras 3's fit overrides training=False")
+    return good
 
 
 def _sublayers(m):

@@ -56,6 +56,19 @@ def call(port, method, path, body=None, headers=None, timeout=60, chunked=False)
         c.close()
 
 
+def read_to_close(s):
+    """Everything a raw socket receives until the server closes it (a Connection: close
+    answer); closes the socket."""
+    resp = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        resp += b
+    s.close()
+    return resp
+
+
 def image(seed):
     """One 28x28x1 instance with values in [0, 1), as a client would send it."""
     rnd = random.Random(seed)
@@ -252,13 +265,7 @@ def slow_client(port):
     for i in range(0, len(data), 97):
         s.sendall(data[i:i + 97])
         time.sleep(0.001)
-    resp = b""
-    while True:
-        b = s.recv(65536)
-        if not b:
-            break
-        resp += b
-    s.close()
+    resp = read_to_close(s)
     check(resp.startswith(b"HTTP/1.1 200"), f"slow client answered: {resp[:80]!r}")
     want = predict_urllib(port, "small_cnn", [image(5)])
     got = json.loads(resp.split(b"\r\n\r\n", 1)[1])["predictions"]
@@ -415,13 +422,7 @@ def load(port, pid, seconds, conns):
                     for k in range(0, len(data), 512):
                         s.sendall(data[k:k + 512])
                         time.sleep(0.0005)
-                    resp = b""
-                    while True:
-                        b = s.recv(65536)
-                        if not b:
-                            break
-                        resp += b
-                    s.close()
+                    resp = read_to_close(s)
                     ok = resp.startswith(b"HTTP/1.1 200") and \
                         json.loads(resp.split(b"\r\n\r\n", 1)[1])["predictions"] == ref
                     bump("slow" if ok else "slow_failed")
@@ -476,13 +477,7 @@ def drain(port, pid):
                       b"Content-Length: %d\r\n\r\n" % len(body) + body[:len(body) // 2])
             signalled.wait(60)
             s.sendall(body[len(body) // 2:])
-            raw = b""
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                raw += b
-            s.close()
+            raw = read_to_close(s)
             head, _, payload = raw.partition(b"\r\n\r\n")
             got[n] = (json.loads(payload)["predictions"][0] if head.startswith(b"HTTP/1.1 200")
                       else head.decode(errors="replace")[:120])

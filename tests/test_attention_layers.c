@@ -58,6 +58,31 @@ static void test_grads(void) {
               (sn_shape)S2(3, 4), 2, false, 1e-5);
 }
 
+/* Causal scaled dot-product attention in double, Keras's softmax(q k^T / sqrt(D)) v per batch
+ * row and head: q, k are [B, T, H, D], v and o are [B, T, H, Dv]. */
+static void causal_attention(int B, int T, int H, int D, int Dv, const double *q, const double *k,
+                             const double *v, double *o) {
+#define AT(t_, b_, i_, h_, e_, n_) t_[(((size_t)(b_) * T + (i_)) * H + (h_)) * (n_) + (e_)]
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < T; i++) {
+                double s[T], mx = -1e300, sum = 0;
+                for (int j = 0; j <= i; j++) {
+                    s[j] = 0;
+                    for (int e = 0; e < D; e++)
+                        s[j] += AT(q, b, i, h, e, D) / sqrt((double)D) * AT(k, b, j, h, e, D);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int e = 0; e < Dv; e++) {
+                    AT(o, b, i, h, e, Dv) = 0;
+                    for (int j = 0; j <= i; j++)
+                        AT(o, b, i, h, e, Dv) += s[j] / sum * AT(v, b, j, h, e, Dv);
+                }
+            }
+#undef AT
+}
+
 /* Keras: q = einsum("abc,cde->abde", x, Wq) + bq (likewise k, v); scores =
  * einsum("aecd,abcd->acbe", k, q / sqrt(D)); softmax over e; o = einsum("acbe,aecd->abcd",
  * P, v); y = einsum("abcd,cde->abe", o, Wo) + bo. */
@@ -91,21 +116,8 @@ static void test_mha_values(void) {
                             s += x[(b * T + t) * d + c] * w[2 * p][(c * H + h) * D + e];
                         pr[p][b][t][h][e] = s;
                     }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < T; i++) {
-                double s[T], mx = -1e300, sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    s[j] = 0;
-                    for (int e = 0; e < D; e++) s[j] += q[b][i][h][e] / sqrt((double)D) * k[b][j][h][e];
-                    if (s[j] > mx) mx = s[j];
-                }
-                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
-                for (int e = 0; e < D; e++) {
-                    o[b][i][h][e] = 0;
-                    for (int j = 0; j <= i; j++) o[b][i][h][e] += s[j] / sum * v[b][j][h][e];
-                }
-            }
+    causal_attention(B, T, H, D, D, &q[0][0][0][0], &k[0][0][0][0], &v[0][0][0][0],
+                     &o[0][0][0][0]);
     float want[B * T * d];
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -168,21 +180,8 @@ static void test_mha_value_dim(void) {
                     v[b][t][h][e] = sv;
                 }
             }
-    for (int b = 0; b < B; b++)
-        for (int h = 0; h < H; h++)
-            for (int i = 0; i < T; i++) {
-                double s[T], mx = -1e300, sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    s[j] = 0;
-                    for (int e = 0; e < D; e++) s[j] += q[b][i][h][e] / sqrt((double)D) * k[b][j][h][e];
-                    if (s[j] > mx) mx = s[j];
-                }
-                for (int j = 0; j <= i; j++) sum += (s[j] = exp(s[j] - mx));
-                for (int e = 0; e < Dv; e++) {
-                    o[b][i][h][e] = 0;
-                    for (int j = 0; j <= i; j++) o[b][i][h][e] += s[j] / sum * v[b][j][h][e];
-                }
-            }
+    causal_attention(B, T, H, D, Dv, &q[0][0][0][0], &k[0][0][0][0], &v[0][0][0][0],
+                     &o[0][0][0][0]);
     float want[B * T * O];
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)

@@ -433,8 +433,8 @@ static void test_config_errors(void) {
          "layer 'b' is called on the output of layer 'nowhere'"},
         {MODEL(DENSE("b", "in", "{\"mask\": [1]}")), SN_ERR_UNSUPPORTED,
          "layer 'b' is called with keyword argument mask=[1]"},
-        {MODEL(DENSE("b", "in", "{\"training\": true}")), SN_ERR_UNSUPPORTED,
-         "keyword argument training=true"},
+        {MODEL(DENSE("b", "in", "{\"training\": 1}")), SN_ERR_UNSUPPORTED,
+         "keyword argument training=1"},
         /* a mask tensor is taken from Keras's NotEqual(ids, 0) only */
         {MODEL(DENSE("a", "in", "{}") ", " DENSE("b", "in", "{\"mask\": " TENSOR("a") "}")),
          SN_ERR_UNSUPPORTED, "layer 'b' (Dense) is called with mask= the output of 'a' (Dense)"},
@@ -447,10 +447,25 @@ static void test_config_errors(void) {
                   cases[i].code, cases[i].needle);
         sn_model_free(m);
     }
-    /* mask=null and training=false are what Keras writes: accepted */
-    static const char ok[] = MODEL(DENSE("b", "in", "{\"mask\": null, \"training\": false}"));
+    /* mask=null and training=true/false/null are what Keras writes: accepted (Keras 3's fit,
+     * evaluate and predict override training with their own mode), and training written
+     * back as the call gave it */
+    static const char ok[] = MODEL(DENSE("a", "in", "{\"training\": true}") ", "
+                                   DENSE("c", "a", "{\"training\": null}") ", "
+                                   DENSE("b", "c", "{\"mask\": null, \"training\": false}"));
     sn_model *m = NULL;
+    char *js = NULL;
     CHECK_OK(sn_model_from_json(ok, sizeof ok - 1, 0, &m, NULL));
+    if (m) CHECK_OK(sn_model_to_json(m, &js));
+    static const char *const want[] = {"\"training\": true", "\"training\": null",
+                                       "\"training\": false"};
+    const char *at = js;
+    for (int k = 0; k < 3 && js; k++) { /* in layer order a, c, b */
+        const char *hit = at ? strstr(at, want[k]) : NULL;
+        CHECK(hit, "the written config lacks %s after the previous call's:\n%s", want[k], js);
+        at = hit;
+    }
+    free(js);
     sn_model_free(m);
 }
 

@@ -164,6 +164,17 @@ typedef struct sn_train_state sn_train_state; /* compile/fit's own (compile.c) *
  * every node comes after its inputs (a builder can only name tensors that exist, and the
  * config reader sorts), so one pass in order is the forward pass. A layer called k times
  * has k nodes; its variables are made at its first call. */
+/* A call's training= keyword as the model file wrote it. Keras 3 replaces it with fit's,
+ * evaluate's and predict's own mode (keras/src/models/functional.py, operation_fn: the outer
+ * call's training, when not None, overrides every inner call's), so in those it changes
+ * nothing, in Keras as here; it is kept so that a written file calls as Keras's did. */
+typedef enum {
+    SN_TRAINING_KW_ABSENT = 0,
+    SN_TRAINING_KW_NULL,
+    SN_TRAINING_KW_FALSE,
+    SN_TRAINING_KW_TRUE,
+} sn_training_kw;
+
 typedef struct sn_fnode {
     sn_layer *layer;   /* NULL: an input of the model */
     char *input_name;  /* inputs: the InputLayer's name */
@@ -175,6 +186,7 @@ typedef struct sn_fnode {
     /* The last of in[] is the call's mask keyword argument (a NotEqual layer's output), not
      * an argument of the layer: Keras's layer(x, mask=m) of a saved Functional model. */
     bool mask_arg;
+    unsigned char training_kw; /* sn_training_kw */
 } sn_fnode;
 
 /* A model nested as a layer (Keras's Functional inside a Functional): its layers are called
@@ -191,6 +203,7 @@ typedef struct sn_fsub {
      * outputs, call_out[c * n_out + k] (the summary's "Connected to": "enc[c][k]"). */
     int n_calls, n_in, n_out;
     int *call_in, *call_out;
+    unsigned char *call_training; /* per call: its training= keyword (sn_training_kw) */
     int *map0; /* per node of model->fn: the outer node of its first call (the writer's shapes) */
 } sn_fsub;
 

@@ -68,14 +68,28 @@ def close(path, a, b, tol=1e-5):
     assert err <= tol, f"{path}: sinter {b.tolist()} vs Keras {a.tolist()} (error {err:.3g})"
 
 
-def run_both(script, tmp_path):
-    """Runs a case script (`script MODE OUT`) with sinter and with real Keras; returns what each
-    wrote to OUT/<mode>.json: (Keras's, sinter's)."""
+def run_pair(script, tmp_path):
+    """Runs a script (`script MODE OUT`) with sinter and with real Keras, each to success;
+    returns the two finished processes: (Keras's, sinter's)."""
     mine = run_py(script, "sinter", str(tmp_path))
     assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
     py = keras_python()
     ref = run_keras(py, script, "keras", str(tmp_path))
     assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
+    return ref, mine
+
+
+def same_stdout_as_keras(script, tmp_path, what="outputs"):
+    """run_pair, and the two runs printed the same text (`what` names it in the message)."""
+    ref, mine = run_pair(script, tmp_path)
+    assert mine.stdout == ref.stdout, \
+        f"{what} differ:\n--- Keras\n{ref.stdout}\n--- sinter\n{mine.stdout}"
+
+
+def run_both(script, tmp_path):
+    """Runs a case script (`script MODE OUT`) with sinter and with real Keras; returns what each
+    wrote to OUT/<mode>.json: (Keras's, sinter's)."""
+    run_pair(script, tmp_path)
     with open(tmp_path / "keras.json") as f:
         kj = json.load(f)
     with open(tmp_path / "sinter.json") as f:

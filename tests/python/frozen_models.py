@@ -49,3 +49,34 @@ print("trainable variables:", len(m.trainable_variables))
 m.save(f"{out}/frozen_{mode}.keras")
 m2 = keras.models.load_model(f"{out}/frozen_{mode}.keras")
 print("reloaded trainable variables:", len(m2.trainable_variables))
+
+# The fine-tuning phase (issue 23): the base unfrozen but still called with training=False.
+# Keras 3's fit overrides that keyword with its own training=True (functional.py's
+# operation_fn), so the base's BatchNormalization trains and updates its moving statistics, on
+# both sides alike.
+base.trainable = True
+m.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1),
+          loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+m.fit(xs, ys, batch_size=16, epochs=1, shuffle=False, verbose=0)
+print("fine-tuning trainable variables:", len(m.trainable_variables))
+# A BatchNormalization and a Dropout called with training= keywords: predict runs both in
+# inference mode whatever the keyword says (Keras 3's predict passes training=False).
+i2 = keras.Input((4,))
+h = layers.BatchNormalization()(layers.Dense(4)(i2), training=False)
+h = layers.Dropout(0.5)(h, training=True)
+m3 = keras.Model(i2, layers.Dense(2)(h), name="calls")
+w3 = [rng.normal(size=w.shape).astype(np.float32) for w in m3.get_weights()]
+m3.set_weights([np.abs(w) + 0.5 if w.ndim == 1 else w for w in w3])
+p3 = m3.predict(rng.random((8, 4)).astype(np.float32), verbose=0)
+np.savez(f"{out}/finetune_{mode}.npz", *m.get_weights(), p3)
+# the keywords written back as Keras writes them (the saved files' config.json)
+m.save(f"{out}/finetune_{mode}.keras")
+m3.save(f"{out}/calls_{mode}.keras")
+for name in ("finetune", "calls"):
+    import json
+    import zipfile
+    with zipfile.ZipFile(f"{out}/{name}_{mode}.keras") as z:
+        cfg = json.loads(z.read("config.json"))
+    for e in cfg["config"]["layers"]:
+        for k, node in enumerate(e["inbound_nodes"]):
+            print(name, e["name"], k, "training:", node["kwargs"].get("training", "absent"))

@@ -10,19 +10,13 @@ import sinter
 from sinter import keras
 from sinter.keras import layers
 
-from conftest import HERE, keras_python, run_keras, run_py
+from conftest import HERE, same_stdout_as_keras
 
 SCRIPT = os.path.join(HERE, "functional_models.py")
 
 
 def test_same_summary_and_predictions_as_keras(tmp_path):
-    mine = run_py(SCRIPT, "sinter", str(tmp_path))
-    assert mine.returncode == 0, f"sinter run failed:\n{mine.stderr[-3000:]}"
-    py = keras_python()
-    ref = run_keras(py, SCRIPT, "keras", str(tmp_path))
-    assert ref.returncode == 0, f"Keras run failed:\n{ref.stderr[-3000:]}"
-    assert mine.stdout == ref.stdout, \
-        f"summaries differ:\n--- Keras\n{ref.stdout}\n--- sinter\n{mine.stdout}"
+    same_stdout_as_keras(SCRIPT, tmp_path, "summaries")
     for name in ("graph", "images", "convs", "seq", "attn", "cross_attn", "nested", "key_kw"):
         s = np.load(tmp_path / f"{name}_sinter.npy")
         k = np.load(tmp_path / f"{name}_keras.npy")

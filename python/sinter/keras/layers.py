@@ -198,11 +198,20 @@ def _call(layer, x, unpack=False):
     return out
 
 
+def _training_kw(out, training):
+    """A call's training= keyword, recorded as Keras records it (written into the config).
+    Keras 3's fit, evaluate and predict override it with their own mode (functional.py's
+    operation_fn), and so does sinter: it changes no computation."""
+    if training is not None:
+        out._kwargs["training"] = bool(training)
+    return out
+
+
 def _layer_call(self, x, training=None, mask=None, **kwargs):
-    if kwargs or training or mask is not None:
-        raise NotImplementedError(f"{self.name}: sinter calls layers on tensors alone (no mask, "
-                                  f"training=True or {sorted(kwargs)})")
-    return _call(self, x)
+    if kwargs or mask is not None:
+        raise NotImplementedError(f"{self.name}: sinter calls layers on tensors alone (no mask "
+                                  f"or {sorted(kwargs)})")
+    return _training_kw(_call(self, x), training)
 
 
 Layer.__call__ = _layer_call
@@ -776,9 +785,8 @@ class MultiHeadAttention(_Configured):
             if kw.get(what) is not None:
                 raise NotImplementedError(f"{self.name}: {what} is not supported (Keras "
                                           "derives it from an Embedding(mask_zero=True))")
-        if kw.get("return_attention_scores") or kw.get("training"):
-            raise NotImplementedError(f"{self.name}: return_attention_scores and "
-                                      "training=True are not supported")
+        if kw.get("return_attention_scores"):
+            raise NotImplementedError(f"{self.name}: return_attention_scores is not supported")
         out = _call(self, [query, value] + [a for a in args if a is not None], unpack=True)
         order = []
         for k, v in kw.items():
@@ -789,7 +797,10 @@ class MultiHeadAttention(_Configured):
                 out._kwtensors[k] = v
                 order.append(k)
             elif k == "use_causal_mask" and v:
-                out._kwargs = {"use_causal_mask": True}
+                out._kwargs["use_causal_mask"] = True
+                order.append(k)
+            elif k == "training" and v is not None:
+                _training_kw(out, v)
                 order.append(k)
         out._kworder = order  # the keyword tensors are in call order too (_inputs_of)
         return out

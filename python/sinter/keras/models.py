@@ -968,17 +968,17 @@ class Model:
     def _n_outputs(self):
         return lib.sn_model_output_count(self._h) if self._h is not None else 1
 
-    def __call__(self, x, training=False):
+    def __call__(self, x, training=None):
         from .. import _function, _tensor
         if _tensor.is_tensor(x):  # a sinter tensor: traced layers or eager (issue 25)
-            return _function.call_model(self, x, training)
+            return _function.call_model(self, x, bool(training))
         if isinstance(x, _layers.KerasTensor) or (
                 isinstance(x, (list, tuple)) and x and
                 all(isinstance(t, _layers.KerasTensor) for t in x)):
-            return self._call_symbolic(x)
+            return self._call_symbolic(x, training)
         return self.predict_on_batch(x)
 
-    def _call_symbolic(self, x):
+    def _call_symbolic(self, x, training=None):
         """model(keras_tensor): this Functional model as a layer of another Functional graph
         (Keras's nested models). The outer config holds this model's config as one layer
         entry, which the C reader inlines; the outer model shares this one's weights
@@ -988,7 +988,7 @@ class Model:
                                       "called on keras.Input tensors (put a Sequential's "
                                       "layers in the graph instead)")
         n_out = len(self._fn_outputs)
-        first = _layers._call(self, x)
+        first = _layers._training_kw(_layers._call(self, x), training)
         if self._fn_single_out:
             return first
         outs = [first]

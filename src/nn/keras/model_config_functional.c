@@ -33,9 +33,10 @@ static entry *find(entry *es, size_t n, const char *name) {
  * (query, value, key, mask: sn_layer_mha_set_call's order); *key and *mask say which came. */
 static sn_status call_tensors(const entry *en, int call, const json_t *node, const json_t **ts,
                               int cap, int *n, bool *key, bool *mask,
-                              const json_t **mask_t) {
+                              const json_t **mask_t, sn_training_kw *training) {
     char b[128];
     *mask_t = NULL;
+    *training = SN_TRAINING_KW_ABSENT;
     const json_t *args = json_object_get(node, "args"), *kwargs = json_object_get(node, "kwargs");
     if (kwargs && !json_is_object(kwargs))
         return sn_errorf(SN_ERR_FORMAT, "layer '%s' call %d: kwargs is %s, expected an object",
@@ -55,9 +56,15 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
         if (mha && !strcmp(kw, "use_causal_mask") && json_is_true(v) && no < 3)
             order[no++] = 'c';
         /* mask: Keras passes the previous layer's mask (null: none), which sinter's layers
-         * do not carry; training: recorded when traced, the real mode is fit's/predict's. */
-        bool ok = (!strcmp(kw, "mask") && json_is_null(v)) ||
-                  (!strcmp(kw, "training") && (json_is_null(v) || json_is_false(v)));
+         * do not carry. training: Keras 3's fit, evaluate and predict override it with their
+         * own mode (sn_training_kw), true or false; kept for the writer. */
+        bool ok = !strcmp(kw, "mask") && json_is_null(v);
+        if (!strcmp(kw, "training") && (json_is_null(v) || json_is_boolean(v))) {
+            *training = json_is_null(v)   ? SN_TRAINING_KW_NULL
+                        : json_is_true(v) ? SN_TRAINING_KW_TRUE
+                                          : SN_TRAINING_KW_FALSE;
+            continue;
+        }
         /* mask=<tensor>: Keras 3's NotEqual(ids, 0) of an Embedding(mask_zero=True), checked
          * to be one where the call is made */
         const char *mc = json_string_value(json_object_get(v, "class_name"));
@@ -72,8 +79,8 @@ static sn_status call_tensors(const entry *en, int call, const json_t *node, con
         }
         if (!ok)
             return sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' is called with keyword argument "
-                             "%s=%s; sinter supports mask=null and training=null/false", en->name,
-                             kw, sn_cfg_show(v, b, sizeof b));
+                             "%s=%s; sinter supports mask=null and training=null/true/false",
+                             en->name, kw, sn_cfg_show(v, b, sizeof b));
     }
     /* Keras writes the call's keywords in the order they were given: kept for the writer */
     if (mha && call == 0) sn_layer_mha_set_kw_order(en->layer, order);
@@ -382,7 +389,8 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
             int nt = 0;
             bool ready = true, key = false, mask = false;
             const json_t *mask_t = NULL;
-            st = call_tensors(en, en->done, node, ts, 64, &nt, &key, &mask, &mask_t);
+            sn_training_kw training;
+            st = call_tensors(en, en->done, node, ts, 64, &nt, &key, &mask, &mask_t, &training);
             if (st == SN_OK && mask_t) { /* the mask keyword argument: resolved as a tensor */
                 if (en->sub || sn_layer_vt_n(en->layer) || nt != 1)
                     st = sn_errorf(SN_ERR_UNSUPPORTED, "layer '%s' (%s) is called with a mask "
@@ -408,6 +416,10 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                 en->owned = true;
                 if (st != SN_OK) st = sn_error_context(st, "nested model '%s'", en->name);
                 else {
+                    for (int r = 0; r < m->fn->n_subs; r++) /* the call just recorded */
+                        if (m->fn->subs[r].model == en->sub)
+                            m->fn->subs[r].call_training[m->fn->subs[r].n_calls - 1] =
+                                (unsigned char)training;
                     en->done++;
                     progress = true;
                 }
@@ -454,6 +466,7 @@ sn_status sn_cfg_read_functional(const json_t *cfg, const char *name, sn_cfg_sta
                 }
             }
             if (st == SN_OK) {
+                m->fn->nodes[o.id].training_kw = (unsigned char)training;
                 en->node_of_call[en->done++] = o.id;
                 progress = true;
             }

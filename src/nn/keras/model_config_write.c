@@ -195,6 +195,14 @@ static json_t *nested_sequential_json(const sn_fgraph *f, bool bf16, const char 
     return sn_cfg_keras_object("keras", "Sequential", cfg);
 }
 
+/* The call's training= keyword (sn_training_kw) into kwargs, as the file it was read from had
+ * it; nothing where the call gave none. */
+static void training_kw_json(json_t *kw, unsigned char t) {
+    if (t != SN_TRAINING_KW_ABSENT)
+        json_object_set_new(kw, "training", t == SN_TRAINING_KW_NULL ? json_null()
+                                            : json_boolean(t == SN_TRAINING_KW_TRUE));
+}
+
 /* A nested model's entry: its own Functional config (its graph, with the shapes of its first
  * call) and the arguments of each of its calls. */
 static json_t *nested_json(sn_model *m, const sn_fsub *r, bool bf16) {
@@ -253,7 +261,12 @@ calls:
             json_array_extend(args, ts);
             json_decref(ts);
         }
-        json_array_append_new(nodes, json_pack("{s:o, s:{s:n}}", "args", args, "kwargs", "mask"));
+        /* Keras writes a nested model's call as {"training": ..., "mask": null} when the
+         * call gave training=, else {"mask": null} */
+        json_t *kw = json_object();
+        if (r->call_training) training_kw_json(kw, r->call_training[c]);
+        json_object_set_new(kw, "mask", json_null());
+        json_array_append_new(nodes, json_pack("{s:o, s:o}", "args", args, "kwargs", kw));
     }
     json_object_set_new(e, "inbound_nodes", nodes);
     return e;
@@ -336,6 +349,7 @@ static json_t *functional_layers(sn_model *m, bool bf16) {
             int causal = sn_cfg_mha_causal(l);
             bool mk = false, mm = false;
             json_t *kw = json_object();
+            training_kw_json(kw, nd->training_kw); /* Keras: the call's own keywords first */
             if (sn_layer_mha_call_form(l, &mk, &mm)) {
                 /* mha(query, value[, key], attention_mask=m): the mask is Keras's keyword, and
                  * so is the key when the config read gave it as key=; keywords in the order

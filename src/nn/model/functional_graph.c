@@ -37,6 +37,7 @@ void sn_fgraph_free(sn_fgraph *f) {
         free(f->subs[i].layers);
         free(f->subs[i].call_in);
         free(f->subs[i].call_out);
+        free(f->subs[i].call_training);
         free(f->subs[i].map0);
     }
     free(f->subs);

@@ -99,7 +99,10 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
         }
         for (int a = 0; a < nd->n_in; a++) args[a] = map[nd->in[a]];
         st = sn_layer_call_adopt(m, nd->layer, args, nd->n_in, &map[i]);
-        if (st == SN_OK) m->fn->nodes[map[i]].mask_arg = nd->mask_arg;
+        if (st == SN_OK) {
+            m->fn->nodes[map[i]].mask_arg = nd->mask_arg;
+            m->fn->nodes[map[i]].training_kw = nd->training_kw;
+        }
     }
     for (int k = 0; st == SN_OK && k < n_out; k++) out[k] = map[sf->outputs[k]];
     if (st == SN_OK && r->n_calls == 0 && !r->map0) {
@@ -113,7 +116,10 @@ sn_status sn_functional_call_model(sn_model *m, sn_model *sub, const int *in, in
         if (ci) r->call_in = ci;
         int *co = sn_realloc(r->call_out, sizeof *co * (size_t)((r->n_calls + 1) * n_out));
         if (co) r->call_out = co;
-        if (!ci || !co) return SN_ERR_NOMEM;
+        unsigned char *tk = sn_realloc(r->call_training, (size_t)r->n_calls + 1);
+        if (tk) r->call_training = tk;
+        if (!ci || !co || !tk) return SN_ERR_NOMEM;
+        tk[r->n_calls] = SN_TRAINING_KW_ABSENT; /* the config reader sets a written one */
         r->n_in = n;
         r->n_out = n_out;
         memcpy(r->call_in + r->n_calls * n, in, sizeof *in * (size_t)n);
