@@ -140,6 +140,12 @@ static void kernel_cases(void) {
     check_matmul("batched [3,2] a, 2-D b", sn_shape_make(4, 3, 2, 17, 45), sn_shape_make(2, 45, 10),
                  false, false);
     check_matmul("K=2304", sn_shape_make(2, 64, 2304), sn_shape_make(2, 2304, 48), false, false);
+    /* a transposed: oneDNN reads a's bf16 copy in a's own (transposed) layout; batched, and
+     * the guide CNN's weight-gradient shape scaled down (K = the batch, M large) */
+    check_matmul("batched ta", sn_shape_make(3, 3, 45, 17), sn_shape_make(3, 3, 45, 10), true,
+                 false);
+    check_matmul("weight gradient ta, K=40", sn_shape_make(2, 40, 4608), sn_shape_make(2, 40, 64),
+                 true, false);
     /* The seed CNN's conv2 (C = 256, K = 2304) on a small image; C = 16 and an odd C = 17. */
     check_conv("seed2 10x10x256->32 3x3", 2, 10, 10, 256, 3, 32, 1);
     check_conv("12x12x16->16 3x3", 3, 12, 12, 16, 3, 16, 1);

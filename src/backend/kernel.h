@@ -35,6 +35,11 @@ typedef enum sn_fused_kind {
      * bias) (n_in 5) the relu output is recomputed per image from the layer's input and never
      * stored (in[0] is NULL, and the forward call's out too). */
     SN_FUSED_POOL_RELU_GRAD_FILTER,
+    /* add(G, add(mul(B, w), mul(B, w))) (either order) with B the broadcast of one element s:
+     * a data gradient plus the L2 penalty's, as autodiff writes it. Op ADD, in (-, -, G, w, s)
+     * (the node's own inputs are never stored: in[0], in[1] NULL): out = G + 2 (s w) with the
+     * graph's roundings (two products fl(s w), their exact sum, then + G). */
+    SN_FUSED_ADD_L2,
     SN_FUSED_COUNT
 } sn_fused_kind;
 #define SN_FUSED_MAX_OUT2 2

@@ -314,6 +314,64 @@ static const ew_isa isa_avx2 = {"avx2", bin_avx2, un_avx2, to_bf16_avx2, from_bf
 
 static const ew_isa *isa = &isa_generic;
 
+/* ---- SN_FUSED_ADD_L2 (kernel.h): o = g + 2 (s w), the graph's roundings ---------------------
+ * (each product fl(s w), their sum 2 fl(s w) exactly, then + g; no contraction can change it:
+ * the only product left to fuse with the add is the exact doubling). */
+#define ADD_L2_BODY                                                                            \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+        float p = s * w[i];                                                                     \
+        o[i] = g[i] + (p + p);                                                                  \
+    }
+typedef void (*add_l2_fn)(float *restrict o, const float *restrict g, const float *restrict w,
+                          float s, int64_t n);
+static void add_l2_generic(float *restrict o, const float *restrict g, const float *restrict w,
+                           float s, int64_t n) {
+    ADD_L2_BODY
+}
+#ifdef SN_CPU_X86
+TGT_AVX512 static void add_l2_avx512(float *restrict o, const float *restrict g,
+                                     const float *restrict w, float s, int64_t n) {
+    ADD_L2_BODY
+}
+TGT_AVX2 static void add_l2_avx2(float *restrict o, const float *restrict g,
+                                 const float *restrict w, float s, int64_t n) {
+    ADD_L2_BODY
+}
+#endif
+static add_l2_fn add_l2 = add_l2_generic;
+
+typedef struct add_l2_ctx {
+    float *o;
+    const float *g, *w;
+    float s;
+    int64_t n;
+} add_l2_ctx;
+
+static void add_l2_task(void *vctx, int ith, int nth) {
+    const add_l2_ctx *x = vctx;
+    int64_t lo, hi;
+    sn_split_range(x->n, ith, nth, &lo, &hi);
+    if (lo < hi) add_l2(x->o + lo, x->g + lo, x->w + lo, x->s, hi - lo);
+}
+
+/* op ADD, in (-, -, G, w, s): f32, G and w of the output's size, s one element */
+static bool add_l2_supports(const sn_kcall *c) {
+    if (c->op != SN_OP_ADD || c->fused != SN_FUSED_ADD_L2 || c->n_in != 5 ||
+        c->y.dtype != SN_F32)
+        return false;
+    int64_t n = sn_shape_numel(&c->y.shape);
+    return c->x[2].dtype == SN_F32 && sn_shape_numel(&c->x[2].shape) == n &&
+           c->x[3].dtype == SN_F32 && sn_shape_numel(&c->x[3].shape) == n &&
+           c->x[4].dtype == SN_F32 && sn_shape_numel(&c->x[4].shape) == 1;
+}
+
+static sn_status add_l2_run(sn_kcall *c) {
+    add_l2_ctx x = {.o = c->out, .g = c->in[2], .w = c->in[3],
+                    .s = ((const float *)c->in[4])[0], .n = sn_shape_numel(&c->y.shape)};
+    run_tasks(add_l2_task, &x, x.n, GRAIN_CHEAP, x.n);
+    return SN_OK;
+}
+
 /* ---- broadcasting: the output index space as a few coalesced strided dimensions ---------- */
 
 typedef struct bc_plan {
@@ -649,16 +707,18 @@ static sn_kernel k_add = EW_KERNEL(binary_supports, add_run),
                  k_relu_grad = EW_KERNEL(pair_supports, relu_grad_run),
                  k_sigmoid_grad = EW_KERNEL(pair_supports, sigmoid_grad_run),
                  k_tanh_grad = EW_KERNEL(pair_supports, tanh_grad_run),
-                 k_dropout = EW_KERNEL(unary_supports, dropout_run);
+                 k_dropout = EW_KERNEL(unary_supports, dropout_run),
+                 k_add_l2 = EW_KERNEL(add_l2_supports, add_l2_run);
 
 void sn_cpu_register_elementwise(sn_kernel_table *t) {
 #ifdef SN_CPU_X86
     isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
+    add_l2 = isa == &isa_avx512 ? add_l2_avx512 : isa == &isa_avx2 ? add_l2_avx2 : add_l2_generic;
 #endif
     sn_kernel *all[] = {&k_add,  &k_sub,  &k_mul,     &k_div,       &k_bias_add,
                         &k_bcast, &k_relu, &k_sigmoid, &k_tanh,      &k_exp,
                         &k_log,  &k_sqrt, &k_neg,     &k_cast,      &k_relu_grad,
-                        &k_sigmoid_grad, &k_tanh_grad, &k_dropout};
+                        &k_sigmoid_grad, &k_tanh_grad, &k_dropout, &k_add_l2};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) all[i]->impl = isa->name;
     t->k[SN_OP_ADD] = &k_add;
     t->k[SN_OP_SUB] = &k_sub;
@@ -679,4 +739,5 @@ void sn_cpu_register_elementwise(sn_kernel_table *t) {
     t->k[SN_OP_TANH_GRAD] = &k_tanh_grad;
     t->k[SN_OP_DROPOUT] = &k_dropout;
     t->k[SN_OP_DROPOUT_GRAD] = &k_dropout;
+    t->fused[SN_FUSED_ADD_L2] = &k_add_l2;
 }

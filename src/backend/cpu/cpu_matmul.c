@@ -169,7 +169,14 @@ static void mm_dnnl_release(sn_kcall *c) {
 /* bf16: the mixed precision of sn_plan_opts.bf16_compute: a and b are converted to bfloat16
  * in the layouts oneDNN picks (format any: blocked, VNNI-paired weights), and the primitive
  * accumulates and writes float32. */
-static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, size_t *scratch_bytes) {
+/* keep_ta (bf16 with ta only): oneDNN reads a's bf16 copy in a's own transposed layout, so the
+ * copy is a plain conversion. In the format oneDNN would pick (plain, untransposed) the copy is
+ * a transposition: on the guide CNN's weight gradient X^T dY (X 200 x 147456) that reorder took
+ * as long as the product itself (DNNL_VERBOSE, 2 cores: ~360-400 ms against ~340; ~50-70 ms
+ * as a conversion, the product unchanged). Taken only where oneDNN runs it on brgemm, so a
+ * shape it would hand to a slower kernel keeps the transposing copy. */
+static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, bool keep_ta,
+                               size_t *scratch_bytes) {
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
     /* Always 3-D: a batch dimension of 1 broadcasts. Transposes are permuted layouts. */
@@ -180,7 +187,8 @@ static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, size_
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bu, 3, bd, dnnl_f32, d->tb ? dnnl_acb : dnnl_abc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ymd, 3, yd, dnnl_f32, dnnl_abc));
     if (bf16) {
-        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ai, 3, ad, dnnl_bf16, dnnl_format_tag_any));
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&ai, 3, ad, dnnl_bf16,
+                                                   keep_ta ? dnnl_acb : dnnl_format_tag_any));
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bi, 3, bd, dnnl_bf16, dnnl_format_tag_any));
     } else {
         ai = au, bi = bu;
@@ -192,6 +200,11 @@ static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, size_
     dnnl_primitive_desc_t pd;
     dnnl_status_t st = dnnl_primitive_desc_create(&pd, &md, attr, eng, NULL);
     dnnl_primitive_attr_destroy(attr);
+    if (keep_ta && st == dnnl_success && strncmp(sn_dnnl_impl_name(pd), "brg", 3) != 0) {
+        dnnl_primitive_desc_destroy(pd);
+        return SN_ERR_UNSUPPORTED;
+    }
+    if (keep_ta && st == dnnl_unimplemented) return SN_ERR_UNSUPPORTED;
     SN_DNNL_CHECK(st);
     const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
     const dnnl_memory_desc_t *user[3] = {&au, &bu, &ymd};
@@ -212,9 +225,12 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     c->state = s;
     sn_status st = SN_ERR_UNSUPPORTED;
     /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there. */
-    if (c->bf16 && sn_cpu()->avx512_bf16) st = mm_dnnl_build(s, &d, true, scratch_bytes);
+    if (c->bf16 && sn_cpu()->avx512_bf16) {
+        if (d.ta) st = mm_dnnl_build(s, &d, true, true, scratch_bytes);
+        if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, true, false, scratch_bytes);
+    }
     /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
-    if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, false, scratch_bytes);
+    if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, false, false, scratch_bytes);
     if (st != SN_OK) mm_dnnl_release(c);
     return st;
 }
