@@ -18,6 +18,7 @@
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
+#include "../tests/conv_case_util.h"
 #include "sinter/graph.h"
 #include "sinter/status.h"
 
@@ -57,21 +58,11 @@ int main(int argc, char **argv) {
     double tot[2] = {0, 0};
     printf("%-26s %-10s %9s %9s %9s\n", "layer (x)", "op", "f32 ms", "bf16 ms", "bf16/f32");
     for (size_t l = 0; l < sizeof layers / sizeof layers[0]; l++) {
-        int64_t h = layers[l].h, c = layers[l].c, oh = (h - 3) / layers[l].s + 1;
-        sn_shape xs = sn_shape_make(4, n, h, h, c), ws = sn_shape_make(4, 3, 3, c, 1),
-                 ys = sn_shape_make(4, n, oh, oh, c);
-        sn_attrs attr;
-        memset(&attr, 0, sizeof attr);
-        attr.conv.stride_h = attr.conv.stride_w = layers[l].s;
-        attr.conv.padding = SN_PAD_VALID;
-        attr.conv.x_shape = xs, attr.conv.w_shape = ws;
-        struct {
-            const char *what;
-            sn_op op;
-            sn_shape in[2], out;
-        } ops[3] = {{"fwd", SN_OP_DEPTHWISE_CONV2D, {xs, ws}, ys},
-                    {"bwd_data", SN_OP_DEPTHWISE_BWD_DATA, {ys, ws}, xs},
-                    {"bwd_filter", SN_OP_DEPTHWISE_BWD_FILTER, {xs, ys}, ws}};
+        const int64_t h = layers[l].h, c = layers[l].c;
+        conv_case cc = conv_case_make(true, n, layers[l].h, layers[l].h, layers[l].c, 3, 3, 1,
+                                      layers[l].s, layers[l].s, false);
+        const sn_attrs attr = cc.attr;
+        const conv_op *ops = cc.ops;
         for (int o = 0; o < 3; o++) {
             sn_kcall cs[2];
             float *in[2] = {randf(sn_shape_numel(&ops[o].in[0]), 1),

@@ -21,6 +21,7 @@
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
+#include "conv_case_util.h"
 #include "f32_case_util.h"
 #include "nn/train/train_impl.h"
 #include "sn_test.h"
@@ -75,21 +76,9 @@ static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool 
 /* x [n,h,w,c], w [kh,kw,c,f], VALID, stride s; all three ops. */
 static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k,
                        int64_t f, int s) {
-    int64_t oh = (h - k) / s + 1, ow = (w - k) / s + 1;
-    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, k, k, c, f),
-             ys = sn_shape_make(4, n, oh, ow, f);
-    sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.conv.stride_h = attr.conv.stride_w = s;
-    attr.conv.padding = SN_PAD_VALID;
-    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
-    struct {
-        const char *what;
-        sn_op op;
-        sn_shape in[2], out;
-    } ops[3] = {{"fwd", SN_OP_CONV2D, {xs, ws}, ys},
-                {"bwd_data", SN_OP_CONV2D_BWD_DATA, {ys, ws}, xs},
-                {"bwd_filter", SN_OP_CONV2D_BWD_FILTER, {xs, ys}, ws}};
+    conv_case cc = conv_case_make(false, n, h, w, c, k, k, f, s, s, false);
+    const sn_attrs attr = cc.attr;
+    const conv_op *ops = cc.ops;
     for (int o = 0; o < 3; o++) {
         char name[96];
         snprintf(name, sizeof name, "conv %s %s", tag, ops[o].what);
@@ -102,21 +91,9 @@ static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t
  * bf16 on the "dnnl_bf16" kernel, and in f32 on the table's under the bf16 flag. */
 static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k,
                      int64_t m, int s) {
-    int64_t oh = (h - k) / s + 1, ow = (w - k) / s + 1;
-    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, k, k, c, m),
-             ys = sn_shape_make(4, n, oh, ow, c * m);
-    sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.conv.stride_h = attr.conv.stride_w = s;
-    attr.conv.padding = SN_PAD_VALID;
-    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
-    struct {
-        const char *what;
-        sn_op op;
-        sn_shape in[2], out;
-    } ops[3] = {{"fwd", SN_OP_DEPTHWISE_CONV2D, {xs, ws}, ys},
-                {"bwd_data", SN_OP_DEPTHWISE_BWD_DATA, {ys, ws}, xs},
-                {"bwd_filter", SN_OP_DEPTHWISE_BWD_FILTER, {xs, ys}, ws}};
+    conv_case cc = conv_case_make(true, n, h, w, c, k, k, m, s, s, false);
+    const sn_attrs attr = cc.attr;
+    const conv_op *ops = cc.ops;
     for (int o = 0; o < 3; o++) {
         char name[96];
         snprintf(name, sizeof name, "depthwise %s %s", tag, ops[o].what);

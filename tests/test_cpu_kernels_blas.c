@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/kernel.h"
+#include "conv_case_util.h"
 #include "f32_case_util.h"
 #include "sinter/graph.h"
 
@@ -104,29 +105,9 @@ static void matmul_cases(void) {
 /* x [n,h,w,c], w [kh,kw,c,f], stride (sh,sw); same: TF SAME padding (else VALID). */
 static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh,
                        int64_t kw, int64_t f, int sh, int sw, bool same) {
-    int64_t oh, ow, pt = 0, pl = 0;
-    if (same) {
-        oh = (h + sh - 1) / sh, ow = (w + sw - 1) / sw;
-        int64_t ph = (oh - 1) * sh + kh - h, pw = (ow - 1) * sw + kw - w;
-        pt = (ph > 0 ? ph : 0) / 2, pl = (pw > 0 ? pw : 0) / 2;
-    } else {
-        oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
-    }
-    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, kh, kw, c, f),
-             ys = sn_shape_make(4, n, oh, ow, f);
-    sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.conv.stride_h = sh, attr.conv.stride_w = sw;
-    attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
-    attr.conv.pad_top = (int)pt, attr.conv.pad_left = (int)pl;
-    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
-    struct {
-        const char *what;
-        sn_op op;
-        sn_shape in[2], out;
-    } ops[3] = {{"fwd", SN_OP_CONV2D, {xs, ws}, ys},
-                {"bwd_data", SN_OP_CONV2D_BWD_DATA, {ys, ws}, xs},
-                {"bwd_filter", SN_OP_CONV2D_BWD_FILTER, {xs, ys}, ws}};
+    conv_case cc = conv_case_make(false, n, h, w, c, kh, kw, f, sh, sw, same);
+    const sn_attrs attr = cc.attr;
+    const conv_op *ops = cc.ops;
     const char *impls[] = {"dnnl", "dnnl_blocked", "dnnl_plain", "openblas", "c1"};
     for (int o = 0; o < 3; o++) {
         char name[96];
@@ -185,29 +166,9 @@ static void conv_cases(void) {
  * convolution (cpu_depthwise.c); skipped in builds without oneDNN, where the row is ref. */
 static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t kh,
                      int64_t kw, int64_t m, int sh, int sw, bool same) {
-    int64_t oh, ow, pt = 0, pl = 0;
-    if (same) {
-        oh = (h + sh - 1) / sh, ow = (w + sw - 1) / sw;
-        int64_t ph = (oh - 1) * sh + kh - h, pw = (ow - 1) * sw + kw - w;
-        pt = (ph > 0 ? ph : 0) / 2, pl = (pw > 0 ? pw : 0) / 2;
-    } else {
-        oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
-    }
-    sn_shape xs = sn_shape_make(4, n, h, w, c), ws = sn_shape_make(4, kh, kw, c, m),
-             ys = sn_shape_make(4, n, oh, ow, c * m);
-    sn_attrs attr;
-    memset(&attr, 0, sizeof attr);
-    attr.conv.stride_h = sh, attr.conv.stride_w = sw;
-    attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
-    attr.conv.pad_top = (int)pt, attr.conv.pad_left = (int)pl;
-    attr.conv.x_shape = xs, attr.conv.w_shape = ws;
-    struct {
-        const char *what;
-        sn_op op;
-        sn_shape in[2], out;
-    } ops[3] = {{"fwd", SN_OP_DEPTHWISE_CONV2D, {xs, ws}, ys},
-                {"bwd_data", SN_OP_DEPTHWISE_BWD_DATA, {ys, ws}, xs},
-                {"bwd_filter", SN_OP_DEPTHWISE_BWD_FILTER, {xs, ys}, ws}};
+    conv_case cc = conv_case_make(true, n, h, w, c, kh, kw, m, sh, sw, same);
+    const sn_attrs attr = cc.attr;
+    const conv_op *ops = cc.ops;
     for (int o = 0; o < 3; o++) {
         const sn_kernel *k = sn_cpu_kernels()->k[ops[o].op];
         if (!k || !strcmp(k->impl, "ref")) continue;
