@@ -136,7 +136,12 @@ static void adam_update(void) {
           "Adam's slot names");
     sn_node slots[2] = {sn_variable(g, "m", SN_F32, &s3, false), sn_variable(g, "v", SN_F32, &s3, false)};
     sn_node up, none;
+    int before = sn_graph_node_count(g);
     CHECK_OK(sn_optimizer_update(g, &o, w, gr, it, slots, &up));
+    /* one update node and nothing else: the step count is the caller's, so no dead
+     * assign_add is left in the graph for every traced update */
+    CHECK(sn_graph_node_count(g) == before + 1, "sn_optimizer_update added %d nodes, expected 1",
+          sn_graph_node_count(g) - before);
     CHECK_ERR(sn_optimizer_update(g, &o, w, gr, it, NULL, &none), SN_ERR_INVALID, "2 slot");
     sn_node count = sn_assign_add(g, it, sn_scalar(g, SN_I32, 1));
     sn_node tg[] = {up, count};

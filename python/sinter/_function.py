@@ -384,7 +384,7 @@ class _Concrete:
         self._readers = {i: [r for r in range(n) if lib.sn_plan_buffer(plans[r], i)]
                          for i in inputs}
 
-    def _run_replicas(self, steps, arg_data, flat_out_nodes):
+    def _run_replicas(self, steps, arg_data):
         ctx = self.ctx
         keep, error = [], []
 
@@ -460,7 +460,7 @@ class _Concrete:
                 return _lib.SN_ERR_STATE
         cb = _tensor.FEED_FN(feed)
         if self._plans is not None:
-            self._run_replicas(steps, arg_data, None)
+            self._run_replicas(steps, arg_data)
         elif steps > 0:
             st = lib.sn_plan_run(plan, steps, cb, None)
             if error:

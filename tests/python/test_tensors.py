@@ -332,6 +332,20 @@ def test_function_arguments_in_structures():
     assert g.experimental_get_tracing_count() == 1
 
 
+# The custom-loop tests' data and model, run in this process or a child's (exec'd with np
+# and tf in scope).
+_TINY_CASE = """
+rng = np.random.default_rng(1)
+x = rng.standard_normal((32, 4, 4, 1)).astype(np.float32)
+y = (np.arange(32) % 3).astype(np.int64)
+def make():
+    return tf.keras.Sequential([
+        tf.keras.layers.Conv2D(4, 3, activation="relu", input_shape=(4, 4, 1)),
+        tf.keras.layers.Flatten(), tf.keras.layers.Dense(8, activation="relu"),
+        tf.keras.layers.Dense(3)])
+"""
+
+
 @pytest.mark.parametrize("make_opt", [
     lambda: tf.keras.optimizers.Adam(),
     lambda: tf.keras.optimizers.SGD(learning_rate=0.05, momentum=0.9, nesterov=True),
@@ -341,16 +355,9 @@ def test_custom_loop_adam_steps_equal_fit(make_opt):
     """The guide's two training paths are the same training: four steps of a traced
     GradientTape loop over the batches in order give the weights `fit` gives from the same
     start (shuffle off), within float32 rounding, for every optimizer (Adam is the guide's)."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((32, 4, 4, 1)).astype(np.float32)
-    y = (np.arange(32) % 3).astype(np.int64)
-
-    def make():
-        return tf.keras.Sequential([tf.keras.layers.Conv2D(4, 3, activation="relu",
-                                                           input_shape=(4, 4, 1)),
-                                    tf.keras.layers.Flatten(),
-                                    tf.keras.layers.Dense(8, activation="relu"),
-                                    tf.keras.layers.Dense(3)])
+    case = {"np": np, "tf": tf}
+    exec(_TINY_CASE, case)
+    x, y, make = case["x"], case["y"], case["make"]
     fitted, looped = make(), make()
     w0 = fitted.get_weights()
     looped.set_weights(w0)
@@ -387,14 +394,7 @@ def test_mirrored_custom_loop_runs_replica_plans_and_equals_fit():
         cpu = tf.config.list_physical_devices('CPU')[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
         s = tf.distribute.MirroredStrategy()
-        rng = np.random.default_rng(1)
-        x = rng.standard_normal((32, 4, 4, 1)).astype(np.float32)
-        y = (np.arange(32) % 3).astype(np.int64)
-        def make():
-            return tf.keras.Sequential([
-                tf.keras.layers.Conv2D(4, 3, activation="relu", input_shape=(4, 4, 1)),
-                tf.keras.layers.Flatten(), tf.keras.layers.Dense(8, activation="relu"),
-                tf.keras.layers.Dense(3)])
+        """) + _TINY_CASE + textwrap.dedent("""
         with s.scope():
             fitted, looped = make(), make()
             looped.set_weights(fitted.get_weights())

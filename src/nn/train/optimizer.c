@@ -132,6 +132,25 @@ const char *sn_optimizer_slot_name(const sn_optimizer_opts *o, int slot) {
     return slot_names[o->type][slot];
 }
 
+/* The update kernels of n variables, without the step count: fit counts once per step in
+ * sn_optimizer_apply, and sn_optimizer_update's caller counts for itself. */
+static sn_status optimizer_update_vars(sn_graph *g, const sn_optimizer_opts *o, int n,
+                                       const sn_node *vars, const sn_node *grads,
+                                       const sn_node *slots, sn_node iterations,
+                                       sn_node *updates) {
+    sn_attrs a = optim_attrs(o);
+    int ns = sn_optimizer_slot_count(o);
+    for (int i = 0; i < n; i++) {
+        sn_node in[3 + SN_OPTIM_MAX_SLOTS] = {vars[i], grads[i], iterations};
+        for (int s = 0; s < ns; s++) in[3 + s] = slots[i * SN_OPTIM_MAX_SLOTS + s];
+        updates[i] = sn_apply_optimizer(g, 3 + ns, in, &a);
+        if (updates[i] == SN_NONE)
+            return sn_error_context(sn_graph_status(g), "adding the %s update of '%s'",
+                                    sn_optimizer_name(o->type), sn_node_name(g, vars[i]));
+    }
+    return SN_OK;
+}
+
 sn_status sn_optimizer_update(sn_graph *g, const sn_optimizer_opts *o, sn_node var, sn_node grad,
                               sn_node iterations, const sn_node *slots, sn_node *out) {
     if (!g || !out)
@@ -141,15 +160,9 @@ sn_status sn_optimizer_update(sn_graph *g, const sn_optimizer_opts *o, sn_node v
     if (ns > 0 && !slots)
         return sn_errorf(SN_ERR_INVALID, "optimizer_update: %s needs %d slot variables; slots is "
                          "NULL", sn_optimizer_name(o->type), ns);
-    sn_node sl[SN_OPTIM_MAX_SLOTS];
+    sn_node sl[SN_OPTIM_MAX_SLOTS] = {SN_NONE, SN_NONE};
     for (int s = 0; s < ns; s++) sl[s] = slots[s];
-    sn_node up[2];
-    SN_TRY(sn_optimizer_apply(g, o, 1, &var, &grad, sl, iterations, up));
-    /* sn_optimizer_apply also counted the step; this entry point leaves that to the caller
-     * (one count per step, however many variables it updates), so the count node is left
-     * out of the plan: only nodes a target needs run. */
-    *out = up[0];
-    return SN_OK;
+    return optimizer_update_vars(g, o, 1, &var, &grad, sl, iterations, out);
 }
 
 sn_status sn_optimizer_create_slots(sn_graph *g, const sn_optimizer_opts *o, int n,
@@ -179,16 +192,7 @@ sn_status sn_optimizer_apply(sn_graph *g, const sn_optimizer_opts *o, int n, con
                              const sn_node *grads, const sn_node *slots, sn_node iterations,
                              sn_node *updates) {
     SN_TRY(sn_optimizer_validate(o));
-    sn_attrs a = optim_attrs(o);
-    int ns = sn_optimizer_slot_count(o);
-    for (int i = 0; i < n; i++) {
-        sn_node in[3 + SN_OPTIM_MAX_SLOTS] = {vars[i], grads[i], iterations};
-        for (int s = 0; s < ns; s++) in[3 + s] = slots[i * SN_OPTIM_MAX_SLOTS + s];
-        updates[i] = sn_apply_optimizer(g, 3 + ns, in, &a);
-        if (updates[i] == SN_NONE)
-            return sn_error_context(sn_graph_status(g), "adding the %s update of '%s'",
-                                    sn_optimizer_name(o->type), sn_node_name(g, vars[i]));
-    }
+    SN_TRY(optimizer_update_vars(g, o, n, vars, grads, slots, iterations, updates));
     updates[n] = sn_assign_add(g, iterations, sn_scalar(g, SN_I32, 1));
     if (updates[n] == SN_NONE)
         return sn_error_context(sn_graph_status(g), "adding the iteration counter update");
