@@ -166,6 +166,20 @@ void *sn_graph_variable_buffer(sn_graph *g, size_t *bytes);
 
 /* ---- plans ----------------------------------------------------------------------------- */
 typedef struct sn_plan sn_plan;
+/* Memory that plans take turns with: plans made with the same sn_plan_memory (their
+ * sn_plan_opts.memory) place their arena and kernel scratch in one shared pair of blocks,
+ * grown to the largest plan's need, so plans that never run at the same time (the traced
+ * functions of a program, one replica's plans) cost the memory of the largest. The price:
+ * such a plan's inputs and targets hold their values only until another plan of the same
+ * memory runs, or a new plan is made with it; the caller feeds every input before each run,
+ * reads the targets before running another plan of the memory, and never runs two of them at
+ * once. All its plans must be on one device. The creator's reference is dropped by
+ * sn_plan_memory_free; each plan holds its own, so the order of the frees does not matter. */
+typedef struct sn_plan_memory sn_plan_memory;
+sn_plan_memory *sn_plan_memory_new(void);
+void sn_plan_memory_free(sn_plan_memory *m);
+/* Bytes of the shared blocks now (the largest arena and scratch of its plans so far). */
+size_t sn_plan_memory_size(const sn_plan_memory *m);
 
 typedef struct sn_plan_opts {
     const char *device;  /* "cpu:0", "/device:CPU:0", ... ; NULL = the default device */
@@ -181,6 +195,8 @@ typedef struct sn_plan_opts {
     bool private_vars;
     /* f32 matmuls and convolutions in full f32 on a GPU (no TF32 tensor cores). Default false. */
     bool fp32_strict;
+    /* Shared arena and scratch (sn_plan_memory above); NULL (the default): the plan's own. */
+    sn_plan_memory *memory;
 } sn_plan_opts;
 sn_plan_opts sn_plan_opts_defaults(void);
 

@@ -292,6 +292,41 @@ def _signature(x):
         return ("O", id(x))
 
 
+class _PlanMemory:
+    """One device's sn_plan_memory: the arena and scratch that every traced function's plan
+    on that device shares (graph.h), so a program's functions, which run one at a time, cost
+    the memory of the largest plan instead of the sum (the guide holds a train_step and a
+    tf.range function, each with one ~390 MB plan per replica). Each plan holds a reference
+    in C; this object holds the creator's, dropped when no trace uses it any more."""
+
+    def __init__(self):
+        self.h = lib.sn_plan_memory_new()
+        if not self.h:
+            raise MemoryError("sinter.function: out of memory")
+
+    def __del__(self):
+        if self.h and lib is not None:
+            lib.sn_plan_memory_free(self.h)
+            self.h = None
+
+
+_memories = weakref.WeakValueDictionary()  # device key -> _PlanMemory
+# Plans sharing a memory must not run at the same time: traced calls from several Python
+# threads take turns (the C calls release the GIL). Reentrant, for a dataset's Python code
+# that calls a traced function between the steps of another.
+_run_lock = threading.RLock()
+
+
+def _plan_memory(device):
+    """The shared plan memory of a device ("cpu:0", or a full TensorFlow device name)."""
+    d = device.decode() if isinstance(device, bytes) else str(device)
+    key = d.rsplit("device:", 1)[-1].lower()
+    m = _memories.get(key)
+    if m is None:
+        m = _memories[key] = _PlanMemory()
+    return m
+
+
 class _Concrete:
     """One trace: its graph, its plan and what feeds it."""
 
@@ -300,6 +335,7 @@ class _Concrete:
         self.ctx = ctx
         self._plan = None
         self._plans = None  # one plan per replica (strategy.run over CPU replicas)
+        self._memories = []  # the _PlanMemory objects its plans share (kept alive with it)
         self._refs = [ctx.g, None]  # freed together when this trace is collected
         weakref.finalize(self, _free, self._refs)
         counter = [0]
@@ -337,6 +373,8 @@ class _Concrete:
         arr = (C.c_int32 * len(self.targets))(*self.targets)
         opts = lib.sn_plan_opts_defaults()
         opts.device = _tensor._c_device(device)
+        self._memories.append(_plan_memory(opts.device))
+        opts.memory = self._memories[-1].h
         plan = C.c_void_p()
         check(lib.sn_plan_new(C.byref(plan), ctx.g, len(self.targets), arr, C.byref(opts)),
               f"sinter.function '{getattr(fn, '__name__', 'function')}'")
@@ -373,6 +411,8 @@ class _Concrete:
                                           "nothing inside strategy.run")
             opts = lib.sn_plan_opts_defaults()
             opts.device = lib.sn_strategy_replica_device(s, r)
+            self._memories.append(_plan_memory(opts.device))
+            opts.memory = self._memories[-1].h
             p = C.c_void_p()
             check(lib.sn_plan_new(C.byref(p), ctx.g, len(tg), (C.c_int32 * len(tg))(*tg),
                                   C.byref(opts)), f"sinter.function '{name}': replica {r}'s plan")
@@ -421,6 +461,10 @@ class _Concrete:
                         lib.sn_node_dtype(g, n))
 
     def run(self, args, kwargs):
+        with _run_lock:  # its plans share memory with other traces' (_PlanMemory)
+            return self._run(args, kwargs)
+
+    def _run(self, args, kwargs):
         ctx = self.ctx
         if self._plan is None and self._plans is None:
             return _restructure(self.out, {})

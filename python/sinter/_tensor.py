@@ -31,7 +31,7 @@ class Pool2dOpts(C.Structure):
 
 class PlanOpts(C.Structure):
     _fields_ = [("device", C.c_char_p), ("reuse_buffers", C.c_bool), ("bf16_compute", C.c_bool),
-                ("private_vars", C.c_bool), ("fp32_strict", C.c_bool)]
+                ("private_vars", C.c_bool), ("fp32_strict", C.c_bool), ("memory", C.c_void_p)]
 
 
 FEED_FN = C.CFUNCTYPE(C.c_int, C.c_void_p, C.c_void_p, C.c_int64)
@@ -68,6 +68,8 @@ _SIGS = {
     "sn_assign": (NODE, [P, NODE, NODE]), "sn_assign_add": (NODE, [P, NODE, NODE]),
     "sn_gradients": (I32, [P, NODE, I32, C.POINTER(NODE), C.POINTER(NODE)]),
     "sn_plan_opts_defaults": (PlanOpts, []),
+    "sn_plan_memory_new": (P, []), "sn_plan_memory_free": (None, [P]),
+    "sn_plan_memory_size": (C.c_size_t, [P]), "sn_plan_peak_bytes": (C.c_size_t, [P]),
     "sn_plan_new": (I32, [C.POINTER(P), P, I32, C.POINTER(NODE), C.POINTER(PlanOpts)]),
     "sn_plan_free": (None, [P]),
     "sn_plan_run": (I32, [P, C.c_int64, FEED_FN, P]),

@@ -219,6 +219,8 @@ sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t byte
         memcpy(p->host[n], data, bytes);
         return SN_OK;
     }
+    /* the input's place moves with a shared memory's blocks (sn_plan_memory) */
+    if (sn_plan_stale(p)) SN_TRY(sn_plan_bind(p));
     return sn_backend_copy_to_device(p->backend, p->ptr[n], data, bytes);
 }
 

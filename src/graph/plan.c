@@ -21,6 +21,7 @@ sn_status sn_plan_bind(sn_plan *p) {
     /* The device copy of the variables follows the graph's buffer as it grows. Its contents are
      * uploaded at the start of every run (exec.c), so a new block needs no copy here. */
     unsigned char *vars = g->vars;
+    if (p->memory) sn_plan_memory_rebind(p); /* the shared blocks may have moved */
     /* a recording holds the old buffer addresses */
     sn_backend_graph_free(p->backend, p->graph);
     p->graph = NULL;
@@ -188,8 +189,7 @@ static sn_status plan_memory(sn_plan *p, bool reuse) {
     free(last);
     free(live);
     p->arena_bytes = peak;
-    p->arena = sn_backend_alloc(p->backend, peak); /* zero-filled */
-    return p->arena ? SN_OK : SN_ERR_NOMEM;
+    return SN_OK;
 }
 
 void sn_plan_free(sn_plan *p) {
@@ -208,8 +208,12 @@ void sn_plan_free(sn_plan *p) {
     free(p->prof);
     sn_backend_graph_free(p->backend, p->graph);
     free(p->graph_attrs);
-    sn_backend_free(p->backend, p->arena);
-    sn_backend_free(p->backend, p->scratch);
+    if (p->memory) {
+        sn_plan_memory_release(p->memory);
+    } else {
+        sn_backend_free(p->backend, p->arena);
+        sn_backend_free(p->backend, p->scratch);
+    }
     sn_backend_free(p->backend, p->dvars);
     sn_backend_free(p->backend, p->pvars);
     sn_backend_free(p->backend, p->dconst);
@@ -485,7 +489,15 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     sn_status s = plan_memory(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);
     p->scratch_bytes = scratch;
-    if (scratch && !(p->scratch = sn_backend_alloc(be, scratch))) return plan_fail(p, SN_ERR_NOMEM);
+    if (o.memory) {
+        if ((s = sn_plan_memory_attach(p, o.memory, p->arena_bytes, scratch)) != SN_OK)
+            return plan_fail(p, s);
+    } else {
+        if (!(p->arena = sn_backend_alloc(be, p->arena_bytes))) /* zero-filled */
+            return plan_fail(p, SN_ERR_NOMEM);
+        if (scratch && !(p->scratch = sn_backend_alloc(be, scratch)))
+            return plan_fail(p, SN_ERR_NOMEM);
+    }
     if (p->mirror && (s = mirror_setup(p)) != SN_OK) return plan_fail(p, s);
     if ((s = sn_plan_bind(p)) != SN_OK) return plan_fail(p, s);
     *out = p;

@@ -44,9 +44,13 @@ struct sn_plan {
     sn_fusion *fusion;        /* per graph node: the pattern its call computes (plan_fuse.c) */
     void **ptr;           /* per graph node: resolved buffer */
     unsigned char *arena;
-    size_t arena_bytes;
+    size_t arena_bytes;   /* what this plan needs (its memory's blocks may be larger) */
     void *scratch;
     size_t scratch_bytes;
+    /* sn_plan_opts.memory: arena and scratch live in these shared blocks (plan_memory.c), and
+     * memory_gen is their generation when the pointers were bound. */
+    sn_plan_memory *memory;
+    uint64_t memory_gen;
     const unsigned char *vars_seen;
     const sn_node_t *nodes_seen; /* g->nodes when the calls' attribute pointers were set */
     int64_t step;
@@ -103,8 +107,17 @@ sn_status sn_plan_bind(sn_plan *p);
 /* sn_plan_new on a given backend (plan.c); sn_plan_new resolves opts->device to one. */
 sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
                          const sn_plan_opts *opts, sn_backend *backend);
+/* Shared plan memory (plan_memory.c): attach takes a reference and grows the blocks to the
+ * plan's need; rebind points the plan at the blocks as they are now; release drops a
+ * reference. */
+sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena, size_t scratch);
+void sn_plan_memory_rebind(sn_plan *p);
+void sn_plan_memory_release(sn_plan_memory *m);
+uint64_t sn_plan_memory_gen(const sn_plan_memory *m);
+
 static inline bool sn_plan_stale(const sn_plan *p) {
     return p->g->vars != p->vars_seen || p->g->nodes != p->nodes_seen ||
+           (p->memory && p->memory_gen != sn_plan_memory_gen(p->memory)) ||
            (p->mirror && p->g->vars_bytes > p->dvars_bytes) ||
            (p->private_vars && !p->mirror && p->g->vars_bytes > p->pvars_bytes);
 }

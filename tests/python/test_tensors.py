@@ -332,6 +332,38 @@ def test_function_arguments_in_structures():
     assert g.experimental_get_tracing_count() == 1
 
 
+def test_traced_functions_take_turns_with_one_plan_memory():
+    """Two traced functions on one device share one arena (sn_plan_memory): the shared blocks
+    are the larger plan's need, not the sum, and each function still computes its own values
+    when the calls alternate (a plan's inputs are fed before every run). In its own process,
+    so that no other test's traces share the memory."""
+    r = run_py(textwrap.dedent("""
+        import numpy as np
+        import sinter as tf
+        from sinter import _function
+        from sinter._lib import lib
+        big = tf.function(lambda x: tf.matmul(x, x) + 1.0)
+        small = tf.function(lambda x: (x * 2.0 + 1.0) * x)
+        rng = np.random.default_rng(3)
+        a = [rng.standard_normal((96, 96)).astype(np.float32) for _ in range(2)]
+        b = [rng.standard_normal(8).astype(np.float32) for _ in range(2)]
+        with tf.device("/CPU:0"):
+            for k in range(2):
+                np.testing.assert_allclose(big(tf.constant(a[k])).numpy(), a[k] @ a[k] + 1.0,
+                                           rtol=1e-4, atol=1e-4)
+                np.testing.assert_allclose(small(tf.constant(b[k])).numpy(),
+                                           (b[k] * 2.0 + 1.0) * b[k], rtol=1e-6)
+        peaks = [lib.sn_plan_peak_bytes(c._plan) for f in (big, small) for c in f._cache.values()]
+        shared = lib.sn_plan_memory_size(_function._plan_memory(b"cpu:0").h)
+        print("peaks", *peaks, "shared", shared)
+        """))
+    assert r.returncode == 0, r.stderr
+    w = r.stdout.split()
+    peaks, shared = [int(w[1]), int(w[2])], int(w[4])
+    assert len(w) == 5 and min(peaks) > 0, r.stdout
+    assert max(peaks) <= shared < sum(peaks), r.stdout
+
+
 # The custom-loop tests' data and model, run in this process or a child's (exec'd with np
 # and tf in scope).
 _TINY_CASE = """
