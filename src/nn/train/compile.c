@@ -477,32 +477,51 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     sn_replica_plan *rp = &cp->rep[r];
     int R = sn_strategy_num_replicas(s);
     int64_t B = cp->batch;
-    sn_shape xs = {.ndim = m->input_shape.ndim + 1};
-    xs.dim[0] = rp->rows;
-    for (int i = 0; i < m->input_shape.ndim; i++) xs.dim[i + 1] = m->input_shape.dim[i];
-    sn_shape ys = cp->y_shape;
-    ys.dim[0] = rp->rows;
+    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
     sn_node penalty = SN_NONE;
     bool no_penalty = true;
     SN_TRY(sn_model_regularization(m, &penalty, &no_penalty));
-    rp->x = sn_input(g, "replica_x", SN_F32, &xs);
-    rp->y = sn_input(g, "replica_y", cp->y_dtype, &ys);
+    /* its rows of every input and label */
+    for (int i = 0; i < n_in; i++) {
+        sn_shape xs = in_shape_at(m, i);
+        xs = batched(&xs, rp->rows);
+        char name[32];
+        snprintf(name, sizeof name, i ? "replica_x%d" : "replica_x", i);
+        rp->xs[i] = sn_input(g, name, SN_F32, &xs);
+    }
+    for (int k = 0; k < n_out; k++) {
+        sn_shape ys = cp->y_shapes[k];
+        ys.dim[0] = rp->rows;
+        char name[32];
+        snprintf(name, sizeof name, k ? "replica_y%d" : "replica_y", k);
+        rp->ys[k] = sn_input(g, name, cp->y_dtypes[k], &ys);
+    }
+    rp->x = rp->xs[0];
+    rp->y = rp->ys[0];
     rp->w = SN_NONE;
     if (cp->weighted) {
         sn_shape ws = {.ndim = 1, .dim = {rp->rows}};
         rp->w = sn_input(g, "replica_sample_weight", SN_F32, &ws);
     }
     sn_updates upd = {0};
-    sn_node out = SN_NONE;
-    sn_status st = sn_model_forward(m, rp->x, true, &upd, &out);
+    sn_node outs[SN_FIT_MAX_IO], y[SN_FIT_MAX_IO], out_sum[SN_FIT_MAX_IO];
+    sn_status st = sn_model_forward_n(m, rp->xs, true, &upd, outs);
     if (st != SN_OK) {
         sn_updates_free(&upd);
         return st;
     }
-    sn_node y = fit_labels(g, &t->loss[0], out, rp->y);
-    sn_node per = sn_loss_per_example(g, &t->loss[0], out, y);
-    if (cp->weighted) per = sn_mul(g, per, rp->w); /* its rows' weights; still / B below */
-    sn_node lsum = sn_reduce_sum(g, per, 0, NULL, false);
+    /* Each output's loss summed over its rows (weighted by theirs); the step's loss is
+     * Keras's CompileLoss, the weighted sum of the outputs' means over the global batch. */
+    sn_node lsum = SN_NONE;
+    for (int k = 0; k < n_out; k++) {
+        y[k] = fit_labels(g, &t->loss[k], outs[k], rp->ys[k]);
+        sn_node per = sn_loss_per_example(g, &t->loss[k], outs[k], y[k]);
+        if (cp->weighted) per = sn_mul(g, per, rp->w); /* its rows' weights; still / B below */
+        out_sum[k] = sn_reduce_sum(g, per, 0, NULL, false);
+        sn_node w = t->loss[k].weight == 1.0
+                        ? out_sum[k] : sn_mul(g, out_sum[k], sn_scalar(g, SN_F32, t->loss[k].weight));
+        lsum = k == 0 ? w : sn_add(g, lsum, w);
+    }
     sn_node loss = sn_mul(g, lsum, sn_scalar(g, SN_F32, 1.0 / (double)B));
     /* The logged loss is each replica's unscaled loss weighted by its rows: lsum + penalty *
      * rows, summed over the replicas. */
@@ -510,17 +529,18 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
         loss = sn_add(g, loss, sn_mul(g, penalty, sn_scalar(g, SN_F32, 1.0 / (double)R)));
         lsum = sn_add(g, lsum, sn_mul(g, penalty, sn_scalar(g, SN_F32, (double)rp->rows)));
     }
-    int nv = t->n_vars, nm = t->n_met, nb = upd.n;
+    int nv = t->n_vars, nm = t->n_met, nb = upd.n, L = t->n_out_losses;
     sn_node ms[SN_TRAIN_MAX_METRICS];
     for (int i = 0; i < nm; i++) {
-        ms[i] = sn_metric_batch_sum(g, &t->met[i], &t->loss[0], out, y);
+        const sn_metric_spec *mt = &t->met[i];
+        ms[i] = sn_metric_batch_sum(g, mt, &t->loss[mt->out], outs[mt->out], y[mt->out]);
         if (ms[i] != SN_NONE && sn_node_dtype(g, ms[i]) != SN_F32) ms[i] = sn_cast(g, ms[i], SN_F32);
     }
     /* Batch normalization's moving statistics: the values it would assign, reduced to their
      * mean over the replicas (TensorFlow's sync on write, aggregation MEAN). */
     sn_node *bv = sn_calloc((size_t)(2 * nb + nv) + 1, sizeof *bv);
     sn_node *grads = bv + nb, *bn_res = grads + nv;
-    red_item *items = sn_calloc((size_t)(nv + nb + SN_TRAIN_MAX_METRICS + 2), sizeof *items);
+    red_item *items = sn_calloc((size_t)(nv + nb + 2), sizeof *items);
     int cap = nv + 1 + nb + SN_ACC_MAX + 1;
     sn_node *targets = sn_malloc((size_t)cap * sizeof *targets);
     if (!bv || !items || !targets) st = SN_ERR_NOMEM;
@@ -537,14 +557,17 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     if (st == SN_OK) st = sn_graph_status(g);
     int n_it = 0, nt = 0;
     /* Loss and metric sums: one all-reduce of them packed ([1 + metrics]). */
-    sn_node scal[SN_TRAIN_MAX_METRICS + 1], scal_res = SN_NONE, scal_red[SN_TRAIN_MAX_METRICS + 1];
+    /* Loss, each output's loss (several outputs) and metric sums: one all-reduce of them
+     * packed ([1 + L + metrics]), in the accumulators' order. */
+    sn_node scal[SN_ACC_MAX], scal_res = SN_NONE, scal_red[SN_ACC_MAX];
     int ns = 0;
     scal[ns++] = lsum;
+    for (int k = 0; k < L; k++) scal[ns++] = out_sum[k];
     for (int i = 0; i < nm; i++) scal[ns++] = ms[i];
     if (st == SN_OK) {
         int64_t key = 0;
         sn_shape one = {.ndim = 1, .dim = {1}};
-        sn_node col[SN_TRAIN_MAX_METRICS + 1];
+        sn_node col[SN_ACC_MAX];
         for (int i = 0; i < ns; i++) {
             if (scal[i] > key) key = scal[i];
             col[i] = sn_reshape(g, scal[i], &one);
@@ -565,7 +588,7 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
          * all-reduces and waits for replica 0's update at the barrier. */
         if (share && r > 0) {
             for (int i = 0; i < n_it; i++) targets[nt++] = *items[i].res;
-            targets[nt++] = sn_all_reduce_barrier(g, t->acc[0][nm + 1], comm, r);
+            targets[nt++] = sn_all_reduce_barrier(g, t->acc[0][t->n_acc], comm, r);
             st = sn_graph_status(g);
             goto done;
         }
@@ -592,9 +615,9 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
         }
         const sn_node *acc = t->acc[0];
         for (int i = 0; i < ns; i++) targets[nt++] = sn_assign_add(g, acc[i], scal_red[i]);
-        targets[nt++] = sn_assign_add(g, acc[nm + 1], sn_scalar(g, SN_F32, (double)B));
+        targets[nt++] = sn_assign_add(g, acc[t->n_acc], sn_scalar(g, SN_F32, (double)B));
         /* the last side effect: nobody starts the next step before the update is written */
-        if (share) targets[nt++] = sn_all_reduce_barrier(g, acc[nm + 1], comm, r);
+        if (share) targets[nt++] = sn_all_reduce_barrier(g, acc[t->n_acc], comm, r);
         st = sn_error_context(sn_graph_status(g), "building replica %d's graph for a global batch "
                               "of %lld", r, (long long)B);
     }
@@ -614,11 +637,11 @@ done:
 /* cp's replicas under m's strategy: graphs and plans, each on its replica's device. */
 static sn_status build_replicas(sn_model *m, sn_cached_plan *cp) {
     sn_strategy *s = m->strategy;
-    if (sn_train_n_inputs(m) != 1 || sn_train_n_outputs(m) != 1)
-        return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: model '%s' has %d inputs and "
-                         "%d outputs; sinter's strategies train models of one input and one "
-                         "output so far (train it without a strategy)", m->name,
-                         sn_train_n_inputs(m), sn_train_n_outputs(m));
+    if (cp->n_y != sn_train_n_outputs(m))
+        return sn_errorf(SN_ERR_INVALID, "model '%s' has %d outputs but %d labels were given",
+                         m->name, sn_train_n_outputs(m), cp->n_y);
+    cp->n_x = sn_train_n_inputs(m);
+    cp->n_out = sn_train_n_outputs(m);
     for (int i = 0; i < m->n_layers; i++)
         if (m->layers[i]->n_carried > 0)
             return sn_errorf(SN_ERR_UNSUPPORTED, "distributed training: layer '%s' is stateful, "

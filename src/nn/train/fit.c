@@ -251,13 +251,25 @@ static sn_status tf_fill(void *ctx, int rep, sn_plan *p, int64_t step) {
             SN_TRY(sn_plan_set_input(p, cp->w, f->w, (size_t)cp->batch * sizeof(float)));
         return SN_OK;
     }
+    /* replica r's rows of every input and label; the weights split with the batch too:
+     * replica r weighs its own rows */
     const sn_replica_plan *rp = &cp->rep[rep];
-    SN_TRY(sn_plan_set_input(p, rp->x, f->x + (size_t)rp->lo * xrow, (size_t)rp->rows * xrow));
-    /* the weights split with the batch: replica r weighs its own rows */
+    for (int i = 0; i < cp->n_x; i++) {
+        sn_shape xs = in_shape_at(m, i);
+        xrow = (size_t)sn_shape_numel(&xs) * sizeof(float);
+        SN_TRY(sn_plan_set_input(p, rp->xs[i], (const char *)f->xs[i] + (size_t)rp->lo * xrow,
+                                 (size_t)rp->rows * xrow));
+    }
+    for (int k = 0; k < cp->n_y; k++) {
+        yrow = (size_t)(sn_shape_numel(&cp->y_shapes[k]) / cp->batch) *
+               sn_dtype_size(cp->y_dtypes[k]);
+        SN_TRY(sn_plan_set_input(p, rp->ys[k], (const char *)f->ys[k] + (size_t)rp->lo * yrow,
+                                 (size_t)rp->rows * yrow));
+    }
     if (cp->weighted)
         SN_TRY(sn_plan_set_input(p, rp->w, f->w + (size_t)rp->lo * sizeof(float),
                                  (size_t)rp->rows * sizeof(float)));
-    return sn_plan_set_input(p, rp->y, f->y + (size_t)rp->lo * yrow, (size_t)rp->rows * yrow);
+    return SN_OK;
 }
 
 sn_status sn_train_run(sn_model *m, sn_cached_plan *cp, int64_t steps, sn_batch_fn next,

@@ -64,7 +64,9 @@ typedef enum sn_plan_kind { SN_PLAN_TRAIN = 0, SN_PLAN_EVAL, SN_PLAN_PREDICT } s
  * reads rows [lo, lo + rows) of the global batch from its inputs x and y. */
 typedef struct sn_replica_plan {
     sn_plan *plan;
-    sn_node x, y, w; /* w: its rows of the sample weights (SN_NONE unless weighted) */
+    sn_node x, y, w; /* x == xs[0], y == ys[0]; w: its rows of the sample weights (SN_NONE
+                      * unless weighted) */
+    sn_node xs[SN_DATASET_MAX_COMPONENTS], ys[SN_DATASET_MAX_COMPONENTS]; /* every input, label */
     int64_t lo, rows;
 } sn_replica_plan;
 
