@@ -280,6 +280,18 @@ static sn_node fit_labels(sn_graph *g, const sn_loss_spec *l, sn_node out, sn_no
     return y;
 }
 
+/* A graph input for each model input with a batch of `rows`: NAME, NAME1, NAME2, ... */
+static void model_inputs(sn_model *m, int64_t rows, const char *name, sn_node *xs) {
+    for (int i = 0; i < sn_train_n_inputs(m); i++) {
+        sn_shape s = in_shape_at(m, i);
+        s = batched(&s, rows);
+        char nm[32];
+        if (i) snprintf(nm, sizeof nm, "%s%d", name, i);
+        else snprintf(nm, sizeof nm, "%s", name);
+        xs[i] = sn_input(m->g, nm, SN_F32, &s);
+    }
+}
+
 static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     sn_train_state *t = m->train;
     sn_graph *g = m->g;
@@ -287,13 +299,7 @@ static sn_status build_plan(sn_model *m, sn_cached_plan *cp) {
     int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
     cp->n_x = n_in;
     cp->n_out = n_out;
-    for (int i = 0; i < n_in; i++) {
-        sn_shape xs = in_shape_at(m, i);
-        xs = batched(&xs, cp->batch);
-        char name[32];
-        snprintf(name, sizeof name, i ? "x%d" : "x", i);
-        cp->xs[i] = sn_input(g, name, SN_F32, &xs);
-    }
+    model_inputs(m, cp->batch, "x", cp->xs);
     cp->x = cp->xs[0];
     cp->y = SN_NONE;
     bool training = cp->kind == SN_PLAN_TRAIN;
@@ -477,18 +483,12 @@ static sn_status build_replica(sn_model *m, sn_cached_plan *cp, int r, sn_allred
     sn_replica_plan *rp = &cp->rep[r];
     int R = sn_strategy_num_replicas(s);
     int64_t B = cp->batch;
-    int n_in = sn_train_n_inputs(m), n_out = sn_train_n_outputs(m);
+    int n_out = sn_train_n_outputs(m);
     sn_node penalty = SN_NONE;
     bool no_penalty = true;
     SN_TRY(sn_model_regularization(m, &penalty, &no_penalty));
     /* its rows of every input and label */
-    for (int i = 0; i < n_in; i++) {
-        sn_shape xs = in_shape_at(m, i);
-        xs = batched(&xs, rp->rows);
-        char name[32];
-        snprintf(name, sizeof name, i ? "replica_x%d" : "replica_x", i);
-        rp->xs[i] = sn_input(g, name, SN_F32, &xs);
-    }
+    model_inputs(m, rp->rows, "replica_x", rp->xs);
     for (int k = 0; k < n_out; k++) {
         sn_shape ys = cp->y_shapes[k];
         ys.dim[0] = rp->rows;
