@@ -173,7 +173,8 @@ typedef struct sn_plan sn_plan;
  * such a plan's inputs and targets hold their values only until another plan of the same
  * memory runs, or a new plan is made with it; the caller feeds every input before each run,
  * reads the targets before running another plan of the memory, and never runs two of them at
- * once. All its plans must be on one device. The creator's reference is dropped by
+ * once nor makes a plan with it while one of them runs (a new plan may move the blocks). All
+ * its plans must be on one device. The creator's reference is dropped by
  * sn_plan_memory_free; each plan holds its own, so the order of the frees does not matter. */
 typedef struct sn_plan_memory sn_plan_memory;
 sn_plan_memory *sn_plan_memory_new(void);

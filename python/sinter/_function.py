@@ -565,11 +565,14 @@ class Function:
             return self._fn(*args, **kwargs)
         dev = _tensor.current_device()
         key = (dev, _signature(list(args)), _signature(dict(kwargs)))
-        cf = self._cache.get(key)
-        if cf is None:
-            cf = _Concrete(self._fn, args, kwargs, dev)
-            self._cache[key] = cf
-        return cf.run(args, kwargs)
+        # making a plan may move the shared plan memory (_PlanMemory): not while another
+        # thread's trace runs on it
+        with _run_lock:
+            cf = self._cache.get(key)
+            if cf is None:
+                cf = _Concrete(self._fn, args, kwargs, dev)
+                self._cache[key] = cf
+            return cf.run(args, kwargs)
 
     def experimental_get_tracing_count(self):
         return len(self._cache)

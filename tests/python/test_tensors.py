@@ -335,8 +335,8 @@ def test_function_arguments_in_structures():
 def test_traced_functions_take_turns_with_one_plan_memory():
     """Two traced functions on one device share one arena (sn_plan_memory): the shared blocks
     are the larger plan's need, not the sum, and each function still computes its own values
-    when the calls alternate (a plan's inputs are fed before every run). In its own process,
-    so that no other test's traces share the memory."""
+    when the calls alternate (a plan's inputs are fed before every run), also from two threads
+    at once. In its own process, so that no other test's traces share the memory."""
     r = run_py(textwrap.dedent("""
         import numpy as np
         import sinter as tf
@@ -353,6 +353,20 @@ def test_traced_functions_take_turns_with_one_plan_memory():
                                            rtol=1e-4, atol=1e-4)
                 np.testing.assert_allclose(small(tf.constant(b[k])).numpy(),
                                            (b[k] * 2.0 + 1.0) * b[k], rtol=1e-6)
+        # from two threads at once: the calls take turns, each with its own values
+        import threading
+        bad = []
+        def loop(f, xs, ref):
+            with tf.device("/CPU:0"):
+                for k in range(30):
+                    got = f(tf.constant(xs[k % 2])).numpy()
+                    if not np.allclose(got, ref(xs[k % 2]), rtol=1e-4, atol=1e-4):
+                        bad.append(k)
+        ts = [threading.Thread(target=loop, args=(big, a, lambda v: v @ v + 1.0)),
+              threading.Thread(target=loop, args=(small, b, lambda v: (v * 2.0 + 1.0) * v))]
+        for t in ts: t.start()
+        for t in ts: t.join()
+        assert not bad, bad
         peaks = [lib.sn_plan_peak_bytes(c._plan) for f in (big, small) for c in f._cache.values()]
         shared = lib.sn_plan_memory_size(_function._plan_memory(b"cpu:0").h)
         print("peaks", *peaks, "shared", shared)
