@@ -3,11 +3,12 @@
  * counts, counts that are not multiples of 16, one row, MobileNetV2-like shapes and more rows
  * than the fixed chunk grid holds at its smallest chunk; inputs with a mean far from 0 (the
  * one-pass statistics' hard case); outputs filled with NaN first (every element written); the
- * same bits on 1 thread and on 2. Through a graph and a plan: y, dx, dgamma and dbeta against the
- * layer's former graph-op formula (measured 1e-7..4e-7 of each output's largest element, bound
- * 5e-6), and the same bits under bf16_compute as without. The gradient rule itself is checked by finite differences in
- * test_gradcheck ("batch_norm_train"); the layer's agreement with Keras by the interop tests
- * (tests/python: bn_cnn, finetune_base, MobileNetV2 in test_keras_stock_models). */
+ * same bits on 1 thread and on 2. Through a graph and a plan: y, dx, dgamma and dbeta against
+ * the layer's former graph-op formula (measured 1e-7..4e-7 of each output's largest element,
+ * bound 5e-6), and the same bits under bf16_compute as without. The gradient rule itself is
+ * checked by finite differences in test_gradcheck ("batch_norm_train"); the layer's agreement
+ * with Keras by the interop tests (bn_cnn and finetune_base in test_keras_interop, MobileNetV2
+ * in test_keras_stock_models). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,7 +144,8 @@ static void graph_case(int64_t N, int64_t H, int64_t W, int64_t C) {
         sn_graph *g = sn_graph_new();
         sn_node x = sn_input(g, "x", SN_F32, &xs), ga = sn_input(g, "gamma", SN_F32, &cs),
                 be = sn_input(g, "beta", SN_F32, &cs), r = sn_input(g, "r", SN_F32, &xs);
-        sn_node y = v == 0 ? old_formula(g, x, ga, be) : sn_batch_norm_train(g, x, ga, be, 1e-3, NULL);
+        sn_node y = v == 0 ? old_formula(g, x, ga, be)
+                           : sn_batch_norm_train(g, x, ga, be, 1e-3, NULL);
         sn_node loss = sn_reduce_sum(g, sn_mul(g, y, r), 0, NULL, false), gr[3];
         sn_status s = sn_gradients(g, loss, 3, (sn_node[]){x, ga, be}, gr);
         sn_plan_opts o = sn_plan_opts_defaults();
@@ -151,7 +153,8 @@ static void graph_case(int64_t N, int64_t H, int64_t W, int64_t C) {
         sn_plan *p = NULL;
         if (s == SN_OK) s = sn_plan_new(&p, g, 4, (sn_node[]){y, gr[0], gr[1], gr[2]}, &o);
         if (s != SN_OK) {
-            FAIL("graph %lldx%lld, variant %d: %s", (long long)n / C, (long long)C, v, sn_last_error());
+            FAIL("graph %lldx%lld, variant %d: %s", (long long)n / C, (long long)C, v,
+                 sn_last_error());
             sn_graph_free(g);
             return;
         }
@@ -159,7 +162,8 @@ static void graph_case(int64_t N, int64_t H, int64_t W, int64_t C) {
         float *src[4] = {rnd(n, 2.0, 3.0), rnd(C, 1.0, 1.0), rnd(C, 1.0, 0.0), rnd(n, 1.0, 0.0)};
         sn_node ins[4] = {x, ga, be, r};
         for (int i = 0; i < 4; i++) {
-            memcpy(sn_plan_buffer(p, ins[i]), src[i], sizeof(float) * (size_t)(i == 1 || i == 2 ? C : n));
+            size_t bytes = sizeof(float) * (size_t)(i == 1 || i == 2 ? C : n);
+            memcpy(sn_plan_buffer(p, ins[i]), src[i], bytes);
             free(src[i]);
         }
         if (sn_plan_run(p, 1, NULL, NULL) != SN_OK) FAIL("run: %s", sn_last_error());

@@ -132,7 +132,8 @@ static void sum_parts(const bn_ctx *t, double *out) {
 static sn_status bn_prepare(sn_kcall *c, size_t *scratch) {
     int64_t M, C, rows, nchunks;
     bn_dims(c, &M, &C, &rows, &nchunks);
-    *scratch = sizeof(float) * (size_t)(nchunks * 2 * C + 3 * C) + sizeof(double) * (size_t)(2 * C);
+    *scratch = sizeof(float) * (size_t)(nchunks * 2 * C + 3 * C) +
+               sizeof(double) * (size_t)(2 * C);
     return SN_OK;
 }
 

@@ -370,7 +370,8 @@ static sn_node bn_fill(sn_graph *g, sn_dtype dt, int64_t C, double v) {
     for (int64_t j = 0; j < C; j++)
         if (dt == SN_F64) ((double *)d)[j] = v;
         else ((float *)d)[j] = (float)v;
-    sn_node n = sn_const(g, dt == SN_F64 ? SN_F64 : SN_F32, &(sn_shape){.ndim = 1, .dim = {C}}, d);
+    sn_node n = sn_const(g, dt == SN_F64 ? SN_F64 : SN_F32,
+                         &(sn_shape){.ndim = 1, .dim = {C}}, d);
     free(d);
     return dt == SN_F64 || dt == SN_F32 ? n : sn_cast(g, n, dt);
 }
