@@ -195,6 +195,9 @@ static sn_node b_broadcast(sn_graph *g, const sn_node *x) {
 }
 
 /* The Transformer ops (graph/op_attention.c) */
+static sn_node b_batch_norm(sn_graph *g, const sn_node *x) {
+    return sn_batch_norm_train(g, x[0], x[1], x[2], 1e-3, NULL);
+}
 static sn_node b_layer_norm(sn_graph *g, const sn_node *x) {
     return sn_layer_norm(g, x[0], x[1], x[2], 1e-3);
 }
@@ -285,6 +288,11 @@ static const op_case cases[] = {
     /* cast through f32: f32 rounding limits the numeric derivative to ~1e-1 relative at
      * eps = 1e-6; the check still catches a wrong rule (0 or 2 instead of 1). */
     {"layer_norm", 3, {S3(2, 3, 5), S1(5), S1(5)}, {RANDN, RANDN, RANDN}, 0, b_layer_norm, 1e-6},
+    /* the derivative through the batch statistics is in bn_train's rule (bn_grad_x) */
+    {"batch_norm_train", 3, {S4(2, 3, 2, 5), S1(5), S1(5)}, {RANDN, RANDN, RANDN}, 0,
+     b_batch_norm, 1e-6},
+    {"batch_norm_train 1 channel", 3, {S2(7, 1), S1(1), S1(1)}, {RANDN, RANDN, RANDN}, 0,
+     b_batch_norm, 1e-6},
     {"gelu_tanh", 1, {S2(4, 5)}, {RANDN}, 0, b_gelu_tanh, 1e-7},
     {"attention", 3, {S4(2, 3, 2, 4), S4(2, 5, 2, 4), S4(2, 5, 2, 4)}, {RANDN, RANDN, RANDN}, 0,
      b_attention, 1e-6},

@@ -881,6 +881,7 @@ int main(void) {
     sn_ref_register_rnn_layer(&table);
     sn_ref_register_activation(&table);
     sn_ref_register_attention(&table);
+    sn_ref_register_batch_norm(&table);
 
     test_matmul();
     test_elementwise();

@@ -66,6 +66,12 @@ sn_node sn_gelu_tanh(sn_graph *g, sn_node x);
 /* Layer normalisation over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta,
  * x [..., C], gamma and beta [C] (Keras's LayerNormalization, axis -1). */
 sn_node sn_layer_norm(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, double epsilon);
+/* Batch normalisation in training, fused: per channel (the last axis) the batch mean and the
+ * biased variance over all other axes, y = (x - mean) / sqrt(var + epsilon) * gamma + beta,
+ * gamma and beta [C]. *stats (when not NULL) gets a [2, C] node: mean | variance, for the
+ * moving averages (no gradient flows through it; y's gradient includes the statistics'). */
+sn_node sn_batch_norm_train(sn_graph *g, sn_node x, sn_node gamma, sn_node beta, double epsilon,
+                            sn_node *stats);
 /* Scaled-dot-product attention, fused: softmax(scale q k^T [+ causal mask]) v per batch row
  * and head, q [B, Tq, H, D], k and v [B, Tk, H, D] -> [B, Tq, H, D] (Keras's
  * MultiHeadAttention layout). causal: query i sees key j when j <= i + q_offset (q_offset 0

@@ -117,6 +117,7 @@ void sn_ref_register_rnn(sn_kernel_table *t);
 void sn_ref_register_rnn_layer(sn_kernel_table *t); /* whole-layer LSTM, GRU (ref_rnn_layer.c) */
 void sn_ref_register_activation(sn_kernel_table *t); /* gelu, silu, elu, leaky_relu, relu6 */
 void sn_ref_register_attention(sn_kernel_table *t); /* layer_norm, gelu_tanh, attention */
+void sn_ref_register_batch_norm(sn_kernel_table *t); /* bn_stats, bn_train and gradients */
 
 /* Fast CPU kernels (backend/cpu/): they override reference rows. */
 void sn_cpu_register_elementwise(sn_kernel_table *t);
@@ -137,6 +138,7 @@ void sn_cpu_register_activation(sn_kernel_table *t);
 void sn_cpu_register_fused(sn_kernel_table *t); /* backend/cpu/cpu_fused*.c */
 void sn_cpu_register_attention(sn_kernel_table *t); /* layer_norm, gelu_tanh, attention */
 void sn_cpu_register_lstm_step(sn_kernel_table *t); /* lstm_dense_step in bf16 (cpu_lstm_step.c) */
+void sn_cpu_register_batch_norm(sn_kernel_table *t); /* bn_* (cpu_batch_norm.c) */
 
 /* Tables built once: the reference alone, and the CPU backend (reference + fast). */
 const sn_kernel_table *sn_ref_kernels(void);

@@ -22,6 +22,7 @@ static void build_ref(void) {
     sn_ref_register_rnn_layer(&ref_table);
     sn_ref_register_activation(&ref_table);
     sn_ref_register_attention(&ref_table);
+    sn_ref_register_batch_norm(&ref_table);
 }
 
 /* Plain (strong) calls on purpose: they are what pulls backend/cpu/ out of libsinter.a into
@@ -43,6 +44,7 @@ static void build_cpu(void) {
     sn_cpu_register_fused(&cpu_table);
     sn_cpu_register_attention(&cpu_table);
     sn_cpu_register_lstm_step(&cpu_table);
+    sn_cpu_register_batch_norm(&cpu_table);
     /* SN_RNN=loop: the same table with the whole-layer recurrent ops on the loop's kernels */
     cpu_loop_table = cpu_table;
     sn_cpu_register_rnn_layer_loop(&cpu_loop_table);

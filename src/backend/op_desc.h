@@ -116,6 +116,11 @@ typedef enum sn_op {
     SN_OP_LSTM_DENSE_STEP,  /* (xw [B,4U], r [U,4U], h, c [B,U], wd [U,V], bd [V]) -> [B, 2U+V]:
                                h' | c' | h' @ wd + bd, one LSTM step and a linear Dense
                                (generation, op_rnn.c); no gradient */
+    /* BatchNormalization in training, fused (graph/op_batch_norm.c); attr.norm */
+    SN_OP_BN_STATS,         /* (x [..., C]) -> [2, C]: batch mean | biased variance per channel */
+    SN_OP_BN_TRAIN,         /* (x, stats [2, C], gamma [C], beta [C]) -> y, x's shape */
+    SN_OP_BN_GRAD_PARAMS,   /* (x, stats, dy) -> [2, C]: dgamma | dbeta */
+    SN_OP_BN_GRAD_X,        /* (x, stats, gamma, dy, dparams [2, C]) -> dx */
     SN_OP_COUNT
 } sn_op;
 
@@ -178,7 +183,7 @@ typedef union sn_attrs {
      * runs the node (and the concat/reshapes only it reads) as soon as its input exists;
      * to_first: only replica 0 receives the sum (SN_ALLREDUCE_TO_FIRST) */
     struct { sn_allreduce_comm *comm; int replica, phase; bool hoist, to_first; } allreduce;
-    struct { double epsilon; } norm;                          /* layer_norm */
+    struct { double epsilon; } norm;                          /* layer_norm, bn_* */
     /* attention: scores scale * q.k; causal: key j is seen by query i when j <= i + q_offset
      * (q_offset 0 is Keras's use_causal_mask; a query block continuing a cached context sets
      * it to the number of cached positions); drop_rate > 0: dropout on the probabilities,

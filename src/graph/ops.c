@@ -78,6 +78,7 @@ extern const sn_op_def sn_def_layer_norm, sn_def_layer_norm_grad, sn_def_gelu_ta
 extern const sn_op_def sn_def_depthwise_conv2d, sn_def_depthwise_bwd_data,
     sn_def_depthwise_bwd_filter;
 extern const sn_op_def sn_def_lstm_dense_step;
+extern const sn_op_def sn_def_bn_stats, sn_def_bn_train, sn_def_bn_grad_params, sn_def_bn_grad_x;
 
 const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_INPUT] = &sn_def_input,
@@ -164,6 +165,10 @@ const sn_op_def *const sn_ops[SN_OP_COUNT] = {
     [SN_OP_DEPTHWISE_BWD_DATA] = &sn_def_depthwise_bwd_data,
     [SN_OP_DEPTHWISE_BWD_FILTER] = &sn_def_depthwise_bwd_filter,
     [SN_OP_LSTM_DENSE_STEP] = &sn_def_lstm_dense_step,
+    [SN_OP_BN_STATS] = &sn_def_bn_stats,
+    [SN_OP_BN_TRAIN] = &sn_def_bn_train,
+    [SN_OP_BN_GRAD_PARAMS] = &sn_def_bn_grad_params,
+    [SN_OP_BN_GRAD_X] = &sn_def_bn_grad_x,
 };
 
 double sn_node_flops(const sn_graph *g, sn_node n) {

@@ -496,6 +496,59 @@ __global__ void k_filter(int64_t khw, int64_t c, int64_t f, const float *in, boo
     }
 }
 
+
+// ---- BatchNormalization training (graph/op_batch_norm.c), x [m, ch] ------------------------
+// One block per channel for the sums (strided reads down the channel's column; fixed-order
+// trees, run-to-run identical), grid-stride loops for the elementwise passes.
+__global__ void k_bn_stats(int64_t m, int64_t ch, const float *x, float *out) {
+    __shared__ float sh[256];
+    const int64_t j = blockIdx.x;
+    float s = 0;
+    for (int64_t r = threadIdx.x; r < m; r += blockDim.x) s += x[r * ch + j];
+    float mean = block_sum(s, sh) / (float)m;
+    float v = 0;
+    for (int64_t r = threadIdx.x; r < m; r += blockDim.x) {
+        float d = x[r * ch + j] - mean;
+        v += d * d;
+    }
+    v = block_sum(v, sh) / (float)m;
+    if (threadIdx.x == 0) {
+        out[j] = mean;
+        out[ch + j] = v;
+    }
+}
+
+__global__ void k_bn_grad_params(int64_t m, int64_t ch, const float *x, const float *st,
+                                 const float *dy, float eps, float *out) {
+    __shared__ float sh[256];
+    const int64_t j = blockIdx.x;
+    float g = 0, b = 0;
+    for (int64_t r = threadIdx.x; r < m; r += blockDim.x) {
+        float d = dy[r * ch + j];
+        g += d * (x[r * ch + j] - st[j]);
+        b += d;
+    }
+    g = block_sum(g, sh);
+    b = block_sum(b, sh);
+    if (threadIdx.x == 0) {
+        out[j] = g * rsqrtf(st[ch + j] + eps);
+        out[ch + j] = b;
+    }
+}
+
+// train: y = (x - mean) gamma rstd + beta; grad_x (dy, dp given): dx = gamma rstd (dy -
+// (dbeta + xh dgamma) / m)
+__global__ void k_bn_apply(int64_t m, int64_t ch, const float *x, const float *st,
+                           const float *g, const float *b, const float *dy, const float *dp,
+                           float eps, float *o) {
+    GRID_STRIDE(i, m * ch) {
+        int64_t j = i % ch;
+        float rs = rsqrtf(st[ch + j] + eps), xh = (x[i] - st[j]) * rs;
+        o[i] = dy ? g[j] * rs * (dy[i] - (dp[ch + j] + xh * dp[j]) / (float)m)
+                  : xh * g[j] + b[j];
+    }
+}
+
 } // namespace
 
 // ---- the C launchers -------------------------------------------------------------------------
@@ -692,3 +745,22 @@ sn_status sn_cuda_krsc_to_hwio(sn_cuda_stream s, int64_t kh, int64_t kw, int64_t
 }
 
 } // extern "C"
+
+sn_status sn_cuda_bn_f32(sn_cuda_stream s, int op, int64_t m, int64_t ch, const float *x,
+                         const float *st, const float *g, const float *b, const float *dy,
+                         const float *dp, double eps, float *out) {
+    if (m <= 0 || ch <= 0) return SN_OK;
+    switch (op) {
+    case 0:
+        k_bn_stats<<<(unsigned)ch, 256, 0, STREAM(s)>>>(m, ch, x, out);
+        return LAUNCHED("k_bn_stats");
+    case 2:
+        k_bn_grad_params<<<(unsigned)ch, 256, 0, STREAM(s)>>>(m, ch, x, st, dy, (float)eps, out);
+        return LAUNCHED("k_bn_grad_params");
+    default:
+        k_bn_apply<<<blocks_for(m * ch), kThreads, 0, STREAM(s)>>>(m, ch, x, st, g, b,
+                                                                  op == 3 ? dy : nullptr, dp,
+                                                                  (float)eps, out);
+        return LAUNCHED("k_bn_apply");
+    }
+}

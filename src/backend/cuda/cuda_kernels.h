@@ -124,6 +124,14 @@ sn_status sn_cuda_layer_norm_grad_f32(sn_cuda_stream s, int64_t rows, int64_t ch
                                       const float *gamma, const float *dy, double eps,
                                       float *stats, float *out); /* stats: 2 * rows floats */
 
+/* The fused BatchNormalization training ops on x [m, ch] (graph/op_batch_norm.c says what
+ * each computes): op 0 bn_stats (x) -> out [2, ch]; 1 bn_train (x, st, g, b); 2
+ * bn_grad_params (x, st, dy) -> [2, ch]; 3 bn_grad_x (x, st, g, dy, dp). Channels < 2^31
+ * (one block each for the sums, fixed-order trees). */
+sn_status sn_cuda_bn_f32(sn_cuda_stream s, int op, int64_t m, int64_t ch, const float *x,
+                         const float *st, const float *g, const float *b, const float *dy,
+                         const float *dp, double eps, float *out);
+
 /* HWIO [kh, kw, c, f] <-> cuDNN's NHWC filter KRSC [f, kh, kw, c], on the stream. */
 sn_status sn_cuda_hwio_to_krsc(sn_cuda_stream s, int64_t kh, int64_t kw, int64_t c, int64_t f,
                                const float *in, float *out);

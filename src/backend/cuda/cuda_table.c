@@ -489,6 +489,25 @@ static sn_status bcast_to_run(sn_kcall *c) {
     return sn_cuda_assign_f32(s, &bc, fin(c, 0), false, fout(c));
 }
 
+/* slice: y[i] = x[begin + i] through x's strides (the same assign, its source offset by begin) */
+static sn_status slice_run(sn_kcall *c) {
+    CTX(c);
+    const sn_shape *ys = &c->y.shape, *xs = &c->x[0].shape;
+    sn_cuda_bcast bc = {.ndim = ys->ndim};
+    int64_t st = 1, off = 0;
+    for (int d = xs->ndim - 1; d >= 0; d--) {
+        bc.dim[d] = ys->dim[d];
+        bc.sb[d] = st;
+        off += c->attr->slice.begin[d] * st;
+        st *= xs->dim[d];
+    }
+    return sn_cuda_assign_f32(s, &bc, fin(c, 0) + off, false, fout(c));
+}
+
+static bool slice_supports(const sn_kcall *c) {
+    return bcast_to_supports(c) && c->x[0].shape.ndim == c->y.shape.ndim;
+}
+
 static bool ln_supports(const sn_kcall *c) {
     if (!all_f32(c) || c->x[1].shape.ndim != 1 || c->x[0].shape.ndim < 1 ||
         c->x[0].shape.dim[c->x[0].shape.ndim - 1] != c->x[1].shape.dim[0] || c->x[1].shape.dim[0] < 1)
@@ -525,6 +544,24 @@ static sn_status ln_grad_run(sn_kcall *c) {
     ln_dims(c, &rows, &ch);
     return sn_cuda_layer_norm_grad_f32(s, rows, ch, fin(c, 0), fin(c, 1), fin(c, 2),
                                        c->attr->norm.epsilon, (float *)c->scratch, fout(c));
+}
+
+/* ---- BatchNormalization training ops (graph/op_batch_norm.c) -------------------------------- */
+static bool bn_supports(const sn_kcall *c) {
+    const sn_shape *xs = &c->x[0].shape;
+    return all_f32(c) && xs->ndim >= 1 && xs->dim[xs->ndim - 1] <= INT32_MAX;
+}
+
+static sn_status bn_run(sn_kcall *c) {
+    CTX(c);
+    const sn_shape *xs = &c->x[0].shape;
+    int64_t ch = xs->dim[xs->ndim - 1], m = ch ? numel(&c->x[0]) / ch : 0;
+    int op = (int)(c->op - SN_OP_BN_STATS);
+    const float *x = fin(c, 0), *st = op ? fin(c, 1) : NULL;
+    const float *g = op == 1 || op == 3 ? fin(c, 2) : NULL, *b = op == 1 ? fin(c, 3) : NULL;
+    const float *dy = op == 2 ? fin(c, 2) : op == 3 ? fin(c, 3) : NULL;
+    const float *dp = op == 3 ? fin(c, 4) : NULL;
+    return sn_cuda_bn_f32(s, op, m, ch, x, st, g, b, dy, dp, c->attr->norm.epsilon, fout(c));
 }
 
 /* ---- all_reduce: the collective the node names, on this GPU's stream (NCCL) ---------------- */
@@ -566,7 +603,9 @@ static const sn_kernel k_binary = {.impl = "cuda", .supports = binary_supports, 
     k_bcast_to = {.impl = "cuda", .supports = bcast_to_supports, .run = bcast_to_run},
     k_ln = {.impl = "cuda", .supports = ln_supports, .run = ln_run},
     k_ln_grad = {.impl = "cuda", .supports = ln_supports, .prepare = ln_grad_prepare,
-                 .run = ln_grad_run};
+                 .run = ln_grad_run},
+    k_bn = {.impl = "cuda", .supports = bn_supports, .run = bn_run},
+    k_slice = {.impl = "cuda", .supports = slice_supports, .run = slice_run};
 
 static sn_kernel_table g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -611,6 +650,11 @@ static void build(void) {
     g_table.k[SN_OP_BROADCAST_TO] = &k_bcast_to;
     g_table.k[SN_OP_LAYER_NORM] = &k_ln;
     g_table.k[SN_OP_LAYER_NORM_GRAD] = &k_ln_grad;
+    g_table.k[SN_OP_SLICE] = &k_slice; /* the BatchNorm statistics' rows, and others */
+    g_table.k[SN_OP_BN_STATS] = &k_bn;
+    g_table.k[SN_OP_BN_TRAIN] = &k_bn;
+    g_table.k[SN_OP_BN_GRAD_PARAMS] = &k_bn;
+    g_table.k[SN_OP_BN_GRAD_X] = &k_bn;
 }
 
 const sn_kernel_table *sn_cuda_kernels(void) {

@@ -9,6 +9,7 @@
  * layer's dtype (f32; f64 only for the gradient checks of tests/test_layers.c), and every
  * constant a forward adds takes the dtype of its input, so the same code runs in both. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nn/layers/layers_impl.h"
@@ -360,28 +361,52 @@ static sn_status bn_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng *
     return SN_OK;
 }
 
+/* A [C] constant of dtype dt filled with v: gamma or beta where the layer has none. */
+static sn_node bn_fill(sn_graph *g, sn_dtype dt, int64_t C, double v) {
+    size_t es = dt == SN_F64 ? sizeof(double) : sizeof(float);
+    void *d = malloc(es * (size_t)(C ? C : 1));
+    if (!d) return sn_graph_fail(g, SN_ERR_NOMEM, "BatchNormalization: no memory for %lld "
+                                 "constants", (long long)C);
+    for (int64_t j = 0; j < C; j++)
+        if (dt == SN_F64) ((double *)d)[j] = v;
+        else ((float *)d)[j] = (float)v;
+    sn_node n = sn_const(g, dt == SN_F64 ? SN_F64 : SN_F32,
+                         &(sn_shape){.ndim = 1, .dim = {C}}, d);
+    free(d);
+    return dt == SN_F64 || dt == SN_F32 ? n : sn_cast(g, n, dt);
+}
+
+/* Row r of the [2, C] statistics as [C] */
+static sn_node bn_row(sn_graph *g, sn_node st, int64_t C, int r) {
+    sn_node s = sn_slice(g, st, (int64_t[]){r, 0}, (int64_t[]){1, C});
+    return sn_reshape(g, s, &(sn_shape){.ndim = 1, .dim = {C}});
+}
+
 /* Training: y = (x - mean) * gamma / sqrt(var + eps) + beta with the batch mean and the biased
- * batch variance over every axis but the last (autodiff differentiates through both), and
- * moving = moving * momentum + batch * (1 - momentum) pushed into `updates`. Keras 3
+ * batch variance over every axis but the last, one fused op (sn_batch_norm_train, whose
+ * gradient includes the statistics'; it replaced a dozen graph ops and their autodiff, issue
+ * 23), and moving = moving * momentum + batch * (1 - momentum) pushed into `updates`. Keras 3
  * (keras/src/layers/normalization/batch_normalization.py) also feeds the biased variance of
  * ops.moments to the moving average, unlike Keras 2's fused kernel (unbiased); we follow
- * Keras 3. Inference: the moving statistics. Without gamma the scale is 1, without beta the
- * shift 0. */
+ * Keras 3. Inference: the moving statistics, as graph ops. Without gamma the scale is 1,
+ * without beta the shift 0. Under mixed_bfloat16 the graph stays f32 (only matmul and
+ * convolution kernels compute in bf16), so BatchNorm runs in f32 as under Keras's policy. */
 static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
     sn_dtype dt = sn_node_dtype(g, x);
     sn_shape xs = sn_node_shape(g, x);
     bn_vars bv = bn_find(l);
     sn_node mm = bv.mm, mv = bv.mv;
-    sn_node mean = mm, var = mv, xc;
     /* Keras 3: a frozen BatchNormalization (trainable=False) runs in inference mode */
     if (training && !l->frozen) {
-        int axes[SN_MAX_DIMS], na = 0;
-        for (int i = 0; i + 1 < xs.ndim; i++) axes[na++] = i;
-        mean = sn_reduce_mean(g, x, na, axes, false);
-        xc = sn_sub(g, x, mean);
-        var = sn_reduce_mean(g, sn_mul(g, xc, xc), na, axes, false);
+        int64_t C = xs.ndim ? xs.dim[xs.ndim - 1] : 0;
+        sn_node gamma = bv.gamma != SN_NONE ? bv.gamma : bn_fill(g, dt, C, 1.0);
+        sn_node beta = bv.beta != SN_NONE ? bv.beta : bn_fill(g, dt, C, 0.0);
+        sn_node st = SN_NONE;
+        sn_node y = sn_batch_norm_train(g, x, gamma, beta, l->bn.epsilon, &st);
+        if (y == SN_NONE) return SN_NONE;
         if (u) {
             double mo = l->bn.momentum;
+            sn_node mean = bn_row(g, st, C, 0), var = bn_row(g, st, C, 1);
             sn_node mom = sn_scalar(g, dt, mo), rest = sn_scalar(g, dt, 1.0 - mo);
             sn_node nm = sn_add(g, sn_mul(g, mm, mom), sn_mul(g, mean, rest));
             sn_node nv = sn_add(g, sn_mul(g, mv, mom), sn_mul(g, var, rest));
@@ -390,10 +415,10 @@ static sn_node bn_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn
             if (sn_updates_push(u, a1) != SN_OK || sn_updates_push(u, a2) != SN_OK)
                 return sn_graph_fail(g, SN_ERR_NOMEM, "layer '%s': %s", l->name, sn_last_error());
         }
-    } else {
-        xc = sn_sub(g, x, mean);
+        return y;
     }
-    sn_node inv = sn_sqrt(g, sn_add(g, var, sn_scalar(g, dt, l->bn.epsilon)));
+    sn_node xc = sn_sub(g, x, mm);
+    sn_node inv = sn_sqrt(g, sn_add(g, mv, sn_scalar(g, dt, l->bn.epsilon)));
     sn_node scale = bv.gamma != SN_NONE ? sn_div(g, bv.gamma, inv)
                                         : sn_div(g, sn_scalar(g, dt, 1.0), inv);
     sn_node y = sn_mul(g, xc, scale);
