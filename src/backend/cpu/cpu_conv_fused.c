@@ -105,7 +105,7 @@ static void image_generic(const sn_conv_geom *g, const float *x, const float *w,
 /* FB filter blocks of 16 (1 or 2), KK taps: constants where the common cases inline it, so
  * the KK*FB weight vectors stay in registers. Interior pixels read their taps straight from
  * x; the border ones (with padding) go through taps_of. */
-TGT_AVX512 static inline void image_avx512_kk(const sn_conv_geom *g, const float *x,
+TGT_AVX512 INL void image_avx512_kk(const sn_conv_geom *g, const float *x,
                                               const float *w, const float *b, float *y,
                                               const int KK, const int FB) {
     __m512 wv[CF_MAX_TAPS][CF_MAX_F / CF_FB], bv[CF_MAX_F / CF_FB];
