@@ -9,8 +9,11 @@
  *     identical bits; the bias gradient sums in another order (1e-5 relative);
  *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative;
  *     there the relu output is recomputed, not stored (checked on the plan's calls). */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "backend/cpu/cpu_fused.h"
 #include "core/core.h"
 #include "graph/plan_impl.h"
 #include "sn_test.h"
@@ -158,7 +161,57 @@ static void check_case(const char *name, sn_shape xs, int F, sn_padding conv_pad
     sn_graph_free(m.g);
 }
 
+/* The first-layer image kernel the fused calls share (cpu_conv_fused.c) against the sum it
+ * documents, bit for bit: relu(fma chain over the taps in row-major window order from 0, + b).
+ * The AVX-512 kernel computes 4 interior pixels at once; each pixel's FMAs stay the same, so
+ * its bits must too, at widths where the groups of 4 leave tails, with padding and strides. */
+static void check_conv1_image(const char *name, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                              int64_t f, int64_t s, int64_t pad) {
+    sn_conv_geom g = {.n = 1, .h = h, .w = w, .c = 1, .kh = kh, .kw = kw, .f = f, .sh = s,
+                      .sw = s, .pt = pad, .pl = pad, .pb = pad, .pr = pad};
+    g.oh = (h + 2 * pad - kh) / s + 1, g.ow = (w + 2 * pad - kw) / s + 1;
+    float *x = malloc((size_t)(h * w) * sizeof *x), *wt = malloc((size_t)(kh * kw * f) * sizeof *wt);
+    float *b = malloc((size_t)f * sizeof *b);
+    size_t ny = (size_t)(g.oh * g.ow * f);
+    float *y = malloc(ny * sizeof *y), *r = malloc(ny * sizeof *r);
+    if (!(x && wt && b && y && r)) {
+        CHECK(0, "%s: out of memory", name);
+        return;
+    }
+    fill(x, h * w, 1.0f), fill(wt, kh * kw * f, 0.5f), fill(b, f, 0.2f);
+    x[w + 1] = NAN; /* a NaN tap goes through the relu */
+    memset(y, 0x7f, ny * sizeof *y);
+    sn_cpu_conv1_image()(&g, x, wt, b, y);
+    for (int64_t oh = 0; oh < g.oh; oh++)
+        for (int64_t ow = 0; ow < g.ow; ow++)
+            for (int64_t j = 0; j < f; j++) {
+                float acc = 0.0f;
+                for (int64_t a = 0; a < kh; a++)
+                    for (int64_t c = 0; c < kw; c++) {
+                        int64_t ih = oh * s - pad + a, iw = ow * s - pad + c;
+                        float t = ih >= 0 && ih < h && iw >= 0 && iw < w ? x[ih * w + iw] : 0.0f;
+                        acc = fmaf(t, wt[(a * kw + c) * f + j], acc);
+                    }
+                float v = acc + b[j];
+                r[(oh * g.ow + ow) * f + j] = v < 0 ? 0.0f : v;
+            }
+    size_t bad = 0;
+    while (bad < ny && memcmp(&y[bad], &r[bad], sizeof *y) == 0) bad++;
+    CHECK(bad == ny, "%s: the image kernel is not bit for bit the documented fma sum: element %zu "
+          "is %.9g, expected %.9g", name, bad, bad < ny ? y[bad] : 0.0, bad < ny ? r[bad] : 0.0);
+    free(x), free(wt), free(b), free(y), free(r);
+}
+
 int main(void) {
+    /* small_cnn's first layer (26 = 6 groups of 4 + 2), then padding, strides, other taps */
+    check_conv1_image("conv1 28x28 valid 3x3 f32", 28, 28, 3, 3, 32, 1, 0);
+    check_conv1_image("conv1 9x13 same 3x3 f16", 9, 13, 3, 3, 16, 1, 1);
+    check_conv1_image("conv1 17x19 stride 2 3x3 f32", 17, 19, 3, 3, 32, 2, 1);
+    check_conv1_image("conv1 12x15 5x5 f16", 12, 15, 5, 5, 16, 1, 2);
+    check_conv1_image("conv1 8x11 2x2 f32", 8, 11, 2, 2, 32, 1, 0);
+    setenv("SN_CPU_ISA", "avx2", 1);
+    check_conv1_image("conv1 28x28 valid 3x3 f32, avx2", 28, 28, 3, 3, 32, 1, 0);
+    unsetenv("SN_CPU_ISA");
     sn_pool2d_opts p2 = sn_pool2d_opts_defaults(); /* 2x2, stride 2, valid */
     /* First layer, small_cnn's pattern: conv fused with bias, relu and pool (2 calls fewer),
      * pool gradient with relu gradient and bias gradient (2 fewer). 11x11 -> 9x9 -> 4x4: the

@@ -289,6 +289,7 @@ static const sn_kernel k_pool_relu_grad = {
 
 #define PF_MAX_TAPS 25
 #define PF_MAX_F 32
+#define PFF_RUN 16 /* windows per run of pff_image_kk */
 
 typedef struct pff_geom {
     pf_geom p;
@@ -368,7 +369,7 @@ static inline void pff_taps(const sn_conv_geom *g, const float *x, int64_t oh, i
 }
 
 /* One image: dw[k][f] += sum over cells of tap_k * grad[cell][f], db[f] += sum of grad. */
-TGT_AVX512 static inline void pff_image_kk(const pff_geom *G, const float *y, const float *dy,
+TGT_AVX512 INL void pff_image_kk(const pff_geom *G, const float *y, const float *dy,
                                            const float *x, float *dw, double *db, const int KK,
                                            const int FB) {
     const pf_geom *g = &G->p;
@@ -381,31 +382,46 @@ TGT_AVX512 static inline void pff_image_kk(const pff_geom *G, const float *y, co
         for (int k = 0; k < KK; k++) acc[k][j] = zero;
     }
     float t[PF_MAX_TAPS];
+    int64_t off[PF_MAX_TAPS]; /* tap k of an interior cell is x[ih0 * W + iw0 + off[k]] */
+    for (int64_t kh = 0; kh < cv->kh; kh++)
+        for (int64_t kw = 0; kw < cv->kw; kw++) off[kh * cv->kw + kw] = kh * cv->w + kw;
+    /* A run of up to PFF_RUN windows of one row: first their gradients (gq, in the order the
+     * bias sums them), then the filter gradient's FMAs over their cells in (window, cell)
+     * order, each acc[k][j] in the same order as one window at a time: the same bits. Two
+     * phases so that the 9 x 2 accumulators stay in registers (interleaved with the window
+     * gradients, GCC kept them on the stack, and each cell's FMAs waited on a store). */
+    __m512 gq[PFF_RUN][4][PF_MAX_F / 16];
     for (int64_t oh = 0; oh < g->oh; oh++)
-        for (int64_t ow = 0; ow < g->ow; ow++) {
-            __m512 gq[4][PF_MAX_F / 16];
-            for (int j = 0; j < FB; j++) {
-                const int64_t c00 = (2 * oh * W + 2 * ow) * C + 16 * j;
-                const __m512 dyv =
-                    _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + 16 * j), zero);
-                __m512 q[4];
-                bsum[j] = _mm512_add_ps(bsum[j], pf_window_grad(y + c00, C, W * C, dyv, q));
-                for (int i = 0; i < 4; i++) gq[i][j] = q[i];
-            }
-            for (int q = 0; q < 4; q++) {
-                const int64_t ch = 2 * oh + (q >> 1), cw = 2 * ow + (q & 1);
-                const int64_t ih0 = ch * cv->sh - cv->pt, iw0 = cw * cv->sw - cv->pl;
-                if (ih0 >= 0 && iw0 >= 0 && ih0 + cv->kh <= cv->h && iw0 + cv->kw <= cv->w) {
-                    const float *p = x + ih0 * cv->w + iw0;
-                    for (int64_t kh = 0; kh < cv->kh; kh++)
-                        for (int64_t kw = 0; kw < cv->kw; kw++)
-                            t[kh * cv->kw + kw] = p[kh * cv->w + kw];
-                } else {
-                    pff_taps(cv, x, ch, cw, t);
+        for (int64_t ow0 = 0; ow0 < g->ow; ow0 += PFF_RUN) {
+            const int64_t nw = g->ow - ow0 < PFF_RUN ? g->ow - ow0 : PFF_RUN;
+            for (int64_t r = 0; r < nw; r++) {
+                const int64_t ow = ow0 + r;
+                for (int j = 0; j < FB; j++) {
+                    const int64_t c00 = (2 * oh * W + 2 * ow) * C + 16 * j;
+                    const __m512 dyv =
+                        _mm512_add_ps(_mm512_loadu_ps(dy + (oh * g->ow + ow) * C + 16 * j), zero);
+                    __m512 q[4];
+                    bsum[j] = _mm512_add_ps(bsum[j], pf_window_grad(y + c00, C, W * C, dyv, q));
+                    for (int i = 0; i < 4; i++) gq[r][i][j] = q[i];
                 }
-                for (int k = 0; k < KK; k++) {
-                    const __m512 tk = _mm512_set1_ps(t[k]);
-                    for (int j = 0; j < FB; j++) acc[k][j] = _mm512_fmadd_ps(tk, gq[q][j], acc[k][j]);
+            }
+            for (int64_t r = 0; r < nw; r++) {
+                const int64_t ow = ow0 + r;
+                for (int q = 0; q < 4; q++) {
+                    const int64_t ch = 2 * oh + (q >> 1), cw = 2 * ow + (q & 1);
+                    const int64_t ih0 = ch * cv->sh - cv->pt, iw0 = cw * cv->sw - cv->pl;
+                    const float *p;
+                    if (ih0 >= 0 && iw0 >= 0 && ih0 + cv->kh <= cv->h && iw0 + cv->kw <= cv->w) {
+                        p = x + ih0 * cv->w + iw0;
+                    } else {
+                        pff_taps(cv, x, ch, cw, t);
+                        p = NULL;
+                    }
+                    for (int k = 0; k < KK; k++) {
+                        const __m512 tk = _mm512_set1_ps(p ? p[off[k]] : t[k]);
+                        for (int j = 0; j < FB; j++)
+                            acc[k][j] = _mm512_fmadd_ps(tk, gq[r][q][j], acc[k][j]);
+                    }
                 }
             }
         }
