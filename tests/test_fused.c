@@ -8,8 +8,11 @@
  *     bit for bit the unfused one, so with an unfused convolution the filter gradients must be
  *     identical bits; the bias gradient sums in another order (1e-5 relative);
  *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative;
- *     there the relu output is recomputed, not stored (checked on the plan's calls). */
+ *     there the relu output is recomputed, not stored (checked on the plan's calls);
+ *   conv2d + bias without a relu (cpu_conv.c, "dnnl_bias": the bias in oneDNN's epilogue), f32
+ *     and mixed bf16: the same bits as the unfused plan, where it fuses (one call fewer). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -202,6 +205,74 @@ static void check_conv1_image(const char *name, int64_t h, int64_t w, int64_t kh
     free(x), free(wt), free(b), free(y), free(r);
 }
 
+/* x -> conv2d + bias (no relu) -> loss = sum((y + bias) * R), as a convolution followed by
+ * BatchNormalization: fused (SN_FUSED_CONV_BIAS) against SN_FUSE=relu, in f32 or mixed bf16.
+ * fewer: 1 where the pattern must fuse, 0 where it must not (a Winograd convolution). The
+ * output, both gradients and the loss must be the unfused bits: oneDNN adds the bias once to
+ * the finished f32 sum, as bias_add does. */
+static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int stride,
+                            sn_padding pad, bool bf16, int fewer) {
+    sn_graph *g = sn_graph_new();
+    sn_shape ws = sn_shape_make(4, (int64_t)K, (int64_t)K, xs.dim[3], (int64_t)F);
+    sn_shape bs = sn_shape_make(1, (int64_t)F);
+    sn_node x = sn_input(g, "x", SN_F32, &xs);
+    sn_node w = sn_variable(g, "w", SN_F32, &ws, true);
+    sn_node b = sn_variable(g, "b", SN_F32, &bs, true);
+    fill(sn_variable_data(g, w), sn_shape_numel(&ws), 0.5f);
+    fill(sn_variable_data(g, b), F, 0.2f);
+    sn_conv2d_opts co = sn_conv2d_opts_defaults();
+    co.stride_h = co.stride_w = stride;
+    co.padding = pad;
+    sn_node y = sn_bias_add(g, sn_conv2d(g, x, w, &co), b);
+    sn_shape ys = sn_node_shape(g, y);
+    float *R = malloc(sizeof(float) * (size_t)sn_shape_numel(&ys));
+    fill(R, sn_shape_numel(&ys), 1.0f);
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, sn_const(g, SN_F32, &ys, R)), 0, NULL, false);
+    free(R);
+    sn_node wrt[2] = {w, b}, grads[2];
+    CHECK_OK(sn_gradients(g, loss, 2, wrt, grads));
+    float *xd = malloc(sizeof(float) * (size_t)sn_shape_numel(&xs));
+    fill(xd, sn_shape_numel(&xs), 1.0f);
+    sn_node t[4] = {y, grads[0], grads[1], loss};
+    float *v[2][4] = {{NULL}};
+    int calls[2] = {0, 0}, fused = 0;
+    sn_plan_opts po = sn_plan_opts_defaults();
+    po.bf16_compute = bf16;
+    for (int k = 0; k < 2; k++) {
+        setenv("SN_FUSE", k ? "1" : "relu", 1);
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, 4, t, &po));
+        unsetenv("SN_FUSE");
+        if (!p) continue;
+        calls[k] = sn_plan_node_count(p);
+        for (int c = 0; k && c < p->n_calls; c++) fused += p->calls[c].fused == SN_FUSED_CONV_BIAS;
+        CHECK_OK(sn_plan_set_input(p, x, xd, sizeof(float) * (size_t)sn_shape_numel(&xs)));
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        for (int i = 0; i < 4; i++) {
+            sn_shape s = sn_node_shape(g, t[i]);
+            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
+            v[k][i] = malloc(bytes);
+            memcpy(v[k][i], sn_plan_buffer(p, t[i]), bytes);
+        }
+        sn_plan_free(p);
+    }
+    CHECK(calls[0] - calls[1] == fewer && fused == fewer,
+          "%s: %d calls unfused, %d fused (%d conv+bias calls), expected %d fewer", name,
+          calls[0], calls[1], fused, fewer);
+    static const char *what[4] = {"output", "filter gradient", "bias gradient", "loss"};
+    for (int i = 0; i < 4 && v[0][i] && v[1][i]; i++) {
+        sn_shape s = sn_node_shape(g, t[i]);
+        int64_t n = sn_shape_numel(&s);
+        CHECK(memcmp(v[0][i], v[1][i], sizeof(float) * (size_t)n) == 0,
+              "%s: the %s is not bit for bit the unfused one (max relative difference %.3g)",
+              name, what[i], rel_diff(v[1][i], v[0][i], n));
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 4; i++) free(v[k][i]);
+    free(xd);
+    sn_graph_free(g);
+}
+
 int main(void) {
     /* small_cnn's first layer (26 = 6 groups of 4 + 2), then padding, strides, other taps */
     check_conv1_image("conv1 28x28 valid 3x3 f32", 28, 28, 3, 3, 32, 1, 0);
@@ -242,5 +313,25 @@ int main(void) {
     sn_pool2d_opts pover = {.pool_h = 3, .pool_w = 3, .stride_h = 2, .stride_w = 2};
     check_case("c1 overlap", sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)1),
                32, SN_PAD_VALID, pover, 2, false, false);
+    /* conv2d + bias without a relu: Xception's pointwise half (1x1, 128 -> 256), its residual
+     * 1x1 stride 2 and its first layer (3 channels, 3x3 stride 2 SAME: plain weights); a wide
+     * 3x3 stride 1 layer runs Winograd and stays unfused. bf16 where the CPU has AVX512-BF16
+     * (elsewhere the convolution stays f32 and the case repeats the f32 one). */
+    for (int bf = 0; bf < 2; bf++) {
+        const char *sfx = bf ? " bf16" : "";
+        char nm[64];
+        snprintf(nm, sizeof nm, "pointwise%s", sfx);
+        check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)9, (int64_t)7, (int64_t)128),
+                        1, 256, 1, SN_PAD_SAME, bf, 1);
+        snprintf(nm, sizeof nm, "residual 1x1/2%s", sfx);
+        check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)10, (int64_t)9, (int64_t)32),
+                        1, 48, 2, SN_PAD_SAME, bf, 1);
+        snprintf(nm, sizeof nm, "first layer 3x3/2%s", sfx);
+        check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)3),
+                        3, 32, 2, SN_PAD_SAME, bf, 1);
+        snprintf(nm, sizeof nm, "wide 3x3 winograd%s", sfx);
+        check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)64),
+                        3, 64, 1, SN_PAD_VALID, bf, 0);
+    }
     return sn_test_finish("test_fused");
 }

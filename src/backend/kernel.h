@@ -40,6 +40,9 @@ typedef enum sn_fused_kind {
      * (the node's own inputs are never stored: in[0], in[1] NULL): out = G + 2 (s w) with the
      * graph's roundings (two products fl(s w), their exact sum, then + G). */
     SN_FUSED_ADD_L2,
+    /* conv2d -> bias_add, the bias_add without a relu (a convolution followed by
+     * BatchNormalization): op CONV2D, in (x, w, bias), out the bias_add's output. */
+    SN_FUSED_CONV_BIAS,
     SN_FUSED_COUNT
 } sn_fused_kind;
 #define SN_FUSED_MAX_OUT2 2

@@ -29,6 +29,10 @@ static const struct {
                                                 "backward pass"},
     [SN_ENV_DIST_CONCURRENT] = {"SN_DIST_CONCURRENT", "`0`: run the local replicas one after "
                                                       "another"},
+    [SN_ENV_PROFILE_CLOCK] = {"SN_PROFILE_CLOCK", "`thread`: a plan profile times each call in "
+                                                  "the calling thread's CPU time, not wall time "
+                                                  "(with SN_NUM_THREADS=1, per-op costs that a "
+                                                  "busy machine does not inflate)"},
 };
 
 const char *sn_env_name(sn_env_var v) {

@@ -15,6 +15,8 @@
  *     views of it; the conv's own pre-bias value is never stored, so it must have no other
  *     reader); the pool's output is the call's second output, the pool's call is dropped.
  *     Where the pool is the relu output's only reader (inference), it is not stored.
+ *   conv2d -> bias_add without a relu (SN_FUSED_CONV_BIAS: a convolution followed by
+ *     BatchNormalization): the conv call adds the bias; the bias_add becomes a view of it.
  *   max_pool2d_grad -> relu_grad [-> reduce_sum over N, H, W]: the pool-gradient call masks
  *     by the relu output it already reads (relu_grad's y must be the pool's x) and writes the
  *     relu_grad's value (relu_grad becomes a view of it); the bias gradient is its second
@@ -85,7 +87,18 @@ static void fuse_conv(sn_plan *p, const int *readers, sn_node cv, unsigned char 
     const sn_graph *g = p->g;
     if (g->nodes[cv].dtype != SN_F32) return;
     sn_node ba = sole_reader(p, readers, cv, SN_OP_BIAS_ADD);
-    if (ba == SN_NONE || g->nodes[ba].in[0] != cv || !p->fuse_relu[ba]) return;
+    if (ba == SN_NONE || g->nodes[ba].in[0] != cv) return;
+    if (!p->fuse_relu[ba]) { /* no relu: the bias alone joins the convolution */
+        p->fusion[cv] = (sn_fusion){.kind = SN_FUSED_CONV_BIAS, .n_extra_in = 1,
+                                    .extra_in = {g->nodes[ba].in[1]}};
+        if (!backend_takes(p, cv)) {
+            p->fusion[cv] = (sn_fusion){0};
+            return;
+        }
+        p->loc[ba] = (sn_loc){.kind = LOC_ALIAS, .alias = cv};
+        drop[ba] = 1;
+        return;
+    }
     sn_node relu = reader_of(p, ba, SN_OP_RELU, 0); /* the view fuse_relu made */
     sn_node mp = relu == SN_NONE ? SN_NONE : reader_of(p, relu, SN_OP_MAX_POOL2D, 0);
     sn_fusion *f = &p->fusion[cv];

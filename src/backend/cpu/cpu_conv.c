@@ -44,9 +44,10 @@ static void conv_release(sn_kcall *c) {
 /* Builds the primitive for c->op. plain_weights: ask oneDNN for HWIO weights directly
  * (no reorder; used by the benchmark to show what the reorder buys). bf16: the mixed
  * precision of sn_plan_opts.bf16_compute: x, w and dy are converted to bfloat16 (in the
- * layouts oneDNN picks) and the primitive accumulates and writes float32. */
-static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights, bool bf16,
-                            size_t *scratch_bytes) {
+ * layouts oneDNN picks) and the primitive accumulates and writes float32. bias (conv2d
+ * only): the forward adds an f32 bias [F] in its epilogue (SN_FUSED_CONV_BIAS). */
+static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights,
+                                 bool bf16, bool bias, size_t *scratch_bytes) {
     sn_conv_geom g;
     SN_ASSERT(sn_conv_geom_of(c, &g));
     sn_op op = c->op;
@@ -65,6 +66,9 @@ static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nhwc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wu, 4, wd, dnnl_f32, dnnl_hwio));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dwi, 4, wd, dnnl_f32, wtag));
+    dnnl_memory_desc_t bu;
+    dnnl_dims_t bd = {g.f};
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bu, 1, bd, dnnl_f32, dnnl_a));
     if (bf16) {
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xi, 4, xd, dnnl_bf16, dnnl_nhwc));
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yi, 4, yd, dnnl_bf16, dnnl_nhwc));
@@ -77,8 +81,9 @@ static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights
      * the backward op (dy's type for y). */
     dnnl_convolution_desc_t fwd_d, d;
     SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(
-        &fwd_d, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi, NULL,
-        op == SN_OP_CONV2D ? &yu : &yi, strides, pad_l, pad_r));
+        &fwd_d, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi,
+        bias && op == SN_OP_CONV2D ? &bu : NULL, op == SN_OP_CONV2D ? &yu : &yi, strides, pad_l,
+        pad_r));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
@@ -104,7 +109,14 @@ static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights
 
     sn_status r = sn_dnnl_conv_op_init(s, pd, op, &xu, &wu, &yu, scratch_bytes);
     dnnl_primitive_desc_destroy(pd);
+    if (r == SN_OK && bias && op == SN_OP_CONV2D && (r = sn_dnnl_op_add_bias(s, g.f)) != SN_OK)
+        sn_dnnl_op_destroy(s);
     return r;
+}
+
+static sn_status conv_build(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights, bool bf16,
+                            size_t *scratch_bytes) {
+    return conv_build_bias(s, c, plain_weights, bf16, false, scratch_bytes);
 }
 
 static const char *conv_op_name(sn_op op) {
@@ -283,6 +295,56 @@ static const sn_kernel k_conv_bwd_filter = {.impl = "dnnl|c1",
                                             .prepare = bwdf_prepare,
                                             .run = bwdf_run,
                                             .release = bwdf_release};
+
+/* SN_FUSED_CONV_BIAS: conv2d -> bias_add with no relu after it (a convolution followed by
+ * BatchNormalization, as in Xception's SeparableConv2D pointwise halves and residual 1x1s):
+ * the bias goes into the primitive's epilogue, which saves the bias_add's pass over the
+ * output (a read and a write of y). Direct convolution only, in the precision conv_prepare
+ * would pick: where a Winograd convolution would run, the pattern is left unfused. */
+static bool conv_bias_base(const sn_kcall *c, sn_kcall *base, sn_conv_geom *g) {
+    if (c->op != SN_OP_CONV2D || c->fused != SN_FUSED_CONV_BIAS || c->n_in != 3 ||
+        c->n_out2 != 0)
+        return false;
+    *base = *c;
+    base->n_in = 2;
+    base->fused = SN_FUSED_NONE;
+    return sn_conv_geom_of(base, g) && c->x[2].dtype == SN_F32 &&
+           sn_shape_numel(&c->x[2].shape) == g->f && !sn_cpu_conv_wino_applies(base) &&
+           !sn_cpu_conv_wino_bf16_applies(base);
+}
+static bool conv_bias_supports(const sn_kcall *c) {
+    sn_kcall base;
+    sn_conv_geom g;
+    return conv_bias_base(c, &base, &g);
+}
+static sn_status conv_bias_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_kcall base;
+    sn_conv_geom g;
+    SN_ASSERT(conv_bias_base(c, &base, &g));
+    conv_state *s = sn_calloc(1, sizeof *s);
+    if (!s) return SN_ERR_NOMEM;
+    c->state = s;
+    bool plain = g.c < CONV_PLAIN_BELOW_C;
+    sn_status st = SN_ERR_UNSUPPORTED;
+    if (conv_use_bf16(&base, &g))
+        st = conv_build_bias(&s->direct, &base, plain, true, true, scratch_bytes);
+    if (st == SN_ERR_UNSUPPORTED)
+        st = conv_build_bias(&s->direct, &base, plain, false, true, scratch_bytes);
+    if (st != SN_OK) {
+        conv_release(c);
+        return sn_error_context(st, "preparing oneDNN conv2d with bias for node %d", (int)c->id);
+    }
+    return SN_OK;
+}
+static sn_status conv_bias_run(sn_kcall *c) {
+    conv_state *s = c->state;
+    return sn_dnnl_op_run_bias(&s->direct, c->in[0], c->in[1], c->in[2], c->out, c->scratch);
+}
+static const sn_kernel k_conv_bias = {.impl = "dnnl_bias",
+                                      .supports = conv_bias_supports,
+                                      .prepare = conv_bias_prepare,
+                                      .run = conv_bias_run,
+                                      .release = conv_release};
 #endif /* SN_HAVE_DNNL */
 
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
@@ -297,6 +359,7 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (strcmp(impl, "dnnl_plain") == 0) return &k_conv_dnnl_plain;
     if (strcmp(impl, "dnnl_wino") == 0) return &k_conv_dnnl_wino;
     if (strcmp(impl, "wino_bf16") == 0) return &k_conv_wino_bf16;
+    if (strcmp(impl, "dnnl_bias") == 0) return op == SN_OP_CONV2D ? &k_conv_bias : NULL;
 #endif
     return NULL;
 }
@@ -307,6 +370,7 @@ void sn_cpu_register_conv(sn_kernel_table *t) {
     t->k[SN_OP_CONV2D] = &k_conv_dnnl;
     t->k[SN_OP_CONV2D_BWD_DATA] = &k_conv_dnnl;
     t->k[SN_OP_CONV2D_BWD_FILTER] = &k_conv_bwd_filter;
+    t->fused[SN_FUSED_CONV_BIAS] = &k_conv_bias;
 #else
     t->k[SN_OP_CONV2D] = sn_cpu_conv_gemm_kernel();
     t->k[SN_OP_CONV2D_BWD_DATA] = sn_cpu_conv_gemm_kernel();

@@ -122,7 +122,9 @@ static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, bool bf16, size_t *s
  * convolution sums kh*kw terms per output, so it is memory-bound, and with our f32 buffers
  * bf16 adds a conversion pass over x and dy. Measured on MobileNetV2's shapes (batch 32,
  * 3x3, one thread, CPU time, loaded Zen 4): bf16/f32 time 1.07-1.64 forward, 0.87-1.07
- * backward data, 0.75-1.42 backward filter; slower in sum. As cpu_conv.c keeps its narrow
+ * backward data, 0.75-1.42 backward filter; slower in sum. On the small Xception's shapes
+ * (C 128-728, whole training step, same method): 0.95, 0.85-0.9 and 1.04-1.09, no gain in
+ * sum (docs/benchmarks-notes.md, issue 23). As cpu_conv.c keeps its narrow
  * layers (kh*kw*C <= 135 terms) f32 for the same reason. */
 static bool dw_use_bf16(const sn_kcall *c, bool allow) {
     return allow && c->bf16 && sn_cpu()->avx512_bf16;

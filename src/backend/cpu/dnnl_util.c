@@ -84,6 +84,7 @@ static size_t pd_scratch(const_dnnl_primitive_desc_t pd, const dnnl_memory_desc_
 void sn_dnnl_op_destroy(sn_dnnl_op *op) {
     if (op->prim) dnnl_primitive_destroy(op->prim);
     if (op->scratch) dnnl_memory_destroy(op->scratch);
+    if (op->bias) dnnl_memory_destroy(op->bias);
     for (int j = 0; j < 3; j++) {
         if (op->user[j]) dnnl_memory_destroy(op->user[j]);
         if (op->inner[j]) dnnl_memory_destroy(op->inner[j]);
@@ -193,14 +194,33 @@ static sn_status exec_reorder(sn_dnnl_op *op, int j, dnnl_stream_t stream, dnnl_
     return SN_OK;
 }
 
+sn_status sn_dnnl_op_add_bias(sn_dnnl_op *op, int64_t f) {
+    dnnl_engine_t eng;
+    SN_TRY(sn_dnnl_engine(&eng));
+    dnnl_memory_desc_t md;
+    dnnl_dims_t d = {f};
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_f32, dnnl_a));
+    SN_DNNL_CHECK(dnnl_memory_create(&op->bias, &md, eng, DNNL_MEMORY_NONE));
+    return SN_OK;
+}
+
 sn_status sn_dnnl_op_run(sn_dnnl_op *op, const void *in0, const void *in1, void *out,
                          void *scratch) {
+    return sn_dnnl_op_run_bias(op, in0, in1, NULL, out, scratch);
+}
+
+sn_status sn_dnnl_op_run_bias(sn_dnnl_op *op, const void *in0, const void *in1, const void *bias,
+                              void *out, void *scratch) {
     dnnl_stream_t stream;
     SN_TRY(sn_dnnl_stream(&stream));
     void *ptr[3] = {(void *)in0, (void *)in1, out};
     unsigned char *sc = scratch;
-    dnnl_exec_arg_t args[4];
+    dnnl_exec_arg_t args[5];
     int nargs = 0;
+    if (op->bias) {
+        SN_DNNL_CHECK(dnnl_memory_set_data_handle(op->bias, (void *)bias));
+        args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, op->bias};
+    }
     for (int j = 0; j < 3; j++) {
         SN_DNNL_CHECK(dnnl_memory_set_data_handle(op->user[j], ptr[j]));
         if (op->inner[j])

@@ -57,6 +57,7 @@ typedef struct sn_dnnl_op {
     dnnl_memory_t reorder_scratch[3];
     dnnl_memory_t scratch;           /* the primitive's scratchpad; NULL when none */
     size_t inner_off[3];             /* byte offset of inner[j] in the scratch memory */
+    dnnl_memory_t bias;              /* a convolution's f32 bias [F] (sn_dnnl_op_add_bias) */
 } sn_dnnl_op;
 
 /* Builds op from pd (which the caller still owns and destroys) for our operands described by
@@ -75,6 +76,12 @@ sn_status sn_dnnl_conv_op_init(sn_dnnl_op *op, const_dnnl_primitive_desc_t pd, s
 /* One execution: in0, in1 -> out, with scratch of the size init reported. */
 sn_status sn_dnnl_op_run(sn_dnnl_op *op, const void *in0, const void *in1, void *out,
                          void *scratch);
+/* Gives a built convolution forward op its bias operand: f32 [f], plain, as the primitive
+ * descriptor was made with (DNNL_ARG_BIAS). */
+sn_status sn_dnnl_op_add_bias(sn_dnnl_op *op, int64_t f);
+/* sn_dnnl_op_run with the bias of sn_dnnl_op_add_bias. */
+sn_status sn_dnnl_op_run_bias(sn_dnnl_op *op, const void *in0, const void *in1, const void *bias,
+                              void *out, void *scratch);
 /* Destroys what init built (safe on a zeroed op) and zeroes it. */
 void sn_dnnl_op_destroy(sn_dnnl_op *op);
 
