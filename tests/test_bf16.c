@@ -141,10 +141,12 @@ static void kernel_cases(void) {
     /* The seed CNN's dense layers scaled down: forward, dX = dY W^T, dW = X^T dY. */
     check_matmul("dense fwd", sn_shape_make(2, 20, 1152), sn_shape_make(2, 1152, 64), false, false);
     check_matmul_tb("dense bwd_data", sn_shape_make(2, 20, 64), sn_shape_make(2, 1152, 64), false);
-    /* own_tb on a batched b, with ta, and N = 40 (not a multiple of 32: oneDNN's reorder) */
+    /* own_tb on a batched b, with ta; N = 40 and K = 40 (not multiples of 32 and 16: oneDNN's
+     * reorder) */
     check_matmul_tb("batched tb", sn_shape_make(3, 3, 20, 48), sn_shape_make(3, 3, 96, 48), false);
     check_matmul_tb("ta tb", sn_shape_make(2, 48, 20), sn_shape_make(2, 64, 48), true);
     check_matmul_tb("tb N=40", sn_shape_make(2, 20, 64), sn_shape_make(2, 40, 64), false);
+    check_matmul_tb("tb K=40", sn_shape_make(2, 20, 40), sn_shape_make(2, 64, 40), false);
     check_matmul("dense bwd_weights", sn_shape_make(2, 20, 1152), sn_shape_make(2, 20, 64), true,
                  false);
     check_matmul("odd 37x53x29 both transposed", sn_shape_make(2, 53, 37), sn_shape_make(2, 29, 53),

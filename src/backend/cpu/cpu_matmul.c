@@ -176,14 +176,16 @@ static void mm_dnnl_release(sn_kcall *c) {
     c->state = NULL;
 }
 
-/* own_tb (bf16 with tb, N a multiple of 32, where oneDNN takes b as plain bf16 [K, N]): we
+/* own_tb (bf16 with tb, N a multiple of 32 and K of 16, where oneDNN takes b as plain bf16
+ * [K, N]): we
  * make that copy ourselves. oneDNN's reorder of the transposed f32 b into it is a strided
  * transposition and was the slowest copy of the guide CNN's bf16 step: for dX = dY W^T of the
  * 147456 x 256 Dense kernel, 121 ms per call against 24 ms for the untransposed conversion of
- * the same W (DNNL_VERBOSE, one thread, loaded machine). Here 32 rows of b are gathered a
- * column at a time (16 + 16 lanes), rounded to bf16 the same way (vcvtne2ps2bf16: round to
- * nearest even, as oneDNN's reorder on AVX512-BF16) and stored as one 64-byte line of the
- * copy: the same bits, so the product is unchanged (tests/test_bf16.c). */
+ * the same W (DNNL_VERBOSE, one thread, loaded machine). Here b is transposed in registers,
+ * rounded to bf16 the same way (vcvtne2ps2bf16: round to nearest even, as oneDNN's reorder on
+ * AVX512-BF16) and stored a 64-byte line at a time: the same bits, so the product is
+ * unchanged (tests/test_bf16.c). A first version gathered the columns (vgatherdps) and took
+ * ~2x this one's time (perf samples, loaded machine). */
 static bool own_tb_enabled = true;
 
 void sn_cpu_matmul_set_own_tb(bool on) { own_tb_enabled = on; }
@@ -194,23 +196,54 @@ typedef struct mm_tb_ctx {
     uint16_t *bt;    /* [b_batch][K][N] bf16 */
 } mm_tb_ctx;
 
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) static void
-mm_tb_bf16_task(void *ctx, int ith, int nth) {
+#define TGT_TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+/* r[i] (row i of a 16 x 16 f32 block) becomes column i: unpack, shuffle, then two rounds of
+ * 128-bit-lane shuffles. */
+TGT_TB static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) {
+            t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    }
+}
+
+/* 32 rows of b x 16 columns at a time: two 16 x 16 blocks transposed in registers, each
+ * column's 32 values rounded and stored as one 64-byte line of the copy. */
+TGT_TB static void mm_tb_bf16_task(void *ctx, int ith, int nth) {
     const mm_tb_ctx *x = ctx;
     int64_t n = x->d->n, k = x->d->k, blocks = n / 32, lo, hi;
     sn_split_range(x->d->b_batch * blocks, ith, nth, &lo, &hi);
-    const __m512i idx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32((int)k));
     for (int64_t i = lo; i < hi; i++) {
         int64_t p = i / blocks, n0 = i % blocks * 32;
         const float *src = x->b + (size_t)p * (size_t)(n * k) + (size_t)(n0 * k);
         uint16_t *dst = x->bt + (size_t)p * (size_t)(n * k) + (size_t)n0;
-        for (int64_t kk = 0; kk < k; kk++) {
-            __m512 l = _mm512_i32gather_ps(idx, src + kk, 4);
-            __m512 h = _mm512_i32gather_ps(idx, src + 16 * k + kk, 4);
-            _mm512_storeu_si512((void *)(dst + (size_t)kk * (size_t)n),
-                                (__m512i)_mm512_cvtne2ps_pbh(h, l));
+        for (int64_t k0 = 0; k0 < k; k0 += 16) {
+            __m512 r0[16], r1[16];
+            for (int j = 0; j < 16; j++) {
+                r0[j] = _mm512_loadu_ps(src + j * k + k0);
+                r1[j] = _mm512_loadu_ps(src + (16 + j) * k + k0);
+            }
+            transpose16(r0);
+            transpose16(r1);
+            for (int l = 0; l < 16; l++)
+                _mm512_storeu_si512((void *)(dst + (size_t)(k0 + l) * (size_t)n),
+                                    (__m512i)_mm512_cvtne2ps_pbh(r1[l], r0[l]));
         }
     }
 }
@@ -287,7 +320,7 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there. */
     if (c->bf16 && sn_cpu()->avx512_bf16) {
         /* keep_ta before own_tb: each is dropped where oneDNN will not take it. */
-        bool own_tb = own_tb_enabled && d.tb && d.n % 32 == 0 && d.k * 16 < INT32_MAX / 4;
+        bool own_tb = own_tb_enabled && d.tb && d.n % 32 == 0 && d.k % 16 == 0;
         for (int i = 0; i < 4 && st == SN_ERR_UNSUPPORTED; i++) {
             bool keep_ta = i < 2, own = i % 2 == 0;
             if ((keep_ta && !d.ta) || (own && !own_tb)) continue;
