@@ -73,6 +73,37 @@ static void check_matmul(const char *tag, sn_shape a, sn_shape b, bool ta, bool 
     check(name, SN_OP_MATMUL, &attr, in, out, sn_cpu_matmul_impl("dnnl"), true);
 }
 
+/* b transposed: our own bf16 copy of b (cpu_matmul.c's own_tb) must give the product the
+ * same bits as oneDNN's transposing reorder, and both be bf16 against the reference. */
+static void check_matmul_tb(const char *tag, sn_shape a, sn_shape b, bool ta) {
+    check_matmul(tag, a, b, ta, true);
+    sn_attrs attr;
+    sn_shape out, in[2];
+    matmul_case(a, b, ta, true, &attr, &out, in);
+    tcase t;
+    init_case(&t, &rng, SN_OP_MATMUL, &attr, 2, in, &out, false);
+    float *y_own = NULL, *y_dnnl = NULL;
+    const sn_kernel *k = sn_cpu_matmul_impl("dnnl");
+    sn_status s1 = run_kernel(&t, k, true, &y_own);
+    sn_cpu_matmul_set_own_tb(false);
+    sn_status s2 = run_kernel(&t, k, true, &y_dnnl);
+    sn_cpu_matmul_set_own_tb(true);
+    CHECK(s1 == SN_OK && s2 == SN_OK, "matmul %s: status own %s oneDNN %s: %s", tag,
+          sn_status_name(s1), sn_status_name(s2), sn_last_error());
+    if (s1 == SN_OK && s2 == SN_OK) {
+        int64_t n = sn_shape_numel(&out), differ = 0;
+        for (int64_t i = 0; i < n; i++) differ += memcmp(&y_own[i], &y_dnnl[i], 4) != 0;
+        printf("     matmul %-37s own bf16 copy of b vs oneDNN's: %lld of %lld differ\n", tag,
+               (long long)differ, (long long)n);
+        CHECK(differ == 0, "matmul %s: %lld of %lld outputs differ between our bf16 copy of b "
+              "and oneDNN's reorder (expected bit-identical)", tag, (long long)differ,
+              (long long)n);
+    }
+    sn_free_aligned(y_own);
+    sn_free_aligned(y_dnnl);
+    free_case(&t);
+}
+
 /* x [n,h,w,c], w [kh,kw,c,f], VALID, stride s; all three ops. */
 static void check_conv(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c, int64_t k,
                        int64_t f, int s) {
@@ -109,7 +140,13 @@ static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c
 static void kernel_cases(void) {
     /* The seed CNN's dense layers scaled down: forward, dX = dY W^T, dW = X^T dY. */
     check_matmul("dense fwd", sn_shape_make(2, 20, 1152), sn_shape_make(2, 1152, 64), false, false);
-    check_matmul("dense bwd_data", sn_shape_make(2, 20, 64), sn_shape_make(2, 1152, 64), false, true);
+    check_matmul_tb("dense bwd_data", sn_shape_make(2, 20, 64), sn_shape_make(2, 1152, 64), false);
+    /* own_tb on a batched b, with ta; N = 40 and K = 40 (not multiples of 32 and 16: oneDNN's
+     * reorder) */
+    check_matmul_tb("batched tb", sn_shape_make(3, 3, 20, 48), sn_shape_make(3, 3, 96, 48), false);
+    check_matmul_tb("ta tb", sn_shape_make(2, 48, 20), sn_shape_make(2, 64, 48), true);
+    check_matmul_tb("tb N=40", sn_shape_make(2, 20, 64), sn_shape_make(2, 40, 64), false);
+    check_matmul_tb("tb K=40", sn_shape_make(2, 20, 40), sn_shape_make(2, 64, 40), false);
     check_matmul("dense bwd_weights", sn_shape_make(2, 20, 1152), sn_shape_make(2, 20, 64), true,
                  false);
     check_matmul("odd 37x53x29 both transposed", sn_shape_make(2, 53, 37), sn_shape_make(2, 29, 53),

@@ -16,6 +16,9 @@ void sn_cpu_sgemm_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const fl
 
 /* MATMUL by "openblas" (cblas_sgemm) or "dnnl" (oneDNN matmul); NULL when not built. */
 const sn_kernel *sn_cpu_matmul_impl(const char *impl);
+/* Tests: whether a bf16 matmul with tb makes its bf16 copy of b itself (default) or leaves
+ * the transposition to oneDNN's reorder; same bits either way (cpu_matmul.c). */
+void sn_cpu_matmul_set_own_tb(bool on);
 
 /* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution, weights layout
  * chosen by channel count, Winograd where cpu_conv_wino.h says), "dnnl_blocked" /

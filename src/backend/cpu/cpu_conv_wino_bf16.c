@@ -18,7 +18,7 @@
  * Layouts (NHWC activations make channels the contiguous axis, so every transform is a fixed
  * linear combination of 16-channel vectors):
  *   V [16][T][Ci] bf16: B^T d B of each 4x4 input tile (T tiles of a batch slice);
- *   U [16][C][F] bf16: G g G^T of each filter (backward-data's GEMM reads it as [F][C]);
+ *   U [16][C][F] bf16: G g G^T of each filter (backward-data: [16][F][C], its GEMM's plain B);
  *   M [16][T][Co] f32 = V x U (16 GEMMs, one oneDNN matmul batched over the 16 positions);
  *   output: A^T M A, the 2x2 outputs of each tile, cropped at ragged edges.
  * Backward-data is the same on dy with the filter rotated by 180 degrees and its in/out
@@ -81,16 +81,15 @@ struct sn_cpu_wino_bf16 {
 static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 /* 16 GEMMs [m x k] x [k x n] -> f32 [m x n], bf16 operands; a_trans: A is stored [k][m]
- * (backward-weights' V); b_trans: B is stored [n][k] (backward-data's U); accumulate: the
- * product is added to dst (a sum post-op). */
+ * (backward-weights' V); accumulate: the product is added to dst (a sum post-op). */
 static sn_status mm_build(sn_dnnl_op *op, int64_t m, int64_t k, int64_t n, bool a_trans,
-                          bool b_trans, bool accumulate, size_t *bytes) {
+                          bool accumulate, size_t *bytes) {
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
     dnnl_memory_desc_t a, b, d;
     dnnl_dims_t ad = {16, m, k}, bd = {16, k, n}, dd = {16, m, n};
     dnnl_dims_t as = {m * k, a_trans ? 1 : k, a_trans ? m : 1};
-    dnnl_dims_t bs = {k * n, b_trans ? 1 : n, b_trans ? k : 1};
+    dnnl_dims_t bs = {k * n, n, 1};
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&a, 3, ad, dnnl_bf16, as));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_strides(&b, 3, bd, dnnl_bf16, bs));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&d, 3, dd, dnnl_f32, dnnl_abc));
@@ -153,12 +152,11 @@ sn_status sn_cpu_conv_wino_bf16_build(sn_cpu_wino_bf16 **out, const sn_kcall *c,
     int64_t last = g.n - (slices - 1) * w->slice;
     int64_t t0 = w->slice * tpi, t1 = last * tpi;
     size_t b0 = 0, b1 = 0;
-    bool bwd = c->op == SN_OP_CONV2D_BWD_DATA;
-    sn_status st = bwf ? mm_build(&w->mm[0], g.c, t0, g.f, true, false, true, &b0)
-                       : mm_build(&w->mm[0], t0, w->ci, w->co, false, bwd, false, &b0);
+    sn_status st = bwf ? mm_build(&w->mm[0], g.c, t0, g.f, true, true, &b0)
+                       : mm_build(&w->mm[0], t0, w->ci, w->co, false, false, &b0);
     if (st == SN_OK && last != w->slice)
-        st = bwf ? mm_build(&w->mm[1], g.c, t1, g.f, true, false, true, &b1)
-                 : mm_build(&w->mm[1], t1, w->ci, w->co, false, bwd, false, &b1);
+        st = bwf ? mm_build(&w->mm[1], g.c, t1, g.f, true, true, &b1)
+                 : mm_build(&w->mm[1], t1, w->ci, w->co, false, false, &b1);
     if (st != SN_OK) {
         sn_cpu_conv_wino_bf16_destroy(w);
         return sn_error_context(st, "bf16 Winograd convolution of node %d", (int)c->id);
@@ -322,41 +320,73 @@ TGT_WBF static void dy_tf_task(void *ctx, int ith, int nth) {
     }
 }
 
-/* U = G g G^T, G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], as U [16][C][F] bf16 for the
- * filter's input channels [lo, hi), 16 output channels a vector. Forward: g = w[., ., c, f];
- * backward-data: g = w[2 - ., 2 - ., c, f] (rotated), and its GEMM reads U as [16][F][C]
- * through strides (mm_build's b_trans), so no transposed copy is made. */
+/* U = G g G^T of one 3x3 filter, 16 filters (or input channels) a vector, G = [1 0 0; 1/2 1/2
+ * 1/2; 1/2 -1/2 1/2; 0 0 1]; u[i * 4 + j] is transform position (i, j). */
+TGT_WBF static inline void filter_tf(__m512 g[3][3], __m512 u[16]) {
+    const __m512 half = _mm512_set1_ps(0.5f);
+    __m512 t[4][3];
+    for (int kx = 0; kx < 3; kx++) {
+        __m512 s02 = _mm512_add_ps(g[0][kx], g[2][kx]);
+        t[0][kx] = g[0][kx];
+        t[1][kx] = _mm512_mul_ps(half, _mm512_add_ps(s02, g[1][kx]));
+        t[2][kx] = _mm512_mul_ps(half, _mm512_sub_ps(s02, g[1][kx]));
+        t[3][kx] = g[2][kx];
+    }
+    for (int i = 0; i < 4; i++) {
+        __m512 s02 = _mm512_add_ps(t[i][0], t[i][2]);
+        u[i * 4 + 0] = t[i][0];
+        u[i * 4 + 1] = _mm512_mul_ps(half, _mm512_add_ps(s02, t[i][1]));
+        u[i * 4 + 2] = _mm512_mul_ps(half, _mm512_sub_ps(s02, t[i][1]));
+        u[i * 4 + 3] = t[i][2];
+    }
+}
+
+/* Forward: U [16][C][F] bf16 from g = w[., ., c, f], for the filter's input channels [lo, hi),
+ * 16 output channels a vector. */
 TGT_WBF static void filter_tf_task(void *ctx, int ith, int nth) {
     const wbf_task *k = ctx;
     const sn_cpu_wino_bf16 *w = k->w;
     int64_t C = w->c, F = w->f, lo, hi;
-    bool rot = w->kind == SN_OP_CONV2D_BWD_DATA;
     sn_split_range(C, ith, nth, &lo, &hi);
-    const __m512 half = _mm512_set1_ps(0.5f);
     for (int64_t c = lo; c < hi; c++)
         for (int64_t f = 0; f < F; f += 16) {
-            __m512 g[3][3], t[4][3];
+            __m512 g[3][3], u[16];
+            for (int ky = 0; ky < 3; ky++)
+                for (int kx = 0; kx < 3; kx++)
+                    g[ky][kx] = _mm512_loadu_ps(k->src + ((ky * 3 + kx) * C + c) * F + f);
+            filter_tf(g, u);
+            for (int p = 0; p < 16; p++)
+                store_bf16(k->u + ((size_t)p * (size_t)C + (size_t)c) * (size_t)F + (size_t)f,
+                           u[p]);
+        }
+}
+
+/* Backward-data: U [16][F][C] bf16 (the GEMM's B, [K = F][N = C], plain) from the rotated
+ * filter g = w[2 - ., 2 - ., c, f], for filters [lo, hi), 16 input channels a vector
+ * (gathered at stride F). The same sums as filter_tf_task's, transposed: written this way the
+ * GEMM reads a plain B; read through strides ([16][C][F] as transposed B), oneDNN's brgemm
+ * copied it transposed and ran 6-9 % slower per row than the forward's (DNNL_VERBOSE, guide
+ * CNN, one thread, loaded machine). */
+TGT_WBF static void filter_tf_rot_task(void *ctx, int ith, int nth) {
+    const wbf_task *k = ctx;
+    const sn_cpu_wino_bf16 *w = k->w;
+    int64_t C = w->c, F = w->f, lo, hi;
+    sn_split_range(F, ith, nth, &lo, &hi);
+    const __m512i idx = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int)F));
+    for (int64_t f = lo; f < hi; f++)
+        for (int64_t c = 0; c < C; c += 16) {
+            __m512 g[3][3], u[16];
             for (int ky = 0; ky < 3; ky++)
                 for (int kx = 0; kx < 3; kx++) {
-                    int tap = rot ? (2 - ky) * 3 + (2 - kx) : ky * 3 + kx;
-                    g[ky][kx] = _mm512_loadu_ps(k->src + (tap * C + c) * F + f);
+                    int tap = (2 - ky) * 3 + (2 - kx);
+                    g[ky][kx] = _mm512_i32gather_ps(idx, k->src + (tap * C + c) * F + f, 4);
                 }
-            for (int kx = 0; kx < 3; kx++) {
-                __m512 s02 = _mm512_add_ps(g[0][kx], g[2][kx]);
-                t[0][kx] = g[0][kx];
-                t[1][kx] = _mm512_mul_ps(half, _mm512_add_ps(s02, g[1][kx]));
-                t[2][kx] = _mm512_mul_ps(half, _mm512_sub_ps(s02, g[1][kx]));
-                t[3][kx] = g[2][kx];
-            }
-            for (int i = 0; i < 4; i++) {
-                __m512 s02 = _mm512_add_ps(t[i][0], t[i][2]);
-                __m512 u[4] = {t[i][0], _mm512_mul_ps(half, _mm512_add_ps(s02, t[i][1])),
-                               _mm512_mul_ps(half, _mm512_sub_ps(s02, t[i][1])), t[i][2]};
-                for (int j = 0; j < 4; j++)
-                    store_bf16(k->u + ((size_t)(i * 4 + j) * (size_t)C + (size_t)c) * (size_t)F +
-                                   (size_t)f,
-                               u[j]);
-            }
+            filter_tf(g, u);
+            for (int p = 0; p < 16; p++)
+                store_bf16(k->u + ((size_t)p * (size_t)F + (size_t)f) * (size_t)C + (size_t)c,
+                           u[p]);
         }
 }
 
@@ -403,7 +433,8 @@ sn_status sn_cpu_conv_wino_bf16_run(sn_cpu_wino_bf16 *w, const void *in0, const 
     if (w->kind != SN_OP_CONV2D_BWD_FILTER) {
         /* forward (x, w) -> y; backward-data (dy, w) -> dx */
         k.src = in1;
-        sn_parallel(filter_tf_task, &k, nth);
+        sn_parallel(w->kind == SN_OP_CONV2D_BWD_DATA ? filter_tf_rot_task : filter_tf_task, &k,
+                    nth);
         for (int64_t i0 = 0; i0 < w->n; i0 += w->slice) {
             k.imgs = w->n - i0 < w->slice ? w->n - i0 : w->slice;
             k.src = (const float *)in0 + (size_t)i0 * in_img;

@@ -7,6 +7,7 @@
  * falls back to the reference kernel. With c->bf16 on a CPU with AVX512-BF16, oneDNN reads
  * bf16 copies of a and b made in scratch and accumulates and writes f32. */
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 #include <string.h>
 
@@ -158,12 +159,93 @@ static const sn_kernel k_matmul_blas = {
 /* ---- oneDNN ------------------------------------------------------------------------------ */
 #ifdef SN_HAVE_DNNL
 
+/* The call's state: the primitive, and where own_tb holds, the offset in scratch of our own
+ * bf16 copy of b (mm_tb_bf16_task). */
+typedef struct mm_dnnl_state {
+    sn_dnnl_op op;
+    mm_dims d;
+    bool own_tb;
+    size_t tb_off;
+} mm_dnnl_state;
+
 static void mm_dnnl_release(sn_kcall *c) {
-    sn_dnnl_op *s = c->state;
+    mm_dnnl_state *s = c->state;
     if (!s) return;
-    sn_dnnl_op_destroy(s);
+    sn_dnnl_op_destroy(&s->op);
     free(s);
     c->state = NULL;
+}
+
+/* own_tb (bf16 with tb, N a multiple of 32 and K of 16, where oneDNN takes b as plain bf16
+ * [K, N]): we
+ * make that copy ourselves. oneDNN's reorder of the transposed f32 b into it is a strided
+ * transposition and was the slowest copy of the guide CNN's bf16 step: for dX = dY W^T of the
+ * 147456 x 256 Dense kernel, 121 ms per call against 24 ms for the untransposed conversion of
+ * the same W (DNNL_VERBOSE, one thread, loaded machine). Here b is transposed in registers,
+ * rounded to bf16 the same way (vcvtne2ps2bf16: round to nearest even, as oneDNN's reorder on
+ * AVX512-BF16) and stored a 64-byte line at a time: the same bits, so the product is
+ * unchanged (tests/test_bf16.c). A first version gathered the columns (vgatherdps) and took
+ * ~2x this one's time (perf samples, loaded machine). */
+static bool own_tb_enabled = true;
+
+void sn_cpu_matmul_set_own_tb(bool on) { own_tb_enabled = on; }
+
+typedef struct mm_tb_ctx {
+    const mm_dims *d;
+    const float *b;  /* [b_batch][N][K] f32 */
+    uint16_t *bt;    /* [b_batch][K][N] bf16 */
+} mm_tb_ctx;
+
+#define TGT_TB __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
+
+/* r[i] (row i of a 16 x 16 f32 block) becomes column i: unpack, shuffle, then two rounds of
+ * 128-bit-lane shuffles. */
+TGT_TB static inline void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i + 0], t[4 * i + 2], 0xEE);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int h = 0; h < 2; h++)
+        for (int i = 0; i < 4; i++) {
+            t[8 * h + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0x88);
+            t[8 * h + 4 + i] = _mm512_shuffle_f32x4(r[8 * h + i], r[8 * h + 4 + i], 0xDD);
+        }
+    for (int i = 0; i < 8; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+    }
+}
+
+/* 32 rows of b x 16 columns at a time: two 16 x 16 blocks transposed in registers, each
+ * column's 32 values rounded and stored as one 64-byte line of the copy. */
+TGT_TB static void mm_tb_bf16_task(void *ctx, int ith, int nth) {
+    const mm_tb_ctx *x = ctx;
+    int64_t n = x->d->n, k = x->d->k, blocks = n / 32, lo, hi;
+    sn_split_range(x->d->b_batch * blocks, ith, nth, &lo, &hi);
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t p = i / blocks, n0 = i % blocks * 32;
+        const float *src = x->b + (size_t)p * (size_t)(n * k) + (size_t)(n0 * k);
+        uint16_t *dst = x->bt + (size_t)p * (size_t)(n * k) + (size_t)n0;
+        for (int64_t k0 = 0; k0 < k; k0 += 16) {
+            __m512 r0[16], r1[16];
+            for (int j = 0; j < 16; j++) {
+                r0[j] = _mm512_loadu_ps(src + j * k + k0);
+                r1[j] = _mm512_loadu_ps(src + (16 + j) * k + k0);
+            }
+            transpose16(r0);
+            transpose16(r1);
+            for (int l = 0; l < 16; l++)
+                _mm512_storeu_si512((void *)(dst + (size_t)(k0 + l) * (size_t)n),
+                                    (__m512i)_mm512_cvtne2ps_pbh(r1[l], r0[l]));
+        }
+    }
 }
 
 /* bf16: the mixed precision of sn_plan_opts.bf16_compute: a and b are converted to bfloat16
@@ -176,7 +258,7 @@ static void mm_dnnl_release(sn_kcall *c) {
  * as a conversion, the product unchanged). Taken only where oneDNN runs it on brgemm, so a
  * shape it would hand to a slower kernel keeps the transposing copy. */
 static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, bool keep_ta,
-                               size_t *scratch_bytes) {
+                               bool own_tb, size_t *scratch_bytes) {
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
     /* Always 3-D: a batch dimension of 1 broadcasts. Transposes are permuted layouts. */
@@ -206,8 +288,18 @@ static sn_status mm_dnnl_build(sn_dnnl_op *s, const mm_dims *d, bool bf16, bool 
     }
     if (keep_ta && st == dnnl_unimplemented) return SN_ERR_UNSUPPORTED;
     SN_DNNL_CHECK(st);
+    /* own_tb: b's operand must be plain bf16 [K, N], which our copy then is (no reorder). */
+    dnnl_memory_desc_t bplain;
+    if (own_tb) {
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&bplain, 3, bd, dnnl_bf16, dnnl_abc));
+        const dnnl_memory_desc_t *wmd = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+        if (!wmd || !dnnl_memory_desc_equal(wmd, &bplain)) {
+            dnnl_primitive_desc_destroy(pd);
+            return SN_ERR_UNSUPPORTED;
+        }
+    }
     const int arg[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    const dnnl_memory_desc_t *user[3] = {&au, &bu, &ymd};
+    const dnnl_memory_desc_t *user[3] = {&au, own_tb ? &bplain : &bu, &ymd};
     sn_status r = sn_dnnl_op_init(s, pd, arg, user, scratch_bytes);
     dnnl_primitive_desc_destroy(pd);
     return r;
@@ -220,26 +312,48 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     c->state = NULL;
     /* oneDNN rejects empty dimensions: those (trivial) products run on sgemm. */
     if (d.m == 0 || d.n == 0 || d.k == 0 || d.batch == 0) return SN_OK;
-    sn_dnnl_op *s = sn_calloc(1, sizeof *s);
+    mm_dnnl_state *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
+    s->d = d;
     sn_status st = SN_ERR_UNSUPPORTED;
     /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there. */
     if (c->bf16 && sn_cpu()->avx512_bf16) {
-        if (d.ta) st = mm_dnnl_build(s, &d, true, true, scratch_bytes);
-        if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, true, false, scratch_bytes);
+        /* keep_ta before own_tb: each is dropped where oneDNN will not take it. */
+        bool own_tb = own_tb_enabled && d.tb && d.n % 32 == 0 && d.k % 16 == 0;
+        for (int i = 0; i < 4 && st == SN_ERR_UNSUPPORTED; i++) {
+            bool keep_ta = i < 2, own = i % 2 == 0;
+            if ((keep_ta && !d.ta) || (own && !own_tb)) continue;
+            st = mm_dnnl_build(&s->op, &d, true, keep_ta, own, scratch_bytes);
+            s->own_tb = own && st == SN_OK;
+        }
     }
     /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
-    if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(s, &d, false, false, scratch_bytes);
-    if (st != SN_OK) mm_dnnl_release(c);
-    return st;
+    if (st == SN_ERR_UNSUPPORTED) st = mm_dnnl_build(&s->op, &d, false, false, false, scratch_bytes);
+    if (st != SN_OK) {
+        mm_dnnl_release(c);
+        return st;
+    }
+    if (s->own_tb) {
+        s->tb_off = (*scratch_bytes + 63) & ~(size_t)63;
+        *scratch_bytes = s->tb_off + (size_t)(d.b_batch * d.k * d.n) * 2;
+    }
+    return SN_OK;
 }
 
 /* a [..., M, K] ([..., K, M] if ta), b [..., K, N] ([..., N, K] if tb) -> y [..., M, N] */
 static sn_status mm_dnnl_run(sn_kcall *c) {
-    sn_dnnl_op *s = c->state;
+    mm_dnnl_state *s = c->state;
     if (!s) return mm_blas_run(c);
-    return sn_dnnl_op_run(s, c->in[0], c->in[1], c->out, c->scratch);
+    const void *b = c->in[1];
+    if (s->own_tb) {
+        mm_tb_ctx x = {.d = &s->d, .b = c->in[1], .bt = (uint16_t *)((char *)c->scratch + s->tb_off)};
+        int64_t tasks = s->d.b_batch * (s->d.n / 32);
+        int nth = sn_num_threads();
+        sn_parallel(mm_tb_bf16_task, &x, (int)(tasks < nth ? tasks : nth));
+        b = x.bt;
+    }
+    return sn_dnnl_op_run(&s->op, c->in[0], b, c->out, c->scratch);
 }
 
 static const sn_kernel k_matmul_dnnl = {
