@@ -318,7 +318,9 @@ int main(void) {
      * 3x3 stride 1 layer runs Winograd and stays unfused. bf16 where the CPU has AVX512-BF16
      * (elsewhere the convolution stays f32 and the case repeats the f32 one). */
 #ifdef SN_HAVE_DNNL
-    const int cb = 1; /* the fused kernel is oneDNN's convolution with the bias in its epilogue */
+    /* the fused kernel is oneDNN's convolution with the bias in its epilogue, taken only on
+     * AVX-512 CPUs (where that epilogue gives the unfused bits; cpu_conv.c) */
+    const int cb = filt;
 #else
     const int cb = 0; /* without oneDNN the pattern stays unfused (and must compute the same) */
 #endif

@@ -300,10 +300,16 @@ static const sn_kernel k_conv_bwd_filter = {.impl = "dnnl|c1",
  * BatchNormalization, as in Xception's SeparableConv2D pointwise halves and residual 1x1s):
  * the bias goes into the primitive's epilogue, which saves the bias_add's pass over the
  * output (a read and a write of y). Direct convolution only, in the precision conv_prepare
- * would pick: where a Winograd convolution would run, the pattern is left unfused. */
+ * would pick: where a Winograd convolution would run, the pattern is left unfused.
+ *
+ * Only on AVX-512 CPUs: there oneDNN's kernels add the bias to the finished sum, the bits of
+ * the unfused conv2d then bias_add (tests/test_fused.c). Its AVX2 kernels start the sum from
+ * the bias instead (measured on an AMD Zen 3, 2026-12-02: relative differences of ~3e-7), so
+ * there the pattern stays unfused and a fusion never changes a result. */
 static bool conv_bias_base(const sn_kcall *c, sn_kcall *base, sn_conv_geom *g) {
+    const sn_cpu_features *cpu = sn_cpu();
     if (c->op != SN_OP_CONV2D || c->fused != SN_FUSED_CONV_BIAS || c->n_in != 3 ||
-        c->n_out2 != 0)
+        c->n_out2 != 0 || !(cpu->avx512f && cpu->avx512bw && cpu->avx512vl))
         return false;
     *base = *c;
     base->n_in = 2;
