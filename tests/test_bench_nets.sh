@@ -7,7 +7,7 @@
 #
 #     bash tests/test_bench_nets.sh <build dir>
 #
-# SKIPPED (77) without the Keras reference venv (scripts/pyenv.sh) or without a PyTorch (the
+# SKIPPED (77) without the Keras reference venv (scripts/pyenv.sh), without ../shared/bench, or without a PyTorch (the
 # PyTorch 2.15 venv bench/anchors.sh makes, or Debian's python3-torch); it installs neither.
 set -u
 BUILD=${1:?usage: bash tests/test_bench_nets.sh <build dir>}
@@ -27,6 +27,10 @@ elif /usr/bin/python3 -c 'import torch' 2>/dev/null; then
 else
   echo "SKIPPED: no PyTorch (bench/anchors.sh's venv or python3-torch)"; exit 77
 fi
+
+# bench/torch_nets.py takes its thread setup and report from the anchors' ../shared/bench/common.py
+[ -f "$SRC/../shared/bench/common.py" ] ||
+  { echo "SKIPPED: no $SRC/../shared/bench/common.py (the PyTorch anchors' helpers bench/torch_nets.py imports)"; exit 77; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sinter_bench_nets.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
