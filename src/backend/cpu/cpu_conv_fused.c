@@ -7,11 +7,14 @@
  * bias_add+relu reads and writes those 11 MB again and the pool reads them a third time
  * (issue 15: the three were ~15 % of the step). Here each output pixel's KH*KW taps are
  * broadcast against the weights, a block of 16 filters at a time, with the weights in
- * registers; the bias is added and the relu applied before the one store; then the pool
- * reads the image's output back from cache (86 KB for 26x26x32), not from memory.
+ * registers (AVX-512; the AVX2 variant, 16 ymm registers, keeps 4 pixels x 16 filters of
+ * sums there and reads the weights from L1); the bias is added and the relu applied before
+ * the one store; then the pool reads the image's output back from cache (86 KB for
+ * 26x26x32), not from memory. Without AVX2 + FMA the scalar loops run (50x slower).
  *
  * Exactness: the convolution sums the taps in row-major window order with FMAs, so it
- * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan);
+ * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan),
+ * and every ISA variant (generic with fmaf, AVX2, AVX-512) gives the same bits (checked);
  * bias, relu and the pool are those of the unfused kernels exactly: (sum + b), then
  * relu1 (NaN goes through), then the first maximum of each window (pool_wins: strictly
  * greater, or the first NaN).
@@ -26,7 +29,7 @@
 #include "backend/cpu/cpu_fused.h"
 #include "backend/cpu/cpu_vec.h"
 
-#define CF_FB 16       /* filters per block: one AVX-512 vector */
+#define CF_FB 16       /* filters per block: one AVX-512 vector, two AVX2 ones */
 #define CF_MAX_TAPS 25 /* 5x5 windows at most: the weights stay in registers */
 #define CF_MAX_F 32    /* as cpu_conv_c1.c: with many filters oneDNN's kernels are better */
 #define CF_PX 4        /* interior pixels computed together (independent FMA chains) */

@@ -13,7 +13,9 @@
  * Exactness: the activation gradient is bit for bit the unfused one (the same first-maximum
  * rule as cpu_pool.c, the same dy + 0.0f store). The bias gradient sums in another order
  * (per thread in double, threads added in thread order: depends on the thread count only),
- * so it differs from reduce_sum's float sum by rounding; tests/test_fused.c bounds it.
+ * so it differs from reduce_sum's float sum by rounding; tests/test_fused.c bounds it. The
+ * generic loop and the AVX2 2x2 items add each window's term to the double partial, so they
+ * give the same bits (checked); the AVX-512 2x2 items sum a row in f32 first.
  *
  * Only windows that do not overlap (pool <= stride, every 2x2/2 pool): each dx cell then has
  * at most one window, so dx is written once and never read. */
@@ -338,8 +340,8 @@ static const sn_kernel k_pool_relu_grad = {
  * window's four cells, is multiplied into the filter gradient at once: for each cell, its KH*KW
  * input taps broadcast against its 16-channel gradient vector (zero where another cell won),
  * into accumulators that stay in registers for a whole image, as cpu_conv_c1.c does per
- * pixel. AVX-512 and the full-window 2x2/2 pool only; elsewhere the pattern without the
- * filter runs. Sums: per image in f32 (windows in row-major order), then image after image
+ * pixel. AVX-512 or AVX2 + FMA (the same bits: the same sums in the same order), and the
+ * full-window 2x2/2 pool only; elsewhere the pattern without the filter runs. Sums: per image in f32 (windows in row-major order), then image after image
  * into the thread's partial, threads added in thread order: differs from cpu_conv_c1.c's
  * pixel order by rounding (tests/test_fused.c bounds it); the same run to run.
  *
