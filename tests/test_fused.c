@@ -66,6 +66,7 @@ static net build(sn_shape xs, int F, sn_padding conv_pad, sn_pool2d_opts po) {
 typedef struct result {
     int calls;
     bool remat; /* a call recomputes the relu output instead of reading it */
+    bool pool_bias; /* a call is the pool + relu + bias gradient without the filter's */
     float *v[4]; /* pool, d w, d b, loss */
     int64_t n[4];
 } result;
@@ -82,6 +83,7 @@ static result run(net *m, const char *fuse, const float *xdata) {
     for (int c = 0; c < p->n_calls; c++)
         if (p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD_FILTER && p->calls[c].n_in == 5)
             r.remat = true;
+    for (int c = 0; c < p->n_calls; c++) r.pool_bias |= p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD;
     CHECK_OK(sn_plan_set_input(p, m->x, xdata, sizeof(float) * (size_t)sn_shape_numel(&m->xs)));
     CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
     for (int i = 0; i < 4; i++) {
@@ -211,11 +213,13 @@ static void check_conv1_image(const char *name, int64_t h, int64_t w, int64_t kh
  * (SN_FUSE=relu: the first layer's filter gradient is cpu_conv_c1.c's where C = 1) and fused.
  * Every value must be the same bits, except where the AVX2 plan fuses the filter gradient into
  * the pool gradient (one call fewer; the generic plan cannot): that kernel sums in another order
- * (bounded by check_case), so there only the forward values (pool output, loss) must match. */
+ * (bounded by check_case), so there only the forward values (pool output, loss) must match.
+ * Where the CPU has AVX-512, its variants too against AVX2's. */
 static void check_isas(const char *name, sn_shape xs, int F, sn_padding conv_pad,
                        sn_pool2d_opts po) {
     const sn_cpu_features *cpu = sn_cpu();
     if (!(cpu->avx2 && cpu->fma)) return; /* no AVX2 variant to compare (main says so) */
+    const bool avx512 = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
     net m = build(xs, F, conv_pad, po);
     float *x = malloc(sizeof(float) * (size_t)sn_shape_numel(&xs));
     fill(x, sn_shape_numel(&xs), 1.0f);
@@ -234,6 +238,22 @@ static void check_isas(const char *name, sn_shape xs, int F, sn_padding conv_pad
                   "%s, SN_FUSE=%s: the %s on AVX2 is not bit for bit the generic one (max "
                   "relative difference %.3g)", name, fuses[f], what[i],
                   rel_diff(b.v[i], a.v[i], a.n[i]));
+        }
+        /* On an AVX-512 CPU, AVX-512 against AVX2: the same plans, and the same bits but for
+         * the bias gradient of the pool gradient without the filter's (the AVX-512 2x2 items
+         * sum a row in f32 first); the fused filter gradient's two variants sum alike. */
+        if (avx512) {
+            result c = run(&m, fuses[f], x);
+            CHECK(c.calls == b.calls, "%s, SN_FUSE=%s: %d calls on AVX-512, %d on AVX2", name,
+                  fuses[f], c.calls, b.calls);
+            for (int i = 0; i < 4 && c.v[i] && b.v[i] && c.calls == b.calls; i++) {
+                if (i == 2 && c.pool_bias) continue;
+                CHECK(memcmp(c.v[i], b.v[i], sizeof(float) * (size_t)c.n[i]) == 0,
+                      "%s, SN_FUSE=%s: the %s on AVX2 is not bit for bit the AVX-512 one (max "
+                      "relative difference %.3g)", name, fuses[f], what[i],
+                      rel_diff(b.v[i], c.v[i], c.n[i]));
+            }
+            for (int i = 0; i < 4; i++) free(c.v[i]);
         }
         for (int i = 0; i < 4; i++) free(a.v[i]), free(b.v[i]);
     }
