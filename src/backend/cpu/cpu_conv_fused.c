@@ -188,7 +188,8 @@ TGT_AVX512 static void image_avx512(const sn_conv_geom *g, const float *x, const
  * is relu1's rule with NaN), so the bits are those of the generic and AVX-512 variants
  * (tests/test_fused.c checks all ISAs against the documented sum). */
 TGT_AVX2 INL void image_avx2_kk(const sn_conv_geom *g, const float *x, const float *w,
-                                const float *b, float *y, const int KK, const int NV) {
+                                const float *b, float *y, const int KK, const int KW,
+                                const int NV) {
     const int64_t F = g->f, sw = g->sw; /* F = 8 * NV: 16 or 32 */
     const __m256 zero = _mm256_setzero_ps();
     float t[CF_MAX_TAPS];
@@ -212,7 +213,10 @@ TGT_AVX2 INL void image_avx2_kk(const sn_conv_geom *g, const float *x, const flo
                         const __m256 w0 = _mm256_loadu_ps(w + k * F + h);
                         const __m256 w1 = _mm256_loadu_ps(w + k * F + h + 8);
                         for (int i = 0; i < CF_PX; i++) {
-                            const __m256 tk = _mm256_broadcast_ss(p + off[k] + i * sw);
+                            /* with KW a constant (3x3), tap k's offset is one too, but
+                             * for the row's: no offset table to load */
+                            const int64_t ok = KW ? (k / KW) * g->w + k % KW : off[k];
+                            const __m256 tk = _mm256_broadcast_ss(p + ok + i * sw);
                             s[i][0] = _mm256_fmadd_ps(tk, w0, s[i][0]);
                             s[i][1] = _mm256_fmadd_ps(tk, w1, s[i][1]);
                         }
@@ -255,10 +259,11 @@ TGT_AVX2 static void image_avx2(const sn_conv_geom *g, const float *x, const flo
                                 const float *b, float *y) {
     const int KK = (int)(g->kh * g->kw);
     /* constants where the common cases inline them: the tail pixels' F/8 sums in registers */
-    if (KK == 9 && g->f == 32) image_avx2_kk(g, x, w, b, y, 9, 4);
-    else if (KK == 9) image_avx2_kk(g, x, w, b, y, 9, 2);
-    else if (g->f == 32) image_avx2_kk(g, x, w, b, y, KK, 4);
-    else image_avx2_kk(g, x, w, b, y, KK, 2);
+    const bool k33 = g->kh == 3 && g->kw == 3;
+    if (k33 && g->f == 32) image_avx2_kk(g, x, w, b, y, 9, 3, 4);
+    else if (k33) image_avx2_kk(g, x, w, b, y, 9, 3, 2);
+    else if (g->f == 32) image_avx2_kk(g, x, w, b, y, KK, 0, 4);
+    else image_avx2_kk(g, x, w, b, y, KK, 0, 2);
 }
 #endif
 

@@ -525,7 +525,8 @@ TGT_AVX512 static void pff_image_avx512(const pff_geom *G, const float *y, const
  * order, then cells), and the window gradients are pf_window_grad's: the same bits as the
  * AVX-512 variant. */
 TGT_AVX2 INL void pff_image_avx2_kk(const pff_geom *G, const float *y, const float *dy,
-                                    const float *x, float *dw, double *db, const int KK) {
+                                    const float *x, float *dw, double *db, const int KK,
+                                    const int KW) {
     const pf_geom *g = &G->p;
     const sn_conv_geom *cv = &G->cv;
     const int64_t C = g->c, W = g->w;
@@ -557,8 +558,13 @@ TGT_AVX2 INL void pff_image_avx2_kk(const pff_geom *G, const float *y, const flo
                         if (ih0 >= 0 && iw0 >= 0 && ih0 + cv->kh <= cv->h &&
                             iw0 + cv->kw <= cv->w) {
                             const float *p = x + ih0 * cv->w + iw0;
-                            for (int k = 0; k < KK; k++)
-                                acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + off[k]), gv, acc[k]);
+#pragma GCC unroll 25
+                            for (int k = 0; k < KK; k++) {
+                                /* KW constant (3x3): constant offsets past the row's, no
+                                 * table to load */
+                                const int64_t ok = KW ? (k / KW) * cv->w + k % KW : off[k];
+                                acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + ok), gv, acc[k]);
+                            }
                         } else {
                             pff_taps(cv, x, ch, cw, t);
                             for (int k = 0; k < KK; k++)
@@ -582,8 +588,8 @@ TGT_AVX2 INL void pff_image_avx2_kk(const pff_geom *G, const float *y, const flo
 TGT_AVX2 static void pff_image_avx2(const pff_geom *G, const float *y, const float *dy,
                                     const float *x, float *dw, double *db) {
     const int KK = (int)(G->cv.kh * G->cv.kw);
-    if (KK == 9) pff_image_avx2_kk(G, y, dy, x, dw, db, 9);
-    else pff_image_avx2_kk(G, y, dy, x, dw, db, KK);
+    if (G->cv.kh == 3 && G->cv.kw == 3) pff_image_avx2_kk(G, y, dy, x, dw, db, 9, 3);
+    else pff_image_avx2_kk(G, y, dy, x, dw, db, KK, 0);
 }
 
 /* The variant this CPU runs, NULL where there is none (then supports() is false). */
