@@ -7,10 +7,11 @@
  *   max_pool2d_grad + relu_grad + bias gradient (cpu_pool_fused.c): the activation gradient is
  *     bit for bit the unfused one, so with an unfused convolution the filter gradients must be
  *     identical bits; the bias gradient sums in another order (1e-5 relative);
- *   the same with a first layer's filter gradient (AVX-512, 2x2/2 pools): 1e-5 relative;
+ *   the same with a first layer's filter gradient (AVX-512 or AVX2, 2x2/2 pools): 1e-5 relative;
  *     there the relu output is recomputed, not stored (checked on the plan's calls);
  *   conv2d + bias without a relu (cpu_conv.c, "dnnl_bias": the bias in oneDNN's epilogue), f32
- *     and mixed bf16: the same bits as the unfused plan, where it fuses (one call fewer). */
+ *     and mixed bf16: the same bits as the unfused plan, where it fuses (one call fewer);
+ *   the AVX2 variants of these kernels against the generic loops (SN_CPU_ISA): the same bits. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,6 +66,7 @@ static net build(sn_shape xs, int F, sn_padding conv_pad, sn_pool2d_opts po) {
 typedef struct result {
     int calls;
     bool remat; /* a call recomputes the relu output instead of reading it */
+    bool pool_bias; /* a call is the pool + relu + bias gradient without the filter's */
     float *v[4]; /* pool, d w, d b, loss */
     int64_t n[4];
 } result;
@@ -81,6 +83,7 @@ static result run(net *m, const char *fuse, const float *xdata) {
     for (int c = 0; c < p->n_calls; c++)
         if (p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD_FILTER && p->calls[c].n_in == 5)
             r.remat = true;
+    for (int c = 0; c < p->n_calls; c++) r.pool_bias |= p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD;
     CHECK_OK(sn_plan_set_input(p, m->x, xdata, sizeof(float) * (size_t)sn_shape_numel(&m->xs)));
     CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
     for (int i = 0; i < 4; i++) {
@@ -205,6 +208,59 @@ static void check_conv1_image(const char *name, int64_t h, int64_t w, int64_t kh
     free(x), free(wt), free(b), free(y), free(r);
 }
 
+/* The AVX2 variants (cpu_conv_fused.c, cpu_conv_c1.c, cpu_pool_fused.c) against the scalar
+ * loops, bit for bit: the same net planned and run under SN_CPU_ISA=avx2 and =generic, unfused
+ * (SN_FUSE=relu: the first layer's filter gradient is cpu_conv_c1.c's where C = 1) and fused.
+ * Every value must be the same bits, except where the AVX2 plan fuses the filter gradient into
+ * the pool gradient (one call fewer; the generic plan cannot): that kernel sums in another order
+ * (bounded by check_case), so there only the forward values (pool output, loss) must match.
+ * Where the CPU has AVX-512, its variants too against AVX2's. */
+static void check_isas(const char *name, sn_shape xs, int F, sn_padding conv_pad,
+                       sn_pool2d_opts po) {
+    const sn_cpu_features *cpu = sn_cpu();
+    if (!(cpu->avx2 && cpu->fma)) return; /* no AVX2 variant to compare (main says so) */
+    const bool avx512 = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
+    net m = build(xs, F, conv_pad, po);
+    float *x = malloc(sizeof(float) * (size_t)sn_shape_numel(&xs));
+    fill(x, sn_shape_numel(&xs), 1.0f);
+    static const char *fuses[2] = {"relu", "1"};
+    static const char *what[4] = {"pool output", "filter gradient", "bias gradient", "loss"};
+    for (int f = 0; f < 2; f++) {
+        setenv("SN_CPU_ISA", "generic", 1);
+        result a = run(&m, fuses[f], x);
+        setenv("SN_CPU_ISA", "avx2", 1);
+        result b = run(&m, fuses[f], x);
+        unsetenv("SN_CPU_ISA");
+        const bool same_plan = a.calls == b.calls;
+        for (int i = 0; i < 4 && a.v[i] && b.v[i]; i++) {
+            if (!same_plan && (i == 1 || i == 2)) continue;
+            CHECK(memcmp(a.v[i], b.v[i], sizeof(float) * (size_t)a.n[i]) == 0,
+                  "%s, SN_FUSE=%s: the %s on AVX2 is not bit for bit the generic one (max "
+                  "relative difference %.3g)", name, fuses[f], what[i],
+                  rel_diff(b.v[i], a.v[i], a.n[i]));
+        }
+        /* On an AVX-512 CPU, AVX-512 against AVX2: the same plans, and the same bits but for
+         * the bias gradient of the pool gradient without the filter's (the AVX-512 2x2 items
+         * sum a row in f32 first); the fused filter gradient's two variants sum alike. */
+        if (avx512) {
+            result c = run(&m, fuses[f], x);
+            CHECK(c.calls == b.calls, "%s, SN_FUSE=%s: %d calls on AVX-512, %d on AVX2", name,
+                  fuses[f], c.calls, b.calls);
+            for (int i = 0; i < 4 && c.v[i] && b.v[i] && c.calls == b.calls; i++) {
+                if (i == 2 && c.pool_bias) continue;
+                CHECK(memcmp(c.v[i], b.v[i], sizeof(float) * (size_t)c.n[i]) == 0,
+                      "%s, SN_FUSE=%s: the %s on AVX2 is not bit for bit the AVX-512 one (max "
+                      "relative difference %.3g)", name, fuses[f], what[i],
+                      rel_diff(b.v[i], c.v[i], c.n[i]));
+            }
+            for (int i = 0; i < 4; i++) free(c.v[i]);
+        }
+        for (int i = 0; i < 4; i++) free(a.v[i]), free(b.v[i]);
+    }
+    free(x);
+    sn_graph_free(m.g);
+}
+
 /* x -> conv2d + bias (no relu) -> loss = sum((y + bias) * R), as a convolution followed by
  * BatchNormalization: fused (SN_FUSED_CONV_BIAS) against SN_FUSE=relu, in f32 or mixed bf16.
  * fewer: 1 where the pattern must fuse, 0 where it must not (a Winograd convolution). The
@@ -287,15 +343,17 @@ int main(void) {
     /* First layer, small_cnn's pattern: conv fused with bias, relu and pool (2 calls fewer),
      * pool gradient with relu gradient and bias gradient (2 fewer). 11x11 -> 9x9 -> 4x4: the
      * last row and column of the conv output lie in no window. */
-    /* With AVX-512 the filter gradient joins the backward call too (one more call fewer). */
+    /* With AVX-512 or AVX2 + FMA the filter gradient joins the backward call too (one more
+     * call fewer); the generic loops have no such kernel. */
     const sn_cpu_features *cpu = sn_cpu();
-    int filt = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
-    check_case("c1 conv+pool", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
-               32, SN_PAD_VALID, p2, 4 + filt, false, filt);
-    /* the same on the loops the other ISAs run (the AVX-512 path is the 2x2 one above) */
+    const int avx512 = cpu->avx512f && cpu->avx512bw && cpu->avx512vl;
+    const int avx2 = cpu->avx2 && cpu->fma;
+    const int filt = avx512 || avx2;
+    const sn_shape c1s = sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1);
+    check_case("c1 conv+pool", c1s, 32, SN_PAD_VALID, p2, 4 + filt, false, filt);
+    /* the same on AVX2's kernels (and on the generic loops, at the end) */
     setenv("SN_CPU_ISA", "avx2", 1);
-    check_case("c1 conv+pool, avx2", sn_shape_make(4, (int64_t)3, (int64_t)11, (int64_t)11, (int64_t)1),
-               32, SN_PAD_VALID, p2, 4, false, false);
+    check_case("c1 conv+pool, avx2", c1s, 32, SN_PAD_VALID, p2, 4 + avx2, false, avx2);
     unsetenv("SN_CPU_ISA");
     /* 16 filters, SAME convolution (padded taps), SAME pool of an odd size */
     sn_pool2d_opts psame = p2;
@@ -320,7 +378,7 @@ int main(void) {
 #ifdef SN_HAVE_DNNL
     /* the fused kernel is oneDNN's convolution with the bias in its epilogue, taken only on
      * AVX-512 CPUs (where that epilogue gives the unfused bits; cpu_conv.c) */
-    const int cb = filt;
+    const int cb = avx512;
 #else
     const int cb = 0; /* without oneDNN the pattern stays unfused (and must compute the same) */
 #endif
@@ -340,5 +398,43 @@ int main(void) {
         check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)64),
                         3, 64, 1, SN_PAD_VALID, bf, 0);
     }
+    /* Last, so that the cases above keep the random data their 1e-5 bounds were set on (the
+     * loss is a sum with cancellation). The image kernel on every ISA variant the CPU has
+     * (the widest, then avx2 and generic by SN_CPU_ISA) against the documented sum. */
+    static const char *isas[3] = {NULL, "avx2", "generic"};
+    for (int i = 0; i < 3; i++) {
+        char nm[5][64];
+        const char *sfx = isas[i] ? isas[i] : "widest";
+        if (isas[i]) setenv("SN_CPU_ISA", isas[i], 1);
+        snprintf(nm[0], 64, "conv1 28x28 valid 3x3 f32, %s", sfx);
+        snprintf(nm[1], 64, "conv1 9x13 same 3x3 f16, %s", sfx);
+        snprintf(nm[2], 64, "conv1 17x19 stride 2 3x3 f32, %s", sfx);
+        snprintf(nm[3], 64, "conv1 12x15 5x5 f16, %s", sfx);
+        snprintf(nm[4], 64, "conv1 8x11 2x2 f32, %s", sfx);
+        check_conv1_image(nm[0], 28, 28, 3, 3, 32, 1, 0);
+        check_conv1_image(nm[1], 9, 13, 3, 3, 16, 1, 1);
+        check_conv1_image(nm[2], 17, 19, 3, 3, 32, 2, 1);
+        check_conv1_image(nm[3], 12, 15, 5, 5, 16, 1, 2);
+        check_conv1_image(nm[4], 8, 11, 2, 2, 32, 1, 0);
+        unsetenv("SN_CPU_ISA");
+    }
+    setenv("SN_CPU_ISA", "generic", 1);
+    check_case("c1 conv+pool, generic", c1s, 32, SN_PAD_VALID, p2, 4, false, false);
+    unsetenv("SN_CPU_ISA");
+    /* AVX2 against generic, bit for bit: small_cnn's first layer (the fused conv + pool, the
+     * 2x2 pool gradient, cpu_conv_c1.c unfused); 16 filters with padded taps and a SAME pool
+     * (the border pixels, the pool's clipped windows); 3 input channels on a 2x2/2 pool
+     * (pf_item_2x2 without the filter gradient); overlapping windows (the fused pool's
+     * general loop). */
+    check_isas("isa c1 conv+pool", c1s, 32, SN_PAD_VALID, p2);
+    sn_pool2d_opts psame_isa = p2;
+    psame_isa.padding = SN_PAD_SAME;
+    check_isas("isa c1 same", sn_shape_make(4, (int64_t)2, (int64_t)7, (int64_t)9, (int64_t)1), 16,
+               SN_PAD_SAME, psame_isa);
+    check_isas("isa c3 2x2", sn_shape_make(4, (int64_t)2, (int64_t)10, (int64_t)10, (int64_t)3), 16,
+               SN_PAD_VALID, p2);
+    check_isas("isa c1 overlap", sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)1),
+               32, SN_PAD_VALID, (sn_pool2d_opts){.pool_h = 3, .pool_w = 3, .stride_h = 2, .stride_w = 2});
+    if (!avx2) printf("test_fused: no AVX2 + FMA: the AVX2-against-generic cases did not run\n");
     return sn_test_finish("test_fused");
 }

@@ -13,12 +13,13 @@
  * image after image into the thread's partial; the partials of the threads (images split in
  * fixed contiguous ranges) are added in thread order. The result depends on the thread count
  * only, like every threaded reduction here, and is the same run to run. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_vec.h"
 
-#define C1_FB 16       /* filters per block: one AVX-512 vector */
+#define C1_FB 16       /* filters per block: one AVX-512 vector, two AVX2 ones */
 #define C1_MAX_TAPS 49 /* 7x7 windows at most */
 /* At most two blocks of filters: each block re-reads the taps and strides through dy, and with
  * many filters oneDNN's GEMM is the better tool (guide CNN, 256 filters: oneDNN 27-53 ms, this
@@ -86,8 +87,11 @@ static inline void taps_of(const sn_conv_geom *g, const float *x, int64_t oh, in
 }
 
 /* acc[k][0..15] = sum over one image's pixels of tap k times dy[pixel][f0 .. f0+15], for KK
- * taps. Baseline C, and AVX-512 with the accumulators in registers (KK is a constant where
- * the 3x3 case inlines it). */
+ * taps. Baseline C, AVX2 and AVX-512 with the accumulators in registers (KK is a constant
+ * where the 3x3 case inlines it). Every variant accumulates each acc[k][j] with one FMA per
+ * pixel, pixels in row-major order from 0.0f: the same bits on every ISA (tests/test_fused.c
+ * compares SN_CPU_ISA=generic with avx2). The baseline loop calls fmaf for that (slow where
+ * the CPU has no FMA, but only such CPUs run it). */
 static void image_generic(const sn_conv_geom *g, const float *x, const float *dy, int64_t f0,
                           int KK, float *acc) {
     float t[C1_MAX_TAPS];
@@ -97,7 +101,8 @@ static void image_generic(const sn_conv_geom *g, const float *x, const float *dy
             taps_of(g, x, oh, ow, t);
             const float *d = dy + (oh * g->ow + ow) * g->f + f0;
             for (int k = 0; k < KK; k++)
-                for (int j = 0; j < C1_FB; j++) acc[k * C1_FB + j] += t[k] * d[j];
+                for (int j = 0; j < C1_FB; j++)
+                    acc[k * C1_FB + j] = fmaf(t[k], d[j], acc[k * C1_FB + j]);
         }
 }
 
@@ -121,6 +126,48 @@ TGT_AVX512 static void image_avx512(const sn_conv_geom *g, const float *x, const
                                     int64_t f0, int KK, float *acc) {
     if (KK == 9) image_avx512_kk(g, x, dy, f0, 9, acc);
     else image_avx512_kk(g, x, dy, f0, KK, acc);
+}
+
+/* AVX2 + FMA (Zen 3): 16 ymm registers cannot hold the 3x3 case's 9 taps x 2 vectors of
+ * accumulators, so the 16-filter block is done as two 8-filter halves, each a pass over the
+ * image's pixels with KK accumulators in registers (dy's block is read twice, the second time
+ * from cache). Interior pixels broadcast their taps straight from x. Per lane the same FMAs in
+ * the same order as the other variants: the same bits. */
+TGT_AVX2 INL void image_avx2_kk(const sn_conv_geom *g, const float *x, const float *dy,
+                                int64_t f0, const int KK, float *acc) {
+    float t[C1_MAX_TAPS];
+    int64_t off[C1_MAX_TAPS]; /* tap k of an interior pixel is p[off[k]] */
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) off[kh * g->kw + kw] = kh * g->w + kw;
+    for (int64_t h = 0; h < C1_FB; h += 8) {
+        __m256 a[C1_MAX_TAPS];
+        for (int k = 0; k < KK; k++) a[k] = _mm256_setzero_ps();
+        for (int64_t oh = 0; oh < g->oh; oh++) {
+            const int64_t ih0 = oh * g->sh - g->pt;
+            const bool rows_in = ih0 >= 0 && ih0 + g->kh <= g->h;
+            const float *d = dy + oh * g->ow * g->f + f0 + h;
+            for (int64_t ow = 0; ow < g->ow; ow++, d += g->f) {
+                const int64_t iw0 = ow * g->sw - g->pl;
+                const __m256 dv = _mm256_loadu_ps(d);
+                if (rows_in && iw0 >= 0 && iw0 + g->kw <= g->w) {
+                    const float *p = x + ih0 * g->w + iw0;
+                    for (int k = 0; k < KK; k++)
+                        a[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + off[k]), dv, a[k]);
+                } else {
+                    taps_of(g, x, oh, ow, t);
+                    for (int k = 0; k < KK; k++)
+                        a[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(t + k), dv, a[k]);
+                }
+            }
+        }
+        for (int k = 0; k < KK; k++) _mm256_storeu_ps(acc + k * C1_FB + h, a[k]);
+    }
+}
+
+TGT_AVX2 static void image_avx2(const sn_conv_geom *g, const float *x, const float *dy,
+                                int64_t f0, int KK, float *acc) {
+    if (KK == 9) image_avx2_kk(g, x, dy, f0, 9, acc);
+    else image_avx2_kk(g, x, dy, f0, KK, acc);
 }
 #endif
 
@@ -152,8 +199,8 @@ static void c1_task(void *vctx, int ith, int nth) {
 static sn_status c1_run(sn_kcall *c) {
     c1_ctx t = {.c = c, .image = image_generic};
 #ifdef SN_CPU_X86
-    static const c1_image_fn generic = image_generic, avx512 = image_avx512;
-    t.image = *(const c1_image_fn *)pick_variant(&generic, &generic, &avx512);
+    static const c1_image_fn generic = image_generic, avx2 = image_avx2, avx512 = image_avx512;
+    t.image = *(const c1_image_fn *)pick_variant(&generic, &avx2, &avx512);
 #endif
     SN_ASSERT(c1_geom(c, &t.g));
     sn_parallel(c1_task, &t, ((const c1_state *)c->state)->nth);

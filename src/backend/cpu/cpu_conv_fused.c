@@ -7,11 +7,14 @@
  * bias_add+relu reads and writes those 11 MB again and the pool reads them a third time
  * (issue 15: the three were ~15 % of the step). Here each output pixel's KH*KW taps are
  * broadcast against the weights, a block of 16 filters at a time, with the weights in
- * registers; the bias is added and the relu applied before the one store; then the pool
- * reads the image's output back from cache (86 KB for 26x26x32), not from memory.
+ * registers (AVX-512; the AVX2 variant, 16 ymm registers, keeps 4 pixels x 16 filters of
+ * sums there and reads the weights from L1); the bias is added and the relu applied before
+ * the one store; then the pool reads the image's output back from cache (86 KB for
+ * 26x26x32), not from memory. Without AVX2 + FMA the scalar loops run (50x slower).
  *
  * Exactness: the convolution sums the taps in row-major window order with FMAs, so it
- * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan);
+ * differs from oneDNN's by rounding (tests/test_fused.c bounds it against the unfused plan),
+ * and every ISA variant (generic with fmaf, AVX2, AVX-512) gives the same bits (checked);
  * bias, relu and the pool are those of the unfused kernels exactly: (sum + b), then
  * relu1 (NaN goes through), then the first maximum of each window (pool_wins: strictly
  * greater, or the first NaN).
@@ -26,7 +29,7 @@
 #include "backend/cpu/cpu_fused.h"
 #include "backend/cpu/cpu_vec.h"
 
-#define CF_FB 16       /* filters per block: one AVX-512 vector */
+#define CF_FB 16       /* filters per block: one AVX-512 vector, two AVX2 ones */
 #define CF_MAX_TAPS 25 /* 5x5 windows at most: the weights stay in registers */
 #define CF_MAX_F 32    /* as cpu_conv_c1.c: with many filters oneDNN's kernels are better */
 #define CF_PX 4        /* interior pixels computed together (independent FMA chains) */
@@ -174,6 +177,94 @@ TGT_AVX512 static void image_avx512(const sn_conv_geom *g, const float *x, const
     else if (KK == 9 && FB == 1) image_avx512_kk(g, x, w, b, y, 9, 1);
     else image_avx512_kk(g, x, w, b, y, KK, FB);
 }
+
+/* AVX2 + FMA (Zen 3): 8 filters a vector, and 16 ymm registers only, so the AVX-512 layout
+ * (all KK*FB weight vectors held in registers: 18 for 3x3 x 32 filters) does not fit. Instead
+ * CF_PX interior pixels x 16 filters = 8 accumulators (independent FMA chains: enough to cover
+ * the FMA latency at two per cycle), one 16-filter half at a time; each tap's two weight
+ * vectors are loaded from L1 once and serve the CF_PX pixels. Border and tail pixels take one
+ * pixel's F/8 vectors at once. Every lane's sum is the same FMAs in the same order as
+ * image_generic's (taps in row-major window order from 0.0f, then + b, then max(0, s), which
+ * is relu1's rule with NaN), so the bits are those of the generic and AVX-512 variants
+ * (tests/test_fused.c checks all ISAs against the documented sum). */
+TGT_AVX2 INL void image_avx2_kk(const sn_conv_geom *g, const float *x, const float *w,
+                                const float *b, float *y, const int KK, const int KW,
+                                const int NV) {
+    const int64_t F = g->f, sw = g->sw; /* F = 8 * NV: 16 or 32 */
+    const __m256 zero = _mm256_setzero_ps();
+    float t[CF_MAX_TAPS];
+    int64_t off[CF_MAX_TAPS]; /* tap k of an interior pixel is p[off[k]] */
+    for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) off[kh * g->kw + kw] = kh * g->w + kw;
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        const int64_t ih0 = oh * g->sh - g->pt;
+        const bool rows_in = ih0 >= 0 && ih0 + g->kh <= g->h;
+        for (int64_t ow = 0; ow < g->ow; ow++) {
+            const int64_t iw0 = ow * sw - g->pl;
+            float *o = y + (oh * g->ow + ow) * F;
+            if (rows_in && iw0 >= 0 && ow + CF_PX <= g->ow &&
+                iw0 + (CF_PX - 1) * sw + g->kw <= g->w) {
+                const float *p = x + ih0 * g->w + iw0;
+                for (int64_t h = 0; h < F; h += 16) {
+                    __m256 s[CF_PX][2];
+                    for (int i = 0; i < CF_PX; i++) s[i][0] = s[i][1] = zero;
+#pragma GCC unroll 25
+                    for (int k = 0; k < KK; k++) {
+                        const __m256 w0 = _mm256_loadu_ps(w + k * F + h);
+                        const __m256 w1 = _mm256_loadu_ps(w + k * F + h + 8);
+                        for (int i = 0; i < CF_PX; i++) {
+                            /* with KW a constant (3x3), tap k's offset is one too, but
+                             * for the row's: no offset table to load */
+                            const int64_t ok = KW ? (k / KW) * g->w + k % KW : off[k];
+                            const __m256 tk = _mm256_broadcast_ss(p + ok + i * sw);
+                            s[i][0] = _mm256_fmadd_ps(tk, w0, s[i][0]);
+                            s[i][1] = _mm256_fmadd_ps(tk, w1, s[i][1]);
+                        }
+                    }
+                    const __m256 b0 = _mm256_loadu_ps(b + h), b1 = _mm256_loadu_ps(b + h + 8);
+                    for (int i = 0; i < CF_PX; i++) {
+                        /* max_ps returns its second operand when either is NaN or both are
+                         * zeros: relu1's s < 0 ? 0 : s exactly (a NaN goes through) */
+                        _mm256_storeu_ps(o + i * F + h,
+                                         _mm256_max_ps(zero, _mm256_add_ps(s[i][0], b0)));
+                        _mm256_storeu_ps(o + i * F + h + 8,
+                                         _mm256_max_ps(zero, _mm256_add_ps(s[i][1], b1)));
+                    }
+                }
+                ow += CF_PX - 1;
+                continue;
+            }
+            if (rows_in && iw0 >= 0 && iw0 + g->kw <= g->w) {
+                const float *p = x + ih0 * g->w + iw0;
+                for (int k = 0; k < KK; k++) t[k] = p[off[k]];
+            } else {
+                taps_of(g, x, oh, ow, t);
+            }
+            __m256 s[CF_MAX_F / 8];
+            for (int j = 0; j < NV; j++) s[j] = zero;
+#pragma GCC unroll 25
+            for (int k = 0; k < KK; k++) {
+                const __m256 tk = _mm256_broadcast_ss(t + k);
+                for (int j = 0; j < NV; j++)
+                    s[j] = _mm256_fmadd_ps(tk, _mm256_loadu_ps(w + k * F + 8 * j), s[j]);
+            }
+            for (int j = 0; j < NV; j++)
+                _mm256_storeu_ps(o + 8 * j,
+                                 _mm256_max_ps(zero, _mm256_add_ps(s[j], _mm256_loadu_ps(b + 8 * j))));
+        }
+    }
+}
+
+TGT_AVX2 static void image_avx2(const sn_conv_geom *g, const float *x, const float *w,
+                                const float *b, float *y) {
+    const int KK = (int)(g->kh * g->kw);
+    /* constants where the common cases inline them: the tail pixels' F/8 sums in registers */
+    const bool k33 = g->kh == 3 && g->kw == 3;
+    if (k33 && g->f == 32) image_avx2_kk(g, x, w, b, y, 9, 3, 4);
+    else if (k33) image_avx2_kk(g, x, w, b, y, 9, 3, 2);
+    else if (g->f == 32) image_avx2_kk(g, x, w, b, y, KK, 0, 4);
+    else image_avx2_kk(g, x, w, b, y, KK, 0, 2);
+}
 #endif
 
 /* The max-pool of one image's output y [OH, OW, F] into p [POH, POW, F], as cpu_pool.c:
@@ -182,11 +273,11 @@ TGT_AVX512 static void image_avx512(const sn_conv_geom *g, const float *x, const
 static void pool_image(const sn_conv_geom *g, const cf_pool *pl, const float *y, float *p) {
     const int64_t F = g->f;
     for (int64_t oh = 0; oh < pl->oh; oh++) {
-        const int64_t ih = oh * pl->sh - pl->pt;
-        const int64_t h0 = ih < 0 ? 0 : ih, h1 = ih + pl->ph < g->oh ? ih + pl->ph : g->oh;
+        int64_t h0, h1;
+        sn_pool_span(oh, pl->sh, pl->pt, pl->ph, g->oh, &h0, &h1);
         for (int64_t ow = 0; ow < pl->ow; ow++) {
-            const int64_t iw = ow * pl->sw - pl->pl;
-            const int64_t w0 = iw < 0 ? 0 : iw, w1 = iw + pl->pw < g->ow ? iw + pl->pw : g->ow;
+            int64_t w0, w1;
+            sn_pool_span(ow, pl->sw, pl->pl, pl->pw, g->ow, &w0, &w1);
             float *o = p + (oh * pl->ow + ow) * F;
             if (h1 <= h0 || w1 <= w0) {
                 for (int64_t f = 0; f < F; f++) o[f] = -INFINITY;
@@ -209,11 +300,11 @@ TGT_AVX512 static void pool_image_avx512(const sn_conv_geom *g, const cf_pool *p
                                          float *p) {
     const int64_t F = g->f;
     for (int64_t oh = 0; oh < pl->oh; oh++) {
-        const int64_t ih = oh * pl->sh - pl->pt;
-        const int64_t h0 = ih < 0 ? 0 : ih, h1 = ih + pl->ph < g->oh ? ih + pl->ph : g->oh;
+        int64_t h0, h1;
+        sn_pool_span(oh, pl->sh, pl->pt, pl->ph, g->oh, &h0, &h1);
         for (int64_t ow = 0; ow < pl->ow; ow++) {
-            const int64_t iw = ow * pl->sw - pl->pl;
-            const int64_t w0 = iw < 0 ? 0 : iw, w1 = iw + pl->pw < g->ow ? iw + pl->pw : g->ow;
+            int64_t w0, w1;
+            sn_pool_span(ow, pl->sw, pl->pl, pl->pw, g->ow, &w0, &w1);
             float *o = p + (oh * pl->ow + ow) * F;
             for (int64_t f = 0; f < F; f += 16) {
                 if (h1 <= h0 || w1 <= w0) {
@@ -233,14 +324,46 @@ TGT_AVX512 static void pool_image_avx512(const sn_conv_geom *g, const cf_pool *p
         }
     }
 }
+
+/* pool_image_avx512 on 8 channels a vector (F a multiple of 16, so of 8): the same rule,
+ * pool_wins as !(v <= best) && best == best, a blend where it holds: the same bits. */
+TGT_AVX2 static void pool_image_avx2(const sn_conv_geom *g, const cf_pool *pl, const float *y,
+                                     float *p) {
+    const int64_t F = g->f;
+    for (int64_t oh = 0; oh < pl->oh; oh++) {
+        int64_t h0, h1;
+        sn_pool_span(oh, pl->sh, pl->pt, pl->ph, g->oh, &h0, &h1);
+        for (int64_t ow = 0; ow < pl->ow; ow++) {
+            int64_t w0, w1;
+            sn_pool_span(ow, pl->sw, pl->pl, pl->pw, g->ow, &w0, &w1);
+            float *o = p + (oh * pl->ow + ow) * F;
+            for (int64_t f = 0; f < F; f += 8) {
+                if (h1 <= h0 || w1 <= w0) {
+                    _mm256_storeu_ps(o + f, _mm256_set1_ps(-INFINITY));
+                    continue;
+                }
+                __m256 best = _mm256_loadu_ps(y + (h0 * g->ow + w0) * F + f);
+                for (int64_t r = h0; r < h1; r++)
+                    for (int64_t q = (r == h0 ? w0 + 1 : w0); q < w1; q++) {
+                        const __m256 v = _mm256_loadu_ps(y + (r * g->ow + q) * F + f);
+                        const __m256 win = _mm256_and_ps(_mm256_cmp_ps(v, best, _CMP_NLE_UQ),
+                                                         _mm256_cmp_ps(best, best, _CMP_EQ_OQ));
+                        best = _mm256_blendv_ps(best, v, win);
+                    }
+                _mm256_storeu_ps(o + f, best);
+            }
+        }
+    }
+}
 #endif
 
 typedef void (*cf_pool_fn)(const sn_conv_geom *g, const cf_pool *pl, const float *y, float *p);
 
 static cf_pool_fn cf_pool_variant(void) {
 #ifdef SN_CPU_X86
-    static const cf_pool_fn generic = pool_image, avx512 = pool_image_avx512;
-    return *(const cf_pool_fn *)pick_variant(&generic, &generic, &avx512);
+    static const cf_pool_fn generic = pool_image, avx2 = pool_image_avx2,
+                            avx512 = pool_image_avx512;
+    return *(const cf_pool_fn *)pick_variant(&generic, &avx2, &avx512);
 #else
     return pool_image;
 #endif
@@ -278,8 +401,8 @@ static void cf_release(sn_kcall *c) {
 
 sn_conv1_image_fn sn_cpu_conv1_image(void) {
 #ifdef SN_CPU_X86
-    static const cf_image_fn generic = image_generic, avx512 = image_avx512;
-    return *(const cf_image_fn *)pick_variant(&generic, &generic, &avx512);
+    static const cf_image_fn generic = image_generic, avx2 = image_avx2, avx512 = image_avx512;
+    return *(const cf_image_fn *)pick_variant(&generic, &avx2, &avx512);
 #else
     return image_generic;
 #endif

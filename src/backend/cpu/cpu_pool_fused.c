@@ -13,7 +13,9 @@
  * Exactness: the activation gradient is bit for bit the unfused one (the same first-maximum
  * rule as cpu_pool.c, the same dy + 0.0f store). The bias gradient sums in another order
  * (per thread in double, threads added in thread order: depends on the thread count only),
- * so it differs from reduce_sum's float sum by rounding; tests/test_fused.c bounds it.
+ * so it differs from reduce_sum's float sum by rounding; tests/test_fused.c bounds it. The
+ * generic loop and the AVX2 2x2 items add each window's term to the double partial, so they
+ * give the same bits (checked); the AVX-512 2x2 items sum a row in f32 first.
  *
  * Only windows that do not overlap (pool <= stride, every 2x2/2 pool): each dx cell then has
  * at most one window, so dx is written once and never read. */
@@ -78,11 +80,15 @@ static void pf_release(sn_kcall *c) {
     c->state = NULL;
 }
 
+/* The items of a full-window 2x2/2 pool, one ISA variant (pf_item_2x2 and its AVX2 twin). */
+typedef void (*pf_item_fn)(const pf_geom *g, const float *x, const float *dy, float *dx,
+                           double *part, int64_t cn);
+
 typedef struct pf_ctx {
     const sn_kcall *c;
     pf_geom g;
     int64_t ncb;
-    bool fast; /* pf_item_2x2 does the items */
+    pf_item_fn item; /* the full-window 2x2/2 pool's items (an ISA variant), or NULL */
     int used;
 } pf_ctx;
 
@@ -150,6 +156,63 @@ TGT_AVX512 static void pf_item_2x2(const pf_geom *g, const float *x, const float
         }
     }
 }
+
+/* pf_window_grad on 8 channels (AVX2): the same compares and selects, masks as vectors. */
+TGT_AVX2 static inline __m256 pf_window_grad_avx2(const float *p, int64_t C, int64_t WC,
+                                                  __m256 dyv, __m256 q[4]) {
+    const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + C);
+    const __m256 c = _mm256_loadu_ps(p + WC), d = _mm256_loadu_ps(p + WC + C);
+    /* pool_wins: not (cell <= best), where best is not yet NaN */
+    __m256 best = a;
+    const __m256 m1 = _mm256_and_ps(_mm256_cmp_ps(best, best, _CMP_ORD_Q),
+                                    _mm256_cmp_ps(b, best, _CMP_NLE_UQ));
+    best = _mm256_blendv_ps(best, b, m1);
+    const __m256 m2 = _mm256_and_ps(_mm256_cmp_ps(best, best, _CMP_ORD_Q),
+                                    _mm256_cmp_ps(c, best, _CMP_NLE_UQ));
+    best = _mm256_blendv_ps(best, c, m2);
+    const __m256 m3 = _mm256_and_ps(_mm256_cmp_ps(best, best, _CMP_ORD_Q),
+                                    _mm256_cmp_ps(d, best, _CMP_NLE_UQ));
+    best = _mm256_blendv_ps(best, d, m3);
+    /* relu_grad1: dy * (best > 0), so a NaN dy stays NaN */
+    const __m256 pos = _mm256_mul_ps(
+        dyv, _mm256_and_ps(_mm256_cmp_ps(best, _mm256_setzero_ps(), _CMP_GT_OQ),
+                           _mm256_set1_ps(1.0f)));
+    const __m256 m23 = _mm256_or_ps(m2, m3);
+    q[0] = _mm256_andnot_ps(_mm256_or_ps(m1, m23), pos);
+    q[1] = _mm256_andnot_ps(m23, _mm256_and_ps(m1, pos));
+    q[2] = _mm256_andnot_ps(m3, _mm256_and_ps(m2, pos));
+    q[3] = _mm256_and_ps(m3, pos);
+    return pos;
+}
+
+/* pf_item_2x2 on 8 channels a vector (AVX2). The bias partial takes each window's term in
+ * double, window after window, as pf_task's loop does (not a row's f32 sum first, as the
+ * AVX-512 variant): the bias gradient is the generic loop's bits, and so is dx. */
+TGT_AVX2 static void pf_item_2x2_avx2(const pf_geom *g, const float *x, const float *dy,
+                                      float *dx, double *part, int64_t cn) {
+    const int64_t C = g->c, W = g->w;
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t oh = 0; oh < g->oh; oh++) {
+        for (int64_t k = 0; k < cn; k += 8) {
+            __m256d lo = _mm256_setzero_pd(), hi = lo;
+            if (part) lo = _mm256_loadu_pd(part + k), hi = _mm256_loadu_pd(part + k + 4);
+            for (int64_t ow = 0; ow < g->ow; ow++) {
+                const int64_t c00 = (2 * oh * W + 2 * ow) * C + k;
+                const __m256 dyv =
+                    _mm256_add_ps(_mm256_loadu_ps(dy + (oh * g->ow + ow) * C + k), zero);
+                __m256 q[4];
+                const __m256 pos = pf_window_grad_avx2(x + c00, C, W * C, dyv, q);
+                lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(pos)));
+                hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(pos, 1)));
+                _mm256_storeu_ps(dx + c00, q[0]);
+                _mm256_storeu_ps(dx + c00 + C, q[1]);
+                _mm256_storeu_ps(dx + c00 + W * C, q[2]);
+                _mm256_storeu_ps(dx + c00 + W * C + C, q[3]);
+            }
+            if (part) _mm256_storeu_pd(part + k, lo), _mm256_storeu_pd(part + k + 4, hi);
+        }
+    }
+}
 #endif
 
 /* Whether input row (or column) i lies in a window (windows do not overlap). */
@@ -177,13 +240,13 @@ pf_task(void *vctx, int ith, int nth) {
         const float *x = (const float *)c->in[0] + n * xsz + c0;
         float *dx = (float *)c->out + n * xsz + c0;
 #ifdef SN_CPU_X86
-        if (t->fast) {
+        if (t->item) {
             /* rows and columns past the last window (an odd size) get no gradient */
             for (int64_t ih = 0; ih < g->h; ih++)
                 for (int64_t iw = 0; iw < g->w; iw++)
                     if (ih >= 2 * g->oh || iw >= 2 * g->ow)
                         memset(dx + (ih * g->w + iw) * C, 0, (size_t)cn * sizeof(float));
-            pf_item_2x2(g, x, (const float *)c->in[1] + n * g->oh * g->ow * C + c0, dx,
+            t->item(g, x, (const float *)c->in[1] + n * g->oh * g->ow * C + c0, dx,
                         part ? part + c0 : NULL, cn);
             continue;
         }
@@ -196,11 +259,11 @@ pf_task(void *vctx, int ith, int nth) {
                     memset(dx + (ih * g->w + iw) * C, 0, (size_t)cn * sizeof(float));
         }
         for (int64_t oh = 0; oh < g->oh; oh++) {
-            const int64_t ih = oh * g->sh - g->pt;
-            const int64_t h0 = ih < 0 ? 0 : ih, h1 = ih + g->ph < g->h ? ih + g->ph : g->h;
+            int64_t h0, h1;
+            sn_pool_span(oh, g->sh, g->pt, g->ph, g->h, &h0, &h1);
             for (int64_t ow = 0; ow < g->ow; ow++) {
-                const int64_t iw = ow * g->sw - g->pl;
-                const int64_t w0 = iw < 0 ? 0 : iw, w1 = iw + g->pw < g->w ? iw + g->pw : g->w;
+                int64_t w0, w1;
+                sn_pool_span(ow, g->sw, g->pl, g->pw, g->w, &w0, &w1);
                 if (h1 <= h0 || w1 <= w0) continue; /* wholly in the padding: no cell */
                 const float *dy = (const float *)c->in[1] +
                                   ((n * g->oh + oh) * g->ow + ow) * C + c0;
@@ -239,10 +302,10 @@ static sn_status pf_run(sn_kcall *c) {
     SN_ASSERT(pf_geom_of(c, &t.g));
     t.ncb = (t.g.c + PF_CB - 1) / PF_CB;
 #ifdef SN_CPU_X86
-    static const bool no = false, yes = true;
-    t.fast = *(const bool *)pick_variant(&no, &no, &yes) && t.g.c % 16 == 0 && t.g.ph == 2 &&
-             t.g.pw == 2 && t.g.sh == 2 && t.g.sw == 2 && t.g.pt == 0 && t.g.pl == 0 &&
-             2 * t.g.oh <= t.g.h && 2 * t.g.ow <= t.g.w;
+    static const pf_item_fn generic = NULL, avx2 = pf_item_2x2_avx2, avx512 = pf_item_2x2;
+    if (t.g.c % 16 == 0 && t.g.ph == 2 && t.g.pw == 2 && t.g.sh == 2 && t.g.sw == 2 &&
+        t.g.pt == 0 && t.g.pl == 0 && 2 * t.g.oh <= t.g.h && 2 * t.g.ow <= t.g.w)
+        t.item = *(const pf_item_fn *)pick_variant(&generic, &avx2, &avx512);
 #endif
     int64_t items = t.g.n * t.ncb;
     int nth = ((const pf_state *)c->state)->nth;
@@ -277,8 +340,8 @@ static const sn_kernel k_pool_relu_grad = {
  * window's four cells, is multiplied into the filter gradient at once: for each cell, its KH*KW
  * input taps broadcast against its 16-channel gradient vector (zero where another cell won),
  * into accumulators that stay in registers for a whole image, as cpu_conv_c1.c does per
- * pixel. AVX-512 and the full-window 2x2/2 pool only; elsewhere the pattern without the
- * filter runs. Sums: per image in f32 (windows in row-major order), then image after image
+ * pixel. AVX-512 or AVX2 + FMA (the same bits: the same sums in the same order), and the
+ * full-window 2x2/2 pool only; elsewhere the pattern without the filter runs. Sums: per image in f32 (windows in row-major order), then image after image
  * into the thread's partial, threads added in thread order: differs from cpu_conv_c1.c's
  * pixel order by rounding (tests/test_fused.c bounds it); the same run to run.
  *
@@ -295,6 +358,14 @@ typedef struct pff_geom {
     pf_geom p;
     sn_conv_geom cv;
 } pff_geom;
+
+/* One image's part of the filter and bias gradients (an ISA variant). */
+typedef void (*pff_image_fn)(const pff_geom *G, const float *y, const float *dy, const float *x,
+                             float *dw, double *db);
+
+#ifdef SN_CPU_X86
+static pff_image_fn pff_variant(void);
+#endif
 
 static bool pff_geom_of(const sn_kcall *c, pff_geom *g) {
     if (c->fused != SN_FUSED_POOL_RELU_GRAD_FILTER || (c->n_in != 3 && c->n_in != 5) ||
@@ -315,12 +386,11 @@ static bool pff_geom_of(const sn_kcall *c, pff_geom *g) {
             return false;
     }
 #ifdef SN_CPU_X86
-    static const bool no = false, yes = true;
-    bool avx512 = *(const bool *)pick_variant(&no, &no, &yes);
+    bool simd = pff_variant() != NULL;
 #else
-    bool avx512 = false;
+    bool simd = false;
 #endif
-    return avx512 && g->cv.c == 1 && g->cv.f == p->c && p->c % 16 == 0 && p->c <= PF_MAX_F &&
+    return simd && g->cv.c == 1 && g->cv.f == p->c && p->c % 16 == 0 && p->c <= PF_MAX_F &&
            g->cv.kh * g->cv.kw <= PF_MAX_TAPS && p->ph == 2 && p->pw == 2 && p->sh == 2 &&
            p->sw == 2 && p->pt == 0 && p->pl == 0 && 2 * p->oh <= p->h && 2 * p->ow <= p->w;
 }
@@ -439,12 +509,93 @@ TGT_AVX512 INL void pff_image_kk(const pff_geom *G, const float *y, const float 
     }
 }
 
-TGT_AVX512 static void pff_image(const pff_geom *G, const float *y, const float *dy,
-                                 const float *x, float *dw, double *db) {
+TGT_AVX512 static void pff_image_avx512(const pff_geom *G, const float *y, const float *dy,
+                                        const float *x, float *dw, double *db) {
     const int KK = (int)(G->cv.kh * G->cv.kw), FB = (int)(G->p.c / 16);
     if (KK == 9 && FB == 2) pff_image_kk(G, y, dy, x, dw, db, 9, 2);
     else if (KK == 9 && FB == 1) pff_image_kk(G, y, dy, x, dw, db, 9, 1);
     else pff_image_kk(G, y, dy, x, dw, db, KK, FB);
+}
+
+/* pff_image_kk on AVX2 + FMA: 16 ymm registers hold one 8-channel group's KK accumulators
+ * (3x3: nine), not all groups' (36 for 32 channels), so the image is done one 8-channel group
+ * at a time: a pass over the windows per group, the two phases of the AVX-512 kernel within
+ * it (a run's window gradients to gq, then their cells' FMAs). Per lane, every acc[k] and
+ * bsum takes the same terms in the same order as the AVX-512 kernel (windows in row-major
+ * order, then cells), and the window gradients are pf_window_grad's: the same bits as the
+ * AVX-512 variant. */
+TGT_AVX2 INL void pff_image_avx2_kk(const pff_geom *G, const float *y, const float *dy,
+                                    const float *x, float *dw, double *db, const int KK,
+                                    const int KW) {
+    const pf_geom *g = &G->p;
+    const sn_conv_geom *cv = &G->cv;
+    const int64_t C = g->c, W = g->w;
+    const __m256 zero = _mm256_setzero_ps();
+    float t[PF_MAX_TAPS];
+    int64_t off[PF_MAX_TAPS]; /* tap k of an interior cell is x[ih0 * W + iw0 + off[k]] */
+    for (int64_t kh = 0; kh < cv->kh; kh++)
+        for (int64_t kw = 0; kw < cv->kw; kw++) off[kh * cv->kw + kw] = kh * cv->w + kw;
+    __m256 gq[PFF_RUN][4];
+    for (int64_t j = 0; j < C; j += 8) {
+        __m256 acc[PF_MAX_TAPS], bsum = zero;
+        for (int k = 0; k < KK; k++) acc[k] = zero;
+        for (int64_t oh = 0; oh < g->oh; oh++)
+            for (int64_t ow0 = 0; ow0 < g->ow; ow0 += PFF_RUN) {
+                const int64_t nw = g->ow - ow0 < PFF_RUN ? g->ow - ow0 : PFF_RUN;
+                for (int64_t r = 0; r < nw; r++) {
+                    const int64_t ow = ow0 + r;
+                    const int64_t c00 = (2 * oh * W + 2 * ow) * C + j;
+                    const __m256 dyv =
+                        _mm256_add_ps(_mm256_loadu_ps(dy + (oh * g->ow + ow) * C + j), zero);
+                    bsum = _mm256_add_ps(bsum, pf_window_grad_avx2(y + c00, C, W * C, dyv, gq[r]));
+                }
+                for (int64_t r = 0; r < nw; r++) {
+                    const int64_t ow = ow0 + r;
+                    for (int q = 0; q < 4; q++) {
+                        const int64_t ch = 2 * oh + (q >> 1), cw = 2 * ow + (q & 1);
+                        const int64_t ih0 = ch * cv->sh - cv->pt, iw0 = cw * cv->sw - cv->pl;
+                        const __m256 gv = gq[r][q];
+                        if (ih0 >= 0 && iw0 >= 0 && ih0 + cv->kh <= cv->h &&
+                            iw0 + cv->kw <= cv->w) {
+                            const float *p = x + ih0 * cv->w + iw0;
+#pragma GCC unroll 25
+                            for (int k = 0; k < KK; k++) {
+                                /* KW constant (3x3): constant offsets past the row's, no
+                                 * table to load */
+                                const int64_t ok = KW ? (k / KW) * cv->w + k % KW : off[k];
+                                acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + ok), gv, acc[k]);
+                            }
+                        } else {
+                            pff_taps(cv, x, ch, cw, t);
+                            for (int k = 0; k < KK; k++)
+                                acc[k] = _mm256_fmadd_ps(_mm256_broadcast_ss(t + k), gv, acc[k]);
+                        }
+                    }
+                }
+            }
+        for (int k = 0; k < KK; k++) {
+            float *o = dw + k * C + j;
+            _mm256_storeu_ps(o, _mm256_add_ps(_mm256_loadu_ps(o), acc[k]));
+        }
+        double *pb = db + j;
+        _mm256_storeu_pd(pb, _mm256_add_pd(_mm256_loadu_pd(pb),
+                                           _mm256_cvtps_pd(_mm256_castps256_ps128(bsum))));
+        _mm256_storeu_pd(pb + 4, _mm256_add_pd(_mm256_loadu_pd(pb + 4),
+                                               _mm256_cvtps_pd(_mm256_extractf128_ps(bsum, 1))));
+    }
+}
+
+TGT_AVX2 static void pff_image_avx2(const pff_geom *G, const float *y, const float *dy,
+                                    const float *x, float *dw, double *db) {
+    const int KK = (int)(G->cv.kh * G->cv.kw);
+    if (G->cv.kh == 3 && G->cv.kw == 3) pff_image_avx2_kk(G, y, dy, x, dw, db, 9, 3);
+    else pff_image_avx2_kk(G, y, dy, x, dw, db, KK, 0);
+}
+
+/* The variant this CPU runs, NULL where there is none (then supports() is false). */
+static pff_image_fn pff_variant(void) {
+    static const pff_image_fn generic = NULL, avx2 = pff_image_avx2, avx512 = pff_image_avx512;
+    return *(const pff_image_fn *)pick_variant(&generic, &avx2, &avx512);
 }
 #endif
 
@@ -467,6 +618,7 @@ static void pff_task(void *vctx, int ith, int nth) {
     float *ybuf = (float *)((double *)c->scratch + (size_t)nth * (size_t)C) +
                   (size_t)nth * (size_t)KF + (size_t)ith * (size_t)ysz;
     sn_conv1_image_fn conv = c->n_in == 5 ? sn_cpu_conv1_image() : NULL;
+    const pff_image_fn image = pff_variant();
     for (int64_t n = lo; n < hi; n++) {
         const float *x = (const float *)c->in[2] + n * xsz, *y;
         if (conv) {
@@ -475,7 +627,7 @@ static void pff_task(void *vctx, int ith, int nth) {
         } else {
             y = (const float *)c->in[0] + n * ysz;
         }
-        pff_image(G, y, (const float *)c->in[1] + n * dysz, x, dw, db);
+        image(G, y, (const float *)c->in[1] + n * dysz, x, dw, db);
     }
 #else
     (void)lo, (void)hi; /* supports() is false off x86 */
