@@ -218,8 +218,10 @@ static sn_status pool_run(sn_kcall *c) {
     return SN_OK;
 }
 
+/* "cpu": target_clones picks AVX-512, AVX2 or baseline code by the CPU at load time (a plan
+ * profile on an AVX2 machine once called it "avx512") */
 static const sn_kernel k_pool = {
-    .impl = "avx512",
+    .impl = "cpu",
     .supports = pool_supports,
     .run = pool_run,
 };
