@@ -2,7 +2,7 @@
 # Issue 23's stock architectures against real Keras 3, saved by Keras as .keras:
 # keras.applications.MobileNetV2(weights=None, input_shape=(96, 96, 3), classes=10), the
 # small Xception of keras.io's "Image classification from scratch" (no augmentation) at
-# 96x96, and the TensorFlow segmentation tutorial's U-Net at 64x64 (MobileNetV2 encoder as a
+# 96x96, and the TensorFlow segmentation tutorial's U-Net at 128x128 (MobileNetV2 encoder as a
 # nested model of five outputs, pix2pix upsample blocks as nested Sequentials, Concatenate
 # skips; sparse cross-entropy from logits over every pixel). For each: `sinter summary` prints Keras's table byte for byte, sinter predicts 64
 # inputs within 1e-5 of Keras, one SGD step from the same weights and batch changes every
