@@ -14,7 +14,9 @@
  * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B); under mixed bf16 on CPUs with AVX512-BF16
  * they run sinter's own bf16 Winograd F(2x2, 3x3) instead (cpu_conv_wino_bf16.c: oneDNN has
  * no bf16 Winograd, and its bf16 direct convolution is slower than its f32 Winograd;
- * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). */
+ * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). On AVX2 CPUs without AVX-512, where
+ * oneDNN 2.6 has no Winograd, they run sinter's own f32 Winograd F(2x2, 3x3) in f32
+ * (cpu_conv_wino_f32.c; SN_CONV_ALGO=direct turns it off too). */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
