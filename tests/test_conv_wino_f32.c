@@ -1,8 +1,8 @@
 /* sinter's f32 Winograd convolution F(2x2, 3x3) on AVX2 (backend/cpu/cpu_conv_wino_f32.c)
  * against the reference kernels (double accumulation) and oneDNN's direct convolution:
  * forward, backward-data and backward-weights, on odd sizes with ragged edge tiles, valid and
- * same padding, batch 1 and more, the guide CNN's layer (26x26x256 -> 256, smaller batch) and
- * a batch run in several slices.
+ * same padding, batch 1 and more, the guide CNN's layer (26x26x256 -> 256, smaller batch),
+ * GEMMs cut into several row tiles, and a batch run in several slices.
  *
  * The bound. Everything runs in f32: the transforms' sums (coefficients 0, +-1, +-1/2) and the
  * GEMMs' f32 sums over Ci (backward-weights: over the tiles) round at u = 2^-24 per addition,
@@ -116,7 +116,10 @@ int main(void) {
     check_case("same 9x6x128->136 n3", &b);
     conv_case d = make_case(2, 26, 26, 256, 256, false); /* the guide layer, batch 2 */
     check_case("valid 26x26x256->256 n2", &d);
-    conv_case e = make_case(1, 8, 11, 136, 128, true);
+    /* 576 tiles: two GEMM row tiles of each position (512 + 64) */
+    conv_case r = make_case(4, 26, 26, 128, 128, false);
+    check_case("valid 26x26x128->128 n4", &r);
+    conv_case e = make_case(1, 8, 11, 136, 128, true); /* backward-weights: 64 + 64 + 8 rows */
     check_case("same 8x11x136->128 n1", &e);
     /* several slices: 5 images as 2 + 2 + 1 (backward-weights accumulates over the slices) */
     sn_cpu_conv_wino_f32_set_slice_bytes(16 * 16 * (128 + 128) * 4 * 2);
