@@ -23,7 +23,8 @@ void sn_cpu_matmul_set_own_tb(bool on);
 /* CONV2D, CONV2D_BWD_DATA, CONV2D_BWD_FILTER by "dnnl" (oneDNN convolution, weights layout
  * chosen by channel count, Winograd where cpu_conv_wino.h says), "dnnl_blocked" /
  * "dnnl_plain" (direct oneDNN with its own blocked weights layout / with plain HWIO weights,
- * for measurements), "dnnl_wino" (Winograd only) or "openblas" (im2col + sgemm);
+ * for measurements), "dnnl_wino" (Winograd only), "wino_avx2" (sinter's f32 Winograd on AVX2,
+ * cpu_conv_wino_f32.c) or "openblas" (im2col + sgemm);
  * NULL when not built or for another op. */
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl);
 

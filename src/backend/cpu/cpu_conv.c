@@ -14,13 +14,38 @@
  * f32 (cpu_conv_wino.c; SN_CONV_ALGO=direct for A/B); under mixed bf16 on CPUs with AVX512-BF16
  * they run sinter's own bf16 Winograd F(2x2, 3x3) instead (cpu_conv_wino_bf16.c: oneDNN has
  * no bf16 Winograd, and its bf16 direct convolution is slower than its f32 Winograd;
- * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). */
+ * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). On AVX2 CPUs without AVX-512, where
+ * oneDNN 2.6 has no Winograd, they run sinter's own f32 Winograd F(2x2, 3x3) in f32
+ * (cpu_conv_wino_f32.c; SN_CONV_ALGO=direct turns it off too). */
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_conv_wino.h"
 #include "backend/cpu/cpu_conv_wino_bf16.h"
+#include "backend/cpu/cpu_conv_wino_f32.h"
 #include "backend/cpu/dnnl_util.h"
+
+/* sinter's f32 Winograd alone (cpu_conv_wino_f32.c; tests, measurements, and what the oneDNN
+ * kernel below runs for the wide 3x3 layers on AVX2 CPUs): fails where it does not apply. */
+static sn_status wino_f32_prepare(sn_kcall *c, size_t *scratch_bytes) {
+    sn_cpu_wino_f32 *w = NULL;
+    sn_status st = sn_cpu_conv_wino_f32_build(&w, c, scratch_bytes);
+    c->state = w;
+    return st == SN_OK ? SN_OK : sn_error_context(st, "preparing f32 Winograd for node %d",
+                                                  (int)c->id);
+}
+static sn_status wino_f32_run(sn_kcall *c) {
+    return sn_cpu_conv_wino_f32_run(c->state, c->in[0], c->in[1], c->out, c->scratch);
+}
+static void wino_f32_release(sn_kcall *c) {
+    sn_cpu_conv_wino_f32_destroy(c->state);
+    c->state = NULL;
+}
+static const sn_kernel k_conv_wino_f32 = {.impl = "wino_avx2",
+                                          .supports = sn_cpu_conv_wino_f32_applies,
+                                          .prepare = wino_f32_prepare,
+                                          .run = wino_f32_run,
+                                          .release = wino_f32_release};
 
 #ifdef SN_HAVE_DNNL
 
@@ -29,6 +54,7 @@ typedef struct conv_state {
     sn_dnnl_op direct;
     sn_cpu_wino *wino; /* non-NULL: this runs instead of direct */
     sn_cpu_wino_bf16 *wbf; /* non-NULL: this runs (sinter's bf16 Winograd) */
+    sn_cpu_wino_f32 *wf;   /* non-NULL: this runs (sinter's f32 Winograd, AVX2 CPUs) */
 } conv_state;
 
 static void conv_release(sn_kcall *c) {
@@ -37,6 +63,7 @@ static void conv_release(sn_kcall *c) {
     sn_dnnl_op_destroy(&s->direct);
     sn_cpu_conv_wino_destroy(s->wino);
     sn_cpu_conv_wino_bf16_destroy(s->wbf);
+    sn_cpu_conv_wino_f32_destroy(s->wf);
     free(s);
     c->state = NULL;
 }
@@ -159,6 +186,12 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
         sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
         st = sn_cpu_conv_wino_build(&s->wino, c, scratch_bytes);
     if (st == SN_OK) return SN_OK;
+    /* AVX2 CPUs (no oneDNN Winograd): sinter's f32 Winograd, in f32 only (under mixed bf16
+     * such a CPU has no bf16 and runs f32 anyway). */
+    if (wino && !plain && !conv_use_bf16(c, &g) && sn_cpu_conv_wino_enabled() &&
+        sn_cpu_conv_wino_f32_applies(c) &&
+        sn_cpu_conv_wino_f32_build(&s->wf, c, scratch_bytes) == SN_OK)
+        return SN_OK;
     st = SN_ERR_UNSUPPORTED; /* no Winograd here: direct, as below */
     if (conv_use_bf16(c, &g)) {
         st = conv_build(&s->direct, c, plain, true, scratch_bytes);
@@ -205,6 +238,7 @@ static sn_status conv_run(sn_kcall *c) {
     conv_state *s = c->state;
     if (s->wbf) return sn_cpu_conv_wino_bf16_run(s->wbf, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wino) return sn_cpu_conv_wino_run(s->wino, c->in[0], c->in[1], c->out, c->scratch);
+    if (s->wf) return sn_cpu_conv_wino_f32_run(s->wf, c->in[0], c->in[1], c->out, c->scratch);
     return sn_dnnl_op_run(&s->direct, c->in[0], c->in[1], c->out, c->scratch);
 }
 
@@ -359,6 +393,7 @@ const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {
     if (strcmp(impl, "openblas") == 0) return sn_cpu_conv_gemm_kernel();
     if (strcmp(impl, "c1") == 0)
         return op == SN_OP_CONV2D_BWD_FILTER ? sn_cpu_conv_c1_kernel() : NULL;
+    if (strcmp(impl, "wino_avx2") == 0) return &k_conv_wino_f32;
 #ifdef SN_HAVE_DNNL
     if (strcmp(impl, "dnnl") == 0) return &k_conv_dnnl;
     if (strcmp(impl, "dnnl_blocked") == 0) return &k_conv_dnnl_blocked;
