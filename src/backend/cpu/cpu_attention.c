@@ -208,6 +208,99 @@ TGT_AVX512 static void cols_acc_512(float *Y, const float *P, const float *R, in
 }
 static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
 
+/* AVX2 tiles for D a multiple of 8 (Zen 3 and other CPUs without AVX-512). Sixteen ymm
+ * registers cannot hold the AVX-512 tiles' accumulators, so each product walks 16-column
+ * chunks: RG x 2 accumulators, two loads and RG broadcasts per step. Each element is summed
+ * in the AVX-512 tiles' order with fused multiply-adds as they are (no test compares the two
+ * bit for bit: no machine here has both). */
+TGT_AVX2 static void scores_256(float *S, const float *A, int64_t lda, const float *BT,
+                                int64_t D, int64_t ncols) {
+    for (int64_t c0 = 0; c0 < ncols; c0 += 16) {
+        __m256 acc[RG][2];
+        for (int r = 0; r < RG; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < D; d++) {
+            const float *b = BT + d * BC + c0;
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 a = _mm256_broadcast_ss(A + r * lda + d);
+                acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+            }
+        }
+        for (int r = 0; r < RG; r++) {
+            _mm256_storeu_ps(S + r * BC + c0, acc[r][0]);
+            _mm256_storeu_ps(S + r * BC + c0 + 8, acc[r][1]);
+        }
+    }
+}
+
+TGT_AVX2 static void rows_acc_256(float *O, int64_t ldo, const float *P, const float *X,
+                                  int64_t n, int64_t D) {
+    int64_t dc = 0;
+    for (; dc + 16 <= D; dc += 16) {
+        __m256 o[RG][2];
+        for (int r = 0; r < RG; r++) {
+            o[r][0] = _mm256_loadu_ps(O + r * ldo + dc);
+            o[r][1] = _mm256_loadu_ps(O + r * ldo + dc + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            __m256 x0 = _mm256_loadu_ps(X + j * D + dc), x1 = _mm256_loadu_ps(X + j * D + dc + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 p = _mm256_broadcast_ss(P + r * BC + j);
+                o[r][0] = _mm256_fmadd_ps(p, x0, o[r][0]);
+                o[r][1] = _mm256_fmadd_ps(p, x1, o[r][1]);
+            }
+        }
+        for (int r = 0; r < RG; r++) {
+            _mm256_storeu_ps(O + r * ldo + dc, o[r][0]);
+            _mm256_storeu_ps(O + r * ldo + dc + 8, o[r][1]);
+        }
+    }
+    if (dc < D) { /* one 8-wide column block left */
+        __m256 o[RG];
+        for (int r = 0; r < RG; r++) o[r] = _mm256_loadu_ps(O + r * ldo + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m256 x0 = _mm256_loadu_ps(X + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(P + r * BC + j), x0, o[r]);
+        }
+        for (int r = 0; r < RG; r++) _mm256_storeu_ps(O + r * ldo + dc, o[r]);
+    }
+}
+
+TGT_AVX2 static void cols_acc_256(float *Y, const float *P, const float *R, int64_t ldr,
+                                  int64_t n, int64_t D) {
+    int64_t dc = 0;
+    for (; dc + 16 <= D; dc += 16) {
+        __m256 rr[RG][2];
+        for (int r = 0; r < RG; r++) {
+            rr[r][0] = _mm256_loadu_ps(R + r * ldr + dc);
+            rr[r][1] = _mm256_loadu_ps(R + r * ldr + dc + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            __m256 y0 = _mm256_loadu_ps(Y + j * D + dc), y1 = _mm256_loadu_ps(Y + j * D + dc + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 p = _mm256_broadcast_ss(P + r * BC + j);
+                y0 = _mm256_fmadd_ps(p, rr[r][0], y0);
+                y1 = _mm256_fmadd_ps(p, rr[r][1], y1);
+            }
+            _mm256_storeu_ps(Y + j * D + dc, y0);
+            _mm256_storeu_ps(Y + j * D + dc + 8, y1);
+        }
+    }
+    if (dc < D) {
+        __m256 rr[RG];
+        for (int r = 0; r < RG; r++) rr[r] = _mm256_loadu_ps(R + r * ldr + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m256 y = _mm256_loadu_ps(Y + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                y = _mm256_fmadd_ps(_mm256_broadcast_ss(P + r * BC + j), rr[r], y);
+            _mm256_storeu_ps(Y + j * D + dc, y);
+        }
+    }
+}
+static const attn_tiles tiles_256 = {scores_256, rows_acc_256, cols_acc_256};
+
 /* bf16 tiles (the forward under --precision bf16, on CPUs with AVX512-BF16, D a multiple of
  * 16): q k^T and p v as bf16 products summed in f32 (vdpbf16ps), the softmax statistics in
  * f32. Keys arrive as bf16 pairs (load_keys_bf16): BT is KT2 [D/2][BC] (keys j's elements
@@ -621,7 +714,7 @@ typedef struct attn_isa {
     void (*bwd)(const attn_job *a, int64_t bh, float *w);
 } attn_isa;
 
-/* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512 ones) win. */
+/* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512, AVX2) win. */
 #define TILES(sfx, TGT)                                                                       \
     TGT static void scores_##sfx(float *S, const float *A, int64_t lda, const float *BT,      \
                                  int64_t D, int64_t ncols) {                                  \
@@ -819,7 +912,10 @@ static attn_job job_of(const sn_kcall *c) {
     if (c->op == SN_OP_ATTENTION && c->n_in == 4) a.mask = c->in[3];
     if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86
-    if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
+    if (isa == &isa_avx512 && a.D % 16 == 0)
+        a.tiles = &tiles_512;
+    else if ((isa == &isa_avx512 || isa == &isa_avx2) && a.D % 8 == 0)
+        a.tiles = &tiles_256;
     if (attn_bf16(c)) {
         a.bf16 = true;
         a.tiles = &tiles_bf16;
