@@ -37,17 +37,19 @@ INL float lane_dot(const float *x, const float *y, int64_t n) {
 
 /* ---- layer_norm ------------------------------------------------------------------------ */
 /* x, y [C]: one row */
-INL void ln_row(float *y, const float *x, const float *g, const float *b, int64_t C, float eps,
-                float *tmp) {
+INL void ln_row(float *restrict y, const float *restrict x, const float *restrict g,
+                const float *restrict b, int64_t C, float eps, float *restrict tmp) {
     float mean = lane_sum(x, C) / (float)C;
     for (int64_t j = 0; j < C; j++) tmp[j] = (x[j] - mean) * (x[j] - mean);
     float rstd = 1.0f / sqrtf(lane_sum(tmp, C) / (float)C + eps);
     for (int64_t j = 0; j < C; j++) y[j] = (x[j] - mean) * rstd * g[j] + b[j];
 }
 
-/* x, dy, dx [C]; dg, db [C] accumulate. tmp [2C]. */
-INL void ln_grad_row(float *dx, float *dg, float *db, const float *x, const float *g,
-                     const float *dy, int64_t C, float eps, float *tmp) {
+/* x, dy, dx [C]; dg, db [C] accumulate. tmp [2C]. No two alias: without restrict GCC kept
+ * the per-column loop scalar (3/4 of the op's time on the char Transformer). */
+INL void ln_grad_row(float *restrict dx, float *restrict dg, float *restrict db,
+                     const float *restrict x, const float *restrict g,
+                     const float *restrict dy, int64_t C, float eps, float *restrict tmp) {
     float *xh = tmp, *gd = tmp + C;
     float mean = lane_sum(x, C) / (float)C;
     for (int64_t j = 0; j < C; j++) xh[j] = (x[j] - mean) * (x[j] - mean);
