@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_vec.h"
 
 enum { BR = 64, BC = 64, RG = 4, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
+_Static_assert(BC % 32 == 0, "the forward pads rows to a multiple of 32 columns within BC");
 
 /* sum of x[0..n) over LANES lanes folded pairwise (cpu_vec.h): same bits in every variant */
 INL float lane_sum(const float *x, int64_t n) { return vec_lanes_sum(x, n, LANES); }
@@ -552,7 +553,12 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                 const float *mr = a->mask ? a->mask + (b * a->Tq + i0 + i) * a->Tk + j0 : NULL;
                 if (mr)
                     for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? s[j] : -INFINITY;
-                float mx = vec_lanes_max(s, jl);
+                /* Whole vectors to jp (a multiple of 32, <= BC) so that no row runs a scalar
+                 * tail: -inf adds nothing to the max, 0 nothing to the sum, so the bits are
+                 * those over jl. */
+                int64_t jp = (jl + 31) / 32 * 32;
+                for (int64_t j = jl; j < jp; j++) s[j] = -INFINITY;
+                float mx = vec_lanes_max(s, jp);
                 if (mx == -INFINITY) { /* the mask hides all of this block from the row */
                     for (int j = 0; j < BC; j++) s[j] = 0;
                     continue;
@@ -562,9 +568,9 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                 if (mr)
                     for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? vexp(s[j] - mx) : 0.0f;
                 else
-                    for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
+                    for (int64_t j = 0; j < jp; j++) s[j] = vexp(s[j] - mx);
                 for (int64_t j = jl; j < BC; j++) s[j] = 0;
-                l[i] = l[i] * alpha + lane_sum(s, jl); /* the undropped softmax's sum */
+                l[i] = l[i] * alpha + lane_sum(s, jp); /* the undropped softmax's sum */
                 m[i] = mx;
                 if (a->drop && !a->stats_only) {
                     float z[BC];
