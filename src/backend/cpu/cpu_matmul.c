@@ -75,11 +75,12 @@ void sn_cpu_sgemm_1t(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const fl
 }
 
 /* Tiles of one [m, n] product: whole columns in row blocks of tm, or whole rows in column
- * blocks of tn. From the shape only (never the team size): about 8 MFLOP or more per tile, an
- * even count (two threads share them evenly), at most 64 tiles, tm a multiple of 32 and tn of
- * 64. Each tile is an OpenBLAS call that packs the whole of the other operand again: at the
- * earlier 2 MFLOP (tm 16) the char Transformer's 768 x 512 x 128 product ran at 58 GFLOP/s on
- * one Zen 3 thread against 76 with tm 64 and 84 as one call (thread CPU clock). */
+ * blocks of tn. From the shape only (never the team size): an even number of tiles asked for
+ * (two threads share them evenly), one per 8 MFLOP or so (two from 4 MFLOP), at most 64; tm a
+ * multiple of 32, tn of 64. Each tile is an OpenBLAS call that packs the whole of the other
+ * operand again: at the earlier 2 MFLOP per tile (tm 16) the char Transformer's 768 x 512 x
+ * 128 product ran at 58 GFLOP/s on one Zen 3 thread, against 76 with tm 64 and 84 as one call
+ * (thread CPU clock). */
 typedef struct mm_tiles {
     int64_t tm, tn, nm, nn; /* tile sizes and counts along m and n */
 } mm_tiles;
@@ -87,6 +88,7 @@ typedef struct mm_tiles {
 static mm_tiles tiles_of(int64_t m, int64_t n, int64_t k) {
     double flops = 2.0 * (double)m * (double)n * (double)k;
     int64_t want = (int64_t)(flops / 8e6);
+    if (flops >= 4e6 && want < 2) want = 2; /* two threads still share a mid-sized product */
     want = want < 1 ? 1 : want > 64 ? 64 : (want + 1) / 2 * 2;
     mm_tiles t = {.tm = m, .tn = n, .nm = 1, .nn = 1};
     if (want == 1 || m == 0 || n == 0) return t;
