@@ -358,6 +358,8 @@ int main(void) {
             attention_case(2, T[i], T[i], 2, 32, causal, 0);
             attention_case(1, T[i], T[i], 3, 7, causal, 0);
         }
+    attention_case(2, 65, 65, 2, 24, true, 0);   /* AVX2 tiles: a 16- and an 8-wide chunk */
+    attention_case(1, 70, 130, 3, 8, false, 0);
     attention_case(2, 70, 150, 2, 16, false, 0); /* cross attention, Tq != Tk */
     attention_case(1, 3, 131, 2, 16, true, 128); /* 3 new queries after 128 cached keys */
     attention_case(1, 1, 77, 4, 32, true, 76);   /* one generated position */

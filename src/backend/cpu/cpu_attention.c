@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_vec.h"
 
 enum { BR = 64, BC = 64, RG = 4, LN_ROWS = 32, GRAIN_ROWS = 8, LANES = 16 };
+_Static_assert(BC % 32 == 0, "the forward pads rows to a multiple of 32 columns within BC");
 
 /* sum of x[0..n) over LANES lanes folded pairwise (cpu_vec.h): same bits in every variant */
 INL float lane_sum(const float *x, int64_t n) { return vec_lanes_sum(x, n, LANES); }
@@ -37,17 +38,19 @@ INL float lane_dot(const float *x, const float *y, int64_t n) {
 
 /* ---- layer_norm ------------------------------------------------------------------------ */
 /* x, y [C]: one row */
-INL void ln_row(float *y, const float *x, const float *g, const float *b, int64_t C, float eps,
-                float *tmp) {
+INL void ln_row(float *restrict y, const float *restrict x, const float *restrict g,
+                const float *restrict b, int64_t C, float eps, float *restrict tmp) {
     float mean = lane_sum(x, C) / (float)C;
     for (int64_t j = 0; j < C; j++) tmp[j] = (x[j] - mean) * (x[j] - mean);
     float rstd = 1.0f / sqrtf(lane_sum(tmp, C) / (float)C + eps);
     for (int64_t j = 0; j < C; j++) y[j] = (x[j] - mean) * rstd * g[j] + b[j];
 }
 
-/* x, dy, dx [C]; dg, db [C] accumulate. tmp [2C]. */
-INL void ln_grad_row(float *dx, float *dg, float *db, const float *x, const float *g,
-                     const float *dy, int64_t C, float eps, float *tmp) {
+/* x, dy, dx [C]; dg, db [C] accumulate. tmp [2C]. No two alias: without restrict GCC kept
+ * the per-column loop scalar (3/4 of the op's time on the char Transformer). */
+INL void ln_grad_row(float *restrict dx, float *restrict dg, float *restrict db,
+                     const float *restrict x, const float *restrict g,
+                     const float *restrict dy, int64_t C, float eps, float *restrict tmp) {
     float *xh = tmp, *gd = tmp + C;
     float mean = lane_sum(x, C) / (float)C;
     for (int64_t j = 0; j < C; j++) xh[j] = (x[j] - mean) * (x[j] - mean);
@@ -207,6 +210,99 @@ TGT_AVX512 static void cols_acc_512(float *Y, const float *P, const float *R, in
     }
 }
 static const attn_tiles tiles_512 = {scores_512, rows_acc_512, cols_acc_512};
+
+/* AVX2 tiles for D a multiple of 8 (Zen 3 and other CPUs without AVX-512). Sixteen ymm
+ * registers cannot hold the AVX-512 tiles' accumulators, so each product walks 16-column
+ * chunks: RG x 2 accumulators, two loads and RG broadcasts per step. Each element is summed
+ * in the AVX-512 tiles' order with fused multiply-adds as they are (no test compares the two
+ * bit for bit: no machine here has both). */
+TGT_AVX2 static void scores_256(float *S, const float *A, int64_t lda, const float *BT,
+                                int64_t D, int64_t ncols) {
+    for (int64_t c0 = 0; c0 < ncols; c0 += 16) {
+        __m256 acc[RG][2];
+        for (int r = 0; r < RG; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        for (int64_t d = 0; d < D; d++) {
+            const float *b = BT + d * BC + c0;
+            __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 a = _mm256_broadcast_ss(A + r * lda + d);
+                acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+            }
+        }
+        for (int r = 0; r < RG; r++) {
+            _mm256_storeu_ps(S + r * BC + c0, acc[r][0]);
+            _mm256_storeu_ps(S + r * BC + c0 + 8, acc[r][1]);
+        }
+    }
+}
+
+TGT_AVX2 static void rows_acc_256(float *O, int64_t ldo, const float *P, const float *X,
+                                  int64_t n, int64_t D) {
+    int64_t dc = 0;
+    for (; dc + 16 <= D; dc += 16) {
+        __m256 o[RG][2];
+        for (int r = 0; r < RG; r++) {
+            o[r][0] = _mm256_loadu_ps(O + r * ldo + dc);
+            o[r][1] = _mm256_loadu_ps(O + r * ldo + dc + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            __m256 x0 = _mm256_loadu_ps(X + j * D + dc), x1 = _mm256_loadu_ps(X + j * D + dc + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 p = _mm256_broadcast_ss(P + r * BC + j);
+                o[r][0] = _mm256_fmadd_ps(p, x0, o[r][0]);
+                o[r][1] = _mm256_fmadd_ps(p, x1, o[r][1]);
+            }
+        }
+        for (int r = 0; r < RG; r++) {
+            _mm256_storeu_ps(O + r * ldo + dc, o[r][0]);
+            _mm256_storeu_ps(O + r * ldo + dc + 8, o[r][1]);
+        }
+    }
+    if (dc < D) { /* one 8-wide column block left */
+        __m256 o[RG];
+        for (int r = 0; r < RG; r++) o[r] = _mm256_loadu_ps(O + r * ldo + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m256 x0 = _mm256_loadu_ps(X + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(P + r * BC + j), x0, o[r]);
+        }
+        for (int r = 0; r < RG; r++) _mm256_storeu_ps(O + r * ldo + dc, o[r]);
+    }
+}
+
+TGT_AVX2 static void cols_acc_256(float *Y, const float *P, const float *R, int64_t ldr,
+                                  int64_t n, int64_t D) {
+    int64_t dc = 0;
+    for (; dc + 16 <= D; dc += 16) {
+        __m256 rr[RG][2];
+        for (int r = 0; r < RG; r++) {
+            rr[r][0] = _mm256_loadu_ps(R + r * ldr + dc);
+            rr[r][1] = _mm256_loadu_ps(R + r * ldr + dc + 8);
+        }
+        for (int64_t j = 0; j < n; j++) {
+            __m256 y0 = _mm256_loadu_ps(Y + j * D + dc), y1 = _mm256_loadu_ps(Y + j * D + dc + 8);
+            for (int r = 0; r < RG; r++) {
+                __m256 p = _mm256_broadcast_ss(P + r * BC + j);
+                y0 = _mm256_fmadd_ps(p, rr[r][0], y0);
+                y1 = _mm256_fmadd_ps(p, rr[r][1], y1);
+            }
+            _mm256_storeu_ps(Y + j * D + dc, y0);
+            _mm256_storeu_ps(Y + j * D + dc + 8, y1);
+        }
+    }
+    if (dc < D) {
+        __m256 rr[RG];
+        for (int r = 0; r < RG; r++) rr[r] = _mm256_loadu_ps(R + r * ldr + dc);
+        for (int64_t j = 0; j < n; j++) {
+            __m256 y = _mm256_loadu_ps(Y + j * D + dc);
+            for (int r = 0; r < RG; r++)
+                y = _mm256_fmadd_ps(_mm256_broadcast_ss(P + r * BC + j), rr[r], y);
+            _mm256_storeu_ps(Y + j * D + dc, y);
+        }
+    }
+}
+static const attn_tiles tiles_256 = {scores_256, rows_acc_256, cols_acc_256};
 
 /* bf16 tiles (the forward under --precision bf16, on CPUs with AVX512-BF16, D a multiple of
  * 16): q k^T and p v as bf16 products summed in f32 (vdpbf16ps), the softmax statistics in
@@ -371,18 +467,22 @@ INL bool tile_live(const attn_job *a, int64_t b, int64_t i0, int64_t nr, int64_t
 INL void load_keys(const attn_job *a, const float *x, const float *xc, int64_t b, int64_t h,
                    int64_t j0, int64_t nc, float *KT, float *X) {
     int64_t HD = a->H * a->D, D = a->D, Tn = a->Tk - a->split;
-    if (KT)
-        for (int64_t d = 0; d < D; d++)
-            for (int64_t j = nc; j < BC; j++) KT[d * BC + j] = 0;
-    if (X)
-        for (int64_t x2 = nc * D; x2 < BC * D; x2++) X[x2] = 0;
+    const float *rows[BC];
     for (int64_t j = 0; j < nc; j++) {
         int64_t jj = j0 + j;
-        const float *r = jj < a->split ? xc + (b * a->Tc + jj) * HD + h * D
-                                       : x + (b * Tn + jj - a->split) * HD + h * D;
-        if (KT)
-            for (int64_t d = 0; d < D; d++) KT[d * BC + j] = r[d];
-        if (X) memcpy(X + j * D, r, sizeof *r * (size_t)D);
+        rows[j] = jj < a->split ? xc + (b * a->Tc + jj) * HD + h * D
+                                : x + (b * Tn + jj - a->split) * HD + h * D;
+    }
+    /* KT a row (d) at a time: its stores contiguous. Column by column (each key's D values
+     * stored BC floats apart) these loads took a quarter of the backward's samples. */
+    for (int64_t d = 0; KT && d < D; d++) {
+        float *kt = KT + d * BC;
+        for (int64_t j = 0; j < nc; j++) kt[j] = rows[j][d];
+        for (int64_t j = nc; j < BC; j++) kt[j] = 0;
+    }
+    if (X) {
+        for (int64_t j = 0; j < nc; j++) memcpy(X + j * D, rows[j], sizeof(float) * (size_t)D);
+        for (int64_t x2 = nc * D; x2 < BC * D; x2++) X[x2] = 0;
     }
 }
 
@@ -403,6 +503,18 @@ INL void load_keys_bf16(const attn_job *a, int64_t b, int64_t h, int64_t j0, int
     }
 }
 #endif
+
+/* Asks for rows [0, n) (at most 2 BC) of head (b, h) of x [B, T, H, D] ahead of their use:
+ * a head's rows are a few lines each, H * D floats apart, and were met one miss at a time in
+ * the loads that gather them (a sixth of the backward's samples on the char Transformer). */
+INL void prefetch_head(const attn_job *a, const float *x, int64_t T, int64_t b, int64_t h,
+                       int64_t n) {
+    int64_t HD = a->H * a->D;
+    for (int64_t i = 0; i < n && i < 2 * BC; i++) { /* later rows would go before use */
+        const char *r = (const char *)(x + (b * T + i) * HD + h * a->D);
+        for (int64_t o = 0; o < a->D * 4; o += 64) __builtin_prefetch(r + o);
+    }
+}
 
 /* Rows i0.. (n <= RG of them, the rest zero) of x's head (b, h), times mul, into X [RG][D]. */
 INL void load_rows(const attn_job *a, const float *x, int64_t b, int64_t h, int64_t i0,
@@ -457,7 +569,12 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                 const float *mr = a->mask ? a->mask + (b * a->Tq + i0 + i) * a->Tk + j0 : NULL;
                 if (mr)
                     for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? s[j] : -INFINITY;
-                float mx = vec_lanes_max(s, jl);
+                /* Whole vectors to jp (a multiple of 32, <= BC) so that no row runs a scalar
+                 * tail: -inf adds nothing to the max, 0 nothing to the sum, so the bits are
+                 * those over jl. */
+                int64_t jp = (jl + 31) / 32 * 32;
+                for (int64_t j = jl; j < jp; j++) s[j] = -INFINITY;
+                float mx = vec_lanes_max(s, jp);
                 if (mx == -INFINITY) { /* the mask hides all of this block from the row */
                     for (int j = 0; j < BC; j++) s[j] = 0;
                     continue;
@@ -467,9 +584,9 @@ INL void attn_fwd_block(const attn_job *a, const attn_tiles *t, int64_t task, fl
                 if (mr)
                     for (int64_t j = 0; j < jl; j++) s[j] = mr[j] != 0 ? vexp(s[j] - mx) : 0.0f;
                 else
-                    for (int64_t j = 0; j < jl; j++) s[j] = vexp(s[j] - mx);
+                    for (int64_t j = 0; j < jp; j++) s[j] = vexp(s[j] - mx);
                 for (int64_t j = jl; j < BC; j++) s[j] = 0;
-                l[i] = l[i] * alpha + lane_sum(s, jl); /* the undropped softmax's sum */
+                l[i] = l[i] * alpha + lane_sum(s, jp); /* the undropped softmax's sum */
                 m[i] = mx;
                 if (a->drop && !a->stats_only) {
                     float z[BC];
@@ -515,6 +632,11 @@ INL void attn_bwd_head(const attn_job *a, const attn_tiles *t, int64_t bh, float
           *KT = dV + BC * D, *VT = KT + D * BC, *P = VT + D * BC, *dP = P + RG * BC,
           *delta = dP + RG * BC, *lse = delta + Tq, *dQ = lse + Tq;
     float *dq = a->out, *dk = a->out + nq, *dv = a->out + nq + nk;
+    prefetch_head(a, a->q, Tq, b, h, Tq);
+    if (!a->kc) {
+        prefetch_head(a, a->k, a->Tk, b, h, a->Tk);
+        prefetch_head(a, a->v, a->Tk, b, h, a->Tk);
+    }
     for (int64_t i = 0; i < Tq; i++) {
         int64_t r = (b * Tq + i) * HD + h * D;
         delta[i] = lane_dot(a->dy + r, a->o + r, D);
@@ -621,7 +743,7 @@ typedef struct attn_isa {
     void (*bwd)(const attn_job *a, int64_t bh, float *w);
 } attn_isa;
 
-/* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512 ones) win. */
+/* Each variant's portable tiles, compiled for its ISA; a job's own tiles (AVX-512, AVX2) win. */
 #define TILES(sfx, TGT)                                                                       \
     TGT static void scores_##sfx(float *S, const float *A, int64_t lda, const float *BT,      \
                                  int64_t D, int64_t ncols) {                                  \
@@ -819,7 +941,10 @@ static attn_job job_of(const sn_kcall *c) {
     if (c->op == SN_OP_ATTENTION && c->n_in == 4) a.mask = c->in[3];
     if (c->op == SN_OP_ATTENTION_GRAD && c->n_in == 6) a.mask = c->in[5];
 #ifdef SN_CPU_X86
-    if (isa == &isa_avx512 && a.D % 16 == 0) a.tiles = &tiles_512;
+    if (isa == &isa_avx512 && a.D % 16 == 0)
+        a.tiles = &tiles_512;
+    else if ((isa == &isa_avx512 || isa == &isa_avx2) && a.D % 8 == 0)
+        a.tiles = &tiles_256;
     if (attn_bf16(c)) {
         a.bf16 = true;
         a.tiles = &tiles_bf16;
