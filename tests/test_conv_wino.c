@@ -14,42 +14,29 @@
 #ifdef SN_HAVE_DNNL /* the checks need oneDNN's kernels; main skips without them */
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_conv_wino.h"
+#include "conv_case_util.h"
 #include "f32_case_util.h"
 
 static sn_rng rng;
 
-typedef struct conv_case {
-    sn_attrs attr;
-    sn_shape xs, ws, ys;
-} conv_case;
-
+/* A k x k case (conv_case_util.h) */
 static conv_case make_case(int64_t n, int64_t h, int64_t w, int64_t c, int64_t k, int64_t f,
                            int stride, bool same) {
-    conv_case cc;
-    memset(&cc, 0, sizeof cc);
-    int64_t oh = same ? (h + stride - 1) / stride : (h - k) / stride + 1;
-    int64_t ow = same ? (w + stride - 1) / stride : (w - k) / stride + 1;
-    int64_t ph = same ? (oh - 1) * stride + k - h : 0, pw = same ? (ow - 1) * stride + k - w : 0;
-    cc.xs = sn_shape_make(4, n, h, w, c);
-    cc.ws = sn_shape_make(4, k, k, c, f);
-    cc.ys = sn_shape_make(4, n, oh, ow, f);
-    cc.attr.conv.stride_h = cc.attr.conv.stride_w = stride;
-    cc.attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
-    cc.attr.conv.pad_top = (int)(ph > 0 ? ph / 2 : 0), cc.attr.conv.pad_left = (int)(pw > 0 ? pw / 2 : 0);
-    cc.attr.conv.x_shape = cc.xs, cc.attr.conv.w_shape = cc.ws;
-    return cc;
+    return conv_case_make(false, n, h, w, c, k, k, f, stride, stride, same);
 }
 
-static sn_kcall probe_of(const conv_case *cc, sn_op op) {
+/* The call of op o (0 forward, 1 backward-data, 2 backward-weights), for applies() */
+static sn_kcall probe_of(const conv_case *cc, int o) {
+    const conv_op *co = &cc->ops[o];
     sn_kcall c;
     memset(&c, 0, sizeof c);
-    c.op = op;
+    c.op = co->op;
     c.attr = &cc->attr;
     c.n_in = 2;
     c.y.dtype = c.x[0].dtype = c.x[1].dtype = SN_F32;
-    c.y.shape = op == SN_OP_CONV2D ? cc->ys : op == SN_OP_CONV2D_BWD_DATA ? cc->xs : cc->ws;
-    c.x[0].shape = op == SN_OP_CONV2D_BWD_DATA ? cc->ys : cc->xs;
-    c.x[1].shape = op == SN_OP_CONV2D_BWD_FILTER ? cc->ys : cc->ws;
+    c.y.shape = co->out;
+    c.x[0].shape = co->in[0];
+    c.x[1].shape = co->in[1];
     return c;
 }
 
@@ -67,7 +54,7 @@ static void check_case(const char *tag, const conv_case *cc) {
     static const sn_op ops[3] = {SN_OP_CONV2D, SN_OP_CONV2D_BWD_DATA, SN_OP_CONV2D_BWD_FILTER};
     static const char *names[3] = {"fwd", "bwd_data", "bwd_weights"};
     for (int o = 0; o < 3; o++) {
-        sn_kcall p = probe_of(cc, ops[o]);
+        sn_kcall p = probe_of(cc, o);
         tcase t;
         sn_shape in[2] = {p.x[0].shape, p.x[1].shape};
         init_case(&t, &rng, ops[o], &cc->attr, 2, in, &p.y.shape, false);
@@ -129,13 +116,12 @@ static void check_applies(void) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         for (int o = 0; o < 3; o++) {
-            sn_op op = o == 0 ? SN_OP_CONV2D : o == 1 ? SN_OP_CONV2D_BWD_DATA
-                                                      : SN_OP_CONV2D_BWD_FILTER;
-            sn_kcall p = probe_of(&cases[i].cc, op);
+            sn_kcall p = probe_of(&cases[i].cc, o);
             CHECK(sn_cpu_conv_wino_applies(&p) == cases[i].want, "%s op %d: applies says %d",
                   cases[i].what, o, (int)!cases[i].want);
             /* of those, mixed bf16 takes a Winograd on the wide layers only */
-            bool wide = cases[i].cc.ws.dim[2] >= 128 && cases[i].cc.ws.dim[3] >= 128;
+            const sn_shape *ws = &cases[i].cc.ops[0].in[1];
+            bool wide = ws->dim[2] >= 128 && ws->dim[3] >= 128;
             if (cases[i].want)
                 CHECK(sn_cpu_conv_wino_wide(&p) == wide, "%s op %d: wide says %d",
                       cases[i].what, o, (int)!wide);

@@ -30,27 +30,14 @@
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/cpu_conv_wino.h"
 #include "backend/cpu/cpu_conv_wino_bf16.h"
+#include "conv_case_util.h"
 #include "f32_case_util.h"
 
 static sn_rng rng;
 
-typedef struct conv_case {
-    sn_attrs attr;
-    sn_shape xs, ws, ys;
-} conv_case;
-
+/* A 3x3 stride-1 case (conv_case_util.h) */
 static conv_case make_case(int64_t n, int64_t h, int64_t w, int64_t c, int64_t f, bool same) {
-    conv_case cc;
-    memset(&cc, 0, sizeof cc);
-    int64_t oh = same ? h : h - 2, ow = same ? w : w - 2;
-    cc.xs = sn_shape_make(4, n, h, w, c);
-    cc.ws = sn_shape_make(4, 3, 3, c, f);
-    cc.ys = sn_shape_make(4, n, oh, ow, f);
-    cc.attr.conv.stride_h = cc.attr.conv.stride_w = 1;
-    cc.attr.conv.padding = same ? SN_PAD_SAME : SN_PAD_VALID;
-    cc.attr.conv.pad_top = cc.attr.conv.pad_left = same ? 1 : 0;
-    cc.attr.conv.x_shape = cc.xs, cc.attr.conv.w_shape = cc.ws;
-    return cc;
+    return conv_case_make(false, n, h, w, c, 3, 3, f, 1, 1, same);
 }
 
 static double max_abs(const float *a, int64_t n) {
@@ -75,18 +62,17 @@ static double max_group_abs_sum(const float *a, int64_t rows, int64_t stride, in
 }
 
 static void check_case(const char *tag, const conv_case *cc) {
-    static const sn_op ops[3] = {SN_OP_CONV2D, SN_OP_CONV2D_BWD_DATA, SN_OP_CONV2D_BWD_FILTER};
     static const char *names[3] = {"fwd", "bwd_data", "bwd_weights"};
-    int64_t n = cc->xs.dim[0], c = cc->xs.dim[3], f = cc->ws.dim[3];
-    int64_t pix = n * cc->ys.dim[1] * cc->ys.dim[2];
+    const sn_shape *xs = &cc->ops[0].in[0], *ws = &cc->ops[0].in[1], *ys = &cc->ops[0].out;
+    int64_t n = xs->dim[0], c = xs->dim[3], f = ws->dim[3];
+    int64_t pix = n * ys->dim[1] * ys->dim[2];
     const double u = 1.0 / 256;
     for (int o = 0; o < 3; o++) {
-        sn_op op = ops[o];
-        sn_shape in[2] = {op == SN_OP_CONV2D_BWD_DATA ? cc->ys : cc->xs,
-                          op == SN_OP_CONV2D_BWD_FILTER ? cc->ys : cc->ws};
-        sn_shape out = op == SN_OP_CONV2D ? cc->ys : op == SN_OP_CONV2D_BWD_DATA ? cc->xs : cc->ws;
+        const conv_op *co = &cc->ops[o];
+        sn_op op = co->op;
+        sn_shape out = co->out;
         tcase t;
-        init_case(&t, &rng, op, &cc->attr, 2, in, &out, false);
+        init_case(&t, &rng, op, &cc->attr, 2, co->in, &out, false);
         const sn_kernel *wbf = sn_cpu_conv_impl(op, "wino_bf16"),
                         *wf32 = sn_cpu_conv_impl(op, "dnnl_wino"),
                         *deflt = sn_cpu_kernels()->k[op], *ref = sn_ref_kernels()->k[op];
@@ -106,13 +92,13 @@ static void check_case(const char *tag, const conv_case *cc) {
 
         double scale;
         if (op == SN_OP_CONV2D) /* x, w [9 rows of C][F] */
-            scale = max_abs(t.in[0], sn_shape_numel(&in[0])) *
+            scale = max_abs(t.in[0], sn_shape_numel(&co->in[0])) *
                     max_group_abs_sum(t.in[1], 9 * c, f, f, 1, 1, 0);
         else if (op == SN_OP_CONV2D_BWD_DATA) /* dy, w: per c, sum over 9 taps and F */
-            scale = max_abs(t.in[0], sn_shape_numel(&in[0])) *
+            scale = max_abs(t.in[0], sn_shape_numel(&co->in[0])) *
                     max_group_abs_sum(t.in[1], 9, c * f, c, f, f, 1);
         else /* x, dy: per f, sum over the pixels */
-            scale = max_abs(t.in[0], sn_shape_numel(&in[0])) *
+            scale = max_abs(t.in[0], sn_shape_numel(&co->in[0])) *
                     max_group_abs_sum(t.in[1], pix, f, f, 1, 1, 0);
         double bound = 32 * u * scale * (1 + 1e-5);
         int64_t m = sn_shape_numel(&out);
@@ -157,6 +143,9 @@ static void check_case(const char *tag, const conv_case *cc) {
 #endif
 
 int main(void) {
+    /* The bf16 arithmetic itself, on every CPU with AVX512-BF16, also where the default
+     * computes mixed bf16 in f32 as faster (sn_cpu_bf16_pays: Intel without AMX) */
+    setenv("SN_BF16_COMPUTE", "on", 1);
 #ifndef SN_HAVE_DNNL
     sn_test_skip("built without oneDNN: no bf16 Winograd convolution (its GEMMs are oneDNN's)");
     return sn_test_finish("test_conv_wino_bf16");

@@ -34,13 +34,18 @@
  * work; only the guide CNN's 256 -> 256 layer was measured (docs/kernels.md). */
 enum { WF_MIN_CHANNELS = 128 };
 
+/* Tests only (sn_cpu_conv_wino_f32_set_on_avx512): take AVX-512 CPUs too. */
+static bool on_avx512;
+
+void sn_cpu_conv_wino_f32_set_on_avx512(bool on) { on_avx512 = on; }
+
 bool sn_cpu_conv_wino_f32_applies(const sn_kcall *c) {
     sn_conv_geom g;
     if (!sn_conv_geom_of(c, &g)) return false;
     const sn_cpu_features *cpu = sn_cpu();
     return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.c >= WF_MIN_CHANNELS &&
            g.f >= WF_MIN_CHANNELS && g.c % 8 == 0 && g.f % 8 == 0 && cpu->avx2 && cpu->fma &&
-           !cpu->avx512f;
+           (!cpu->avx512f || on_avx512);
 }
 
 /* Bytes of transformed operands per slice: the guide CNN's layer (144 tiles an image, 4.7 MB
@@ -111,46 +116,32 @@ void sn_cpu_conv_wino_f32_destroy(sn_cpu_wino_f32 *w) { free(w); }
 
 /* ---- the 16 transform-domain GEMMs ---------------------------------------------------- */
 
-/* Forward / backward-data: M_p [T][Co] = V_p [T][Ci] x U_p [Ci][Co], in tiles of WF_ROWS rows
- * of each position. */
+/* Each position p's product, in tiles of rows of its output C_p [M][N] (fixed tile heights,
+ * so the cut never depends on the team):
+ * - forward / backward-data: M_p [T][Co] = V_p [T][Ci] x U_p [Ci][Co], tiles of WF_ROWS tiles;
+ * - backward-weights: dL/dU_p [C][F] += V_p^T [C][T] x Z_p [T][F] (V_p stored [T][C]), tiles
+ *   of WF_CROWS input channels. */
 static void gemm_task(void *ctx, int ith, int nth) {
     const sn_wino_task *k = ctx;
     const sn_wino_geom *w = k->w;
-    int64_t T = k->imgs * w->th * w->tw, ci = w->ci, co = w->co;
-    int64_t nb = (T + WF_ROWS - 1) / WF_ROWS, lo, hi;
+    bool bwf = w->kind == SN_OP_CONV2D_BWD_FILTER;
+    int64_t T = k->imgs * w->th * w->tw;
+    int64_t M = bwf ? w->c : T, N = bwf ? w->f : w->co, K = bwf ? T : w->ci;
+    int64_t tile = bwf ? WF_CROWS : WF_ROWS, nb = (M + tile - 1) / tile, lo, hi;
     sn_split_range(16 * nb, ith, nth, &lo, &hi);
     for (int64_t i = lo; i < hi; i++) {
-        int64_t p = i / nb, r0 = i % nb * WF_ROWS;
-        int64_t rows = T - r0 < WF_ROWS ? T - r0 : WF_ROWS;
-        size_t row = (size_t)p * (size_t)T + (size_t)r0;
-        sn_cpu_sgemm_1t(false, false, rows, co, ci, (const float *)k->v + row * (size_t)ci, ci,
-                        (const float *)k->u + (size_t)p * (size_t)(ci * co), co, 0.0f,
-                        k->m + row * (size_t)co, co);
-    }
-}
-
-/* Backward-weights: dL/dU_p [C][F] += V_p^T [C][T] x Z_p [T][F], in tiles of WF_CROWS input
- * channels of each position. */
-static void gemm_bwf_task(void *ctx, int ith, int nth) {
-    const sn_wino_task *k = ctx;
-    const sn_wino_geom *w = k->w;
-    int64_t T = k->imgs * w->th * w->tw, C = w->c, F = w->f;
-    int64_t nb = (C + WF_CROWS - 1) / WF_CROWS, lo, hi;
-    sn_split_range(16 * nb, ith, nth, &lo, &hi);
-    for (int64_t i = lo; i < hi; i++) {
-        int64_t p = i / nb, c0 = i % nb * WF_CROWS;
-        int64_t rows = C - c0 < WF_CROWS ? C - c0 : WF_CROWS;
-        sn_cpu_sgemm_1t(true, false, rows, F, T,
-                        (const float *)k->v + (size_t)p * (size_t)(T * C) + (size_t)c0, C,
-                        (const float *)k->u + (size_t)p * (size_t)(T * F), F, 1.0f,
-                        k->m + ((size_t)p * (size_t)C + (size_t)c0) * (size_t)F, F);
+        int64_t p = i / nb, r0 = i % nb * tile;
+        int64_t rows = M - r0 < tile ? M - r0 : tile;
+        const float *a = (const float *)k->v + (size_t)(p * M * K) + (size_t)(bwf ? r0 : r0 * K);
+        sn_cpu_sgemm_1t(bwf, false, rows, N, K, a, bwf ? M : K,
+                        (const float *)k->u + (size_t)(p * K * N), N, bwf ? 1.0f : 0.0f,
+                        k->m + (size_t)((p * M + r0) * N), N);
     }
 }
 
 static sn_status gemm_f32(void *ctx, const sn_wino_task *k) {
     (void)ctx;
-    sn_parallel(k->w->kind == SN_OP_CONV2D_BWD_FILTER ? gemm_bwf_task : gemm_task, (void *)k,
-                sn_num_threads());
+    sn_parallel(gemm_task, (void *)k, sn_num_threads());
     return SN_OK;
 }
 

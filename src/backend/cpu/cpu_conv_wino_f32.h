@@ -27,5 +27,9 @@ void sn_cpu_conv_wino_f32_destroy(sn_cpu_wino_f32 *w);
 /* Tests only: the bytes of transformed operands a batch slice may take, for builds after the
  * call (0: the default), so that small cases run in several slices. */
 void sn_cpu_conv_wino_f32_set_slice_bytes(size_t bytes);
+/* Tests only: let the kernel apply on AVX-512 CPUs as well (they run AVX2), so that its
+ * checks run on every CPU the CI meets. The default kernel still takes oneDNN's Winograd
+ * there first. */
+void sn_cpu_conv_wino_f32_set_on_avx512(bool on);
 
 #endif
