@@ -8,7 +8,9 @@
  *    max|ref| for K up to 2304 (measured: 1.9e-3..3.1e-3). Also max|fast - ref| >= 1e-4 * max|ref|,
  *    which f32 (measured <= 1e-6) never reaches: it proves bf16 really ran. Narrow
  *    convolutions (C < 16) stay f32 by design and are held to f32's 1e-4.
- * 2. The plan option reaches the kernels: one matmul planned with and without bf16_compute.
+ * 2. The plan option reaches the kernels: one matmul planned with and without bf16_compute;
+ *    SN_BF16_COMPUTE=off plans it in f32, and by default it computes in bf16 only where
+ *    bf16 arithmetic is faster than f32 (sn_cpu_bf16_pays: AMD, or AMX), in f32 elsewhere.
  * 3. A small CNN trained with mixed_bfloat16 on a Fashion-MNIST subset reaches an accuracy
  *    within 0.03 of the same model in fp32 (both measured here, in this run), and bf16
  *    training is deterministic: same seed twice -> bit-identical weights.
@@ -207,11 +209,31 @@ static double plan_matmul_err(bool bf16) {
 }
 
 static void plan_cases(void) {
+    /* main set SN_BF16_COMPUTE=on: bf16 arithmetic on every CPU with AVX512-BF16 */
     double e32 = plan_matmul_err(false), e16 = plan_matmul_err(true);
     printf("     plan matmul 64x300x40: err f32 %.2e, bf16_compute %.2e\n", e32, e16);
     CHECK(e32 <= 1e-5, "plan without bf16_compute: error %.3e (f32 expected)", e32);
     CHECK(e16 > 1e-4 && e16 <= 2e-2, "plan with bf16_compute: error %.3e outside (1e-4, 2e-2]",
           e16);
+    /* off: the same plan computes in f32 */
+    setenv("SN_BF16_COMPUTE", "off", 1);
+    double eoff = plan_matmul_err(true);
+    CHECK(!sn_cpu_bf16_pays() && eoff <= 1e-5,
+          "SN_BF16_COMPUTE=off: bf16_compute plan error %.3e (f32 expected)", eoff);
+    /* unset (what users get): bf16 where it is faster than f32 (AMD, AMX), f32 elsewhere */
+    unsetenv("SN_BF16_COMPUTE");
+    const sn_cpu_features *f = sn_cpu();
+    bool pays = sn_cpu_bf16_pays();
+    double eauto = plan_matmul_err(true);
+    printf("     default on this CPU (%s%s): bf16 arithmetic %s, err %.2e\n",
+           f->amd ? "AMD" : "not AMD", f->amx_bf16 ? ", AMX" : ", no AMX", pays ? "on" : "off",
+           eauto);
+    CHECK(pays == (f->amd || f->amx_bf16), "sn_cpu_bf16_pays %d on a CPU with amd=%d amx=%d",
+          (int)pays, f->amd, f->amx_bf16);
+    CHECK(pays ? eauto > 1e-4 && eauto <= 2e-2 : eauto <= 1e-5,
+          "default bf16_compute plan error %.3e: expected %s", eauto,
+          pays ? "bf16's (1e-4, 2e-2]" : "f32's <= 1e-5");
+    setenv("SN_BF16_COMPUTE", "on", 1);
 }
 
 /* ---- 3. training ------------------------------------------------------------------------- */
@@ -283,6 +305,9 @@ static void training_cases(void) {
 }
 
 int main(void) {
+    /* The bf16 arithmetic itself, on every CPU with AVX512-BF16, also where the default
+     * computes mixed bf16 in f32 as faster (sn_cpu_bf16_pays: Intel without AMX) */
+    setenv("SN_BF16_COMPUTE", "on", 1);
     sn_rng_init(&rng, 2024, 0);
 #ifdef SN_HAVE_DNNL
     const bool dnnl = true;

@@ -60,9 +60,12 @@ int sn_cmd_devices(int argc, char **argv) {
             return 1;
         }
         if (d.kind != SN_DEVICE_CPU) continue; /* GPUs: below, with what the runtime says */
-        printf("%s  threads=%d  isa=%s%s\n", d.name, d.threads,
+        /* +bf16 alone: mixed bf16 computes in bfloat16 here; "(f32 under bf16)": the CPU has
+         * AVX512-BF16 but bf16 arithmetic is slower than f32 on it (sn_cpu_bf16_pays) */
+        printf("%s  threads=%d  isa=%s%s%s\n", d.name, d.threads,
                f->avx512f ? "avx512" : f->avx2 ? "avx2" : "generic",
-               f->avx512_bf16 ? "+bf16" : "");
+               f->avx512_bf16 ? "+bf16" : "",
+               f->avx512_bf16 && !sn_cpu_bf16_pays() ? " (f32 under mixed bf16: faster here)" : "");
     }
     int ngpu = sn_gpu_count();
     if (ngpu == 0) printf("no GPU found: %s\n", sn_gpu_none_reason());

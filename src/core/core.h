@@ -103,8 +103,19 @@ static inline void sn_split_range(int64_t n, int ith, int nth, int64_t *lo, int6
 /* ---- CPU features ------------------------------------------------------------------------ */
 typedef struct sn_cpu_features {
     int avx2, fma, avx512f, avx512bw, avx512vl, avx512_bf16, avx512_vnni, amx_bf16;
+    int amd; /* vendor AuthenticAMD */
 } sn_cpu_features;
 const sn_cpu_features *sn_cpu(void);
+/* Whether bfloat16 arithmetic is faster than float32 on this CPU: AVX512-BF16 on AMD (Zen
+ * 4/5: VDPBF16PS at twice the FMA's rate) or with AMX; not on Intel CPUs whose AMX is absent
+ * or hidden (Cooper Lake, or a VM that hides it), where VDPBF16PS runs at the FMA's rate on
+ * one port and the conversions make bf16 products slower than f32 ones (docs/kernels.md,
+ * "Mixed bf16 where bf16 is slower"). Under mixed bf16 (sn_kcall.bf16) the arithmetic-bound
+ * kernels (matmul, convolutions, attention, the RNN primitives) compute in bf16 only where
+ * this holds; the batch-1 LSTM step, bound by reading its weights, takes bf16 wherever
+ * AVX512-BF16 is. SN_BF16_COMPUTE=on / off overrides (on still needs AVX512-BF16). Read at
+ * each call. */
+bool sn_cpu_bf16_pays(void);
 
 /* ---- tensors: the internal layout (public API treats them as opaque) --------------------- */
 struct sn_tensor {
@@ -132,6 +143,7 @@ typedef enum sn_env_var {
     SN_ENV_DIST_OVERLAP,
     SN_ENV_DIST_CONCURRENT,
     SN_ENV_PROFILE_CLOCK,
+    SN_ENV_BF16_COMPUTE,
     SN_ENV_COUNT
 } sn_env_var;
 /* The switch's value, NULL when unset or empty. Read at each call (cheap), so one process

@@ -1,6 +1,7 @@
 /* Run-time CPU feature detection (cpuid + xgetbv): kernels pick their ISA from this table, so
  * one binary runs everywhere and uses AVX-512 where the machine has it. */
 #include <cpuid.h>
+#include <string.h>
 
 #include "core/core.h"
 
@@ -18,6 +19,8 @@ const sn_cpu_features *sn_cpu(void) {
     sn_cpu_features f = {0};
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
+    /* vendor: ebx, edx, ecx spell "AuthenticAMD" */
+    if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         int osxsave = (c >> 27) & 1;
         uint64_t xcr0 = osxsave ? xgetbv0() : 0;
@@ -37,4 +40,13 @@ const sn_cpu_features *sn_cpu(void) {
     sn_features = f;
     sn_features_ready = 1;
     return &sn_features;
+}
+
+bool sn_cpu_bf16_pays(void) {
+    const sn_cpu_features *f = sn_cpu();
+    if (!f->avx512_bf16) return false;
+    const char *e = sn_env(SN_ENV_BF16_COMPUTE);
+    if (e && strcmp(e, "on") == 0) return true;
+    if (e && strcmp(e, "off") == 0) return false;
+    return f->amd || f->amx_bf16;
 }

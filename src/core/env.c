@@ -1,7 +1,8 @@
 /* The environment switches of sinter: the one place they are read, and the one list of them
  * (docs/environment.md is checked against this table by tests/test_env_switches.sh). Each is
  * a debugging or tuning switch; the defaults are what users get, and no switch changes a
- * result beyond floating-point summation order except SN_KERNELS=ref (slower, in double). */
+ * result beyond floating-point summation order except SN_KERNELS=ref (slower, in double) and
+ * SN_BF16_COMPUTE (bfloat16 or float32 arithmetic under mixed bf16). */
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -33,6 +34,10 @@ static const struct {
                                                   "the calling thread's CPU time, not wall time "
                                                   "(with SN_NUM_THREADS=1, per-op costs that a "
                                                   "busy machine does not inflate)"},
+    [SN_ENV_BF16_COMPUTE] = {"SN_BF16_COMPUTE", "`on`: mixed bf16 computes in bfloat16 on every "
+                                                "CPU with AVX512-BF16, even where that is "
+                                                "slower than float32 (Intel without AMX); "
+                                                "`off`: in float32 everywhere (A/B)"},
 };
 
 const char *sn_env_name(sn_env_var v) {

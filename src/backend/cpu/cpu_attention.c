@@ -910,13 +910,14 @@ static sn_status gelu_run(sn_kcall *c) {
 }
 
 /* ---- attention kernels ----------------------------------------------------------------- */
-/* The forward runs its products in bf16: mixed precision asked (c->bf16), AVX-512 with BF16,
- * head size a multiple of 16. The backward after it recomputes P from the same bf16 scores
- * and does the rest in f32 (see attn_grad_run); unlinked, it is all f32. */
+/* The forward runs its products in bf16: mixed precision asked (c->bf16), AVX-512 with BF16
+ * where bf16 arithmetic is faster than f32 (sn_cpu_bf16_pays), head size a multiple of 16.
+ * The backward after it recomputes P from the same bf16 scores and does the rest in f32 (see
+ * attn_grad_run); unlinked, it is all f32. */
 static bool attn_bf16(const sn_kcall *c) {
 #ifdef SN_CPU_X86
     return c->bf16 && c->op == SN_OP_ATTENTION && isa == &isa_avx512 &&
-           sn_cpu()->avx512_bf16 && c->x[0].shape.dim[3] % 16 == 0;
+           sn_cpu_bf16_pays() && c->x[0].shape.dim[3] % 16 == 0;
 #else
     (void)c;
     return false;

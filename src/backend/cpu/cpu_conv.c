@@ -162,7 +162,7 @@ enum { CONV_PLAIN_BELOW_C = 16 };
  * would emulate it, slower than f32). Narrow layers (C < 16) stay f32: a reduction over
  * kh*kw*C <= 135 terms is memory-bound, so bf16 buys nothing there (docs/kernels.md). */
 static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
-    return c->bf16 && sn_cpu()->avx512_bf16 && g->c >= CONV_PLAIN_BELOW_C;
+    return c->bf16 && sn_cpu_bf16_pays() && g->c >= CONV_PLAIN_BELOW_C;
 }
 
 /* wino: take the Winograd convolution (cpu_conv_wino.c) where it applies, is enabled and

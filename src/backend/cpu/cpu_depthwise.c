@@ -127,7 +127,7 @@ static sn_status dw_build(sn_dnnl_op *s, const sn_kcall *c, bool bf16, size_t *s
  * sum (docs/benchmarks-notes.md, issue 23). As cpu_conv.c keeps its narrow
  * layers (kh*kw*C <= 135 terms) f32 for the same reason. */
 static bool dw_use_bf16(const sn_kcall *c, bool allow) {
-    return allow && c->bf16 && sn_cpu()->avx512_bf16;
+    return allow && c->bf16 && sn_cpu_bf16_pays();
 }
 
 static sn_status dw_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool allow_bf16) {

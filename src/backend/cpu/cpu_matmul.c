@@ -326,8 +326,9 @@ static sn_status mm_dnnl_prepare(sn_kcall *c, size_t *scratch_bytes) {
     c->state = s;
     s->d = d;
     sn_status st = SN_ERR_UNSUPPORTED;
-    /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there. */
-    if (c->bf16 && sn_cpu()->avx512_bf16) {
+    /* Without AVX512-BF16 oneDNN would emulate bf16, slower than f32: stay f32 there, and
+     * where bf16 arithmetic is no faster than f32 (sn_cpu_bf16_pays). */
+    if (c->bf16 && sn_cpu_bf16_pays()) {
         /* keep_ta before own_tb: each is dropped where oneDNN will not take it. */
         bool own_tb = own_tb_enabled && d.tb && d.n % 32 == 0 && d.k % 16 == 0;
         for (int i = 0; i < 4 && st == SN_ERR_UNSUPPORTED; i++) {

@@ -52,7 +52,8 @@ static sn_status handle_new(const sn_kcall *c, sn_dnnl_rnn **out) {
     layer_dims d = dims_of(c);
     int64_t y_ld = d.TY * d.U, c_ld = c->attr->lstm.keep_c ? y_ld : d.U;
     sn_dnnl_cell cell = is_gru(c) ? SN_DNNL_GRU_LBR : SN_DNNL_LSTM;
-    if (c->bf16 && sn_dnnl_rnn_new(out, cell, d.B, d.T, d.D, d.U, true, y_ld, c_ld) == SN_OK)
+    if (c->bf16 && sn_cpu_bf16_pays() &&
+        sn_dnnl_rnn_new(out, cell, d.B, d.T, d.D, d.U, true, y_ld, c_ld) == SN_OK)
         return SN_OK;
     return sn_dnnl_rnn_new(out, cell, d.B, d.T, d.D, d.U, false, y_ld, c_ld);
 }
