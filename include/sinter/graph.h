@@ -192,9 +192,11 @@ typedef struct sn_plan_opts {
     const char *device;  /* "cpu:0", "/device:CPU:0", ... ; NULL = the default device */
     bool reuse_buffers;  /* share memory between values whose lifetimes do not overlap */
     /* Mixed bfloat16 (Keras's mixed_bfloat16): matmul, conv2d (forward and both backward
-     * ops) and attention (its q k^T and p v products) compute in bfloat16 with float32 accumulation and float32 inputs/outputs where the
-     * CPU has AVX512-BF16; every other op, the variables and the loss stay float32; ignored
-     * elsewhere. Default false. */
+     * ops) and attention (its q k^T and p v products) compute in bfloat16 with float32
+     * accumulation and float32 inputs/outputs where the CPU has AVX512-BF16 and bfloat16
+     * arithmetic is faster than float32 there (AMD Zen 4/5, or AMX; not Intel without AMX,
+     * where they compute in float32: SN_BF16_COMPUTE, docs/environment.md); every other op,
+     * the variables and the loss stay float32; ignored elsewhere. Default false. */
     bool bf16_compute;
     /* The plan keeps its own copy of the variable buffer, refreshed from the graph's by
      * sn_plan_load_vars and never written back: a mirrored replica other than the first,

@@ -492,8 +492,9 @@ typedef struct sn_compile_opts {
     int steps_per_execution;    /* default 1 */
     /* Keras's mixed_bfloat16 policy: the training, evaluation and prediction plans compute
      * matmuls and convolutions in bfloat16 (float32 accumulation) where the CPU has
-     * AVX512-BF16; variables, optimizer state, every other op and the loss stay float32
-     * (sn_plan_opts.bf16_compute). Default false. */
+     * AVX512-BF16 and bfloat16 arithmetic is faster than float32 there (not on Intel without
+     * AMX: sn_plan_opts.bf16_compute); variables, optimizer state, every other op and the
+     * loss stay float32. Default false. */
     bool mixed_bfloat16;
     /* Keras's predict: the model's output as it is. Default false: sinter's predict turns a
      * from_logits model's output into probabilities (sn_model_predict); the Python package

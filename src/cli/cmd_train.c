@@ -127,7 +127,8 @@ int sn_cmd_train(int argc, char **argv) {
          .help = "end with one key=value line (epoch_s, ms_per_step, test_acc) for bench/compare.sh"},
         {.name = "precision", .kind = SN_FLAG_ENUM, .value = &precision, .choices = precisions,
          .help = "fp32, or bf16: Keras's mixed_bfloat16 (bf16 matmuls and convolutions where the "
-                 "CPU has AVX512-BF16, f32 variables and loss); fp32 uses TF32 tensor cores on a "
+                 "CPU has AVX512-BF16 and bf16 is faster there than f32, f32 variables and "
+                 "loss); fp32 uses TF32 tensor cores on a "
                  "GPU, as TensorFlow, and fp32-strict does not"},
         {.name = "strategy", .kind = SN_FLAG_ENUM, .value = &strategy_name, .choices = strategies,
          .help = "distribution strategy: mirrored = one replica per logical device, "

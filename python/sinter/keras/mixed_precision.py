@@ -1,5 +1,6 @@
 """keras.mixed_precision: "float32" (default) or "mixed_bfloat16" (sn_compile_opts's
-mixed_bfloat16, on CPUs with AVX512-BF16). Set it before compile."""
+mixed_bfloat16: bfloat16 arithmetic on CPUs with AVX512-BF16 where it is faster than float32,
+float32 on the others; docs/kernels.md). Set it before compile."""
 
 
 class DTypePolicy:
