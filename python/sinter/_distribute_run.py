@@ -36,6 +36,33 @@ class PerReplica:
             "  %d: %r" % (i, v) for i, v in enumerate(self.values)))
 
 
+class InputReplicationMode:
+    """Who gets a pipeline of distribute_datasets_from_function: each worker (the default:
+    the worker's replicas take consecutive elements of its one dataset) or each replica."""
+    PER_WORKER = "PER_WORKER"
+    PER_REPLICA = "PER_REPLICA"
+
+
+class InputOptions:
+    """tf.distribute.InputOptions: only the replication mode changes what sinter does; the
+    placement and buffer options are accepted (sinter feeds host memory to every replica)."""
+
+    def __init__(self, experimental_fetch_to_device=None,
+                 experimental_replication_mode=InputReplicationMode.PER_WORKER,
+                 experimental_place_dataset_on_device=False,
+                 experimental_per_replica_buffer_size=1):
+        mode = getattr(experimental_replication_mode, "value", experimental_replication_mode)
+        mode = str(mode).upper().split(".")[-1]
+        if mode not in (InputReplicationMode.PER_WORKER, InputReplicationMode.PER_REPLICA):
+            raise ValueError(f"InputOptions: experimental_replication_mode "
+                             f"{experimental_replication_mode!r}; expected "
+                             f"InputReplicationMode.PER_WORKER or PER_REPLICA")
+        self.experimental_fetch_to_device = experimental_fetch_to_device
+        self.experimental_replication_mode = mode
+        self.experimental_place_dataset_on_device = experimental_place_dataset_on_device
+        self.experimental_per_replica_buffer_size = experimental_per_replica_buffer_size
+
+
 class InputContext:
     def __init__(self, num_input_pipelines=1, input_pipeline_id=0, num_replicas_in_sync=1):
         self.num_input_pipelines = num_input_pipelines
@@ -129,12 +156,17 @@ def reduce(strategy, reduce_op, value, axis=None):
 # ---- distributed datasets ---------------------------------------------------------------------
 
 class DistributedDataset:
-    """Per-replica datasets (one per replica), or one dataset whose global batches are split."""
+    """The replicas' inputs, in one of three ways:
+    - "split": one dataset of global batches, each split into equal per-replica batches
+      (experimental_distribute_dataset);
+    - "per_worker": one dataset of per-replica batches, the worker's replicas taking
+      consecutive elements, replica 0 first (distribute_datasets_from_function's default);
+    - "per_replica": one dataset per replica (InputReplicationMode.PER_REPLICA)."""
 
-    def __init__(self, strategy, datasets=None, split_from=None):
+    def __init__(self, strategy, datasets, mode):
         self._strategy = strategy
         self._datasets = datasets
-        self._split_from = split_from
+        self._mode = mode
 
     def __iter__(self):
         return DistributedIterator(self)
@@ -143,18 +175,18 @@ class DistributedDataset:
 class DistributedIterator:
     def __init__(self, dd):
         self._n = len(_replica_devices(dd._strategy))
-        if dd._datasets is not None:
-            self._its = [iter(d) for d in dd._datasets]
-        else:
-            self._its = [iter(dd._split_from)]
+        self._mode = dd._mode
+        self._its = [iter(d) for d in dd._datasets]
         self._peeked = None
 
     def _pull(self):
         if self._peeked is not None:
             out, self._peeked = self._peeked, None
             return out
-        if len(self._its) == self._n:
+        if self._mode == "per_replica":
             elems = [next(it) for it in self._its]
+        elif self._mode == "per_worker":
+            elems = [next(self._its[0]) for _ in range(self._n)]
         else:  # a global batch split into equal per-replica batches
             e = next(self._its[0])
             single = not isinstance(e, tuple)
@@ -202,13 +234,28 @@ class DistributedIterator:
 
 
 def experimental_distribute_dataset(strategy, dataset, options=None):
-    return DistributedDataset(strategy, split_from=dataset)
+    return DistributedDataset(strategy, [dataset], "split")
 
 
 def distribute_datasets_from_function(strategy, dataset_fn, options=None):
+    """As TensorFlow: by default dataset_fn is called once per worker, with
+    InputContext(workers, this worker's rank, replicas in sync), and returns per-replica
+    batches that the worker's replicas take in turn; so a function that ignores its context
+    (the TPU guide's `lambda _: get_dataset(...)`) still gives every replica other examples.
+    With InputOptions(experimental_replication_mode=PER_REPLICA) it is called once per
+    replica, with InputContext(replicas in sync, the replica's global id, replicas in sync)."""
     n = len(_replica_devices(strategy))
-    return DistributedDataset(strategy, datasets=[
-        dataset_fn(InputContext(n, i, n)) for i in range(n)])
+    total = strategy.num_replicas_in_sync
+    rank = int(_lib.sn_strategy_worker_rank(strategy._h))
+    mode = options.experimental_replication_mode if options is not None else \
+        InputReplicationMode.PER_WORKER
+    if mode == InputReplicationMode.PER_REPLICA:
+        return DistributedDataset(strategy, [
+            dataset_fn(InputContext(total, rank * n + i, total)) for i in range(n)],
+            "per_replica")
+    workers = int(_lib.sn_strategy_num_workers(strategy._h))
+    return DistributedDataset(strategy, [dataset_fn(InputContext(workers, rank, total))],
+                              "per_worker")
 
 
 def extend(cls):

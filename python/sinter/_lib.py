@@ -290,6 +290,8 @@ _SIGS = {
     "sn_strategy_num_replicas": (C.c_int, [P]),
     "sn_strategy_local_replicas": (C.c_int, [P]),
     "sn_strategy_replica_device": (C.c_char_p, [P, C.c_int]),
+    "sn_strategy_worker_rank": (C.c_int, [P]),
+    "sn_strategy_num_workers": (C.c_int, [P]),
     "sn_model_set_strategy": (S, [P, P]),
     # nn.h: models
     "sn_model_free": (None, [P]),

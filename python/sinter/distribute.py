@@ -102,4 +102,6 @@ from . import _distribute_run  # noqa: E402
 _distribute_run.extend(Strategy)
 PerReplica = _distribute_run.PerReplica
 InputContext = _distribute_run.InputContext
+InputOptions = _distribute_run.InputOptions
+InputReplicationMode = _distribute_run.InputReplicationMode
 ReduceOp = _distribute_run.ReduceOp

@@ -2,6 +2,7 @@
 Dataset.map (issue 25): each checked against the numbers NumPy gives, and against the text
 TensorFlow prints."""
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -485,3 +486,17 @@ def test_mirrored_custom_loop_runs_replica_plans_and_equals_fit():
     assert lines[0].startswith("plans [2, 2] iterations 4"), r.stdout
     worst = float(lines[1].split()[1])
     assert worst < 1e-6 and lines[1].endswith("trained True"), r.stdout
+
+
+def test_distribute_datasets_from_function_feeds_replicas_as_tensorflow(tmp_path):
+    """distribute_datasets_from_function calls its function once per worker by default, and
+    the worker's replicas take consecutive per-replica batches, so a function that ignores its
+    InputContext (the TPU guide's) still gives every replica other examples; PER_REPLICA
+    calls it once per replica. The contexts and every replica's elements, eager and traced,
+    are TensorFlow's (tests/python/dist_dataset_cases.py, run by both)."""
+    from conftest import run_pair
+    script = str(Path(__file__).with_name("dist_dataset_cases.py"))
+    ref, mine = run_pair(script, tmp_path)
+    assert "per_worker contexts [(1, 0, 2, 2)]" in mine.stdout, mine.stdout
+    assert "per_worker eager [[0.0, 1.0], [2.0, 3.0]]" in mine.stdout, mine.stdout
+    assert mine.stdout == ref.stdout, f"sinter:\n{mine.stdout}\nTensorFlow:\n{ref.stdout}"
