@@ -20,6 +20,7 @@
 #include "backend/cpu/cpu_fused.h"
 #include "core/core.h"
 #include "graph/plan_impl.h"
+#include "plan_check.h"
 #include "sn_test.h"
 
 typedef struct net {
@@ -80,6 +81,7 @@ static result run(net *m, const char *fuse, const float *xdata) {
     unsetenv("SN_FUSE");
     if (!p) return r;
     r.calls = sn_plan_node_count(p);
+    plan_check_arena(p, fuse);
     for (int c = 0; c < p->n_calls; c++)
         if (p->calls[c].fused == SN_FUSED_POOL_RELU_GRAD_FILTER && p->calls[c].n_in == 5)
             r.remat = true;
@@ -301,6 +303,7 @@ static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int str
         unsetenv("SN_FUSE");
         if (!p) continue;
         calls[k] = sn_plan_node_count(p);
+        plan_check_arena(p, k ? "conv+bias fused" : "conv+bias unfused");
         for (int c = 0; k && c < p->n_calls; c++) fused += p->calls[c].fused == SN_FUSED_CONV_BIAS;
         CHECK_OK(sn_plan_set_input(p, x, xd, sizeof(float) * (size_t)sn_shape_numel(&xs)));
         CHECK_OK(sn_plan_run(p, 1, NULL, NULL));

@@ -5,13 +5,14 @@
  * decay changes w; SGD with momentum; RMSprop with momentum).
  * The model has a kernel with L2 only, one with L1 and L2 (the L2 term's sum with the first
  * L1 term fuses, the rest stays) and a bias with L2: the training plan must hold exactly three
- * fused sums. */
+ * fused sums, each written over its data gradient's buffer (which dies there). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "graph/plan_impl.h"
 #include "nn/nn_impl.h"
 #include "nn/train/train_impl.h"
+#include "plan_check.h"
 #include "sn_test.h"
 
 #define S1(a) {.ndim = 1, .dim = {a}}
@@ -36,21 +37,28 @@ static sn_model *l2_model(sn_optimizer_opts opt) {
     return m;
 }
 
-/* Fused calls of SN_FUSED_ADD_L2 in the model's training plans. */
-static int fused_updates(const sn_model *m) {
+/* Fused calls of SN_FUSED_ADD_L2 in the model's training plans; *inplace: those that write
+ * the sum over the data gradient's buffer (the planner's take_over). */
+static int fused_updates(const sn_model *m, int *inplace) {
     int n = 0;
+    *inplace = 0;
     const sn_train_state *t = m->train;
     for (int i = 0; t && i < t->n_plans; i++) {
         const sn_plan *p = t->plans[i].plan;
         if (t->plans[i].kind != SN_PLAN_TRAIN || !p) continue;
-        for (int c = 0; c < p->n_calls; c++) n += p->calls[c].fused == SN_FUSED_ADD_L2;
+        plan_check_arena(p, "l2 model's training plan");
+        for (int c = 0; c < p->n_calls; c++) {
+            n += p->calls[c].fused == SN_FUSED_ADD_L2;
+            *inplace += p->calls[c].fused == SN_FUSED_ADD_L2 && p->calls[c].out &&
+                        p->calls[c].out == p->calls[c].in[2];
+        }
     }
     return n;
 }
 
 static void check_case(const char *name, sn_optimizer_opts opt, sn_dataset *ds) {
     sn_model *ms[2];
-    int fused[2];
+    int fused[2], inplace[2];
     for (int k = 0; k < 2; k++) {
         if (k == 1) setenv("SN_FUSE", "relu", 1);
         ms[k] = l2_model(opt);
@@ -60,10 +68,12 @@ static void check_case(const char *name, sn_optimizer_opts opt, sn_dataset *ds) 
         CHECK_OK(sn_model_fit(ms[k], ds, &fo, &h));
         sn_history_free(h);
         unsetenv("SN_FUSE");
-        fused[k] = fused_updates(ms[k]);
+        fused[k] = fused_updates(ms[k], &inplace[k]);
     }
     CHECK(fused[0] == 3 && fused[1] == 0, "%s: %d fused sums (want 3), %d unfused (want 0)",
           name, fused[0], fused[1]);
+    CHECK(inplace[0] == 3, "%s: %d of the fused sums write over the data gradient (want 3: it "
+          "has no other reader)", name, inplace[0]);
     size_t n0, n1;
     const unsigned char *v0 = sn_graph_variable_buffer(ms[0]->g, &n0);
     const unsigned char *v1 = sn_graph_variable_buffer(ms[1]->g, &n1);

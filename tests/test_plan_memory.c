@@ -2,10 +2,17 @@
  * share blocks sized for the largest plan, each plan still computes its own values when its
  * inputs are fed before its run, a plan made later that needs more moves the blocks and the
  * earlier plans follow them, the creator may free its reference before the plans, and a plan
- * on another device is refused with both devices named. */
+ * on another device is refused with both devices named. And the planner's early optimizer
+ * updates (plan.c, early_updates): an update runs once its variable's last reader has, so its
+ * gradient's buffer is free for the rest of the backward pass, with the same bits as an
+ * update at the step's end. */
 #include <math.h>
+#include <string.h>
 
 #include "core/core.h"
+#include "graph/graph_impl.h"
+#include "nn/train/train_impl.h"
+#include "plan_check.h"
 
 #include "sinter/device.h"
 #include "sinter/graph.h"
@@ -34,6 +41,82 @@ static void run_check(sn_plan *p, sn_node in, sn_node out, int n, float off, con
             CHECK(false, "%s: y[%d] = %g, expected %g", what, i, (double)y[i], (double)expect(x[i]));
     CHECK(y != NULL, "%s: no output buffer", what);
     free(x);
+}
+
+
+/* Two Dense layers without biases, Adam: x [16, 512] -> W0 [512, 512] -> W1 [512, 2048] ->
+ * sum of squares. W1's gradient (4 MiB) is made first in the backward pass; W0's (1 MiB)
+ * after. With W1's update early, the two never live together. `pin`: a side effect reads W1
+ * (an assign of it to another variable), so W1's update keeps its place at the step's end. */
+typedef struct {
+    sn_graph *g;
+    sn_plan *p;
+    sn_node w[2], grad[2], upd[3];
+} two_dense;
+
+static void two_dense_make(two_dense *t, bool pin) {
+    enum { B = 16, D = 512, M = 2048 };
+    sn_graph *g = t->g = sn_graph_new();
+    sn_shape sx = {.ndim = 2, .dim = {B, D}}, s0 = {.ndim = 2, .dim = {D, D}},
+             s1 = {.ndim = 2, .dim = {D, M}}, sc = {.ndim = 0};
+    static float xv[B * D];
+    for (int i = 0; i < B * D; i++) xv[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+    sn_node x = sn_const(g, SN_F32, &sx, xv);
+    t->w[0] = sn_variable(g, "w0", SN_F32, &s0, true);
+    t->w[1] = sn_variable(g, "w1", SN_F32, &s1, true);
+    for (int k = 0; k < 2; k++) {
+        float *w = sn_variable_data(g, t->w[k]);
+        int64_t n = k ? (int64_t)D * M : (int64_t)D * D;
+        for (int64_t i = 0; w && i < n; i++) w[i] = (float)((i * 53 + k) % 97) / 970.0f - 0.05f;
+    }
+    sn_node y = sn_matmul(g, sn_matmul(g, x, t->w[0], false, false), t->w[1], false, false);
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, y), 0, NULL, false);
+    sn_optimizer_opts o;
+    CHECK_OK(sn_optimizer_from_name("adam", &o));
+    sn_node slots[2 * SN_OPTIM_MAX_SLOTS];
+    CHECK_OK(sn_gradients(g, loss, 2, t->w, t->grad));
+    CHECK_OK(sn_optimizer_create_slots(g, &o, 2, t->w, slots));
+    sn_node it = sn_variable(g, "iterations", SN_I32, &sc, false);
+    CHECK_OK(sn_optimizer_apply(g, &o, 2, t->w, t->grad, slots, it, t->upd));
+    sn_node targets[4] = {t->upd[0], t->upd[1], t->upd[2]};
+    int nt = 3;
+    if (pin) targets[nt++] = sn_assign(g, sn_variable(g, "copy", SN_F32, &s1, false), t->w[1]);
+    CHECK(sn_graph_status(g) == SN_OK, "two_dense graph: %s", sn_last_error());
+    t->p = NULL;
+    CHECK_OK(sn_plan_new(&t->p, g, nt, targets, NULL));
+}
+
+static void test_early_updates(void) {
+    two_dense e, l;
+    two_dense_make(&e, false);
+    two_dense_make(&l, true);
+    if (!e.p || !l.p) return;
+    plan_check_arena(e.p, "early updates");
+    plan_check_arena(l.p, "updates at the end");
+    size_t g1 = 512 * 2048 * 4, g0 = 512 * 512 * 4;
+    int u1 = sn_plan_call_of(e.p, e.upd[1]), m0 = sn_plan_call_of(e.p, e.grad[0]);
+    CHECK(u1 >= 0 && m0 >= 0 && u1 < m0, "W1's update (call %d) runs before W0's gradient is "
+          "made (call %d)", u1, m0);
+    CHECK(sn_plan_call_of(e.p, e.upd[2]) == sn_plan_node_count(e.p) - 1,
+          "the iteration count still runs last");
+    CHECK(sn_plan_call_of(l.p, l.upd[1]) > sn_plan_call_of(l.p, l.grad[0]),
+          "an update whose variable a side effect reads keeps its place at the end");
+    CHECK(sn_plan_peak_bytes(e.p) < g1 + g0 && sn_plan_peak_bytes(l.p) >= g1 + g0,
+          "arena with early updates %zu bytes (expected < both gradients, %zu), at the end %zu",
+          sn_plan_peak_bytes(e.p), g1 + g0, sn_plan_peak_bytes(l.p));
+    for (int step = 0; step < 3; step++) {
+        CHECK_OK(sn_plan_run(e.p, 1, NULL, NULL));
+        CHECK_OK(sn_plan_run(l.p, 1, NULL, NULL));
+    }
+    for (int k = 0; k < 2; k++) {
+        size_t bytes = k ? g1 : g0;
+        CHECK(memcmp(sn_variable_data(e.g, e.w[k]), sn_variable_data(l.g, l.w[k]), bytes) == 0,
+              "w%d after 3 Adam steps: early and end-of-step updates give the same bits", k);
+    }
+    sn_plan_free(e.p);
+    sn_plan_free(l.p);
+    sn_graph_free(e.g);
+    sn_graph_free(l.g);
 }
 
 int main(void) {
@@ -95,5 +178,6 @@ int main(void) {
     sn_plan_free(c);
     sn_plan_free(own);
     sn_graph_free(g);
+    test_early_updates();
     return sn_test_finish("test_plan_memory");
 }

@@ -211,7 +211,10 @@ sn_plan_opts sn_plan_opts_defaults(void);
 
 /* A plan computes `targets` (values to read back and side effects to run) from the graph's
  * inputs and variables: nodes in topological order, every buffer placed in one arena from
- * liveness. Side-effect targets run after every other node of the step, in creation order.
+ * liveness. Side-effect targets run after every other node of the step, in creation order;
+ * except that in a plan without collectives an optimizer update (sn_optimizer_update) runs as
+ * soon as every other reader of its variable and slots has run and its gradient is made, which
+ * frees the gradient's buffer for the rest of the step and changes no value.
  * The caller frees it with sn_plan_free before the graph. */
 sn_status sn_plan_new(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
                       const sn_plan_opts *opts);

@@ -100,6 +100,10 @@ typedef struct sn_kernel {
     /* One execution. Threads come from sn_parallel. */
     sn_status (*run)(sn_kcall *c);
     void (*release)(sn_kcall *c); /* optional: free state */
+    /* Optional: 1 + the index of an input (of the output's size and dtype) that the kernel may
+     * write its output over. Where that input's value has no reader after this call, the
+     * planner gives the output the input's buffer (c->out == c->in[i]); 0: never. */
+    int overwrite_input;
 } sn_kernel;
 
 typedef struct sn_kernel_table {

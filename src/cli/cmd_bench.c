@@ -114,6 +114,47 @@ static void print_profile(sn_plan *p, sn_graph *g, double peak, int64_t steps) {
     free(rows);
 }
 
+/* What fills the arena at its peak: the values live then, the largest first (the rest summed),
+ * so a memory figure says what bounds it. */
+static void print_peak_memory(sn_plan *p, sn_graph *g) {
+    int n = 0;
+    while (sn_plan_peak_value(p, n, NULL, NULL)) n++;
+    double (*rows)[2] = malloc(sizeof *rows * (size_t)(n ? n : 1));
+    if (!rows) return;
+    double live = 0;
+    for (int i = 0; i < n; i++) {
+        size_t b = 0;
+        sn_plan_peak_value(p, i, NULL, &b);
+        rows[i][0] = (double)b;
+        rows[i][1] = i;
+        live += (double)b;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, cmp_desc);
+    int c = sn_plan_peak_call(p);
+    sn_node at = -1;
+    if (c >= 0) sn_plan_profile_entry(p, c, &at, NULL, NULL);
+    printf("\narena and scratch %.1f MB; at the arena's peak (call %d, node %d %s) %d values "
+           "hold %.1f MB:\n",
+           (double)sn_plan_peak_bytes(p) / 1048576.0, c, (int)at,
+           at >= 0 ? sn_node_op_name(g, at) : "inputs", n, live / 1048576.0);
+    printf("%-5s %-20s %-22s %9s\n", "node", "op", "shape", "MB");
+    double rest = 0;
+    for (int r = 0; r < n; r++) {
+        if (r >= 12) {
+            rest += rows[r][0];
+            continue;
+        }
+        sn_node id;
+        sn_plan_peak_value(p, (int)rows[r][1], &id, NULL);
+        sn_shape sh = sn_node_shape(g, id);
+        char sb[64];
+        printf("%-5d %-20s %-22s %9.1f\n", (int)id, sn_node_op_name(g, id),
+               sn_shape_str(&sh, sb, sizeof sb), rows[r][0] / 1048576.0);
+    }
+    if (n > 12) printf("(%d smaller values: %.1f MB)\n", n - 12, rest / 1048576.0);
+    free(rows);
+}
+
 int sn_cmd_bench(int argc, char **argv) {
     const char *prog = "sinter bench";
     const char *model_name = "tpu_guide_cnn", *opt_name = "adam", *precision = "fp32";
@@ -277,7 +318,10 @@ int sn_cmd_bench(int argc, char **argv) {
         printf(" seq=%lld vocab=%d tokens_per_s=%.4g", (long long)seq, bt.vocab,
                (double)(batch * seq * steps) / secs);
     printf("\n");
-    if (profile) print_profile(cp->plan, m->g, peak, steps);
+    if (profile) {
+        print_profile(cp->plan, m->g, peak, steps);
+        print_peak_memory(cp->plan, m->g);
+    }
     free(x);
     free(y);
     sn_bench_text_free(&bt);

@@ -20,7 +20,8 @@ const sn_cpu_features *sn_cpu(void) {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned a, b, c, d;
     /* vendor: ebx, edx, ecx spell "AuthenticAMD" */
-    if (__get_cpuid(0, &a, &b, &c, &d)) f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    if (__get_cpuid(0, &a, &b, &c, &d))
+        f.amd = b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
     if (__get_cpuid(1, &a, &b, &c, &d)) {
         int osxsave = (c >> 27) & 1;
         uint64_t xcr0 = osxsave ? xgetbv0() : 0;

@@ -126,6 +126,11 @@ sn_node sn_attention_cached(sn_graph *g, sn_node q, sn_node k, sn_node v, sn_nod
 sn_status sn_plan_profile(sn_plan *p, bool on);
 bool sn_plan_profile_entry(const sn_plan *p, int c, sn_node *node, const char **impl,
                            double *seconds);
+/* What fills the arena at its peak, for `sinter bench --profile`: the call during which it
+ * was reached (-1: the inputs), and value i live then (its storage root) with its bytes.
+ * Returns false past the last. */
+int sn_plan_peak_call(const sn_plan *p);
+bool sn_plan_peak_value(const sn_plan *p, int i, sn_node *node, size_t *bytes);
 /* Dropout masks are keyed by the plan step; replica r of R keys step s as s * R + r so that
  * replicas draw distinct masks: the kernels see step * mul + add (default 1 and 0). */
 void sn_plan_set_step_key(sn_plan *p, int64_t mul, int64_t add);

@@ -1,6 +1,7 @@
 /* Side-effect ops: assignments to variables and the fused optimizer update. They run after
- * every other node of a step (the planner orders them), so a step reads each variable's value
- * from before the step. */
+ * every node of a step that reads their variable (the planner orders them: assignments at the
+ * step's end, an optimizer update as soon as its variable's last reader and its gradient have
+ * run, plan.c's early_updates), so a step reads each variable's value from before the step. */
 #include "graph/graph_impl.h"
 
 #define IN(g, node, i) (&(g)->nodes[(node)->in[i]])

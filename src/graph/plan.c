@@ -6,6 +6,7 @@
  * allocates nothing; reshapes are views of their input's buffer; variables and constants are
  * read where they live. The arena and scratch memory come from the plan's backend; the
  * executor (exec.c) runs the list N times in one call. */
+#include <limits.h>
 #include <string.h>
 
 #include "graph/plan_impl.h"
@@ -106,92 +107,6 @@ static sn_status mirror_setup(sn_plan *p) {
     return SN_OK;
 }
 
-typedef struct block {
-    size_t offset, size;
-    int last_use; /* position in the order after which the block is free */
-} block;
-
-/* First-fit placement of [size] among live blocks (sorted by offset). */
-static size_t place(block *live, int nlive, size_t size) {
-    size_t at = 0;
-    for (int i = 0; i < nlive; i++) {
-        if (live[i].offset >= at + size) break;
-        if (live[i].offset + live[i].size > at) at = live[i].offset + live[i].size;
-    }
-    return at;
-}
-
-static void insert_sorted(block *live, int *nlive, block b) {
-    int i = *nlive;
-    while (i > 0 && live[i - 1].offset > b.offset) {
-        live[i] = live[i - 1];
-        i--;
-    }
-    live[i] = b;
-    (*nlive)++;
-}
-
-static sn_status plan_memory(sn_plan *p, bool reuse) {
-    sn_graph *g = p->g;
-    int nn = p->n_nodes, total = p->n_calls;
-    int *last = sn_malloc(sizeof *last * (size_t)nn);
-    block *live = sn_malloc(sizeof *live * (size_t)(nn + 1));
-    if (!last || !live) {
-        free(last);
-        free(live);
-        return SN_ERR_NOMEM;
-    }
-    for (int i = 0; i < nn; i++) last[i] = -1;
-    /* Last use of each storage root, in execution positions; targets and inputs live for the
-     * whole step (targets are read back after the run, inputs are filled before it). */
-    for (int c = 0; c < total; c++) {
-        const sn_node_t *nd = &g->nodes[p->order[c]];
-        const sn_fusion *f = &p->fusion[p->order[c]];
-        for (int j = 0; j < nd->n_in + f->n_extra_in; j++) {
-            sn_node r = sn_plan_root(p, j < nd->n_in ? nd->in[j] : f->extra_in[j - nd->n_in]);
-            if (last[r] < c) last[r] = c;
-        }
-    }
-    for (int i = 0; i < nn; i++) {
-        if (!p->needed[i]) continue;
-        if (p->is_target[i] || g->nodes[i].op == SN_OP_INPUT || !reuse) last[sn_plan_root(p, i)] = total;
-    }
-    size_t peak = 0;
-    int nlive = 0;
-    /* Inputs first, at the bottom of the arena, alive throughout. */
-    for (int i = 0; i < nn; i++) {
-        if (!p->needed[i] || p->loc[i].kind != LOC_ARENA || g->nodes[i].op != SN_OP_INPUT) continue;
-        size_t sz = (sn_plan_node_bytes(&g->nodes[i]) + 63) & ~(size_t)63;
-        block b = {place(live, nlive, sz), sz, total};
-        insert_sorted(live, &nlive, b);
-        p->loc[i].offset = b.offset;
-        if (b.offset + sz > peak) peak = b.offset + sz;
-    }
-    for (int c = 0; c < total; c++) {
-        /* Free the blocks whose last reader ran before this position. */
-        int w = 0;
-        for (int i = 0; i < nlive; i++)
-            if (live[i].last_use >= c) live[w++] = live[i];
-        nlive = w;
-        /* The call's node, then the extra outputs of a fused call: all written at c. */
-        const sn_fusion *f = &p->fusion[p->order[c]];
-        for (int o = 0; o <= f->n_out2; o++) {
-            sn_node id = o == 0 ? p->order[c] : f->out2[o - 1];
-            if (p->loc[id].kind != LOC_ARENA) continue;
-            size_t sz = (sn_plan_node_bytes(&g->nodes[id]) + 63) & ~(size_t)63;
-            int lu = last[id] < c ? c : last[id]; /* an unread value still needs its output slot */
-            block b = {place(live, nlive, sz), sz, lu};
-            insert_sorted(live, &nlive, b);
-            p->loc[id].offset = b.offset;
-            if (b.offset + sz > peak) peak = b.offset + sz;
-        }
-    }
-    free(last);
-    free(live);
-    p->arena_bytes = peak;
-    return SN_OK;
-}
-
 void sn_plan_free(sn_plan *p) {
     if (!p) return;
     for (int c = 0; c < p->n_calls; c++)
@@ -206,6 +121,7 @@ void sn_plan_free(sn_plan *p) {
     free(p->fusion);
     free(p->ptr);
     free(p->prof);
+    free(p->peak_live);
     sn_backend_graph_free(p->backend, p->graph);
     free(p->graph_attrs);
     if (p->memory) {
@@ -220,6 +136,110 @@ void sn_plan_free(sn_plan *p) {
     for (int i = 0; p->host && i < p->n_nodes; i++) sn_free_aligned(p->host[i]);
     free(p->host);
     free(p);
+}
+
+/* Early optimizer updates. An apply_optimizer call moves up from the end of the step to just
+ * after the last call that reads its variable or slots (the forward, the backward-data
+ * product, the L2 term's gradient), once its gradient is made; the gradient's buffer is then
+ * free for the rest of the backward pass. Keras's rule that a step reads every variable's
+ * value from before the step still holds, since every reader has run; the arithmetic is the
+ * same, so the bits are. Example: the guide CNN's first Dense kernel gradient (151 MB at
+ * batch 200) was live through both convolutions' backward passes, the step's peak.
+ * Only in plans without collectives: replicas that share one copy of the variables read
+ * them on other threads until the step's end barrier, and a worker's collectives keep their
+ * order. An update whose variable another side effect reads keeps its place at the end. */
+static sn_status early_updates(sn_plan *p, int n) {
+    sn_graph *g = p->g;
+    int nn = p->n_nodes;
+    for (int c = 0; c < n; c++)
+        if (g->nodes[p->order[c]].op == SN_OP_ALL_REDUCE) return SN_OK;
+    int *last_read = sn_malloc((size_t)nn * sizeof *last_read);
+    int *made_at = sn_malloc((size_t)nn * sizeof *made_at);
+    int *ready = sn_malloc((size_t)(n ? n : 1) * sizeof *ready);
+    sn_node *out = sn_malloc((size_t)(n ? n : 1) * sizeof *out);
+    if (!last_read || !made_at || !ready || !out) {
+        free(last_read);
+        free(made_at);
+        free(ready);
+        free(out);
+        return SN_ERR_NOMEM;
+    }
+    for (int i = 0; i < nn; i++) last_read[i] = made_at[i] = -1;
+    /* Where each value is made, and the last computing call that reads each variable;
+     * a variable a side effect reads is pinned (INT_MAX): its writer cannot move. */
+    for (int c = 0; c < n; c++) {
+        sn_node id = p->order[c];
+        const sn_node_t *nd = &g->nodes[id];
+        const sn_fusion *f = &p->fusion[id];
+        bool se = (nd->flags & SN_NODE_SIDE_EFFECT) != 0;
+        made_at[id] = c;
+        for (int j = 0; j < f->n_out2; j++) made_at[f->out2[j]] = c;
+        for (int j = 0; j < nd->n_in + f->n_extra_in; j++) {
+            sn_node r = sn_plan_root(p, j < nd->n_in ? nd->in[j] : f->extra_in[j - nd->n_in]);
+            if (g->nodes[r].op != SN_OP_VARIABLE) continue;
+            /* an update's own reads of what it writes do not count; its read of the
+             * iteration counter (input 2) pins nothing, as nothing but the counter's own
+             * increment (after every update) writes it */
+            if (se && nd->op == SN_OP_APPLY_OPTIMIZER) continue;
+            if (se) last_read[r] = INT_MAX;
+            else if (last_read[r] < c) last_read[r] = c;
+        }
+    }
+    /* Each update's position: after the makers of its inputs and the readers of what it
+     * writes (input 0, the variable; inputs 3.., its slots); n (the end) if pinned. */
+    int moved = 0;
+    for (int c = 0; c < n; c++) {
+        const sn_node_t *nd = &g->nodes[p->order[c]];
+        ready[c] = n;
+        if (nd->op != SN_OP_APPLY_OPTIMIZER) continue;
+        int at = -1;
+        for (int j = 0; j < nd->n_in && at < n; j++) {
+            sn_node r = sn_plan_root(p, nd->in[j]);
+            if (g->nodes[r].op == SN_OP_VARIABLE) {
+                if (j == 0 || j >= 3)
+                    at = last_read[r] == INT_MAX ? n : last_read[r] > at ? last_read[r] : at;
+            } else if (made_at[r] > at) {
+                at = made_at[r];
+            }
+        }
+        if (at < c) {
+            ready[c] = at;
+            moved++;
+        }
+    }
+    if (moved) {
+        /* Rebuild the order: every other call in place, each moved update right after the
+         * call at its position (updates that meet there keep their creation order). Buckets
+         * by position: start[c + 1] counts the updates placed after call c (-1: first). */
+        int *start = sn_calloc((size_t)n + 2, sizeof *start);
+        if (!start) {
+            free(last_read);
+            free(made_at);
+            free(ready);
+            free(out);
+            return SN_ERR_NOMEM;
+        }
+        for (int u = 0; u < n; u++)
+            if (ready[u] < n) start[ready[u] + 2]++;
+        for (int c = 0; c <= n; c++) start[c + 1] += start[c];
+        sn_node *upd = made_at; /* reused: the moved updates, bucketed */
+        for (int u = 0; u < n; u++)
+            if (ready[u] < n) upd[start[ready[u] + 1]++] = p->order[u];
+        /* start[c + 1] is now the end of bucket c; the bucket runs from the previous end */
+        int w = 0, k = 0;
+        for (int c = -1; c < n; c++) {
+            if (c >= 0 && ready[c] == n) out[w++] = p->order[c];
+            while (k < start[c + 1]) out[w++] = upd[k++];
+        }
+        free(start);
+        SN_ASSERT(w == n);
+        memcpy(p->order, out, (size_t)n * sizeof *out);
+    }
+    free(last_read);
+    free(made_at);
+    free(ready);
+    free(out);
+    return SN_OK;
 }
 
 /* Overlap of the gradient all-reduce with the backward pass. Creation order puts the
@@ -419,6 +439,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     if (fs != SN_OK) return plan_fail(p, fs);
     p->n_calls = n;
     if ((fs = hoist_collectives(p, n)) != SN_OK) return plan_fail(p, fs);
+    if ((fs = early_updates(p, n)) != SN_OK) return plan_fail(p, fs);
     const unsigned char *fuse_relu = p->fuse_relu;
 
     /* Kernels: choose and prepare each call once. */
@@ -486,7 +507,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
             p->calls[c].attr->attn.drop_rate > 0)
             p->no_capture = true; /* attention dropout reads the step too */
     }
-    sn_status s = plan_memory(p, o.reuse_buffers);
+    sn_status s = sn_plan_arena(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);
     p->scratch_bytes = scratch;
     if (o.memory) {

@@ -55,6 +55,11 @@ struct sn_plan {
     const sn_node_t *nodes_seen; /* g->nodes when the calls' attribute pointers were set */
     int64_t step;
     double *prof;         /* per call: seconds spent, when profiling is on */
+    /* The arena's high-water mark (plan_memory): the call that raised it last (-1: the
+     * inputs) and the storage roots live then (sn_plan_peak_value). */
+    int peak_call;
+    sn_node *peak_live;
+    int n_peak_live;
     sn_node_hook hook;    /* called after each kernel call, when set */
     void *hook_ctx;
     sn_backend *backend;  /* the device it runs on: memory, threads, kernels */
@@ -129,6 +134,10 @@ static inline bool sn_plan_stale(const sn_plan *p) {
  * or LOC_NONE and their extra outputs written by the pattern's call. Returns the new call
  * count. SN_FUSE=0: no fusion; SN_FUSE=relu: only the bias_add + relu one. */
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out);
+/* Places every intermediate value of the plan in its arena (plan_arena.c): sets p->loc[].offset
+ * for the LOC_ARENA values, p->arena_bytes, and the record of the most-filled moment that
+ * sn_plan_peak_value reads. reuse false: every value its own bytes. */
+sn_status sn_plan_arena(sn_plan *p, bool reuse);
 /* Completes call k (its node's own fields already set) with p->fusion[k->id]: the pattern,
  * the extra inputs' and outputs' descriptions (plan_fuse.c). */
 void sn_plan_fused_call(const sn_plan *p, sn_kcall *k);

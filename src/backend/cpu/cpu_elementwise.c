@@ -340,6 +340,30 @@ TGT_AVX2 static void add_l2_avx2(float *restrict o, const float *restrict g,
 #endif
 static add_l2_fn add_l2 = add_l2_generic;
 
+/* In place (o is G's buffer, the planner's overwrite_input): o += 2 (s w), the same roundings. */
+#define ADD_L2_INPLACE_BODY                                                                    \
+    for (int64_t i = 0; i < n; i++) {                                                          \
+        float p = s * w[i];                                                                     \
+        o[i] = o[i] + (p + p);                                                                  \
+    }
+typedef void (*add_l2_inplace_fn)(float *restrict o, const float *restrict w, float s,
+                                  int64_t n);
+static void add_l2_inplace_generic(float *restrict o, const float *restrict w, float s,
+                                   int64_t n) {
+    ADD_L2_INPLACE_BODY
+}
+#ifdef SN_CPU_X86
+TGT_AVX512 static void add_l2_inplace_avx512(float *restrict o, const float *restrict w, float s,
+                                             int64_t n) {
+    ADD_L2_INPLACE_BODY
+}
+TGT_AVX2 static void add_l2_inplace_avx2(float *restrict o, const float *restrict w, float s,
+                                         int64_t n) {
+    ADD_L2_INPLACE_BODY
+}
+#endif
+static add_l2_inplace_fn add_l2_inplace = add_l2_inplace_generic;
+
 typedef struct add_l2_ctx {
     float *o;
     const float *g, *w;
@@ -351,7 +375,9 @@ static void add_l2_task(void *vctx, int ith, int nth) {
     const add_l2_ctx *x = vctx;
     int64_t lo, hi;
     sn_split_range(x->n, ith, nth, &lo, &hi);
-    if (lo < hi) add_l2(x->o + lo, x->g + lo, x->w + lo, x->s, hi - lo);
+    if (lo >= hi) return;
+    if (x->o == x->g) add_l2_inplace(x->o + lo, x->w + lo, x->s, hi - lo);
+    else add_l2(x->o + lo, x->g + lo, x->w + lo, x->s, hi - lo);
 }
 
 /* op ADD, in (-, -, G, w, s): f32, G and w of the output's size, s one element */
@@ -690,11 +716,15 @@ static sn_status dropout_run(sn_kcall *c) {
 /* ---- registration ----------------------------------------------------------------------- */
 
 #define EW_KERNEL(sup, fn) {.impl = "cpu", .supports = sup, .run = fn}
-static sn_kernel k_add = EW_KERNEL(binary_supports, add_run),
-                 k_sub = EW_KERNEL(binary_supports, sub_run),
-                 k_mul = EW_KERNEL(binary_supports, mul_run),
-                 k_div = EW_KERNEL(binary_supports, div_run),
-                 k_bias_add = EW_KERNEL(binary_supports, bias_add_run),
+/* The binary and gradient loops may write over an input (bin_pattern: o is a or b exactly):
+ * the planner gives them a dying input's buffer (overwrite_input: x for the binary ops, dy
+ * for the activation gradients). */
+#define EW_KERNEL_OVER(sup, fn, in) {.impl = "cpu", .supports = sup, .run = fn, .overwrite_input = in}
+static sn_kernel k_add = EW_KERNEL_OVER(binary_supports, add_run, 1),
+                 k_sub = EW_KERNEL_OVER(binary_supports, sub_run, 1),
+                 k_mul = EW_KERNEL_OVER(binary_supports, mul_run, 1),
+                 k_div = EW_KERNEL_OVER(binary_supports, div_run, 1),
+                 k_bias_add = EW_KERNEL_OVER(binary_supports, bias_add_run, 1),
                  k_bcast = EW_KERNEL(bcast_supports, broadcast_to_run),
                  k_relu = EW_KERNEL(unary_supports, relu_run),
                  k_sigmoid = EW_KERNEL(unary_supports, sigmoid_run),
@@ -704,16 +734,18 @@ static sn_kernel k_add = EW_KERNEL(binary_supports, add_run),
                  k_sqrt = EW_KERNEL(unary_supports, sqrt_run),
                  k_neg = EW_KERNEL(unary_supports, neg_run),
                  k_cast = EW_KERNEL(cast_supports, cast_run),
-                 k_relu_grad = EW_KERNEL(pair_supports, relu_grad_run),
-                 k_sigmoid_grad = EW_KERNEL(pair_supports, sigmoid_grad_run),
-                 k_tanh_grad = EW_KERNEL(pair_supports, tanh_grad_run),
+                 k_relu_grad = EW_KERNEL_OVER(pair_supports, relu_grad_run, 2),
+                 k_sigmoid_grad = EW_KERNEL_OVER(pair_supports, sigmoid_grad_run, 2),
+                 k_tanh_grad = EW_KERNEL_OVER(pair_supports, tanh_grad_run, 2),
                  k_dropout = EW_KERNEL(unary_supports, dropout_run),
-                 k_add_l2 = EW_KERNEL(add_l2_supports, add_l2_run);
+                 k_add_l2 = EW_KERNEL_OVER(add_l2_supports, add_l2_run, 3 /* G */);
 
 void sn_cpu_register_elementwise(sn_kernel_table *t) {
 #ifdef SN_CPU_X86
     isa = pick_variant(&isa_generic, &isa_avx2, &isa_avx512);
     add_l2 = isa == &isa_avx512 ? add_l2_avx512 : isa == &isa_avx2 ? add_l2_avx2 : add_l2_generic;
+    add_l2_inplace = isa == &isa_avx512 ? add_l2_inplace_avx512
+                     : isa == &isa_avx2 ? add_l2_inplace_avx2 : add_l2_inplace_generic;
 #endif
     sn_kernel *all[] = {&k_add,  &k_sub,  &k_mul,     &k_div,       &k_bias_add,
                         &k_bcast, &k_relu, &k_sigmoid, &k_tanh,      &k_exp,
