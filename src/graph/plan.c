@@ -1,8 +1,9 @@
 /* The planner (graph/plan_impl.h lists the other parts: fusion, executor, profile).
  *
  * A plan is the list of nodes a set of targets needs, in creation order (a topological order)
- * with side effects moved to the end, each with its kernel chosen and prepared once. Every
- * intermediate value gets a place in one arena, assigned first-fit from liveness, so a step
+ * with side effects moved to the end (optimizer updates to just after their variable's last
+ * reader, early_updates), each with its kernel chosen and prepared once. Every intermediate
+ * value gets a place in one arena from liveness (plan_arena.c), so a step
  * allocates nothing; reshapes are views of their input's buffer; variables and constants are
  * read where they live. The arena and scratch memory come from the plan's backend; the
  * executor (exec.c) runs the list N times in one call. */
