@@ -144,7 +144,7 @@ void sn_plan_free(sn_plan *p) {
  * product, the L2 term's gradient), once its gradient is made; the gradient's buffer is then
  * free for the rest of the backward pass. Keras's rule that a step reads every variable's
  * value from before the step still holds, since every reader has run; the arithmetic is the
- * same, so the bits are. Example: the guide CNN's first Dense kernel gradient (151 MB at
+ * same, so the bits are. Example: the guide CNN's first Dense kernel gradient (144 MiB at
  * batch 200) was live through both convolutions' backward passes, the step's peak.
  * Only in plans without collectives: replicas that share one copy of the variables read
  * them on other threads until the step's end barrier, and a worker's collectives keep their
@@ -154,16 +154,16 @@ static sn_status early_updates(sn_plan *p, int n) {
     int nn = p->n_nodes;
     for (int c = 0; c < n; c++)
         if (g->nodes[p->order[c]].op == SN_OP_ALL_REDUCE) return SN_OK;
+    size_t m = (size_t)(n ? n : 1);
     int *last_read = sn_malloc((size_t)nn * sizeof *last_read);
     int *made_at = sn_malloc((size_t)nn * sizeof *made_at);
-    int *ready = sn_malloc((size_t)(n ? n : 1) * sizeof *ready);
-    sn_node *out = sn_malloc((size_t)(n ? n : 1) * sizeof *out);
-    if (!last_read || !made_at || !ready || !out) {
-        free(last_read);
-        free(made_at);
-        free(ready);
-        free(out);
-        return SN_ERR_NOMEM;
+    int *ready = sn_malloc(m * sizeof *ready);
+    int *start = sn_calloc(m + 2, sizeof *start);
+    sn_node *upd = sn_malloc(m * sizeof *upd), *out = sn_malloc(m * sizeof *out);
+    sn_status st = SN_OK;
+    if (!last_read || !made_at || !ready || !start || !upd || !out) {
+        st = SN_ERR_NOMEM;
+        goto done;
     }
     for (int i = 0; i < nn; i++) last_read[i] = made_at[i] = -1;
     /* Where each value is made, and the last computing call that reads each variable;
@@ -212,18 +212,9 @@ static sn_status early_updates(sn_plan *p, int n) {
         /* Rebuild the order: every other call in place, each moved update right after the
          * call at its position (updates that meet there keep their creation order). Buckets
          * by position: start[c + 1] counts the updates placed after call c (-1: first). */
-        int *start = sn_calloc((size_t)n + 2, sizeof *start);
-        if (!start) {
-            free(last_read);
-            free(made_at);
-            free(ready);
-            free(out);
-            return SN_ERR_NOMEM;
-        }
         for (int u = 0; u < n; u++)
             if (ready[u] < n) start[ready[u] + 2]++;
         for (int c = 0; c <= n; c++) start[c + 1] += start[c];
-        sn_node *upd = made_at; /* reused: the moved updates, bucketed */
         for (int u = 0; u < n; u++)
             if (ready[u] < n) upd[start[ready[u] + 1]++] = p->order[u];
         /* start[c + 1] is now the end of bucket c; the bucket runs from the previous end */
@@ -232,15 +223,17 @@ static sn_status early_updates(sn_plan *p, int n) {
             if (c >= 0 && ready[c] == n) out[w++] = p->order[c];
             while (k < start[c + 1]) out[w++] = upd[k++];
         }
-        free(start);
         SN_ASSERT(w == n);
         memcpy(p->order, out, (size_t)n * sizeof *out);
     }
+done:
     free(last_read);
     free(made_at);
     free(ready);
+    free(start);
+    free(upd);
     free(out);
-    return SN_OK;
+    return st;
 }
 
 /* Overlap of the gradient all-reduce with the backward pass. Creation order puts the
