@@ -35,9 +35,9 @@ static sn_status ctx_init(sn_cuda_ctx *c, const sn_cuda_ctx_opts *o) {
     SN_CUDA(cudaSetDevice(o->device));
     SN_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
     SN_CUDA(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
-    SN_CUBLAS(cublasLtCreate(&c->lt));
-    SN_CUDNN(cudnnCreate(&c->dnn));
-    SN_CUDNN(cudnnSetStream(c->dnn, c->stream));
+    SN_CUBLAS(sn_cu.cublasLtCreate(&c->lt));
+    SN_CUDNN(sn_cu.cudnnCreate(&c->dnn));
+    SN_CUDNN(sn_cu.cudnnSetStream(c->dnn, c->stream));
     if (o->workspace_bytes) SN_CUDA(cudaMalloc(&c->workspace, o->workspace_bytes));
     c->workspace_bytes = o->workspace_bytes;
     SN_CUDA(cudaMalloc((void **)&c->flag, sizeof(int)));
@@ -64,6 +64,7 @@ sn_status sn_cuda_ctx_new(const sn_cuda_ctx_opts *o, sn_cuda_ctx **out) {
         return sn_errorf(SN_ERR_NOT_FOUND, "GPU:%d does not exist: this machine has GPU:0 to GPU:%d",
                          o->device, n - 1);
     }
+    SN_TRY(sn_cuda_libs_load_dnn()); /* cuBLASLt and cuDNN, opened on the first context */
     sn_cuda_ctx *c = calloc(1, sizeof *c);
     if (!c) return sn_errorf(SN_ERR_NOMEM, "sn_cuda_ctx_new: out of host memory");
     c->device = o->device;
@@ -90,8 +91,8 @@ void sn_cuda_ctx_free(sn_cuda_ctx *c) {
     if (c->queued) cudaEventDestroy(c->queued);
     if (c->flag) cudaFree(c->flag);
     if (c->workspace) cudaFree(c->workspace);
-    if (c->dnn) cudnnDestroy(c->dnn);
-    if (c->lt) cublasLtDestroy(c->lt);
+    if (c->dnn) sn_cu.cudnnDestroy(c->dnn);
+    if (c->lt) sn_cu.cublasLtDestroy(c->lt);
     if (c->copy) cudaStreamDestroy(c->copy);
     if (c->stream) cudaStreamDestroy(c->stream);
     free(c);

@@ -30,10 +30,10 @@ struct sn_cuda_conv {
 void sn_cuda_conv_free(sn_cuda_conv *p) {
     if (!p) return;
     if (p->krsc) sn_cuda_free(p->ctx, p->krsc);
-    if (p->conv) cudnnDestroyConvolutionDescriptor(p->conv);
-    if (p->w) cudnnDestroyFilterDescriptor(p->w);
-    if (p->y) cudnnDestroyTensorDescriptor(p->y);
-    if (p->x) cudnnDestroyTensorDescriptor(p->x);
+    if (p->conv) sn_cu.cudnnDestroyConvolutionDescriptor(p->conv);
+    if (p->w) sn_cu.cudnnDestroyFilterDescriptor(p->w);
+    if (p->y) sn_cu.cudnnDestroyTensorDescriptor(p->y);
+    if (p->x) sn_cu.cudnnDestroyTensorDescriptor(p->x);
     free(p);
 }
 
@@ -44,25 +44,28 @@ static sn_status conv_init(sn_cuda_conv *p) {
     cudnnHandle_t h = (cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx);
     size_t ws = 0;
     (void)sn_cuda_ctx_workspace(p->ctx, &ws);
-    SN_CUDNN(cudnnCreateTensorDescriptor(&p->x));
-    SN_CUDNN(cudnnCreateTensorDescriptor(&p->y));
-    SN_CUDNN(cudnnCreateFilterDescriptor(&p->w));
-    SN_CUDNN(cudnnCreateConvolutionDescriptor(&p->conv));
-    SN_CUDNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(d->n),
-                                        as_int(d->c), as_int(d->h), as_int(d->w)));
-    SN_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(d->n),
-                                        as_int(d->f), as_int(d->oh), as_int(d->ow)));
-    SN_CUDNN(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, as_int(d->f),
-                                        as_int(d->c), as_int(d->kh), as_int(d->kw)));
-    SN_CUDNN(cudnnSetConvolution2dDescriptor(p->conv, d->pad_top, d->pad_left, d->stride_h,
-                                             d->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
-                                             CUDNN_DATA_FLOAT));
-    SN_CUDNN(cudnnSetConvolutionMathType(p->conv, sn_cuda_ctx_tf32(p->ctx) && !d->fp32_strict
-                                                      ? CUDNN_TENSOR_OP_MATH
-                                                      : CUDNN_FMA_MATH));
+    SN_CUDNN(sn_cu.cudnnCreateTensorDescriptor(&p->x));
+    SN_CUDNN(sn_cu.cudnnCreateTensorDescriptor(&p->y));
+    SN_CUDNN(sn_cu.cudnnCreateFilterDescriptor(&p->w));
+    SN_CUDNN(sn_cu.cudnnCreateConvolutionDescriptor(&p->conv));
+    SN_CUDNN(sn_cu.cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                              as_int(d->n), as_int(d->c), as_int(d->h),
+                                              as_int(d->w)));
+    SN_CUDNN(sn_cu.cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                              as_int(d->n), as_int(d->f), as_int(d->oh),
+                                              as_int(d->ow)));
+    SN_CUDNN(sn_cu.cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
+                                              as_int(d->f), as_int(d->c), as_int(d->kh),
+                                              as_int(d->kw)));
+    SN_CUDNN(sn_cu.cudnnSetConvolution2dDescriptor(p->conv, d->pad_top, d->pad_left, d->stride_h,
+                                                   d->stride_w, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                   CUDNN_DATA_FLOAT));
+    SN_CUDNN(sn_cu.cudnnSetConvolutionMathType(p->conv, sn_cuda_ctx_tf32(p->ctx) && !d->fp32_strict
+                                                            ? CUDNN_TENSOR_OP_MATH
+                                                            : CUDNN_FMA_MATH));
     /* cuDNN's own output size must be the graph's: otherwise the padding was not symmetric. */
     int on, oc, oh, ow;
-    SN_CUDNN(cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
+    SN_CUDNN(sn_cu.cudnnGetConvolution2dForwardOutputDim(p->conv, p->x, p->w, &on, &oc, &oh, &ow));
     if (oh != d->oh || ow != d->ow)
         return sn_errorf(SN_ERR_UNSUPPORTED, "GPU conv2d: output %lldx%lld with padding top=%d "
                          "left=%d is asymmetric; cuDNN pads both sides alike (gives %dx%d)",
@@ -71,7 +74,8 @@ static sn_status conv_init(sn_cuda_conv *p) {
     enum { MAXA = 16 };
     int got = 0;
     cudnnConvolutionFwdAlgoPerf_t fa[MAXA];
-    SN_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAXA, &got, fa));
+    SN_CUDNN(
+        sn_cu.cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->conv, p->y, MAXA, &got, fa));
     int pick = -1;
     for (int i = 0; i < got && pick < 0; i++)
         if (fa[i].status == CUDNN_STATUS_SUCCESS && fa[i].memory <= ws &&
@@ -82,7 +86,8 @@ static sn_status conv_init(sn_cuda_conv *p) {
     p->fwd = fa[pick].algo;
 
     cudnnConvolutionBwdDataAlgoPerf_t da[MAXA];
-    SN_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAXA, &got, da));
+    SN_CUDNN(sn_cu.cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p->w, p->y, p->conv, p->x, MAXA,
+                                                               &got, da));
     pick = -1;
     for (int i = 0; i < got && pick < 0; i++)
         if (da[i].status == CUDNN_STATUS_SUCCESS && da[i].memory <= ws &&
@@ -93,8 +98,8 @@ static sn_status conv_init(sn_cuda_conv *p) {
     p->bwd_data = da[pick].algo;
 
     cudnnConvolutionBwdFilterAlgoPerf_t wa[MAXA];
-    SN_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAXA,
-                                                           &got, wa));
+    SN_CUDNN(sn_cu.cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->conv, p->w, MAXA,
+                                                                 &got, wa));
     pick = -1;
     for (int i = 0; i < got && pick < 0; i++)
         if (wa[i].status == CUDNN_STATUS_SUCCESS && wa[i].memory <= ws &&
@@ -136,8 +141,8 @@ sn_status sn_cuda_conv_fwd(sn_cuda_conv *p, const float *x, const float *w_hwio,
     const float one = 1, zero = 0;
     size_t ws = 0;
     void *w = sn_cuda_ctx_workspace(p->ctx, &ws);
-    SN_CUDNN(cudnnConvolutionForward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one, p->x, x, p->w,
-                                     p->krsc, p->conv, p->fwd, w, ws, &zero, p->y, y));
+    SN_CUDNN(sn_cu.cudnnConvolutionForward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one, p->x, x,
+                                           p->w, p->krsc, p->conv, p->fwd, w, ws, &zero, p->y, y));
     return SN_OK;
 }
 
@@ -147,9 +152,9 @@ sn_status sn_cuda_conv_bwd_data(sn_cuda_conv *p, const float *dy, const float *w
     const float one = 1, zero = 0;
     size_t ws = 0;
     void *w = sn_cuda_ctx_workspace(p->ctx, &ws);
-    SN_CUDNN(cudnnConvolutionBackwardData((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one, p->w,
-                                          p->krsc, p->y, dy, p->conv, p->bwd_data, w, ws, &zero,
-                                          p->x, dx));
+    SN_CUDNN(sn_cu.cudnnConvolutionBackwardData((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one, p->w,
+                                                p->krsc, p->y, dy, p->conv, p->bwd_data, w, ws,
+                                                &zero, p->x, dx));
     return SN_OK;
 }
 
@@ -159,9 +164,9 @@ sn_status sn_cuda_conv_bwd_filter(sn_cuda_conv *p, const float *x, const float *
     const float one = 1, zero = 0;
     size_t ws = 0;
     void *w = sn_cuda_ctx_workspace(p->ctx, &ws);
-    SN_CUDNN(cudnnConvolutionBackwardFilter((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one, p->x, x,
-                                            p->y, dy, p->conv, p->bwd_filter, w, ws, &zero, p->w,
-                                            p->krsc));
+    SN_CUDNN(sn_cu.cudnnConvolutionBackwardFilter((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), &one,
+                                                  p->x, x, p->y, dy, p->conv, p->bwd_filter, w, ws,
+                                                  &zero, p->w, p->krsc));
     return sn_cuda_krsc_to_hwio(sn_cuda_ctx_stream(p->ctx), d->kh, d->kw, d->c, d->f, p->krsc,
                                 dw_hwio);
 }
@@ -179,31 +184,33 @@ struct sn_cuda_pool {
 void sn_cuda_pool_free(sn_cuda_pool *p) {
     if (!p) return;
     if (p->y_scratch) sn_cuda_free(p->ctx, p->y_scratch);
-    if (p->pool) cudnnDestroyPoolingDescriptor(p->pool);
-    if (p->y) cudnnDestroyTensorDescriptor(p->y);
-    if (p->x) cudnnDestroyTensorDescriptor(p->x);
+    if (p->pool) sn_cu.cudnnDestroyPoolingDescriptor(p->pool);
+    if (p->y) sn_cu.cudnnDestroyTensorDescriptor(p->y);
+    if (p->x) sn_cu.cudnnDestroyTensorDescriptor(p->x);
     free(p);
 }
 
 static sn_status pool_init(sn_cuda_pool *p) {
     const sn_cuda_pool_desc *d = &p->d;
-    SN_CUDNN(cudnnCreateTensorDescriptor(&p->x));
-    SN_CUDNN(cudnnCreateTensorDescriptor(&p->y));
-    SN_CUDNN(cudnnCreatePoolingDescriptor(&p->pool));
-    SN_CUDNN(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(d->n),
-                                        as_int(d->c), as_int(d->h), as_int(d->w)));
-    SN_CUDNN(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, as_int(d->n),
-                                        as_int(d->c), as_int(d->oh), as_int(d->ow)));
+    SN_CUDNN(sn_cu.cudnnCreateTensorDescriptor(&p->x));
+    SN_CUDNN(sn_cu.cudnnCreateTensorDescriptor(&p->y));
+    SN_CUDNN(sn_cu.cudnnCreatePoolingDescriptor(&p->pool));
+    SN_CUDNN(sn_cu.cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                              as_int(d->n), as_int(d->c), as_int(d->h),
+                                              as_int(d->w)));
+    SN_CUDNN(sn_cu.cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
+                                              as_int(d->n), as_int(d->c), as_int(d->oh),
+                                              as_int(d->ow)));
     /* Keras averages over the valid elements of a padded window. Deterministic max: the
      * gradient goes to one position per window, as on the CPU; a NaN is the maximum, as on
      * the CPU (TensorFlow and PyTorch propagate it). */
     cudnnPoolingMode_t mode = d->max ? CUDNN_POOLING_MAX_DETERMINISTIC
                                      : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-    SN_CUDNN(cudnnSetPooling2dDescriptor(p->pool, mode, CUDNN_PROPAGATE_NAN, d->pool_h,
-                                         d->pool_w, d->pad_top, d->pad_left, d->stride_h,
-                                         d->stride_w));
+    SN_CUDNN(sn_cu.cudnnSetPooling2dDescriptor(p->pool, mode, CUDNN_PROPAGATE_NAN, d->pool_h,
+                                               d->pool_w, d->pad_top, d->pad_left, d->stride_h,
+                                               d->stride_w));
     int on, oc, oh, ow;
-    SN_CUDNN(cudnnGetPooling2dForwardOutputDim(p->pool, p->x, &on, &oc, &oh, &ow));
+    SN_CUDNN(sn_cu.cudnnGetPooling2dForwardOutputDim(p->pool, p->x, &on, &oc, &oh, &ow));
     if (oh != d->oh || ow != d->ow)
         return sn_errorf(SN_ERR_UNSUPPORTED, "GPU pooling: output %lldx%lld with padding top=%d "
                          "left=%d is asymmetric; cuDNN pads both sides alike (gives %dx%d)",
@@ -237,8 +244,8 @@ sn_status sn_cuda_pool_new(sn_cuda_ctx *c, const sn_cuda_pool_desc *d, sn_cuda_p
 
 sn_status sn_cuda_pool_fwd(sn_cuda_pool *p, const float *x, float *y) {
     const float one = 1, zero = 0;
-    SN_CUDNN(cudnnPoolingForward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), p->pool, &one, p->x, x,
-                                 &zero, p->y, y));
+    SN_CUDNN(sn_cu.cudnnPoolingForward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), p->pool, &one, p->x,
+                                       x, &zero, p->y, y));
     return SN_OK;
 }
 
@@ -249,7 +256,7 @@ sn_status sn_cuda_pool_bwd(sn_cuda_pool *p, const float *x, const float *dy, flo
         SN_TRY(sn_cuda_pool_fwd(p, x, p->y_scratch));
         y = p->y_scratch;
     }
-    SN_CUDNN(cudnnPoolingBackward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), p->pool, &one, p->y, y,
-                                  p->y, dy, p->x, x, &zero, p->x, dx));
+    SN_CUDNN(sn_cu.cudnnPoolingBackward((cudnnHandle_t)sn_cuda_ctx_dnn(p->ctx), p->pool, &one, p->y,
+                                        y, p->y, dy, p->x, x, &zero, p->x, dx));
     return SN_OK;
 }

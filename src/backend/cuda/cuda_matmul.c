@@ -19,10 +19,10 @@ struct sn_cuda_matmul {
 
 void sn_cuda_matmul_free(sn_cuda_matmul *p) {
     if (!p) return;
-    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
-    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
-    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
-    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->lc) sn_cu.cublasLtMatrixLayoutDestroy(p->lc);
+    if (p->lb) sn_cu.cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->la) sn_cu.cublasLtMatrixLayoutDestroy(p->la);
+    if (p->op) sn_cu.cublasLtMatmulDescDestroy(p->op);
     free(p);
 }
 
@@ -30,9 +30,10 @@ void sn_cuda_matmul_free(sn_cuda_matmul *p) {
  * shared by every batch, cuBLAS's broadcast). */
 static sn_status set_batch(cublasLtMatrixLayout_t l, int64_t count, int64_t stride) {
     int32_t n = (int32_t)count;
-    SN_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
-    SN_CUBLAS(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                               &stride, sizeof stride));
+    SN_CUBLAS(sn_cu.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n,
+                                                     sizeof n));
+    SN_CUBLAS(sn_cu.cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                                     &stride, sizeof stride));
     return SN_OK;
 }
 
@@ -41,17 +42,19 @@ static sn_status matmul_init(sn_cuda_matmul *p, const sn_cuda_matmul_desc *d) {
     int64_t m = d->m, n = d->n, k = d->k;
     bool ta = d->ta, tb = d->tb;
     cublasComputeType_t ct = d->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    SN_CUBLAS(cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
+    SN_CUBLAS(sn_cu.cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F));
     cublasOperation_t opa = tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    SN_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-    SN_CUBLAS(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    SN_CUBLAS(
+        sn_cu.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    SN_CUBLAS(
+        sn_cu.cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
     /* Column-major views: B row-major [K, N] is [N, K] ld N (or [N, K] stored, ld K, when tb);
      * A row-major [M, K] is [K, M] ld K (or ld M when ta); C is [N, M] ld N. */
-    if (!tb) SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)n, (uint64_t)k, n));
-    else SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, (uint64_t)k, (uint64_t)n, k));
-    if (!ta) SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)k, (uint64_t)m, k));
-    else SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, (uint64_t)m, (uint64_t)k, m));
-    SN_CUBLAS(cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n));
+    uint64_t ar = tb ? (uint64_t)k : (uint64_t)n, ac = tb ? (uint64_t)n : (uint64_t)k;
+    uint64_t br = ta ? (uint64_t)m : (uint64_t)k, bc = ta ? (uint64_t)k : (uint64_t)m;
+    SN_CUBLAS(sn_cu.cublasLtMatrixLayoutCreate(&p->la, CUDA_R_32F, ar, ac, (int64_t)ar));
+    SN_CUBLAS(sn_cu.cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_32F, br, bc, (int64_t)br));
+    SN_CUBLAS(sn_cu.cublasLtMatrixLayoutCreate(&p->lc, CUDA_R_32F, (uint64_t)n, (uint64_t)m, n));
     if (d->batch > 1) {
         SN_TRY(set_batch(p->la, d->batch, d->b_stride));
         SN_TRY(set_batch(p->lb, d->batch, d->a_stride));
@@ -61,15 +64,15 @@ static sn_status matmul_init(sn_cuda_matmul *p, const sn_cuda_matmul_desc *d) {
     size_t ws = 0;
     (void)sn_cuda_ctx_workspace(c, &ws);
     cublasLtMatmulPreference_t pref;
-    SN_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    cublasStatus_t e = cublasLtMatmulPreferenceSetAttribute(
+    SN_CUBLAS(sn_cu.cublasLtMatmulPreferenceCreate(&pref));
+    cublasStatus_t e = sn_cu.cublasLtMatmulPreferenceSetAttribute(
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
     cublasLtMatmulHeuristicResult_t h;
     int found = 0;
     if (e == CUBLAS_STATUS_SUCCESS)
-        e = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)sn_cuda_ctx_lt(c), p->op, p->la,
-                                           p->lb, p->lc, p->lc, pref, 1, &h, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
+        e = sn_cu.cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)sn_cuda_ctx_lt(c), p->op, p->la,
+                                                 p->lb, p->lc, p->lc, pref, 1, &h, &found);
+    sn_cu.cublasLtMatmulPreferenceDestroy(pref);
     SN_CUBLAS(e);
     if (found < 1)
         return sn_errorf(SN_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a %lldx%lldx%lld f32 "
@@ -108,8 +111,8 @@ sn_status sn_cuda_matmul_run(sn_cuda_matmul *p, const float *a, const float *b, 
     const float one = 1.0f, zero = 0.0f;
     size_t ws = 0;
     void *w = sn_cuda_ctx_workspace(p->ctx, &ws);
-    SN_CUBLAS(cublasLtMatmul((cublasLtHandle_t)sn_cuda_ctx_lt(p->ctx), p->op, &one, b, p->la, a,
-                             p->lb, &zero, cout, p->lc, cout, p->lc, &p->algo, w, ws,
-                             (cudaStream_t)sn_cuda_ctx_stream(p->ctx)));
+    SN_CUBLAS(sn_cu.cublasLtMatmul((cublasLtHandle_t)sn_cuda_ctx_lt(p->ctx), p->op, &one, b, p->la,
+                                   a, p->lb, &zero, cout, p->lc, cout, p->lc, &p->algo, w, ws,
+                                   (cudaStream_t)sn_cuda_ctx_stream(p->ctx)));
     return SN_OK;
 }

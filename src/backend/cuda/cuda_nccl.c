@@ -19,8 +19,9 @@ struct sn_gpu_nccl {
 
 sn_status sn_gpu_nccl_unique_id(unsigned char id[SN_GPU_NCCL_ID_BYTES]) {
     if (!id) return sn_errorf(SN_ERR_INVALID, "sn_gpu_nccl_unique_id: id is NULL");
+    SN_TRY(sn_cuda_libs_load_nccl());
     ncclUniqueId u;
-    SN_NCCL(ncclGetUniqueId(&u));
+    SN_NCCL(sn_cu.ncclGetUniqueId(&u));
     memcpy(id, &u, sizeof u);
     return SN_OK;
 }
@@ -28,7 +29,7 @@ sn_status sn_gpu_nccl_unique_id(unsigned char id[SN_GPU_NCCL_ID_BYTES]) {
 void sn_gpu_nccl_free(sn_gpu_nccl *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++)
-        if (c->comm[i]) ncclCommDestroy(c->comm[i]);
+        if (c->comm[i]) sn_cu.ncclCommDestroy(c->comm[i]);
     free(c->comm);
     free(c);
 }
@@ -41,6 +42,7 @@ sn_status sn_gpu_nccl_new(int n_local, const int *gpus, int nranks, int first_ra
         return sn_errorf(SN_ERR_INVALID, "sn_gpu_nccl_new: %d local GPU(s) from rank %d of %d; "
                          "expected 1 or more, inside [0, nranks)", n_local, first_rank, nranks);
     if (sn_gpu_count() == 0) return sn_errorf(SN_ERR_NOT_FOUND, "NCCL: no GPU (%s)", sn_gpu_none_reason());
+    SN_TRY(sn_cuda_libs_load_nccl());
     sn_gpu_nccl *c = calloc(1, sizeof *c);
     if (c) c->comm = calloc((size_t)n_local, sizeof *c->comm);
     if (!c || !c->comm) {
@@ -50,22 +52,22 @@ sn_status sn_gpu_nccl_new(int n_local, const int *gpus, int nranks, int first_ra
     c->n = n_local;
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
-    ncclResult_t r = ncclGroupStart();
+    ncclResult_t r = sn_cu.ncclGroupStart();
     for (int i = 0; i < n_local && r == ncclSuccess; i++) {
         cudaError_t e = cudaSetDevice(gpus[i]);
         if (e != cudaSuccess) {
-            (void)ncclGroupEnd();
+            (void)sn_cu.ncclGroupEnd();
             sn_gpu_nccl_free(c);
             return sn_errorf(SN_ERR_BACKEND, "NCCL: cudaSetDevice(%d) failed: %s", gpus[i],
                              cudaGetErrorString(e));
         }
-        r = ncclCommInitRank(&c->comm[i], nranks, u, first_rank + i);
+        r = sn_cu.ncclCommInitRank(&c->comm[i], nranks, u, first_rank + i);
     }
-    ncclResult_t r2 = ncclGroupEnd();
+    ncclResult_t r2 = sn_cu.ncclGroupEnd();
     if (r == ncclSuccess) r = r2;
     if (r != ncclSuccess) {
         sn_gpu_nccl_free(c);
-        return sn_cuda_fail("NCCL", "ncclCommInitRank (in a group)", ncclGetErrorString(r),
+        return sn_cuda_fail("NCCL", "ncclCommInitRank (in a group)", sn_cu.ncclGetErrorString(r),
                             (int)r, __FILE__, __LINE__);
     }
     *out = c;
@@ -76,6 +78,7 @@ sn_status sn_gpu_nccl_allreduce(sn_gpu_nccl *c, int local, const float *in, floa
                                 size_t n, void *stream) {
     if (!c || local < 0 || local >= c->n)
         return sn_errorf(SN_ERR_INVALID, "NCCL all-reduce: local GPU %d of %d", local, c ? c->n : 0);
-    SN_NCCL(ncclAllReduce(in, out, n, ncclFloat, ncclSum, c->comm[local], (cudaStream_t)stream));
+    SN_NCCL(sn_cu.ncclAllReduce(in, out, n, ncclFloat, ncclSum, c->comm[local],
+                                (cudaStream_t)stream));
     return SN_OK;
 }

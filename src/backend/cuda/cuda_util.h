@@ -1,11 +1,12 @@
-/* Check macros for every call into the CUDA runtime, cuBLASLt, cuDNN and NCCL (STYLE.md rule
- * 4): a failure becomes SN_ERR_BACKEND with the call, the library's own message, file and line.
- * Only src/backend/cuda/ includes this. */
+/* Check macros for every call into the CUDA runtime, cuBLASLt, cuDNN and NCCL (the last three
+ * through sn_cu, cuda_libs.h; STYLE.md rule 4): a failure becomes SN_ERR_BACKEND with the call,
+ * the library's own message, file and line. Only src/backend/cuda/ includes this. */
 #ifndef SN_BACKEND_CUDA_UTIL_H
 #define SN_BACKEND_CUDA_UTIL_H
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/cuda_libs.h"
 #include "core/core.h"
 
 /* Record "CUDA <call> failed at <file>:<line>: <message> (error N)" and return SN_ERR_BACKEND. */
@@ -32,7 +33,7 @@ sn_status sn_cuda_fail(const char *lib, const char *call, const char *msg, int c
     do {                                                                                       \
         cudnnStatus_t sn_e_ = (expr);                                                          \
         if (sn_e_ != CUDNN_STATUS_SUCCESS)                                                     \
-            return sn_cuda_fail("cuDNN", #expr, cudnnGetErrorString(sn_e_), (int)sn_e_,        \
+            return sn_cuda_fail("cuDNN", #expr, sn_cu.cudnnGetErrorString(sn_e_), (int)sn_e_,  \
                                 __FILE__, __LINE__);                                           \
     } while (0)
 
@@ -40,7 +41,7 @@ sn_status sn_cuda_fail(const char *lib, const char *call, const char *msg, int c
     do {                                                                                       \
         ncclResult_t sn_e_ = (expr);                                                           \
         if (sn_e_ != ncclSuccess)                                                              \
-            return sn_cuda_fail("NCCL", #expr, ncclGetErrorString(sn_e_), (int)sn_e_,          \
+            return sn_cuda_fail("NCCL", #expr, sn_cu.ncclGetErrorString(sn_e_), (int)sn_e_,    \
                                 __FILE__, __LINE__);                                           \
     } while (0)
 
