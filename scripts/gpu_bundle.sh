@@ -12,7 +12,7 @@ build=${1:-build}
 grep -q '^SN_WITH_CUDA:BOOL=ON' "$build/CMakeCache.txt" ||
   { echo "gpu_bundle: $build is not a -DSN_WITH_CUDA=ON build" >&2; exit 1; }
 bins=("$build/sinter")
-for t in test_cuda_kernels test_cuda_table test_cuda_coverage test_backend test_device_placement; do
+for t in test_cuda_libs test_cuda_kernels test_cuda_table test_cuda_coverage test_backend test_device_placement; do
   bins+=("$build/tests/$t")
 done
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_bundle: $b is missing (build it first)" >&2; exit 1; }; done

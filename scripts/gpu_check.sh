@@ -42,7 +42,8 @@ elapsed() { echo $(($(date +%s) - T0)); }
 log "gpu_check $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || cat .gpu/commit 2>/dev/null); results in $RES"
 { nvidia-smi 2>&1 | head -20; } >>"$SUM" || log "nvidia-smi failed"
 
-# The machine's CUDA libraries (cuBLASLt, cuDNN, NCCL) on the library path; cudart is static.
+# The machine's CUDA libraries (cuBLASLt, cuDNN, NCCL) on the library path, where the backend
+# opens them by soname on first use (src/backend/cuda/cuda_libs.h); cudart is static.
 libdirs=$(find /usr/local/cuda*/lib* /usr/local/lib /usr/lib/x86_64-linux-gnu /opt /usr/local/lib/python3* \
             -maxdepth 7 \( -name 'libcublasLt.so.13*' -o -name 'libcudnn.so.9*' -o -name 'libnccl.so.2*' \) \
             2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
@@ -51,7 +52,7 @@ export LD_LIBRARY_PATH=${libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMP_WAIT_POLICY=passive
 
 # ---- 1. binaries ---------------------------------------------------------------------------
-TESTS="test_cuda_kernels test_cuda_table test_cuda_coverage test_backend test_device_placement"
+TESTS="test_cuda_libs test_cuda_kernels test_cuda_table test_cuda_coverage test_backend test_device_placement"
 BIN=""
 if [ "${SN_GPU_CHECK_NO_BUILD:-0}" = 1 ]; then
   log "SN_GPU_CHECK_NO_BUILD=1: not building here"
