@@ -83,13 +83,15 @@ static void load_dnn(void) {
     void *const lt_slots[] = {SN_CUBLASLT_FNS(SN_SLOT)};
     static const char *const dnn_names[] = {SN_CUDNN_FNS(SN_NAME)};
     void *const dnn_slots[] = {SN_CUDNN_FNS(SN_SLOT)};
-    enum { N_LT = sizeof lt_names / sizeof *lt_names, N_DNN = sizeof dnn_names / sizeof *dnn_names };
+    enum { N_LT = sizeof lt_names / sizeof *lt_names };
+    enum { N_DNN = sizeof dnn_names / sizeof *dnn_names };
     sn_status st = sn_cuda_lib_open("cuBLASLt", SN_CUBLASLT_SONAME, SN_CUBLASLT_PATH, lt_names,
                                     lt_slots, N_LT);
     if (st == SN_OK) {
         st = sn_cuda_lib_open("cuDNN 9", "libcudnn.so.9", SN_CUDNN_PATH, dnn_names, dnn_slots,
                               N_DNN);
-        if (st != SN_OK) /* both or neither: a context needs the two */
+        /* Both or neither: a context needs the two (cuBLASLt stays mapped; it is not used). */
+        if (st != SN_OK)
             for (int i = 0; i < N_LT; i++) memset(lt_slots[i], 0, sizeof(void *));
     }
     remember(&dnn_load, st);

@@ -2,9 +2,9 @@
  *
  * Why: linking them made every process of a CUDA build map them, GPU or not, and cuBLASLt
  * alone costs about 147 MB of resident memory on load (61 MB of its pages and 82 MB that its
- * initialisers allocate) and 0.2 s, measured on the CPU-only machine of docs/benchmarks.md.
- * That was a tenth of a MobileNetV2 training step's peak. The CUDA runtime stays linked
- * statically (it finds the driver itself, and cudaGetDeviceCount is all listing devices needs).
+ * initialisers allocate) and 0.2 s, measured on the CPU-only machine of docs/benchmarks.md:
+ * a fifth of a MobileNetV2 training process's peak (678 MB, now 529). The CUDA runtime stays
+ * linked statically (it finds the driver itself; cudaGetDeviceCount is all listing GPUs needs).
  *
  * Every call into the three libraries goes through sn_cu, whose members have the libraries'
  * own declared types (from their headers), so a call is checked by the compiler as a direct
@@ -13,8 +13,6 @@
  * include this. */
 #ifndef SN_BACKEND_CUDA_LIBS_H
 #define SN_BACKEND_CUDA_LIBS_H
-
-#include <stdbool.h>
 
 #include <cublasLt.h>
 #include <cudnn.h>
