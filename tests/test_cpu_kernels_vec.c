@@ -1,5 +1,5 @@
 /* The fast elementwise, reduction, softmax-family and state kernels (backend/cpu/cpu_
- * {elementwise,reduce,softmax,state}.c) against the reference kernels: for each op, random
+ * {elementwise,reduce,softmax,state,shape}.c) against the reference kernels: for each op, random
  * inputs (sn_rng), one hand-built call per case run through both into separate outputs, and a
  * comparison (f32: |fast - ref| <= tol * (1 + |ref|); bit-exact for casts to bf16 and the
  * dropout mask). Cases cover the broadcast patterns, vector-loop tails (1, 15, 17, 1000003
@@ -613,12 +613,46 @@ static void test_state(void) {
 
 /* ---- the ISA variants agree bit for bit -------------------------------------------------- */
 
+/* ---- slice and zero padding (cpu_shape.c) -------------------------------------------------- */
+
+/* A window `small` at `begin` of `big`: the slice (big -> small) and the slice_grad (small ->
+ * zeros of big, zero padding), fast against reference, bit for bit. The windows cover the run
+ * lengths the fast kernel takes: the last axis partial (runs of part of C), the last axes
+ * whole (runs of W x C: NHWC padded in H and W), everything but the batch whole, all whole. */
+static void test_shape_moves(void) {
+    struct {
+        sn_shape big, small;
+        int64_t begin[4];
+    } cs[] = {
+        {S4(2, 5, 6, 3), S4(1, 5, 6, 2), {1, 0, 0, 1}},
+        {S4(2, 5, 6, 3), S4(2, 3, 4, 3), {0, 1, 2, 0}},
+        {S4(2, 5, 6, 3), S4(2, 3, 2, 3), {0, 1, 2, 0}},
+        {S4(2, 5, 6, 3), S4(2, 4, 6, 3), {0, 1, 0, 0}},
+        {S4(3, 5, 6, 3), S4(1, 5, 6, 3), {2, 0, 0, 0}},
+        {S4(2, 5, 6, 3), S4(2, 5, 6, 3), {0, 0, 0, 0}},
+        {S4(4, 49, 49, 96), S4(4, 48, 48, 96), {0, 1, 0, 0}},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int grad = 0; grad < 2; grad++) {
+            char what[96];
+            snprintf(what, sizeof what, "%s window %zu", grad ? "slice_grad" : "slice", i);
+            tcall t;
+            tc_init(&t, grad ? SN_OP_SLICE_GRAD : SN_OP_SLICE, SN_F32, grad ? cs[i].big : cs[i].small);
+            for (int d = 0; d < 4; d++) t.attr.slice.begin[d] = cs[i].begin[d];
+            t.attr.slice.in_shape = cs[i].big;
+            tc_in(&t, SN_F32, grad ? cs[i].small : cs[i].big, FILL_UNIFORM, -3, 3);
+            check_call(what, &t, true, true);
+            tc_free(&t);
+        }
+}
+
 static void register_fast(void) {
     fast = *sn_ref_kernels();
     sn_cpu_register_elementwise(&fast);
     sn_cpu_register_reduce(&fast);
     sn_cpu_register_softmax(&fast);
     sn_cpu_register_state(&fast);
+    sn_cpu_register_shape(&fast);
 }
 
 /* ---- subnormal optimizer slots ---------------------------------------------------------- */
@@ -792,6 +826,7 @@ int main(void) {
     test_softmax();
     test_losses();
     test_state();
+    test_shape_moves();
     test_subnormal_slots();
     test_isa_bits();
     printf("%d cases, %d failures\n", cases, failures);

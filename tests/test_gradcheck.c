@@ -182,6 +182,10 @@ static sn_node b_dropout(sn_graph *g, const sn_node *x) { return sn_dropout(g, x
 static sn_node b_slice(sn_graph *g, const sn_node *x) {
     return sn_slice(g, x[0], (int64_t[]){1, 0, 2}, (int64_t[]){2, -1, 2});
 }
+/* zero padding is a slice_grad node: this checks that op's own gradient rule */
+static sn_node b_zero_pad(sn_graph *g, const sn_node *x) {
+    return sn_zero_pad(g, x[0], (int64_t[]){0, 1, 0, 2}, (int64_t[]){1, 2, 3, 0});
+}
 static sn_node b_concat(sn_graph *g, const sn_node *x) { return sn_concat(g, 3, x, 1); }
 static sn_node b_gather(sn_graph *g, const sn_node *x) { return sn_gather(g, x[0], x[1]); }
 static sn_node b_cast(sn_graph *g, const sn_node *x) {
@@ -283,6 +287,7 @@ static const op_case cases[] = {
     {"avg_pool2d 3x2 same", 1, {S4(1, 5, 5, 2)}, {RANDN}, 0, b_avgpool_same, 1e-7},
     {"dropout", 1, {S2(6, 7)}, {RANDN}, 0, b_dropout, 1e-7},
     {"slice", 1, {S3(4, 3, 5)}, {RANDN}, 0, b_slice, 1e-7},
+    {"zero_pad (slice_grad)", 1, {S4(2, 3, 4, 2)}, {RANDN}, 0, b_zero_pad, 1e-7},
     {"concat", 3, {S2(2, 3), S2(2, 1), S2(2, 2)}, {RANDN, RANDN, RANDN}, 0, b_concat, 1e-7},
     {"gather", 2, {S2(5, 3), S2(2, 4)}, {RANDN, INDICES}, 5, b_gather, 1e-7},
     /* cast through f32: f32 rounding limits the numeric derivative to ~1e-1 relative at

@@ -50,6 +50,21 @@ static void test_shape_errors(void) {
     sn_graph_free(g);
 
     g = sn_graph_new();
+    a = sn_input(g, "a", SN_F32, &s23);
+    CHECK(sn_zero_pad(g, a, (int64_t[]){0, -1}, (int64_t[]){0, 2}) == SN_NONE,
+          "negative padding accepted");
+    CHECK(strstr(sn_last_error(), "zero_pad: dimension 1: padding -1 before and 2 after"),
+          "message: %s", sn_last_error());
+    sn_graph_free(g);
+    g = sn_graph_new();
+    a = sn_input(g, "a", SN_F32, &s23);
+    sn_node zp = sn_zero_pad(g, a, (int64_t[]){1, 0}, (int64_t[]){0, 2});
+    sn_shape zs = sn_node_shape(g, zp);
+    CHECK(zs.ndim == 2 && zs.dim[0] == 3 && zs.dim[1] == 5, "zero_pad [2, 3] -> [%lld, %lld]",
+          (long long)zs.dim[0], (long long)zs.dim[1]);
+    sn_graph_free(g);
+
+    g = sn_graph_new();
     CHECK(sn_relu(g, 42) == SN_NONE, "invalid node accepted");
     CHECK(strstr(sn_last_error(), "not a node"), "message: %s", sn_last_error());
     sn_graph_free(g);

@@ -138,6 +138,10 @@ sn_node sn_avg_pool2d(sn_graph *g, sn_node x, const sn_pool2d_opts *opts);
  * the same seed gives the same masks whatever the thread count. */
 sn_node sn_dropout(sn_graph *g, sn_node x, double rate, uint64_t seed);
 sn_node sn_slice(sn_graph *g, sn_node x, const int64_t *begin, const int64_t *size);
+/* x with before[d] zeros ahead of it and after[d] behind it along each dimension d (Keras's
+ * ZeroPadding2D, tf.pad with zeros): one copy into a zeroed buffer; the gradient is dy's
+ * window back (a slice). */
+sn_node sn_zero_pad(sn_graph *g, sn_node x, const int64_t *before, const int64_t *after);
 sn_node sn_concat(sn_graph *g, int n, const sn_node *xs, int axis);
 /* table [V, D], indices int32 of any shape -> indices.shape + [D] (embedding lookup) */
 sn_node sn_gather(sn_graph *g, sn_node table, sn_node indices);

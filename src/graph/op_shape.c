@@ -1,4 +1,5 @@
-/* Shape ops: reshape, flatten, transpose, slice, concat, gather. */
+/* Shape ops: reshape, flatten, transpose, slice (and zero padding, its gradient op), concat,
+ * gather. */
 #include <string.h>
 
 #include "graph/graph_impl.h"
@@ -135,10 +136,49 @@ static void grad_slice(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
     dx[0] = sn_graph_add(g, SN_OP_SLICE_GRAD, 1, &dy, &a);
 }
 
+/* slice_grad: x placed at attr.slice.begin in zeros of attr.slice.in_shape. Made by the slice's
+ * gradient and, as a forward op, by sn_zero_pad. */
 static sn_status infer_slice_grad(const sn_graph *g, sn_node_t *node) {
-    node->shape = node->attr.slice.in_shape;
-    node->dtype = IN(g, node, 0)->dtype;
+    const sn_node_t *x = IN(g, node, 0);
+    const sn_shape *os = &node->attr.slice.in_shape;
+    char s1[128], s2[128];
+    bool ok = os->ndim == x->shape.ndim;
+    for (int i = 0; ok && i < os->ndim; i++)
+        ok = node->attr.slice.begin[i] >= 0 &&
+             node->attr.slice.begin[i] + x->shape.dim[i] <= os->dim[i];
+    if (!ok)
+        return sn_errorf(SN_ERR_SHAPE, "zero padding (slice_grad): input %s does not fit in %s "
+                         "at its offsets", sn_shape_str(&x->shape, s1, sizeof s1),
+                         sn_shape_str(os, s2, sizeof s2));
+    node->shape = *os;
+    node->dtype = x->dtype;
     return SN_OK;
+}
+
+/* The gradient of a zero padding takes dy's window back out. */
+static void grad_slice_grad(sn_graph *g, sn_node n, sn_node dy, sn_node *dx) {
+    sn_attrs a = g->nodes[n].attr;
+    sn_shape xs = g->nodes[g->nodes[n].in[0]].shape;
+    dx[0] = sn_slice(g, dy, a.slice.begin, xs.dim);
+}
+
+sn_node sn_zero_pad(sn_graph *g, sn_node x, const int64_t *before, const int64_t *after) {
+    if (!g || g->status != SN_OK) return SN_NONE;
+    if (x < 0 || x >= g->n_nodes || !before || !after)
+        return sn_graph_fail(g, SN_ERR_INVALID, "zero_pad: invalid input node or NULL "
+                             "before/after");
+    sn_shape xs = g->nodes[x].shape;
+    sn_attrs a = {0};
+    a.slice.in_shape = xs;
+    for (int i = 0; i < xs.ndim; i++) {
+        if (before[i] < 0 || after[i] < 0)
+            return sn_graph_fail(g, SN_ERR_INVALID, "zero_pad: dimension %d: padding %lld "
+                                 "before and %lld after; expected >= 0", i, (long long)before[i],
+                                 (long long)after[i]);
+        a.slice.begin[i] = before[i];
+        a.slice.in_shape.dim[i] += before[i] + after[i];
+    }
+    return sn_graph_add(g, SN_OP_SLICE_GRAD, 1, &x, &a);
 }
 
 static sn_status infer_concat(const sn_graph *g, sn_node_t *node) {
@@ -230,7 +270,8 @@ const sn_op_def sn_def_transpose = {.name = "transpose", .n_in = 1, .infer = inf
     .grad = grad_transpose};
 const sn_op_def sn_def_slice = {.name = "slice", .n_in = 1, .infer = infer_slice,
     .grad = grad_slice};
-const sn_op_def sn_def_slice_grad = {.name = "slice_grad", .n_in = 1, .infer = infer_slice_grad};
+const sn_op_def sn_def_slice_grad = {.name = "slice_grad", .n_in = 1, .infer = infer_slice_grad,
+    .grad = grad_slice_grad};
 const sn_op_def sn_def_concat = {.name = "concat", .n_in = -1, .infer = infer_concat,
     .grad = grad_concat};
 const sn_op_def sn_def_gather = {.name = "gather", .n_in = 2, .infer = infer_gather,

@@ -21,44 +21,85 @@ static void strides_of(const sn_shape *s, int64_t st[SN_MAX_DIMS]) {
     }
 }
 
-/* Calls move(small row i, offset in big) for every last-axis run of the window `small` placed
- * at `begin` inside `big`. */
-static void for_each_run(const sn_shape *big, const sn_shape *small, const int64_t *begin,
-                         float *dst, const float *src, bool to_big) {
-    int nd = small->ndim;
+/* The contiguous runs of the window `small` placed inside `big`: a run spans the innermost
+ * axes the window covers whole, and the next one (*inner): an NHWC window padded or cropped in
+ * H and W is rows of W x C, not C at a time. */
+static int64_t run_of(const sn_shape *big, const sn_shape *small, int *inner) {
+    int a = small->ndim - 1;
+    int64_t run = small->dim[a];
+    while (a > 0 && small->dim[a] == big->dim[a]) run *= small->dim[--a];
+    *inner = a;
+    return run;
+}
+
+/* Steps idx (row-major over dims [0, n) of s) to the next index. */
+static void next_index(int64_t *idx, const sn_shape *s, int n) {
+    for (int d = n - 1; d >= 0; d--) {
+        if (++idx[d] < s->dim[d]) break;
+        idx[d] = 0;
+    }
+}
+
+/* small = the window of big at begin, one run at a time. */
+static void copy_window(const sn_shape *big, const sn_shape *small, const int64_t *begin,
+                        float *dst, const float *src) {
+    int nd = small->ndim, inner;
     if (nd == 0) {
         *dst = *src;
         return;
     }
     int64_t bst[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
     strides_of(big, bst);
-    int64_t run = small->dim[nd - 1], rows = sn_shape_numel(small) / (run ? run : 1);
+    int64_t run = run_of(big, small, &inner), rows = sn_shape_numel(small) / (run ? run : 1);
     int64_t base = 0;
     for (int d = 0; d < nd; d++) base += begin[d] * bst[d];
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows; r++, next_index(idx, small, inner)) {
         int64_t off = base;
-        for (int d = 0; d < nd - 1; d++) off += idx[d] * bst[d];
-        if (to_big) memcpy(dst + off, src + r * run, sizeof(float) * (size_t)run);
-        else memcpy(dst + r * run, src + off, sizeof(float) * (size_t)run);
-        for (int d = nd - 2; d >= 0; d--) {
-            if (++idx[d] < small->dim[d]) break;
-            idx[d] = 0;
+        for (int d = 0; d < inner; d++) off += idx[d] * bst[d];
+        memcpy(dst + r * run, src + off, sizeof(float) * (size_t)run);
+    }
+}
+
+/* big = zeros with small at begin (zero padding), each byte of big written once: row by row of
+ * big, zeros around the run inside the window and whole rows of zeros outside it. */
+static void pad_window(const sn_shape *big, const sn_shape *small, const int64_t *begin,
+                       float *dst, const float *src) {
+    int nd = big->ndim, inner;
+    if (nd == 0) {
+        *dst = *src;
+        return;
+    }
+    int64_t bst[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
+    strides_of(big, bst);
+    int64_t run = run_of(big, small, &inner);
+    int64_t brow = bst[inner] * big->dim[inner], head = begin[inner] * bst[inner];
+    int64_t tail = brow - head - run, rows = sn_shape_numel(big) / (brow ? brow : 1);
+    for (int64_t r = 0; r < rows; r++, next_index(idx, big, inner)) {
+        float *row = dst + r * brow;
+        bool in = true;
+        for (int d = 0; d < inner && in; d++)
+            in = idx[d] >= begin[d] && idx[d] < begin[d] + small->dim[d];
+        if (!in) {
+            memset(row, 0, sizeof(float) * (size_t)brow);
+            continue;
         }
+        memset(row, 0, sizeof(float) * (size_t)head);
+        memcpy(row + head, src, sizeof(float) * (size_t)run);
+        memset(row + head + run, 0, sizeof(float) * (size_t)tail);
+        src += run;
     }
 }
 
 /* x [in] -> y [size]: the window at attr.slice.begin */
 static sn_status slice_run(sn_kcall *c) {
-    for_each_run(&c->x[0].shape, &c->y.shape, c->attr->slice.begin, c->out,
-                 c->in[0], false);
+    copy_window(&c->x[0].shape, &c->y.shape, c->attr->slice.begin, c->out, c->in[0]);
     return SN_OK;
 }
 
-/* dy [size] -> dx [attr.slice.in_shape]: zeros with dy at begin */
+/* dy [size] -> dx [attr.slice.in_shape]: zeros with dy at begin (also zero padding,
+ * sn_zero_pad) */
 static sn_status slice_grad_run(sn_kcall *c) {
-    memset(c->out, 0, sizeof(float) * (size_t)sn_shape_numel(&c->y.shape));
-    for_each_run(&c->y.shape, &c->x[0].shape, c->attr->slice.begin, c->out,
-                 c->in[0], true);
+    pad_window(&c->y.shape, &c->x[0].shape, c->attr->slice.begin, c->out, c->in[0]);
     return SN_OK;
 }
 

@@ -1,7 +1,8 @@
 /* Keras's merge layers (Add, Subtract, Multiply, Average, Maximum, Minimum, Concatenate),
  * which take several tensors (sn_layer_vtable_n), and the layer forms of activations and
  * scalings (ReLU, LeakyReLU, Softmax, Rescaling, GlobalMaxPooling2D, GlobalAveragePooling2D
- * with keepdims, ZeroPadding2D). Each is composed of existing graph ops in Keras's order of operations, so
+ * with keepdims, ZeroPadding2D). Each is composed of existing graph ops in Keras's order of
+ * operations (ZeroPadding2D: sn_zero_pad, the slice's gradient op), so
  * the results are the same floats as Keras's and the gradients are those ops' (checked by
  * tests/test_gradcheck.c); no new kernel. */
 #include <math.h>
@@ -289,33 +290,16 @@ static sn_status zpad_build(sn_layer *l, sn_graph *g, const sn_shape *in, sn_rng
     return SN_OK;
 }
 
-/* Zeros of the batch's shape with `size` along axis, or SN_NONE for size 0. */
-static sn_node zeros_like_axis(sn_graph *g, sn_node x, int axis, int size) {
-    if (size == 0) return SN_NONE;
-    sn_shape s = sn_node_shape(g, x);
-    s.dim[axis] = size;
-    void *z = sn_calloc((size_t)sn_shape_numel(&s), sn_dtype_size(sn_node_dtype(g, x)));
-    if (!z) return sn_graph_fail(g, SN_ERR_NOMEM, "ZeroPadding2D: out of memory");
-    sn_node c = sn_const(g, sn_node_dtype(g, x), &s, z);
-    free(z);
-    return c;
-}
-
-/* Concatenation with constant zeros: the values exact, the gradient a slice of dy. */
+/* One zero padding of H and W (the gradient a slice of dy): the values exact. It was two
+ * concatenations with constant zeros, each a pass over the tensor forward and back (~14 % of
+ * MobileNetV2's fp32 step, whose stride-2 blocks pad first). */
 static sn_node zpad_forward(sn_layer *l, sn_graph *g, sn_node x, bool training, sn_updates *u) {
     (void)training;
     (void)u;
-    for (int a = 0; a < 2; a++) {
-        sn_node parts[3];
-        int n = 0;
-        sn_node before = zeros_like_axis(g, x, a + 1, l->pad[2 * a]);
-        sn_node after = zeros_like_axis(g, x, a + 1, l->pad[2 * a + 1]);
-        if (before != SN_NONE) parts[n++] = before;
-        parts[n++] = x;
-        if (after != SN_NONE) parts[n++] = after;
-        if (n > 1) x = sn_concat(g, n, parts, a + 1);
-    }
-    return x;
+    if (!l->pad[0] && !l->pad[1] && !l->pad[2] && !l->pad[3]) return x;
+    int64_t before[SN_MAX_DIMS] = {0, l->pad[0], l->pad[2], 0};
+    int64_t after[SN_MAX_DIMS] = {0, l->pad[1], l->pad[3], 0};
+    return sn_zero_pad(g, x, before, after);
 }
 
 static const sn_layer_vtable zpad_vt = {"ZeroPadding2D", "zero_padding2d", zpad_build,
