@@ -276,7 +276,10 @@ static sn_model *make_model_spe(bool bn_dropout, int spe) {
     co2.activation = SN_ACT_RELU;
     co2.kernel_regularizer.l2 = 0.01;
     sn_model_add(m, sn_layer_conv2d_ex(&co2));
-    if (bn_dropout) sn_model_add(m, sn_layer_batch_norm());
+    if (bn_dropout) { /* BatchNormalization then its relu: the fused pair (plan_fuse.c) */
+        sn_model_add(m, sn_layer_batch_norm());
+        sn_model_add(m, sn_layer_activation(SN_ACT_RELU));
+    }
     sn_model_add(m, sn_layer_max_pool2d(2, 2));
     sn_model_add(m, sn_layer_flatten());
     if (bn_dropout) sn_model_add(m, sn_layer_dropout(0.25));

@@ -11,6 +11,7 @@
  *     there the relu output is recomputed, not stored (checked on the plan's calls);
  *   conv2d + bias without a relu (cpu_conv.c, "dnnl_bias": the bias in oneDNN's epilogue), f32
  *     and mixed bf16: the same bits as the unfused plan, where it fuses (one call fewer);
+ *   BatchNormalization + relu | relu6 and their gradients (cpu_batch_norm.c): the same bits;
  *   the AVX2 variants of these kernels against the generic loops (SN_CPU_ISA): the same bits. */
 #include <math.h>
 #include <stdio.h>
@@ -332,6 +333,89 @@ static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int str
     sn_graph_free(g);
 }
 
+/* v -> BatchNormalization (bn_train) -> relu | relu6 -> loss = sum(y * R) [+ sum(bn * R2)]:
+ * fused (SN_FUSED_BN_RELU/RELU6) against SN_FUSE=relu. With the gradients (of v, gamma and
+ * beta), the activation's call and its gradient's go (2 calls fewer); inference alone, the
+ * activation's (1 fewer); where something else reads the normalised value (pre), nothing
+ * fuses. Every value must be the unfused bits: the fused gradients recompute the mask with
+ * the forward's own arithmetic. gamma 3 and beta 1 spread the normalised values over
+ * (-5, 7), so relu6's both edges are taken. */
+static void check_bn_act(const char *name, sn_shape xs, bool relu6, bool train, bool pre,
+                         int fewer) {
+    sn_graph *g = sn_graph_new();
+    int64_t C = xs.dim[xs.ndim - 1], n = sn_shape_numel(&xs);
+    sn_shape cs = sn_shape_make(1, C);
+    sn_node v = sn_variable(g, "v", SN_F32, &xs, true);
+    sn_node gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
+    sn_node beta = sn_variable(g, "beta", SN_F32, &cs, true);
+    fill(sn_variable_data(g, v), n, 2.0f);
+    float *gd = sn_variable_data(g, gamma), *bd = sn_variable_data(g, beta);
+    for (int64_t j = 0; j < C; j++) gd[j] = 3.0f + 0.5f * frand(), bd[j] = 1.0f + 0.5f * frand();
+    sn_node bn = sn_batch_norm_train(g, v, gamma, beta, 1e-3, NULL);
+    sn_node y = relu6 ? sn_relu6(g, bn) : sn_relu(g, bn);
+    float *R = malloc(sizeof(float) * (size_t)n);
+    fill(R, n, 1.0f);
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, sn_const(g, SN_F32, &xs, R)), 0, NULL, false);
+    if (pre) {
+        fill(R, n, 1.0f);
+        sn_node l2 = sn_reduce_sum(g, sn_mul(g, bn, sn_const(g, SN_F32, &xs, R)), 0, NULL, false);
+        loss = sn_add(g, loss, l2);
+    }
+    free(R);
+    sn_node wrt[3] = {v, gamma, beta}, t[5] = {y, loss};
+    int nt = 2;
+    if (train) {
+        CHECK_OK(sn_gradients(g, loss, 3, wrt, t + 2));
+        nt = 5;
+    }
+    float *val[2][5] = {{NULL}};
+    int calls[2] = {0, 0}, fused = 0;
+    for (int k = 0; k < 2; k++) {
+        setenv("SN_FUSE", k ? "1" : "relu", 1);
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, nt, t, NULL));
+        unsetenv("SN_FUSE");
+        if (!p) continue;
+        calls[k] = sn_plan_node_count(p);
+        plan_check_arena(p, k ? "bn+act fused" : "bn+act unfused");
+        for (int c = 0; k && c < p->n_calls; c++)
+            fused += p->calls[c].fused == (relu6 ? SN_FUSED_BN_RELU6 : SN_FUSED_BN_RELU);
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        for (int i = 0; i < nt; i++) {
+            sn_shape s = sn_node_shape(g, t[i]);
+            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
+            val[k][i] = malloc(bytes);
+            memcpy(val[k][i], sn_plan_buffer(p, t[i]), bytes);
+        }
+        sn_plan_free(p);
+    }
+    /* the fused calls: bn_train, and with the backward bn_grad_params and bn_grad_x */
+    int want_fused = fewer ? (train ? 3 : 1) : 0;
+    CHECK(calls[0] - calls[1] == fewer && fused == want_fused,
+          "%s: %d calls unfused, %d fused (%d calls carry the activation), expected %d fewer "
+          "and %d", name, calls[0], calls[1], fused, fewer, want_fused);
+    static const char *what[5] = {"output", "loss", "input gradient", "gamma gradient",
+                                  "beta gradient"};
+    for (int i = 0; i < nt && val[0][i] && val[1][i]; i++) {
+        sn_shape s = sn_node_shape(g, t[i]);
+        int64_t m = sn_shape_numel(&s);
+        CHECK(memcmp(val[0][i], val[1][i], sizeof(float) * (size_t)m) == 0,
+              "%s: the %s is not bit for bit the unfused one (max relative difference %.3g)",
+              name, what[i], rel_diff(val[1][i], val[0][i], m));
+    }
+    /* the activation really cut: some outputs at 0 (and at 6), some gradients masked */
+    if (val[1][0]) {
+        int64_t lo = 0, hi = 0;
+        for (int64_t i = 0; i < n; i++) lo += val[1][0][i] == 0.0f, hi += val[1][0][i] == 6.0f;
+        CHECK(lo > 0 && lo < n && (!relu6 || hi > 0), "%s: %lld outputs at 0 and %lld at 6 of "
+              "%lld: the case does not take the activation's edges", name, (long long)lo,
+              (long long)hi, (long long)n);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++) free(val[k][i]);
+    sn_graph_free(g);
+}
+
 int main(void) {
     /* small_cnn's first layer (26 = 6 groups of 4 + 2), then padding, strides, other taps */
     check_conv1_image("conv1 28x28 valid 3x3 f32", 28, 28, 3, 3, 32, 1, 0);
@@ -401,6 +485,18 @@ int main(void) {
         check_conv_bias(nm, sn_shape_make(4, (int64_t)2, (int64_t)12, (int64_t)12, (int64_t)64),
                         3, 64, 1, SN_PAD_VALID, bf, 0);
     }
+    /* BatchNormalization + activation: an Xception layer (NHWC, 48 channels: a vector and a
+     * tail), a Dense one ([N, C]), inference alone, and the normalised value read elsewhere */
+    const sn_shape bn4 = sn_shape_make(4, (int64_t)2, (int64_t)5, (int64_t)7, (int64_t)48);
+    const sn_shape bn2 = sn_shape_make(2, (int64_t)64, (int64_t)19);
+    check_bn_act("bn+relu", bn4, false, true, false, 2);
+    check_bn_act("bn+relu6", bn4, true, true, false, 2);
+    check_bn_act("bn+relu dense", bn2, false, true, false, 2);
+    check_bn_act("bn+relu6 dense", bn2, true, true, false, 2);
+    check_bn_act("bn+relu inference", bn4, false, false, false, 1);
+    check_bn_act("bn+relu6 inference", bn4, true, false, false, 1);
+    check_bn_act("bn+relu, pre read", bn4, false, true, true, 0);
+    check_bn_act("bn+relu6, pre read", bn4, true, true, true, 0);
     /* Last, so that the cases above keep the random data their 1e-5 bounds were set on (the
      * loss is a sum with cancellation). The image kernel on every ISA variant the CPU has
      * (the widest, then avx2 and generic by SN_CPU_ISA) against the documented sum. */

@@ -43,6 +43,17 @@ typedef enum sn_fused_kind {
     /* conv2d -> bias_add, the bias_add without a relu (a convolution followed by
      * BatchNormalization): op CONV2D, in (x, w, bias), out the bias_add's output. */
     SN_FUSED_CONV_BIAS,
+    /* BatchNormalization followed by its activation, relu or relu6 (graph/plan_fuse.c,
+     * fuse_bn_act). Three calls carry it, each its op's own inputs first:
+     *   op BN_TRAIN, in (x, stats, gamma, beta): out the activation's output (the
+     *     normalised value before it is never stored);
+     *   op BN_GRAD_PARAMS, in (x, stats, -, dy, gamma, beta): dy is the gradient reaching the
+     *     activation's output (in[2], the activation gradient's value, is never stored:
+     *     NULL); the kernel masks dy by the activation's derivative at the normalised value,
+     *     recomputed from x and the coefficients exactly as the forward call computed it;
+     *   op BN_GRAD_X, in (x, stats, gamma, -, dparams, dy, beta): the same for dx. */
+    SN_FUSED_BN_RELU,
+    SN_FUSED_BN_RELU6,
     SN_FUSED_COUNT
 } sn_fused_kind;
 #define SN_FUSED_MAX_OUT2 2

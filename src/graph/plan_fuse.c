@@ -26,6 +26,9 @@
  *     when that layer's conv is fused with its pool and the relu output has no other reader,
  *     the backward call recomputes the relu output from the layer's input and weights, so
  *     the forward stores only the pool.
+ *   bn_train -> relu | relu6, and its backward (fuse_bn_act): one call writes the
+ *     activation's output; the two BatchNormalization gradients mask the incoming gradient
+ *     themselves, so the activation gradient is never called or stored.
  *   a data gradient plus the L2 penalty's gradient (fuse_add_l2): the sum's call forms the
  *     penalty's gradient itself from the weight; its four nodes are never stored.
  *
@@ -237,6 +240,71 @@ static void fuse_add_l2(sn_plan *p, const int *readers, sn_node a, unsigned char
     }
 }
 
+/* BatchNormalization -> relu | relu6 at bn_train node bn (SN_FUSED_BN_RELU/RELU6): the
+ * bn_train call writes the activation's output (the activation becomes a view of it, its
+ * call is dropped), and where the backward is autodiff's activation gradient read only by the
+ * pair bn_grad_params, bn_grad_x of the same layer, those two read the gradient reaching the
+ * activation instead and mask it themselves (the activation gradient is neither called nor
+ * stored). Forward and backward fuse together or the backward not at all: the backward
+ * recomputes the normalised value with the forward kernel's own arithmetic, so the mask is
+ * the forward's bit for bit. relu6's gradient reads the normalised value itself, which is no
+ * longer stored once fused: with relu6, a backward that does not fuse keeps the forward
+ * unfused too. One to three passes over the activation fewer a layer (Xception's and
+ * MobileNetV2's BatchNormalization-then-activation layers). */
+static void fuse_bn_act(sn_plan *p, const int *readers, sn_node bn, unsigned char *drop) {
+    const sn_graph *g = p->g;
+    const sn_node_t *bd = &g->nodes[bn];
+    if (bd->dtype != SN_F32 || p->is_target[bn]) return;
+    sn_node act = reader_of(p, bn, SN_OP_RELU, 0);
+    sn_op grad_op = SN_OP_RELU_GRAD;
+    int kind = SN_FUSED_BN_RELU;
+    if (act == SN_NONE) {
+        act = reader_of(p, bn, SN_OP_RELU6, 0);
+        grad_op = SN_OP_RELU6_GRAD, kind = SN_FUSED_BN_RELU6;
+    }
+    if (act == SN_NONE || drop[act]) return;
+    /* The activation gradient: relu's reads the relu output, relu6's the normalised value. */
+    sn_node ag = reader_of(p, kind == SN_FUSED_BN_RELU ? act : bn, grad_op, 0);
+    sn_node gp = SN_NONE, gx = SN_NONE;
+    if (ag != SN_NONE && readers[ag] == 2 && !p->is_target[ag]) {
+        gp = reader_of(p, ag, SN_OP_BN_GRAD_PARAMS, 2);
+        gx = reader_of(p, ag, SN_OP_BN_GRAD_X, 3);
+    }
+    bool back = gp != SN_NONE && gx != SN_NONE;
+    if (back) {
+        const sn_node_t *pd = &g->nodes[gp], *xd = &g->nodes[gx];
+        back = pd->in[0] == bd->in[0] && pd->in[1] == bd->in[1] && xd->in[0] == bd->in[0] &&
+               xd->in[1] == bd->in[1] && xd->in[2] == bd->in[2] && xd->in[4] == gp &&
+               pd->attr.norm.epsilon == bd->attr.norm.epsilon &&
+               xd->attr.norm.epsilon == bd->attr.norm.epsilon;
+    }
+    /* bn's readers: the activation, and relu6's gradient when that fuses away */
+    int others = kind == SN_FUSED_BN_RELU6 && back ? 1 : 0;
+    if (readers[bn] != 1 + others) return;
+    p->fusion[bn] = (sn_fusion){.kind = kind};
+    if (!backend_takes(p, bn)) {
+        p->fusion[bn] = (sn_fusion){0};
+        return;
+    }
+    if (back) {
+        sn_node dy = g->nodes[ag].in[1], gamma = bd->in[2], beta = bd->in[3];
+        p->fusion[gp] = (sn_fusion){.kind = kind, .n_extra_in = 3, .extra_in = {dy, gamma, beta}};
+        p->fusion[gx] = (sn_fusion){.kind = kind, .n_extra_in = 2, .extra_in = {dy, beta}};
+        if (backend_takes(p, gp) && backend_takes(p, gx)) {
+            p->loc[ag] = (sn_loc){.kind = LOC_NONE};
+            drop[ag] = 1;
+        } else {
+            p->fusion[gp] = p->fusion[gx] = (sn_fusion){0};
+            if (others) { /* relu6's gradient still reads the normalised value */
+                p->fusion[bn] = (sn_fusion){0};
+                return;
+            }
+        }
+    }
+    p->loc[act] = (sn_loc){.kind = LOC_ALIAS, .alias = bn};
+    drop[act] = 1;
+}
+
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {
     const sn_graph *g = p->g;
     int nn = p->n_nodes;
@@ -274,6 +342,7 @@ sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out) {
             if (g->nodes[id].op == SN_OP_CONV2D) fuse_conv(p, readers, id, drop);
             else if (g->nodes[id].op == SN_OP_MAX_POOL2D_GRAD) fuse_pool_grad(p, readers, id, drop);
             else if (g->nodes[id].op == SN_OP_ADD) fuse_add_l2(p, readers, id, drop);
+            else if (g->nodes[id].op == SN_OP_BN_TRAIN) fuse_bn_act(p, readers, id, drop);
         }
     int w = 0;
     for (int c = 0; c < n; c++)
