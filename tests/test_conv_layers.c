@@ -8,6 +8,8 @@
  *  3. the Keras config reader: what sinter does not implement is refused naming the field
  *     (dilation_rate, output_padding, interpolation, data_format, constraints), and a model
  *     of every class survives sn_model_to_json -> sn_model_from_json with equal predictions.
+ *  4. a VALID convolution of a zero padding built as the SAME convolution it equals, and only
+ *     then (the builders' fold, op_conv.c).
  * (Gradient checks by finite differences: test_gradcheck.c; against real Keras:
  * tests/keras_models_interop.py.) */
 #include <math.h>
@@ -29,6 +31,35 @@ typedef struct geo {
     sn_padding pad;
 } geo;
 
+/* Fills the plan's buffers of ins[0..3) with normal values from seed (f64 runs get the f32
+ * values, so that both dtypes compute on the same numbers). */
+static void fill_ins(sn_plan *p, sn_graph *g, const sn_node ins[3], sn_dtype dt, uint64_t seed) {
+    sn_rng rng;
+    sn_rng_init(&rng, seed, 0);
+    for (int k = 0; k < 3; k++) {
+        sn_shape sk = sn_node_shape(g, ins[k]);
+        void *b = sn_plan_buffer(p, ins[k]);
+        for (int64_t i = 0; i < sn_shape_numel(&sk); i++) {
+            double v = sn_rng_normal(&rng);
+            if (dt == SN_F32) ((float *)b)[i] = (float)v;
+            else ((double *)b)[i] = (double)(float)v;
+        }
+    }
+}
+
+/* Copies the plan's values of t[0..3) out as doubles (out[k] malloc'd, n[k] elements). */
+static void read_outs(sn_plan *p, sn_graph *g, const sn_node t[3], sn_dtype dt, double *out[3],
+                      int64_t n[3]) {
+    for (int k = 0; k < 3; k++) {
+        sn_shape sk = sn_node_shape(g, t[k]);
+        n[k] = sn_shape_numel(&sk);
+        out[k] = malloc(sizeof(double) * (size_t)n[k]);
+        const void *b = sn_plan_buffer(p, t[k]);
+        for (int64_t i = 0; i < n[k]; i++)
+            out[k][i] = dt == SN_F32 ? ((const float *)b)[i] : ((const double *)b)[i];
+    }
+}
+
 /* y = op(x, w) and the gradients of sum(y * r) for x and w, in dtype dt; values from seed. */
 static bool run_op(const geo *c, sn_dtype dt, double *out[3], int64_t n[3], const char **impl) {
     sn_graph *g = sn_graph_new();
@@ -49,28 +80,10 @@ static bool run_op(const geo *c, sn_dtype dt, double *out[3], int64_t n[3], cons
         sn_graph_free(g);
         return false;
     }
-    sn_rng rng;
-    sn_rng_init(&rng, 77, 0);
-    const sn_node ins[3] = {x, w, r};
-    for (int k = 0; k < 3; k++) {
-        sn_shape sk = sn_node_shape(g, ins[k]);
-        void *b = sn_plan_buffer(p, ins[k]);
-        for (int64_t i = 0; i < sn_shape_numel(&sk); i++) {
-            double v = sn_rng_normal(&rng);
-            if (dt == SN_F32) ((float *)b)[i] = (float)v;
-            else ((double *)b)[i] = (double)(float)v; /* the same values as the f32 run */
-        }
-    }
+    fill_ins(p, g, (sn_node[]){x, w, r}, dt, 77);
     CHECK_OK(sn_plan_profile(p, true));
     CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
-    for (int k = 0; k < 3; k++) {
-        sn_shape sk = sn_node_shape(g, t[k]);
-        n[k] = sn_shape_numel(&sk);
-        out[k] = malloc(sizeof(double) * (size_t)n[k]);
-        const void *b = sn_plan_buffer(p, t[k]);
-        for (int64_t i = 0; i < n[k]; i++)
-            out[k][i] = dt == SN_F32 ? ((const float *)b)[i] : ((const double *)b)[i];
-    }
+    read_outs(p, g, t, dt, out, n);
     *impl = "?";
     sn_node nd;
     const char *im;
@@ -410,8 +423,91 @@ static void test_fast_path_in_training(void) {
     sn_model_free(m);
 }
 
+/* y = conv(pad(x), w) [pad read through an exact * 1 where block]; fills out[3] with y and the
+ * gradients of sum(y * r) for x and w; *folded: the convolution reads x itself. */
+static void zp_run(bool dw, sn_shape xs, int64_t kc, const int64_t *before, const int64_t *after,
+                   int s, bool block, double *out[3], int64_t n[3], bool *folded) {
+    sn_graph *g = sn_graph_new();
+    sn_shape ws = S4(3, 3, xs.dim[3], dw ? 1 : kc);
+    sn_node x = sn_input(g, "x", SN_F32, &xs), w = sn_input(g, "w", SN_F32, &ws);
+    sn_node p = sn_zero_pad(g, x, before, after);
+    if (block) {
+        const float one = 1.0f;
+        p = sn_mul(g, p, sn_const(g, SN_F32, &(sn_shape){.ndim = 1, .dim = {1}}, &one));
+    }
+    sn_conv2d_opts o = {.stride_h = s, .stride_w = s, .padding = SN_PAD_VALID};
+    sn_node y = dw ? sn_depthwise_conv2d(g, p, w, &o) : sn_conv2d(g, p, w, &o);
+    sn_shape ys = sn_node_shape(g, y);
+    sn_node r = sn_input(g, "r", SN_F32, &ys);
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, r), 0, NULL, false);
+    sn_node wrt[2] = {x, w}, gr[2] = {SN_NONE, SN_NONE};
+    CHECK_OK(sn_gradients(g, loss, 2, wrt, gr));
+    *folded = y != SN_NONE && g->nodes[y].in[0] == x;
+    sn_node t[3] = {y, gr[0], gr[1]};
+    sn_plan *pl = NULL;
+    CHECK_OK(sn_plan_new(&pl, g, 3, t, NULL));
+    for (int k = 0; k < 3; k++) out[k] = NULL, n[k] = 0;
+    if (pl) {
+        fill_ins(pl, g, (sn_node[]){x, w, r}, SN_F32, 91);
+        CHECK_OK(sn_plan_run(pl, 1, NULL, NULL));
+        read_outs(pl, g, t, SN_F32, out, n);
+        sn_plan_free(pl);
+    }
+    sn_graph_free(g);
+}
+
+/* The builders' fold (op_conv.c, sn_conv_fold_zero_pad): a VALID convolution of a zero padding
+ * that is a SAME convolution of the unpadded input is built as that. MobileNetV2's correct_pad
+ * at stride 2, (0, 1) on an even size and (1, 1) on an odd one, must fold, for conv2d and
+ * depthwise; (1, 1) on an even size (SAME pads (0, 1) there), a padded batch axis and (0, 1) at
+ * stride 1 must not. Either way the output and both gradients must be those of the same
+ * padding read through an exact * 1, which never folds (1e-5 of the largest magnitude: oneDNN
+ * may sum another shape in another order). */
+static void test_zero_pad_fold(void) {
+    static const struct {
+        const char *name;
+        int64_t n, hw, before[4], after[4];
+        int s;
+        bool folds;
+    } cs[] = {
+        {"even (0, 1) stride 2", 2, 10, {0, 0, 0, 0}, {0, 1, 1, 0}, 2, true},
+        {"odd (1, 1) stride 2", 2, 9, {0, 1, 1, 0}, {0, 1, 1, 0}, 2, true},
+        {"even (1, 1) stride 2", 2, 10, {0, 1, 1, 0}, {0, 1, 1, 0}, 2, false},
+        {"batch padded", 2, 10, {1, 0, 0, 0}, {0, 1, 1, 0}, 2, false},
+        {"even (0, 1) stride 1", 2, 10, {0, 0, 0, 0}, {0, 1, 1, 0}, 1, false},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++)
+        for (int dw = 0; dw < 2; dw++) {
+            sn_shape xs = S4(cs[i].n, cs[i].hw, cs[i].hw, 16);
+            double *a[3], *b[3];
+            int64_t na[3], nb[3];
+            bool fa, fb;
+            zp_run(dw, xs, 24, cs[i].before, cs[i].after, cs[i].s, false, a, na, &fa);
+            zp_run(dw, xs, 24, cs[i].before, cs[i].after, cs[i].s, true, b, nb, &fb);
+            const char *op = dw ? "depthwise" : "conv2d";
+            CHECK(fa == cs[i].folds && !fb, "zero pad + %s, %s: folded %d (expected %d), "
+                  "through * 1 folded %d", op, cs[i].name, fa, cs[i].folds, fb);
+            static const char *what[3] = {"output", "input gradient", "kernel gradient"};
+            for (int k = 0; k < 3; k++) {
+                if (!a[k] || !b[k] || na[k] != nb[k]) {
+                    CHECK(false, "zero pad + %s, %s: no %s", op, cs[i].name, what[k]);
+                    continue;
+                }
+                double big = 0, err = 0;
+                for (int64_t j = 0; j < na[k]; j++) {
+                    big = fmax(big, fabs(b[k][j]));
+                    err = fmax(err, fabs(a[k][j] - b[k][j]));
+                }
+                CHECK(big > 0 && err <= 1e-5 * big, "zero pad + %s, %s: %s differs by %.3g (largest "
+                      "%.3g)", op, cs[i].name, what[k], err, big);
+            }
+            for (int k = 0; k < 3; k++) free(a[k]), free(b[k]);
+        }
+}
+
 int main(void) {
     test_kernels();
+    test_zero_pad_fold();
     test_layer_shapes();
     test_config_refusals();
     test_config_sides();

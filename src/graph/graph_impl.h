@@ -84,6 +84,9 @@ bool sn_conv_out_size(int64_t in, int64_t k, int s, sn_padding pad, int64_t *out
  * And the shape of their data and filter gradients: attr.conv.x_shape / w_shape (op_conv.c). */
 sn_status sn_conv_window(sn_node_t *node, const sn_node_t *x, const sn_node_t *w,
                          const char *op, int64_t *oh, int64_t *ow);
+/* conv2d's and depthwise_conv2d's builders: a VALID convolution of a zero padding that is a
+ * SAME convolution of the unpadded input becomes that (*x and o->padding change; op_conv.c). */
+void sn_conv_fold_zero_pad(const sn_graph *g, sn_node *x, sn_node w, sn_conv2d_opts *o);
 sn_status sn_infer_conv_x_shape(const sn_graph *g, sn_node_t *node);
 sn_status sn_infer_conv_w_shape(const sn_graph *g, sn_node_t *node);
 

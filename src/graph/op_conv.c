@@ -64,8 +64,43 @@ sn_conv2d_opts sn_conv2d_opts_defaults(void) {
     return (sn_conv2d_opts){.stride_h = 1, .stride_w = 1, .padding = SN_PAD_VALID};
 }
 
+/* A VALID convolution of a zero padding (sn_zero_pad of H and W alone) whose windows fall
+ * where a SAME convolution of the unpadded image puts them (the same output size and leading
+ * padding) is that SAME convolution: the same windows, and the cells outside the image are
+ * zeros in both. Keras's MobileNetV2 pads (0, 1) before each stride-2 depthwise layer
+ * (correct_pad reproduces TensorFlow's SAME so that every backend agrees). Built on the
+ * unpadded input, the padded copy is neither made nor kept for the backward, and the gradient
+ * needs no slice; the padding node stays in the graph for any other reader (and is planned
+ * only if there is one). */
+void sn_conv_fold_zero_pad(const sn_graph *g, sn_node *x, sn_node w, sn_conv2d_opts *o) {
+    if (!g || g->status != SN_OK || o->padding != SN_PAD_VALID || *x < 0 || *x >= g->n_nodes ||
+        w < 0 || w >= g->n_nodes)
+        return;
+    const sn_node_t *p = &g->nodes[*x], *k = &g->nodes[w];
+    if (p->op != SN_OP_SLICE_GRAD || p->shape.ndim != 4 || k->shape.ndim != 4) return;
+    const sn_node_t *u = &g->nodes[p->in[0]];
+    if (p->attr.slice.begin[0] || p->attr.slice.begin[3] || u->shape.dim[0] != p->shape.dim[0] ||
+        u->shape.dim[3] != p->shape.dim[3])
+        return;
+    const int stride[2] = {o->stride_h, o->stride_w};
+    for (int i = 0; i < 2; i++) {
+        int64_t out_valid, out_same;
+        int lo_valid, lo_same;
+        if (stride[i] < 1 ||
+            !sn_conv_out_size(p->shape.dim[1 + i], k->shape.dim[i], stride[i], SN_PAD_VALID,
+                              &out_valid, &lo_valid) ||
+            !sn_conv_out_size(u->shape.dim[1 + i], k->shape.dim[i], stride[i], SN_PAD_SAME,
+                              &out_same, &lo_same) ||
+            out_valid != out_same || lo_same != p->attr.slice.begin[1 + i])
+            return;
+    }
+    *x = p->in[0];
+    o->padding = SN_PAD_SAME;
+}
+
 sn_node sn_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts) {
     sn_conv2d_opts o = opts ? *opts : sn_conv2d_opts_defaults();
+    sn_conv_fold_zero_pad(g, &x, w, &o);
     sn_node in[2] = {x, w};
     sn_attrs a = {.conv = {.stride_h = o.stride_h, .stride_w = o.stride_w, .padding = o.padding}};
     return sn_graph_add(g, SN_OP_CONV2D, 2, in, &a);

@@ -30,6 +30,7 @@ static sn_status infer_depthwise(const sn_graph *g, sn_node_t *node) {
 
 sn_node sn_depthwise_conv2d(sn_graph *g, sn_node x, sn_node w, const sn_conv2d_opts *opts) {
     sn_conv2d_opts o = opts ? *opts : sn_conv2d_opts_defaults();
+    sn_conv_fold_zero_pad(g, &x, w, &o);
     sn_node in[2] = {x, w};
     sn_attrs a = {.conv = {.stride_h = o.stride_h, .stride_w = o.stride_w, .padding = o.padding}};
     return sn_graph_add(g, SN_OP_DEPTHWISE_CONV2D, 2, in, &a);
