@@ -232,6 +232,9 @@ static void pool_cases(void) {
     check_pool("2x2 s3 valid 10x11x7 (gaps)", 2, 10, 11, 7, 2, 2, 3, 3, false, false);
     check_pool("3x3 s2 same 9x9x6", 2, 9, 9, 6, 3, 3, 2, 2, true, false);
     check_pool("3x3 s1 same 7x6x5 (overlap)", 2, 7, 6, 5, 3, 3, 1, 1, true, false);
+    /* overlapping windows that leave the last row and column out: the gradient zeroes rows as
+     * its windows reach them, and the rest at the end */
+    check_pool("3x3 s2 valid 10x10x6 (overlap, gaps)", 2, 10, 10, 6, 3, 3, 2, 2, false, false);
     check_pool("2x2 s2 same 7x7x3 (pb>pt)", 2, 7, 7, 3, 2, 2, 2, 2, true, false);
     check_pool("2x3 s(2,1) same 8x7x300", 1, 8, 7, 300, 2, 3, 2, 1, true, false);
     check_pool("ties 2x2 s2 8x8x20", 2, 8, 8, 20, 2, 2, 2, 2, false, true);
