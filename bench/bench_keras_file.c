@@ -79,8 +79,9 @@ int main(int argc, char **argv) {
     qsort(times, (size_t)steps, sizeof *times, cmp_asc);
     double med = steps % 2 ? times[steps / 2] : (times[steps / 2 - 1] + times[steps / 2]) / 2;
     printf("framework=sinter workload=%s precision=%s threads=%d batch=%lld steps=%lld "
-           "ms_per_step=%.4g\n", argv[1], bf16 ? "bf16" : "fp32", sn_num_threads(),
-           (long long)batch, (long long)steps, 1e3 * med);
+           "ms_per_step=%.4g plan_arena_mb=%.1f\n", argv[1], bf16 ? "bf16" : "fp32",
+           sn_num_threads(), (long long)batch, (long long)steps, 1e3 * med,
+           (double)sn_plan_peak_bytes(cp->plan) / 1048576.0);
     sn_graph *g = sn_model_graph(m);
     int n = sn_plan_node_count(cp->plan);
     double total = 0, (*rows)[2] = malloc(sizeof *rows * (size_t)(n ? n : 1));

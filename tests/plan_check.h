@@ -2,7 +2,9 @@
  * no two values that are live at the same call share a byte. Lifetimes are recomputed here
  * from the plan's order alone: a value lives from the call that writes it (inputs: before the
  * first call) to the last call that reads it (inputs and targets: to the end); a value that a
- * call writes over its dying input (sn_kernel.overwrite_input) may share that input's bytes. */
+ * call writes over its dying input (sn_kernel.overwrite_input) may share that input's bytes.
+ * And each call's kernel scratch (p->scratch_off, p->scratch_need) lies in the arena and
+ * shares no byte with a value live at that call. */
 #ifndef SN_TEST_PLAN_CHECK_H
 #define SN_TEST_PLAN_CHECK_H
 
@@ -70,6 +72,25 @@ static inline void plan_check_arena(const sn_plan *p, const char *what) {
         }
     }
     CHECK(!bad, "%s: no two values live together share bytes", what);
+    for (int c = 0; c < total && !bad; c++) {
+        size_t s0 = p->scratch_off[c], s1 = s0 + p->scratch_need[c];
+        if (s0 == s1) continue;
+        if (s1 > p->arena_bytes) {
+            bad = 1;
+            CHECK(false, "%s: call %d's scratch (bytes %zu..%zu) ends past the arena (%zu)",
+                  what, c, s0, s1, p->arena_bytes);
+        }
+        for (int a = 0; a < nn && !bad; a++) {
+            if (first[a] == -2 || c < first[a] || c > last[a]) continue;
+            size_t a0 = p->loc[a].offset, a1 = a0 + sn_plan_node_bytes(&g->nodes[a]);
+            if (a1 <= s0 || s1 <= a0 || a0 == a1) continue;
+            bad = 1;
+            CHECK(false, "%s: call %d's scratch (bytes %zu..%zu) overlaps value %d (%s, calls "
+                  "%d..%d, bytes %zu..%zu)", what, c, s0, s1, a, sn_ops[g->nodes[a].op]->name,
+                  first[a], last[a], a0, a1);
+        }
+    }
+    CHECK(!bad, "%s: no call's scratch shares bytes with a value live at that call", what);
     free(first);
     free(last);
 }

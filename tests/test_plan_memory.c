@@ -5,7 +5,8 @@
  * on another device is refused with both devices named. And the planner's early optimizer
  * updates (plan.c, early_updates): an update runs once its variable's last reader has, so its
  * gradient's buffer is free for the rest of the backward pass, with the same bits as an
- * update at the step's end. */
+ * update at the step's end. And a kernel's scratch lives in the arena for its call alone
+ * (plan_arena.c): it takes the bytes of a value dead by then, not bytes of its own. */
 #include <math.h>
 #include <string.h>
 
@@ -119,6 +120,69 @@ static void test_early_updates(void) {
     sn_graph_free(l.g);
 }
 
+/* x [4096, 64] (1 MB, an input: live all step); big = x * x (1 MB) dies at its sum; then
+ * BatchNormalization's statistics of x, whose kernel asks for ~35 KB of scratch (a partial sum
+ * per chunk of rows), and its output y (1 MB). The values need x + max(big, y) + a few small
+ * ones; the statistics' scratch fits where big was, so the arena grows by no more than the
+ * normalisation's 2 KB of coefficients (it runs while x and y are both live). */
+static void test_scratch_in_arena(void) {
+    const int M = 4096, C = 64;
+    sn_graph *g = sn_graph_new();
+    sn_shape xs = {.ndim = 2, .dim = {M, C}}, cs = {.ndim = 1, .dim = {C}};
+    sn_node x = sn_input(g, "x", SN_F32, &xs);
+    sn_node total = sn_reduce_sum(g, sn_mul(g, x, x), 0, NULL, false);
+    sn_node gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
+    sn_node beta = sn_variable(g, "beta", SN_F32, &cs, true);
+    sn_node y = sn_batch_norm_train(g, x, gamma, beta, 1e-3, NULL);
+    CHECK_OK(sn_graph_status(g));
+    float *ga = sn_variable_data(g, gamma), *be = sn_variable_data(g, beta);
+    for (int j = 0; ga && be && j < C; j++) {
+        ga[j] = 1.0f;
+        be[j] = 0.0f;
+    }
+    sn_plan_opts o = sn_plan_opts_defaults();
+    o.device = "cpu:0";
+    sn_plan *p = NULL;
+    sn_node targets[] = {total, y};
+    CHECK_OK(sn_plan_new(&p, g, 2, targets, &o));
+    if (!p) {
+        sn_graph_free(g);
+        return;
+    }
+    size_t most = 0;
+    for (int c = 0; c < p->n_calls; c++)
+        if (p->scratch_need[c] > most) most = p->scratch_need[c];
+    const size_t mb = (size_t)M * C * sizeof(float);
+    CHECK(most >= 16384, "the statistics' kernel asks for %zu bytes of scratch, expected at "
+          "least 16 KB for the test to mean anything", most);
+    CHECK(sn_plan_peak_bytes(p) < 2 * mb + 8192,
+          "the arena takes %zu bytes; the values need %zu and a few small ones, and the %zu "
+          "bytes of scratch fit where the dead x * x was", sn_plan_peak_bytes(p), 2 * mb, most);
+    plan_check_arena(p, "scratch in the arena");
+    /* the statistics are right with their scratch where x * x was */
+    float *xv = malloc(sizeof *xv * (size_t)M * C);
+    for (int i = 0; xv && i < M * C; i++) xv[i] = (float)((i * 7919) % 1000) * 0.01f + (float)(i % C);
+    if (xv) CHECK_OK(sn_plan_set_input(p, x, xv, mb));
+    CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+    const float *yv = sn_plan_buffer(p, y);
+    int bad = 0;
+    for (int j = 0; yv && j < C && !bad; j++) {
+        double s = 0, q = 0;
+        for (int r = 0; r < M; r++) {
+            s += yv[(size_t)r * C + j];
+            q += (double)yv[(size_t)r * C + j] * yv[(size_t)r * C + j];
+        }
+        double mean = s / M, var = q / M - mean * mean;
+        if (fabs(mean) > 1e-4 || fabs(var - 1.0) > 1e-2) {
+            bad = 1;
+            CHECK(false, "channel %d normalised to mean %g, variance %g", j, mean, var);
+        }
+    }
+    free(xv);
+    sn_plan_free(p);
+    sn_graph_free(g);
+}
+
 int main(void) {
     CHECK_OK(sn_device_configure_cpu(2));
     sn_graph *g = sn_graph_new();
@@ -179,5 +243,6 @@ int main(void) {
     sn_plan_free(own);
     sn_graph_free(g);
     test_early_updates();
+    test_scratch_in_arena();
     return sn_test_finish("test_plan_memory");
 }

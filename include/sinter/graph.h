@@ -189,7 +189,8 @@ typedef struct sn_plan sn_plan;
 typedef struct sn_plan_memory sn_plan_memory;
 sn_plan_memory *sn_plan_memory_new(void);
 void sn_plan_memory_free(sn_plan_memory *m);
-/* Bytes of the shared blocks now (the largest arena and scratch of its plans so far). */
+/* Bytes of the shared block now (the largest arena of its plans so far, kernel scratch
+ * included). */
 size_t sn_plan_memory_size(const sn_plan_memory *m);
 
 typedef struct sn_plan_opts {
@@ -235,8 +236,8 @@ sn_status sn_plan_run(sn_plan *p, int64_t steps, sn_feed_fn feed, void *ctx);
 void *sn_plan_buffer(sn_plan *p, sn_node n);
 /* Copies bytes into input n's buffer; checks the size. */
 sn_status sn_plan_set_input(sn_plan *p, sn_node n, const void *data, size_t bytes);
-size_t sn_plan_peak_bytes(const sn_plan *p);    /* bytes of the planned arena */
-/* What the plan itself holds: arena, kernel scratch and its private copy of the variables
+size_t sn_plan_peak_bytes(const sn_plan *p);    /* bytes of the planned arena (values and scratch) */
+/* What the plan itself holds: its arena (kernel scratch included) and its private copy of the variables
  * (sn_plan_opts.private_vars), not the graph's variables or a kernel's own state. */
 size_t sn_plan_memory_bytes(const sn_plan *p);
 int sn_plan_node_count(const sn_plan *p);       /* nodes that execute per step */

@@ -5,8 +5,10 @@
  * reader, early_updates), each with its kernel chosen and prepared once. Every intermediate
  * value gets a place in one arena from liveness (plan_arena.c), so a step
  * allocates nothing; reshapes are views of their input's buffer; variables and constants are
- * read where they live. The arena and scratch memory come from the plan's backend; the
- * executor (exec.c) runs the list N times in one call. */
+ * read where they live. A kernel's scratch is a place in the same arena, live for its call
+ * alone, so it takes bytes the values have left (a separate block held the largest
+ * scratch beside the arena's peak). The arena comes from the plan's backend; the executor
+ * (exec.c) runs the list N times in one call. */
 #include <limits.h>
 #include <string.h>
 
@@ -73,7 +75,7 @@ sn_status sn_plan_bind(sn_plan *p) {
             k->attr2[j] = &g->nodes[f->out2[j]].attr;
         }
         k->out = p->ptr[k->id];
-        k->scratch = p->scratch;
+        k->scratch = p->scratch_need[c] ? p->arena + p->scratch_off[c] : NULL;
     }
     p->vars_seen = g->vars;
     p->nodes_seen = g->nodes;
@@ -123,13 +125,14 @@ void sn_plan_free(sn_plan *p) {
     free(p->ptr);
     free(p->prof);
     free(p->peak_live);
+    free(p->scratch_need);
+    free(p->scratch_off);
     sn_backend_graph_free(p->backend, p->graph);
     free(p->graph_attrs);
     if (p->memory) {
         sn_plan_memory_release(p->memory);
     } else {
         sn_backend_free(p->backend, p->arena);
-        sn_backend_free(p->backend, p->scratch);
     }
     sn_backend_free(p->backend, p->dvars);
     sn_backend_free(p->backend, p->pvars);
@@ -439,8 +442,10 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     /* Kernels: choose and prepare each call once. */
     p->calls = sn_calloc((size_t)(n ? n : 1), sizeof *p->calls);
     p->kern = sn_calloc((size_t)(n ? n : 1), sizeof *p->kern);
-    if (!p->calls || !p->kern) return plan_fail(p, SN_ERR_NOMEM);
-    size_t scratch = 0;
+    p->scratch_need = sn_calloc((size_t)(n ? n : 1), sizeof *p->scratch_need);
+    p->scratch_off = sn_calloc((size_t)(n ? n : 1), sizeof *p->scratch_off);
+    if (!p->calls || !p->kern || !p->scratch_need || !p->scratch_off)
+        return plan_fail(p, SN_ERR_NOMEM);
     for (int c = 0; c < n; c++) {
         sn_node id = p->order[c];
         const sn_node_t *nd = &g->nodes[id];
@@ -487,7 +492,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
                 return plan_fail(p, sn_error_context(s, "plan: preparing %s (node %d)",
                                                      sn_ops[nd->op]->name, (int)id));
             }
-            if (need > scratch) scratch = need;
+            p->scratch_need[c] = need;
         }
     }
     /* Recording steps: not where a kernel reads the step counter (a recording would keep one
@@ -503,15 +508,11 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     }
     sn_status s = sn_plan_arena(p, o.reuse_buffers);
     if (s != SN_OK) return plan_fail(p, s);
-    p->scratch_bytes = scratch;
     if (o.memory) {
-        if ((s = sn_plan_memory_attach(p, o.memory, p->arena_bytes, scratch)) != SN_OK)
+        if ((s = sn_plan_memory_attach(p, o.memory, p->arena_bytes)) != SN_OK)
             return plan_fail(p, s);
-    } else {
-        if (!(p->arena = sn_backend_alloc(be, p->arena_bytes))) /* zero-filled */
-            return plan_fail(p, SN_ERR_NOMEM);
-        if (scratch && !(p->scratch = sn_backend_alloc(be, scratch)))
-            return plan_fail(p, SN_ERR_NOMEM);
+    } else if (!(p->arena = sn_backend_alloc(be, p->arena_bytes))) { /* zero-filled */
+        return plan_fail(p, SN_ERR_NOMEM);
     }
     if (p->mirror && (s = mirror_setup(p)) != SN_OK) return plan_fail(p, s);
     if ((s = sn_plan_bind(p)) != SN_OK) return plan_fail(p, s);
@@ -519,9 +520,9 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     return SN_OK;
 }
 
-size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes + p->scratch_bytes : 0; }
+size_t sn_plan_peak_bytes(const sn_plan *p) { return p ? p->arena_bytes : 0; }
 size_t sn_plan_memory_bytes(const sn_plan *p) {
-    return p ? p->arena_bytes + p->scratch_bytes + (p->mirror ? 0 : p->pvars_bytes) : 0;
+    return p ? p->arena_bytes + (p->mirror ? 0 : p->pvars_bytes) : 0;
 }
 int sn_plan_node_count(const sn_plan *p) { return p ? p->n_calls : 0; }
 int64_t sn_plan_step(const sn_plan *p) { return p ? p->step : 0; }

@@ -44,11 +44,12 @@ struct sn_plan {
     sn_fusion *fusion;        /* per graph node: the pattern its call computes (plan_fuse.c) */
     void **ptr;           /* per graph node: resolved buffer */
     unsigned char *arena;
-    size_t arena_bytes;   /* what this plan needs (its memory's blocks may be larger) */
-    void *scratch;
-    size_t scratch_bytes;
-    /* sn_plan_opts.memory: arena and scratch live in these shared blocks (plan_memory.c), and
-     * memory_gen is their generation when the pointers were bound. */
+    size_t arena_bytes;   /* what this plan needs (its memory's block may be larger) */
+    /* Per call: the scratch bytes its kernel asked for, and where in the arena they are (a
+     * span live for that call alone, plan_arena.c) */
+    size_t *scratch_need, *scratch_off;
+    /* sn_plan_opts.memory: the arena lives in this shared block (plan_memory.c), and
+     * memory_gen is its generation when the pointers were bound. */
     sn_plan_memory *memory;
     uint64_t memory_gen;
     const unsigned char *vars_seen;
@@ -112,10 +113,10 @@ sn_status sn_plan_bind(sn_plan *p);
 /* sn_plan_new on a given backend (plan.c); sn_plan_new resolves opts->device to one. */
 sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node *targets,
                          const sn_plan_opts *opts, sn_backend *backend);
-/* Shared plan memory (plan_memory.c): attach takes a reference and grows the blocks to the
- * plan's need; rebind points the plan at the blocks as they are now; release drops a
+/* Shared plan memory (plan_memory.c): attach takes a reference and grows the block to the
+ * plan's arena; rebind points the plan at the block as it is now; release drops a
  * reference. */
-sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena, size_t scratch);
+sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena);
 void sn_plan_memory_rebind(sn_plan *p);
 void sn_plan_memory_release(sn_plan_memory *m);
 uint64_t sn_plan_memory_gen(const sn_plan_memory *m);
@@ -135,8 +136,9 @@ static inline bool sn_plan_stale(const sn_plan *p) {
  * count. SN_FUSE=0: no fusion; SN_FUSE=relu: only the bias_add + relu one. */
 sn_status sn_plan_fuse(sn_plan *p, int n, int *n_out);
 /* Places every intermediate value of the plan in its arena (plan_arena.c): sets p->loc[].offset
- * for the LOC_ARENA values, p->arena_bytes, and the record of the most-filled moment that
- * sn_plan_peak_value reads. reuse false: every value its own bytes. */
+ * for the LOC_ARENA values, p->scratch_off for the calls with scratch (p->scratch_need),
+ * p->arena_bytes, and the record of the most-filled moment that sn_plan_peak_value reads.
+ * reuse false: every value its own bytes (a call's scratch still lives for the call alone). */
 sn_status sn_plan_arena(sn_plan *p, bool reuse);
 /* Completes call k (its node's own fields already set) with p->fusion[k->id]: the pattern,
  * the extra inputs' and outputs' descriptions (plan_fuse.c). */

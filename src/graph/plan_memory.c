@@ -3,9 +3,9 @@
  * A traced Python function makes one plan per replica, and a program like the guide holds
  * several such functions beside fit's plans: each plan's arena is sized for its whole step
  * (the guide's CNN: ~390 MB a replica), and the functions never run at the same time. Plans
- * made with one sn_plan_memory place their arena and kernel scratch in the same two blocks,
- * grown to the largest plan's need; a plan whose blocks moved rebinds its pointers at its next
- * run (sn_plan_stale compares the generation). */
+ * made with one sn_plan_memory place their arena (kernel scratch included, plan_arena.c) in
+ * the same block, grown to the largest plan's need; a plan whose block moved rebinds its
+ * pointers at its next run (sn_plan_stale compares the generation). */
 #include <stdatomic.h>
 
 #include "graph/plan_impl.h"
@@ -14,9 +14,7 @@ struct sn_plan_memory {
     sn_backend *backend; /* the device of its first plan: every plan of it must share it */
     unsigned char *arena;
     size_t arena_bytes;
-    void *scratch;
-    size_t scratch_bytes;
-    uint64_t gen;     /* bumped whenever a block moves */
+    uint64_t gen;     /* bumped whenever the block moves */
     atomic_int refs;  /* the owner's, plus one for each plan made with it */
 };
 
@@ -33,20 +31,17 @@ sn_plan_memory *sn_plan_memory_new(void) {
 
 void sn_plan_memory_release(sn_plan_memory *m) {
     if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
-    if (m->backend) {
-        sn_backend_free(m->backend, m->arena);
-        sn_backend_free(m->backend, m->scratch);
-    }
+    if (m->backend) sn_backend_free(m->backend, m->arena);
     free(m);
 }
 
 void sn_plan_memory_free(sn_plan_memory *m) { sn_plan_memory_release(m); }
 
 size_t sn_plan_memory_size(const sn_plan_memory *m) {
-    return m ? m->arena_bytes + m->scratch_bytes : 0;
+    return m ? m->arena_bytes : 0;
 }
 
-/* Grows a block to at least `need` bytes. The old contents are not kept: a plan's arena
+/* Grows the block to at least `need` bytes. The old contents are not kept: a plan's arena
  * holds nothing across runs that its caller does not feed again (the contract in graph.h). */
 static sn_status grow(sn_backend *be, void **block, size_t *bytes, size_t need, uint64_t *gen) {
     if (need <= *bytes) return SN_OK;
@@ -59,7 +54,7 @@ static sn_status grow(sn_backend *be, void **block, size_t *bytes, size_t need, 
     return SN_OK;
 }
 
-sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena, size_t scratch) {
+sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena) {
     if (m->backend && m->backend != p->backend)
         return sn_errorf(SN_ERR_INVALID, "plan memory: shared by a plan on %s and one on %s; the "
                          "plans of one sn_plan_memory must be on one device",
@@ -68,7 +63,6 @@ sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena, siz
     void *a = m->arena;
     SN_TRY(grow(p->backend, &a, &m->arena_bytes, arena, &m->gen));
     m->arena = a;
-    SN_TRY(grow(p->backend, &m->scratch, &m->scratch_bytes, scratch, &m->gen));
     atomic_fetch_add(&m->refs, 1);
     p->memory = m;
     sn_plan_memory_rebind(p);
@@ -77,7 +71,6 @@ sn_status sn_plan_memory_attach(sn_plan *p, sn_plan_memory *m, size_t arena, siz
 
 void sn_plan_memory_rebind(sn_plan *p) {
     p->arena = p->memory->arena;
-    p->scratch = p->memory->scratch;
     p->memory_gen = p->memory->gen;
 }
 

@@ -190,12 +190,15 @@ static void sum_parts(const bn_ctx *t, double *out) {
     }
 }
 
-/* scratch: the partials [nchunks][2C] floats, five coefficient vectors [C] floats, and the
- * sums [2C] doubles */
+/* scratch: the sums [2C] doubles, five coefficient vectors [C] floats, and for the two
+ * reductions the partials [nchunks][2C] floats. The elementwise calls ask for no partials:
+ * the plan places each call's scratch for that call alone (plan_arena.c), and bn_train's runs
+ * while its output and every earlier activation are live. */
 static sn_status bn_prepare(sn_kcall *c, size_t *scratch) {
     int64_t M, C, rows, nchunks;
     bn_dims(c, &M, &C, &rows, &nchunks);
-    *scratch = sizeof(float) * (size_t)(nchunks * 2 * C + 5 * C) +
+    bool reduces = c->op == SN_OP_BN_STATS || c->op == SN_OP_BN_GRAD_PARAMS;
+    *scratch = sizeof(float) * (size_t)((reduces ? nchunks * 2 * C : 0) + 5 * C) +
                sizeof(double) * (size_t)(2 * C);
     return SN_OK;
 }
