@@ -183,7 +183,7 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
         return SN_OK;
     if (wino && !plain &&
         (!conv_use_bf16(c, &g) || (sn_cpu_conv_wino_over_bf16() && sn_cpu_conv_wino_wide(c))) &&
-        sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_applies(c))
+        sn_cpu_conv_wino_enabled() && sn_cpu_conv_wino_pays(c))
         st = sn_cpu_conv_wino_build(&s->wino, c, scratch_bytes);
     if (st == SN_OK) return SN_OK;
     /* AVX2 CPUs (no oneDNN Winograd): sinter's f32 Winograd, in f32 only (under mixed bf16

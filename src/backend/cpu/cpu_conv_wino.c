@@ -51,6 +51,21 @@ bool sn_cpu_conv_wino_applies(const sn_kcall *c) {
            g.f >= WINO_MIN_CHANNELS && g.c % 16 == 0 && g.f % 16 == 0 && sn_cpu()->avx512f;
 }
 
+/* small_cnn's 32 -> 64 layer (batch 128, 13x13 in; Zen 4, 2026-12-07, `sinter bench --model
+ * small_cnn --profile`, docs/benchmarks-notes.md): under SN_CONV_ALGO=direct against Winograd
+ * (a loaded machine) the forward took 5.5 against 4.0 ms and the filter gradient 7.3 against
+ * 5.0, but the data gradient 5.6 against 6.3; then, quiet, 6 alternating runs with the data
+ * gradient direct and the rest Winograd against all three Winograd: the data gradient 3.10
+ * against 3.60 ms (medians; lower in every pair), the step 11.55 against 12.41. The data
+ * gradient's output has the layer's input channels, 32 there: the output transform and the
+ * reorder back weigh more against GEMMs over 64 channels. The guide CNN's 256 -> 256 layer
+ * keeps all three (~0.6x direct). */
+bool sn_cpu_conv_wino_pays(const sn_kcall *c) {
+    sn_conv_geom g;
+    if (!sn_cpu_conv_wino_applies(c) || !sn_conv_geom_of(c, &g)) return false;
+    return c->op != SN_OP_CONV2D_BWD_DATA || g.c >= WINO_WIDE_CHANNELS;
+}
+
 bool sn_cpu_conv_wino_enabled(void) {
     /* Read at every prepare (cheap) so that one process can build both for a comparison. */
     const char *e = sn_env(SN_ENV_CONV_ALGO);

@@ -5,10 +5,14 @@
 
 #include "backend/kernel.h"
 
-/* True for an f32 NHWC 3x3 stride-1 convolution (any of the three conv ops) with at least 128
- * input and output channels, multiples of 16, on a CPU with AVX-512: where Winograd was
- * measured to win (docs/benchmarks.md). */
+/* True for an f32 NHWC 3x3 stride-1 convolution (any of the three conv ops) with at least 32
+ * input and output channels, multiples of 16, on a CPU with AVX-512: where oneDNN's Winograd
+ * runs (the "dnnl_wino" kernel takes any of them). */
 bool sn_cpu_conv_wino_applies(const sn_kcall *c);
+/* Whether the default convolution kernel takes it (cpu_conv.c): where it applies, except
+ * the data gradient of a narrow layer (fewer than 128 input channels), where Winograd was
+ * measured slower than direct. */
+bool sn_cpu_conv_wino_pays(const sn_kcall *c);
 /* Whether a layer that applies is also one of the wide ones (>= 128 channels each way), the
  * only ones mixed bf16 runs as a Winograd. */
 bool sn_cpu_conv_wino_wide(const sn_kcall *c);
