@@ -139,6 +139,27 @@ static void check_dw(const char *tag, int64_t n, int64_t h, int64_t w, int64_t c
     }
 }
 
+/* The sliced filter gradient's scratch (the case above): its bf16 copies hold one slice, so
+ * it asks for less than 3/4 of the whole batch's copies (unsliced it asks for more than all
+ * of them). */
+static void check_sliced_scratch(void) {
+    conv_case cc = conv_case_make(false, 21, 24, 24, 128, 1, 1, 128, 1, 1, false);
+    tcase t;
+    init_case(&t, &rng, SN_OP_CONV2D_BWD_FILTER, &cc.attr, 2, cc.ops[2].in, &cc.ops[2].out,
+              false);
+    const sn_kernel *k = sn_cpu_conv_impl(SN_OP_CONV2D_BWD_FILTER, "dnnl");
+    sn_kcall c = t.call;
+    c.bf16 = true;
+    size_t scratch = 0, copies = (size_t)21 * (24 * 24 * 128 * 2) * 2;
+    CHECK_OK(k->prepare(&c, &scratch));
+    printf("     sliced bf16 filter gradient: scratch %zu bytes, whole-batch copies %zu\n",
+           scratch, copies);
+    CHECK(scratch < copies / 4 * 3, "sliced filter gradient asks for %zu bytes of scratch, "
+          "expected < %zu (3/4 of the whole batch's bf16 copies)", scratch, copies / 4 * 3);
+    if (k->release) k->release(&c);
+    free_case(&t);
+}
+
 static void kernel_cases(void) {
     /* The seed CNN's dense layers scaled down: forward, dX = dY W^T, dW = X^T dY. */
     check_matmul("dense fwd", sn_shape_make(2, 20, 1152), sn_shape_make(2, 1152, 64), false, false);
@@ -173,6 +194,11 @@ static void kernel_cases(void) {
     check_dw("s1 12x12x32 3x3", 2, 12, 12, 32, 3, 1, 1);
     check_dw("s2 12x12x96 3x3 (pb=-1)", 2, 12, 12, 96, 3, 1, 2);
     check_dw("s1 9x9x17 3x3 m2", 2, 9, 9, 17, 3, 2, 1);
+    /* A filter gradient whose bf16 copies of x and dy (6.2 MB) exceed cpu_conv.c's 4 MB runs
+     * over slices of the batch: 21 = 11 + 10 images, the second slice a primitive of its own,
+     * the partial gradients summed; it asks for well under the whole batch's copies. */
+    check_conv("1x1 21x24x24x128->128 (sliced dw)", 21, 24, 24, 128, 1, 128, 1);
+    check_sliced_scratch();
 }
 
 /* ---- 2. the plan option reaches the kernels ---------------------------------------------- */

@@ -17,9 +17,11 @@
  * SN_CONV_ALGO=wino_f32 keeps f32 Winograd for A/B). On AVX2 CPUs without AVX-512, where
  * oneDNN 2.6 has no Winograd, they run sinter's own f32 Winograd F(2x2, 3x3) in f32
  * (cpu_conv_wino_f32.c; SN_CONV_ALGO=direct turns it off too). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_blas.h"
+#include "backend/cpu/cpu_conv_slices.h"
 #include "backend/cpu/cpu_conv_wino.h"
 #include "backend/cpu/cpu_conv_wino_bf16.h"
 #include "backend/cpu/cpu_conv_wino_f32.h"
@@ -55,6 +57,7 @@ typedef struct conv_state {
     sn_cpu_wino *wino; /* non-NULL: this runs instead of direct */
     sn_cpu_wino_bf16 *wbf; /* non-NULL: this runs (sinter's bf16 Winograd) */
     sn_cpu_wino_f32 *wf;   /* non-NULL: this runs (sinter's f32 Winograd, AVX2 CPUs) */
+    sn_conv_slices *bf16_dw; /* non-NULL: this runs (a bf16 filter gradient in batch slices) */
 } conv_state;
 
 static void conv_release(sn_kcall *c) {
@@ -64,6 +67,8 @@ static void conv_release(sn_kcall *c) {
     sn_cpu_conv_wino_destroy(s->wino);
     sn_cpu_conv_wino_bf16_destroy(s->wbf);
     sn_cpu_conv_wino_f32_destroy(s->wf);
+    if (s->bf16_dw) sn_conv_slices_destroy(s->bf16_dw);
+    free(s->bf16_dw);
     free(s);
     c->state = NULL;
 }
@@ -165,6 +170,43 @@ static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
     return c->bf16 && sn_cpu_bf16_pays() && g->c >= CONV_PLAIN_BELOW_C;
 }
 
+/* The filter gradient under mixed bf16 converts x and dy to bf16 copies in scratch, which
+ * on wide layers are the largest scratch of a step, and it runs while every activation saved
+ * for the backward pass is live: the small Xception's 728 -> 728 pointwise gradient at 12x12
+ * set the plan's peak with 17 MB of scratch (13 MB of them the copies). So a call whose copies
+ * exceed BF16_DW_SLICE_BYTES runs over slices of the batch of at most that much each, but of
+ * at least BF16_DW_MIN_ROWS output pixels: each slice adds a pass over dw (oneDNN's reduction
+ * over threads, the reorder to HWIO, the sum into dw), which a GEMM of a few thousand rows
+ * hides. Measured in docs/benchmarks-notes.md. */
+enum { BF16_DW_MIN_ROWS = 2048 };
+static const size_t BF16_DW_SLICE_BYTES = (size_t)4 << 20;
+
+static int64_t bf16_dw_slice_images(const sn_kcall *c, const sn_conv_geom *g) {
+    if (c->op != SN_OP_CONV2D_BWD_FILTER) return g->n;
+    size_t per_image = (size_t)(g->h * g->w * g->c + g->oh * g->ow * g->f) * 2; /* bf16 */
+    int64_t by_bytes = (int64_t)(BF16_DW_SLICE_BYTES / per_image);
+    int64_t by_rows = (BF16_DW_MIN_ROWS + g->oh * g->ow - 1) / (g->oh * g->ow);
+    int64_t n = by_bytes > by_rows ? by_bytes : by_rows;
+    return n < g->n ? n : g->n;
+}
+static sn_status bf16_dw_build_n(sn_dnnl_op *op, const sn_kcall *c, int64_t n,
+                                 size_t *scratch_bytes) {
+    sn_kcall cn = sn_conv_call_with_batch(c, n);
+    return conv_build(op, &cn, false, true, scratch_bytes);
+}
+static sn_status bf16_dw_build(conv_state *s, const sn_kcall *c, const sn_conv_geom *g,
+                               size_t *scratch_bytes) {
+    s->bf16_dw = sn_calloc(1, sizeof *s->bf16_dw);
+    if (!s->bf16_dw) return SN_ERR_NOMEM;
+    sn_status st = sn_conv_slices_build(s->bf16_dw, c, bf16_dw_slice_images(c, g),
+                                        bf16_dw_build_n, scratch_bytes);
+    if (st != SN_OK) {
+        free(s->bf16_dw);
+        s->bf16_dw = NULL;
+    }
+    return st;
+}
+
 /* wino: take the Winograd convolution (cpu_conv_wino.c) where it applies, is enabled and
  * this oneDNN has it; otherwise direct. */
 static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain, bool wino) {
@@ -193,7 +235,9 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
         sn_cpu_conv_wino_f32_build(&s->wf, c, scratch_bytes) == SN_OK)
         return SN_OK;
     st = SN_ERR_UNSUPPORTED; /* no Winograd here: direct, as below */
-    if (conv_use_bf16(c, &g)) {
+    if (!plain && conv_use_bf16(c, &g) && bf16_dw_slice_images(c, &g) < g.n) {
+        st = bf16_dw_build(s, c, &g, scratch_bytes);
+    } else if (conv_use_bf16(c, &g)) {
         st = conv_build(&s->direct, c, plain, true, scratch_bytes);
         /* A oneDNN without a bf16 kernel for this shape: f32 is still correct. */
     }
@@ -239,6 +283,7 @@ static sn_status conv_run(sn_kcall *c) {
     if (s->wbf) return sn_cpu_conv_wino_bf16_run(s->wbf, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wino) return sn_cpu_conv_wino_run(s->wino, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wf) return sn_cpu_conv_wino_f32_run(s->wf, c->in[0], c->in[1], c->out, c->scratch);
+    if (s->bf16_dw) return sn_conv_slices_run(s->bf16_dw, c->in[0], c->in[1], c->out, c->scratch);
     return sn_dnnl_op_run(&s->direct, c->in[0], c->in[1], c->out, c->scratch);
 }
 

@@ -28,6 +28,7 @@
 #include "backend/cpu/cpu_blas.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/cpu_conv_wino.h"
+#include "backend/cpu/cpu_conv_slices.h"
 
 /* Only the layers it was measured on and wins for: 3x3, stride 1, at least this many input
  * and output channels (multiples of 16: oneDNN's block). The guide CNN's 256 -> 256 layer
@@ -82,12 +83,7 @@ bool sn_cpu_conv_wino_over_bf16(void) { return !sn_cpu()->amx_bf16; }
 enum { WINO_SLICE_IMAGES = 48 };
 
 struct sn_cpu_wino {
-    sn_dnnl_op op[2];     /* op[0]: `slice` images; op[1]: the last, shorter slice (or unused) */
-    sn_op kind;
-    int64_t n, slice;
-    size_t step[3];       /* bytes per image of input 0, input 1, output; 0: not per image */
-    size_t acc_off;       /* backward-weights: offset in scratch of a slice's partial dw */
-    int64_t dw_numel;
+    sn_conv_slices s;
 };
 
 /* One primitive over n images. */
@@ -148,69 +144,28 @@ static sn_status wino_build_n(sn_dnnl_op *s, const sn_kcall *c, int64_t n,
     return r;
 }
 
-static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
-
 sn_status sn_cpu_conv_wino_build(sn_cpu_wino **out, const sn_kcall *c, size_t *scratch_bytes) {
     *out = NULL;
     *scratch_bytes = 0;
-    sn_conv_geom g;
-    if (!sn_conv_geom_of(c, &g)) return SN_ERR_UNSUPPORTED;
     sn_cpu_wino *w = sn_calloc(1, sizeof *w);
     if (!w) return SN_ERR_NOMEM;
-    w->kind = c->op;
-    w->n = g.n;
-    int64_t slices = (g.n + WINO_SLICE_IMAGES - 1) / WINO_SLICE_IMAGES;
-    w->slice = (g.n + slices - 1) / slices; /* even slices: 200 -> 4 x 50 */
-    int64_t last = g.n - (slices - 1) * w->slice;
-    size_t xb = (size_t)(g.h * g.w * g.c) * sizeof(float);
-    size_t yb = (size_t)(g.oh * g.ow * g.f) * sizeof(float);
-    switch (c->op) {
-    case SN_OP_CONV2D: w->step[0] = xb, w->step[2] = yb; break;
-    case SN_OP_CONV2D_BWD_DATA: w->step[0] = yb, w->step[2] = xb; break;
-    default: w->step[0] = xb, w->step[1] = yb; break;
-    }
-    size_t s0 = 0, s1 = 0;
-    sn_status st = wino_build_n(&w->op[0], c, w->slice, &s0);
-    if (st == SN_OK && last != w->slice) st = wino_build_n(&w->op[1], c, last, &s1);
+    sn_status st = sn_conv_slices_build(&w->s, c, WINO_SLICE_IMAGES, wino_build_n, scratch_bytes);
     if (st != SN_OK) {
-        sn_cpu_conv_wino_destroy(w);
+        free(w);
         return st;
     }
-    size_t need = align64(s0 > s1 ? s0 : s1);
-    if (c->op == SN_OP_CONV2D_BWD_FILTER && slices > 1) {
-        w->dw_numel = g.kh * g.kw * g.c * g.f;
-        w->acc_off = need;
-        need += align64((size_t)w->dw_numel * sizeof(float));
-    }
-    *scratch_bytes = need;
     *out = w;
     return SN_OK;
 }
 
 sn_status sn_cpu_conv_wino_run(sn_cpu_wino *w, const void *in0, const void *in1, void *out,
                                void *scratch) {
-    const char *a = in0, *b = in1;
-    char *y = out;
-    for (int64_t i0 = 0, k = 0; i0 < w->n; i0 += w->slice, k++) {
-        sn_dnnl_op *op = w->n - i0 >= w->slice ? &w->op[0] : &w->op[1];
-        size_t i = (size_t)i0;
-        /* backward-weights: the first slice writes dw, later ones a partial sum added to it */
-        float *dst = w->kind == SN_OP_CONV2D_BWD_FILTER && k > 0
-                         ? (float *)((char *)scratch + w->acc_off)
-                         : (float *)(y + i * w->step[2]);
-        SN_TRY(sn_dnnl_op_run(op, a + i * w->step[0], b + i * w->step[1], dst, scratch));
-        if (w->kind == SN_OP_CONV2D_BWD_FILTER && k > 0) {
-            float *dw = out;
-            for (int64_t j = 0; j < w->dw_numel; j++) dw[j] += dst[j];
-        }
-    }
-    return SN_OK;
+    return sn_conv_slices_run(&w->s, in0, in1, out, scratch);
 }
 
 void sn_cpu_conv_wino_destroy(sn_cpu_wino *w) {
     if (!w) return;
-    sn_dnnl_op_destroy(&w->op[0]);
-    sn_dnnl_op_destroy(&w->op[1]);
+    sn_conv_slices_destroy(&w->s);
     free(w);
 }
 
