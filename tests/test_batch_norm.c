@@ -5,7 +5,8 @@
  * one-pass statistics' hard case); outputs filled with NaN first (every element written); the
  * same bits on 1 thread and on 2. Through a graph and a plan: y, dx, dgamma and dbeta against
  * the layer's former graph-op formula (measured 1e-7..4e-7 of each output's largest element,
- * bound 5e-6), and the same bits under bf16_compute as without. The gradient rule itself is
+ * bound 5e-6), and the same bits under bf16_compute as without. bn_grad_x with the sum of dx
+ * (the bias gradient fused into it) against dx's own sum. The gradient rule itself is
  * checked by finite differences in test_gradcheck ("batch_norm_train"); the layer's agreement
  * with Keras by the interop tests (bn_cnn and finetune_base in test_keras_interop, MobileNetV2
  * in test_keras_stock_models). */
@@ -85,6 +86,63 @@ out:
     free(y[0]), free(y[1]), free(y[2]);
 }
 
+/* bn_grad_x with the sum of dx over rows (SN_FUSED_BN_GRAD_SUM: a bias gradient), on the
+ * CPU table's fused kernel at 1 and 2 threads. dp is arbitrary here (not dy's own parameter
+ * gradients, for which the sums would vanish to rounding), so the sums are real: each must
+ * match the double sum of the call's own dx within 1e-6 of the sum of |dx|; dx must be the
+ * unfused kernel's bits; and 1 thread and 2 the same bits. */
+static void grad_sum_case(const char *name, sn_shape xs, sn_shape ss, sn_shape cs, float *x,
+                          float *st, float *ga, float *dy, float *dp) {
+    const int64_t n = sn_shape_numel(&xs), C = xs.dim[xs.ndim - 1];
+    float *y[3] = {nans(n), nans(n), nans(n)}, *sum[2] = {nans(C), nans(C)};
+    sn_shape ks = xs;
+    for (int i = 0; i < ks.ndim - 1; i++) ks.dim[i] = 1;
+    for (int i = 0; i < 3; i++) {
+        tcall t;
+        tc_init(&t, SN_OP_BN_GRAD_X, SN_F32, xs);
+        t.attr.norm.epsilon = 1e-3;
+        tc_input(&t, SN_F32, xs, x);
+        tc_input(&t, SN_F32, ss, st);
+        tc_input(&t, SN_F32, cs, ga);
+        tc_input(&t, SN_F32, xs, dy);
+        tc_input(&t, SN_F32, ss, dp);
+        t.c.out = y[i];
+        if (i < 2) {
+            t.c.fused = SN_FUSED_BN_GRAD_SUM;
+            t.c.n_out2 = 1;
+            t.c.y2[0] = (sn_tdesc){SN_F32, ks};
+            t.c.out2[0] = sum[i];
+            t.c.attr2[0] = &t.attr;
+        }
+        const sn_kernel *k = sn_kernel_select(sn_cpu_kernels(), &t.c);
+        if (!k) {
+            FAIL("%s: no CPU kernel for bn_grad_x %s", name, i < 2 ? "with its sum" : "alone");
+            goto out;
+        }
+        int prev = sn_threads_enter(i == 1 ? 2 : 1);
+        run_once(k, &t.c);
+        sn_threads_leave(prev);
+    }
+    cases++;
+    if (memcmp(y[0], y[2], sizeof(float) * (size_t)n) != 0)
+        FAIL("%s: dx with the sum is not the unfused kernel's dx bit for bit", name);
+    if (memcmp(y[0], y[1], sizeof(float) * (size_t)n) != 0 ||
+        memcmp(sum[0], sum[1], sizeof(float) * (size_t)C) != 0)
+        FAIL("%s: 1 thread and 2 threads differ", name);
+    int64_t M = C ? n / C : 0;
+    for (int64_t j = 0; j < C; j++) {
+        double ref = 0, mag = 0;
+        for (int64_t r = 0; r < M; r++) ref += y[0][r * C + j], mag += fabs(y[0][r * C + j]);
+        if (!(fabs(sum[0][j] - ref) <= 1e-6 * mag) || (mag > 0 && ref == 0)) {
+            FAIL("%s: channel %lld sums to %.9g, dx's double sum is %.9g (|dx| sums to %.3g)",
+                 name, (long long)j, sum[0][j], ref, mag);
+            break;
+        }
+    }
+out:
+    free(y[0]), free(y[1]), free(y[2]), free(sum[0]), free(sum[1]);
+}
+
 /* x [N, H, W, C] around `shift`; the four ops, each fed the reference's results upstream */
 static void bn_case(int64_t N, int64_t H, int64_t W, int64_t C, double shift) {
     sn_shape xs = {.ndim = 4, .dim = {N, H, W, C}}, cs = {.ndim = 1, .dim = {C}},
@@ -121,6 +179,10 @@ static void bn_case(int64_t N, int64_t H, int64_t W, int64_t C, double shift) {
     snprintf(what, sizeof what, "bn_grad_x %s", nm);
     op_case(what, SN_OP_BN_GRAD_X, xs, 5, (sn_shape[]){xs, ss, cs, xs, ss},
             (float *[]){x, st, ga, dy, dp}, 2e-6);
+    float *dp_any = rnd(2 * C, 50.0, 10.0);
+    snprintf(what, sizeof what, "bn_grad_x + sum %s", nm);
+    grad_sum_case(what, xs, ss, cs, x, st, ga, dy, dp_any);
+    free(dp_any);
     free(x), free(dy), free(ga), free(be), free(st), free(dp);
 }
 

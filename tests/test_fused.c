@@ -416,6 +416,85 @@ static void check_bn_act(const char *name, sn_shape xs, bool relu6, bool train, 
     sn_graph_free(g);
 }
 
+/* v -> bias_add(b) -> BatchNormalization [-> relu] -> loss = sum(y * R), with the gradients
+ * of v, b, gamma and beta: the bias gradient (a reduce_sum of bn_grad_x's output) fused into
+ * bn_grad_x (SN_FUSED_BN_GRAD_SUM, or the second output of the relu-fused call) against
+ * SN_FUSE=relu: one call fewer (three with the relu), one bn_grad_x call with the sum, every
+ * other value the unfused bits. The bias gradient is dx's sum, which BatchNormalization's
+ * training gradient makes 0 up to rounding: it must be within 1e-5 of the sum of |dx| of the
+ * unfused one (test_batch_norm checks the fused kernel's sums where they are not 0). */
+static void check_bn_bias_sum(const char *name, sn_shape xs, bool relu) {
+    sn_graph *g = sn_graph_new();
+    int64_t C = xs.dim[xs.ndim - 1], n = sn_shape_numel(&xs);
+    sn_shape cs = sn_shape_make(1, C);
+    sn_node v = sn_variable(g, "v", SN_F32, &xs, true);
+    sn_node b = sn_variable(g, "b", SN_F32, &cs, true);
+    sn_node gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
+    sn_node beta = sn_variable(g, "beta", SN_F32, &cs, true);
+    fill(sn_variable_data(g, v), n, 2.0f);
+    fill(sn_variable_data(g, b), C, 1.0f);
+    float *gd = sn_variable_data(g, gamma), *bd = sn_variable_data(g, beta);
+    for (int64_t j = 0; j < C; j++) gd[j] = 3.0f + 0.5f * frand(), bd[j] = 1.0f + 0.5f * frand();
+    sn_node h = sn_bias_add(g, v, b);
+    sn_node bn = sn_batch_norm_train(g, h, gamma, beta, 1e-3, NULL);
+    sn_node y = relu ? sn_relu(g, bn) : bn;
+    float *R = malloc(sizeof(float) * (size_t)n);
+    fill(R, n, 1.0f);
+    sn_node loss = sn_reduce_sum(g, sn_mul(g, y, sn_const(g, SN_F32, &xs, R)), 0, NULL, false);
+    free(R);
+    sn_node wrt[4] = {v, b, gamma, beta}, t[5] = {loss};
+    CHECK_OK(sn_gradients(g, loss, 4, wrt, t + 1));
+    float *val[2][5] = {{NULL}};
+    int calls[2] = {0, 0}, with_sum = 0;
+    for (int k = 0; k < 2; k++) {
+        setenv("SN_FUSE", k ? "1" : "relu", 1);
+        sn_plan *p = NULL;
+        CHECK_OK(sn_plan_new(&p, g, 5, t, NULL));
+        unsetenv("SN_FUSE");
+        if (!p) continue;
+        calls[k] = sn_plan_node_count(p);
+        plan_check_arena(p, k ? "bn bias sum fused" : "bn bias sum unfused");
+        for (int c = 0; k && c < p->n_calls; c++)
+            with_sum += p->calls[c].op == SN_OP_BN_GRAD_X && p->calls[c].n_out2 == 1 &&
+                        p->calls[c].fused == (relu ? SN_FUSED_BN_RELU : SN_FUSED_BN_GRAD_SUM);
+        CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
+        for (int i = 0; i < 5; i++) {
+            sn_shape s = sn_node_shape(g, t[i]);
+            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
+            val[k][i] = malloc(bytes);
+            memcpy(val[k][i], sn_plan_buffer(p, t[i]), bytes);
+        }
+        sn_plan_free(p);
+    }
+    int fewer = relu ? 3 : 1;
+    CHECK(calls[0] - calls[1] == fewer && with_sum == 1,
+          "%s: %d calls unfused, %d fused (%d bn_grad_x calls with the sum), expected %d fewer "
+          "and 1", name, calls[0], calls[1], with_sum, fewer);
+    static const char *what[5] = {"loss", "input gradient", "bias gradient", "gamma gradient",
+                                  "beta gradient"};
+    for (int i = 0; i < 5 && val[0][i] && val[1][i]; i++) {
+        sn_shape s = sn_node_shape(g, t[i]);
+        int64_t m = sn_shape_numel(&s);
+        if (i != 2) {
+            CHECK(memcmp(val[0][i], val[1][i], sizeof(float) * (size_t)m) == 0,
+                  "%s: the %s is not bit for bit the unfused one (max relative difference %.3g)",
+                  name, what[i], rel_diff(val[1][i], val[0][i], m));
+            continue;
+        }
+        const float *dx = val[0][1];
+        for (int64_t j = 0; j < C; j++) {
+            double mag = 0;
+            for (int64_t r = 0; r < n / C; r++) mag += fabs(dx[r * C + j]);
+            CHECK(mag > 0 && fabs((double)val[1][2][j] - val[0][2][j]) <= 1e-5 * mag,
+                  "%s: bias gradient %lld is %.9g fused, %.9g unfused (|dx| sums to %.3g)", name,
+                  (long long)j, val[1][2][j], val[0][2][j], mag);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 5; i++) free(val[k][i]);
+    sn_graph_free(g);
+}
+
 int main(void) {
     /* small_cnn's first layer (26 = 6 groups of 4 + 2), then padding, strides, other taps */
     check_conv1_image("conv1 28x28 valid 3x3 f32", 28, 28, 3, 3, 32, 1, 0);
@@ -497,6 +576,9 @@ int main(void) {
     check_bn_act("bn+relu6 inference", bn4, true, false, false, 1);
     check_bn_act("bn+relu, pre read", bn4, false, true, true, 0);
     check_bn_act("bn+relu6, pre read", bn4, true, true, true, 0);
+    check_bn_bias_sum("bias+bn, bias gradient in bn_grad_x", bn4, false);
+    check_bn_bias_sum("bias+bn+relu, bias gradient in bn_grad_x", bn4, true);
+    check_bn_bias_sum("bias+bn dense, bias gradient in bn_grad_x", bn2, false);
     /* Last, so that the cases above keep the random data their 1e-5 bounds were set on (the
      * loss is a sum with cancellation). The image kernel on every ISA variant the CPU has
      * (the widest, then avx2 and generic by SN_CPU_ISA) against the documented sum. */

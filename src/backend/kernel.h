@@ -54,6 +54,12 @@ typedef enum sn_fused_kind {
      *   op BN_GRAD_X, in (x, stats, gamma, -, dparams, dy, beta): the same for dx. */
     SN_FUSED_BN_RELU,
     SN_FUSED_BN_RELU6,
+    /* bn_grad_x whose output's sum over every axis but the last is read (reduce_sum: the bias
+     * gradient of the layer before the BatchNormalization, a Conv2D or Dense with use_bias):
+     * op BN_GRAD_X, its own inputs, out2[0] that sum ([C] elements), attr2[0] the
+     * reduce_sum's attributes. A BN_GRAD_X call of SN_FUSED_BN_RELU/RELU6 carries the same
+     * out2 where it applies (graph/plan_fuse.c, fuse_bn_grad_sum). */
+    SN_FUSED_BN_GRAD_SUM,
     SN_FUSED_COUNT
 } sn_fused_kind;
 #define SN_FUSED_MAX_OUT2 2

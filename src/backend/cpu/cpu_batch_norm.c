@@ -22,7 +22,11 @@
  * normalisation pass applies it, and the two gradient passes mask the incoming gradient by
  * its derivative at the normalised value, recomputed from x with the forward's own
  * coefficients and operations (bn_norm; no FMA contraction in ISO C mode), so the mask is the
- * forward's bit for bit and every value is the unfused plan's. */
+ * forward's bit for bit and every value is the unfused plan's.
+ *
+ * With the bias gradient of the layer before it (SN_FUSED_BN_GRAD_SUM, or a second output of
+ * a fused grad_x): dx's column sums are taken as dx is written, per chunk, and added in chunk
+ * order in double as the reductions' are. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -164,6 +168,27 @@ INL void ew_rows(bn_act k, const bn_ctx *t, int64_t r0, int64_t r1) {
     }
 }
 
+/* grad_x with the sum of dx over rows (SN_FUSED_BN_GRAD_SUM): rows [r0, r1) as ew_rows, and
+ * s[j] = the sum of their dx[., j]. restrict: as gp_row. */
+INL void gx_sum_rows(bn_act k, const bn_ctx *t, int64_t r0, int64_t r1, float *restrict s) {
+    const int64_t C = t->C;
+    const float *restrict x = t->c->in[0], *restrict m = t->c->in[1], *restrict a = t->a,
+                          *restrict b = t->b, *restrict d = t->d, *restrict fa = t->fa,
+                          *restrict fb = t->fb, *restrict dy = t->dy;
+    float *restrict y = t->c->out;
+    for (int64_t j = 0; j < C; j++) s[j] = 0;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
+        float *restrict yr = y + r * C;
+        for (int64_t j = 0; j < C; j++) {
+            float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
+            float v = a[j] * g + b[j] * (xr[j] - m[j]) + d[j];
+            yr[j] = v;
+            s[j] += v;
+        }
+    }
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 ew_task(void *vctx, int ith, int nth) {
     const bn_ctx *t = vctx;
@@ -177,27 +202,46 @@ ew_task(void *vctx, int ith, int nth) {
     }
 }
 
+/* grad_x with the sum: each chunk's dx and its partial sums part[k][0..C) */
+__attribute__((target_clones("avx512f", "avx2", "default"))) static void
+gx_sum_task(void *vctx, int ith, int nth) {
+    const bn_ctx *t = vctx;
+    int64_t lo, hi;
+    sn_split_range(t->nchunks, ith, nth, &lo, &hi);
+    for (int64_t k = lo; k < hi; k++) {
+        int64_t r0 = k * t->rows, r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
+        float *s = t->part + k * 2 * t->C;
+        switch (t->act) {
+        case ACT_NONE: gx_sum_rows(ACT_NONE, t, r0, r1, s); break;
+        case ACT_RELU: gx_sum_rows(ACT_RELU, t, r0, r1, s); break;
+        case ACT_RELU6: gx_sum_rows(ACT_RELU6, t, r0, r1, s); break;
+        }
+    }
+}
+
 static void run(sn_task_fn fn, bn_ctx *t) {
     run_tasks(fn, t, t->M * t->C, GRAIN, t->nchunks);
 }
 
-/* Adds the chunks' partials in chunk order: out[j] = sum_k part[k][j], j < 2C */
-static void sum_parts(const bn_ctx *t, double *out) {
-    for (int64_t j = 0; j < 2 * t->C; j++) out[j] = 0;
+/* Adds the chunks' partials in chunk order: out[j] = sum_k part[k][j], j < width (2C, or C
+ * for grad_x's sum) */
+static void sum_parts(const bn_ctx *t, double *out, int64_t width) {
+    for (int64_t j = 0; j < width; j++) out[j] = 0;
     for (int64_t k = 0; k < t->nchunks; k++) {
         const float *p = t->part + k * 2 * t->C;
-        for (int64_t j = 0; j < 2 * t->C; j++) out[j] += p[j];
+        for (int64_t j = 0; j < width; j++) out[j] += p[j];
     }
 }
 
 /* scratch: the sums [2C] doubles, five coefficient vectors [C] floats, and for the two
- * reductions the partials [nchunks][2C] floats. The elementwise calls ask for no partials:
+ * reductions (and grad_x's sum) the partials [nchunks][2C] floats. The elementwise calls
+ * ask for no partials:
  * the plan places each call's scratch for that call alone (plan_arena.c), and bn_train's runs
  * while its output and every earlier activation are live. */
 static sn_status bn_prepare(sn_kcall *c, size_t *scratch) {
     int64_t M, C, rows, nchunks;
     bn_dims(c, &M, &C, &rows, &nchunks);
-    bool reduces = c->op == SN_OP_BN_STATS || c->op == SN_OP_BN_GRAD_PARAMS;
+    bool reduces = c->op == SN_OP_BN_STATS || c->op == SN_OP_BN_GRAD_PARAMS || c->n_out2;
     *scratch = sizeof(float) * (size_t)((reduces ? nchunks * 2 * C : 0) + 5 * C) +
                sizeof(double) * (size_t)(2 * C);
     return SN_OK;
@@ -226,7 +270,7 @@ static sn_status bn_run(sn_kcall *c) {
         }
         t.k = x; /* the first row */
         run(stats_task, &t);
-        sum_parts(&t, sum);
+        sum_parts(&t, sum, 2 * C);
         for (int64_t j = 0; j < C; j++) {
             double md = sum[j] / (double)M, v = sum[C + j] / (double)M - md * md;
             out[j] = (float)((double)x[j] + md);
@@ -243,7 +287,7 @@ static sn_status bn_run(sn_kcall *c) {
         t.dy = c->in[t.act ? 3 : 2];
         if (t.act) fwd_coefs(c, st, c->in[4], c->in[5], C, fa, fb);
         run(gp_task, &t);
-        sum_parts(&t, sum);
+        sum_parts(&t, sum, 2 * C);
         for (int64_t j = 0; j < C; j++) {
             out[j] = (float)(sum[j] / sqrt((double)st[C + j] + eps));
             out[C + j] = (float)sum[C + j];
@@ -260,7 +304,14 @@ static sn_status bn_run(sn_kcall *c) {
             b[j] = (float)(-gs * s * (double)dp[j] / (double)M);
             d[j] = (float)(-gs * (double)dp[C + j] / (double)M);
         }
-        run(ew_task, &t);
+        if (!c->n_out2) {
+            run(ew_task, &t);
+            return SN_OK;
+        }
+        run(gx_sum_task, &t);
+        sum_parts(&t, sum, C);
+        float *bias_grad = c->out2[0];
+        for (int64_t j = 0; j < C; j++) bias_grad[j] = (float)sum[j];
         return SN_OK;
     }
     default:
@@ -272,7 +323,12 @@ static bool bn_supports(const sn_kcall *c) {
     if (c->y.dtype != SN_F32) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->x[i].dtype != SN_F32) return false;
-    if (!c->fused) return true;
+    if (!c->fused) return c->n_out2 == 0;
+    /* grad_x's sum: [C] floats */
+    if (c->n_out2 && (c->op != SN_OP_BN_GRAD_X || c->n_out2 != 1 || c->y2[0].dtype != SN_F32 ||
+                      sn_shape_numel(&c->y2[0].shape) != c->x[0].shape.dim[c->x[0].shape.ndim - 1]))
+        return false;
+    if (c->fused == SN_FUSED_BN_GRAD_SUM) return c->n_out2 == 1 && c->n_in == 5;
     /* the fused calls' inputs: the op's own, then dy (gradients) and gamma, beta as needed */
     int want = c->op == SN_OP_BN_TRAIN ? 4 : c->op == SN_OP_BN_GRAD_PARAMS ? 6
              : c->op == SN_OP_BN_GRAD_X ? 7 : -1;
@@ -289,4 +345,5 @@ void sn_cpu_register_batch_norm(sn_kernel_table *t) {
     t->k[SN_OP_BN_GRAD_X] = &k_bn;
     t->fused[SN_FUSED_BN_RELU] = &k_bn;
     t->fused[SN_FUSED_BN_RELU6] = &k_bn;
+    t->fused[SN_FUSED_BN_GRAD_SUM] = &k_bn;
 }
