@@ -225,6 +225,52 @@ static void test_bias_relu_fusion(void) {
     CHECK(zeros > 0 && zeros < 15, "relu did not clamp (zeros %d)", zeros);
 }
 
+/* relu(relu(v)) is relu(v)'s node (sn_relu folds it), with relu(v) also read elsewhere (as
+ * the small Xception's first block reads it: a residual branch): the output is the bits of
+ * the graph that keeps both relus (built with sn_graph_add), the gradient of v its values. */
+static void relu_twice(bool fold, float *y, float *dv, int *nodes) {
+    sn_graph *g = sn_graph_new();
+    sn_shape s = sn_shape_make(1, (int64_t)8);
+    float v0[8] = {-2.0f, -0.5f, 0.0f, 0.25f, 1.0f, 3.0f, -1e-30f, NAN};
+    float r1[8] = {1, -2, 3, 0.5f, -1, 2, 4, -3}, r2[8] = {0.5f, 1, -1, 2, 3, -0.25f, 1, 2};
+    sn_node v = sn_variable(g, "v", SN_F32, &s, true);
+    memcpy(sn_variable_data(g, v), v0, sizeof v0);
+    sn_node a = sn_relu(g, v);
+    sn_node b = fold ? sn_relu(g, a) : sn_graph_add(g, SN_OP_RELU, 1, &a, NULL);
+    if (fold) CHECK(b == a, "relu of a relu's output is a new node %d, not %d", (int)b, (int)a);
+    sn_node loss = sn_add(g, sn_reduce_sum(g, sn_mul(g, b, sn_const(g, SN_F32, &s, r1)), 0, NULL, false),
+                          sn_reduce_sum(g, sn_mul(g, a, sn_const(g, SN_F32, &s, r2)), 0, NULL, false));
+    sn_node d;
+    CHECK_OK(sn_gradients(g, loss, 1, &v, &d));
+    *nodes = sn_graph_node_count(g);
+    sn_node targets[2] = {b, d};
+    sn_plan *p = NULL;
+    CHECK_OK(sn_plan_new(&p, g, 2, targets, NULL));
+    if (p && sn_plan_run(p, 1, NULL, NULL) == SN_OK) {
+        memcpy(y, sn_plan_buffer(p, b), sizeof v0);
+        memcpy(dv, sn_plan_buffer(p, d), sizeof v0);
+    }
+    sn_plan_free(p);
+    sn_graph_free(g);
+}
+
+static void test_relu_idempotent(void) {
+    float y1[8], y0[8], d1[8], d0[8];
+    int n1 = 0, n0 = 0;
+    relu_twice(true, y1, d1, &n1);
+    relu_twice(false, y0, d0, &n0);
+    CHECK(n1 < n0, "folding relu(relu) left %d nodes, %d without", n1, n0);
+    /* the gradient's masked entries may differ in the sign of their zero: relu_grad keeps
+     * dy's sign there, and dy reaches the inner relu unmasked once folded */
+    int same = 1;
+    for (int i = 0; i < 8; i++) same &= d1[i] == d0[i];
+    CHECK(!memcmp(y1, y0, sizeof y1) && same,
+          "relu(relu(v)) folded differs from the two relus (output or gradient)");
+    CHECK(y1[0] == 0.0f && y1[5] == 3.0f && d1[5] == 1.75f && d1[0] == 0.0f,
+          "relu(relu(v)): output %g %g, gradient %g %g (expected 0 3, 1.75 0)", y1[0], y1[5],
+          d1[5], d1[0]);
+}
+
 static void test_devices(void) {
     int idx = -1;
     CHECK_OK(sn_device_find("cpu:0", &idx));
@@ -364,6 +410,7 @@ int main(void) {
     test_multi_step_and_reuse();
     test_plan_survives_graph_growth();
     test_bias_relu_fusion();
+    test_relu_idempotent();
     test_devices();
     test_plan_threads_follow_device();
     test_all_reduce_hoisting();
