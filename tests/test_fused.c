@@ -99,6 +99,16 @@ static result run(net *m, const char *fuse, const float *xdata) {
     return r;
 }
 
+/* Copies the plan's values of the nt targets t into fresh buffers out[i] (freed by the caller). */
+static void copy_targets(sn_plan *p, sn_graph *g, const sn_node *t, int nt, float **out) {
+    for (int i = 0; i < nt; i++) {
+        sn_shape s = sn_node_shape(g, t[i]);
+        size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
+        out[i] = malloc(bytes);
+        memcpy(out[i], sn_plan_buffer(p, t[i]), bytes);
+    }
+}
+
 static double rel_diff(const float *a, const float *b, int64_t n) {
     double d = 0, m = 1e-30;
     for (int64_t i = 0; i < n; i++) {
@@ -308,12 +318,7 @@ static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int str
         for (int c = 0; k && c < p->n_calls; c++) fused += p->calls[c].fused == SN_FUSED_CONV_BIAS;
         CHECK_OK(sn_plan_set_input(p, x, xd, sizeof(float) * (size_t)sn_shape_numel(&xs)));
         CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
-        for (int i = 0; i < 4; i++) {
-            sn_shape s = sn_node_shape(g, t[i]);
-            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
-            v[k][i] = malloc(bytes);
-            memcpy(v[k][i], sn_plan_buffer(p, t[i]), bytes);
-        }
+        copy_targets(p, g, t, 4, v[k]);
         sn_plan_free(p);
     }
     CHECK(calls[0] - calls[1] == fewer && fused == fewer,
@@ -333,6 +338,19 @@ static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int str
     sn_graph_free(g);
 }
 
+/* A BatchNormalization case's variables: v [xs] in (-2, 2), gamma around 3 and beta around 1
+ * ([C]), which spread the normalised values over (-5, 7). */
+static void bn_inputs(sn_graph *g, sn_shape xs, sn_node *v, sn_node *gamma, sn_node *beta) {
+    int64_t C = xs.dim[xs.ndim - 1], n = sn_shape_numel(&xs);
+    sn_shape cs = sn_shape_make(1, C);
+    *v = sn_variable(g, "v", SN_F32, &xs, true);
+    *gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
+    *beta = sn_variable(g, "beta", SN_F32, &cs, true);
+    fill(sn_variable_data(g, *v), n, 2.0f);
+    float *gd = sn_variable_data(g, *gamma), *bd = sn_variable_data(g, *beta);
+    for (int64_t j = 0; j < C; j++) gd[j] = 3.0f + 0.5f * frand(), bd[j] = 1.0f + 0.5f * frand();
+}
+
 /* v -> BatchNormalization (bn_train) -> relu | relu6 -> loss = sum(y * R) [+ sum(bn * R2)]:
  * fused (SN_FUSED_BN_RELU/RELU6) against SN_FUSE=relu. With the gradients (of v, gamma and
  * beta), the activation's call and its gradient's go (2 calls fewer); inference alone, the
@@ -343,14 +361,9 @@ static void check_conv_bias(const char *name, sn_shape xs, int K, int F, int str
 static void check_bn_act(const char *name, sn_shape xs, bool relu6, bool train, bool pre,
                          int fewer) {
     sn_graph *g = sn_graph_new();
-    int64_t C = xs.dim[xs.ndim - 1], n = sn_shape_numel(&xs);
-    sn_shape cs = sn_shape_make(1, C);
-    sn_node v = sn_variable(g, "v", SN_F32, &xs, true);
-    sn_node gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
-    sn_node beta = sn_variable(g, "beta", SN_F32, &cs, true);
-    fill(sn_variable_data(g, v), n, 2.0f);
-    float *gd = sn_variable_data(g, gamma), *bd = sn_variable_data(g, beta);
-    for (int64_t j = 0; j < C; j++) gd[j] = 3.0f + 0.5f * frand(), bd[j] = 1.0f + 0.5f * frand();
+    int64_t n = sn_shape_numel(&xs);
+    sn_node v, gamma, beta;
+    bn_inputs(g, xs, &v, &gamma, &beta);
     sn_node bn = sn_batch_norm_train(g, v, gamma, beta, 1e-3, NULL);
     sn_node y = relu6 ? sn_relu6(g, bn) : sn_relu(g, bn);
     float *R = malloc(sizeof(float) * (size_t)n);
@@ -381,12 +394,7 @@ static void check_bn_act(const char *name, sn_shape xs, bool relu6, bool train, 
         for (int c = 0; k && c < p->n_calls; c++)
             fused += p->calls[c].fused == (relu6 ? SN_FUSED_BN_RELU6 : SN_FUSED_BN_RELU);
         CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
-        for (int i = 0; i < nt; i++) {
-            sn_shape s = sn_node_shape(g, t[i]);
-            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
-            val[k][i] = malloc(bytes);
-            memcpy(val[k][i], sn_plan_buffer(p, t[i]), bytes);
-        }
+        copy_targets(p, g, t, nt, val[k]);
         sn_plan_free(p);
     }
     /* the fused calls: bn_train, and with the backward bn_grad_params and bn_grad_x */
@@ -427,14 +435,10 @@ static void check_bn_bias_sum(const char *name, sn_shape xs, bool relu) {
     sn_graph *g = sn_graph_new();
     int64_t C = xs.dim[xs.ndim - 1], n = sn_shape_numel(&xs);
     sn_shape cs = sn_shape_make(1, C);
-    sn_node v = sn_variable(g, "v", SN_F32, &xs, true);
+    sn_node v, gamma, beta;
+    bn_inputs(g, xs, &v, &gamma, &beta);
     sn_node b = sn_variable(g, "b", SN_F32, &cs, true);
-    sn_node gamma = sn_variable(g, "gamma", SN_F32, &cs, true);
-    sn_node beta = sn_variable(g, "beta", SN_F32, &cs, true);
-    fill(sn_variable_data(g, v), n, 2.0f);
     fill(sn_variable_data(g, b), C, 1.0f);
-    float *gd = sn_variable_data(g, gamma), *bd = sn_variable_data(g, beta);
-    for (int64_t j = 0; j < C; j++) gd[j] = 3.0f + 0.5f * frand(), bd[j] = 1.0f + 0.5f * frand();
     sn_node h = sn_bias_add(g, v, b);
     sn_node bn = sn_batch_norm_train(g, h, gamma, beta, 1e-3, NULL);
     sn_node y = relu ? sn_relu(g, bn) : bn;
@@ -458,12 +462,7 @@ static void check_bn_bias_sum(const char *name, sn_shape xs, bool relu) {
             with_sum += p->calls[c].op == SN_OP_BN_GRAD_X && p->calls[c].n_out2 == 1 &&
                         p->calls[c].fused == (relu ? SN_FUSED_BN_RELU : SN_FUSED_BN_GRAD_SUM);
         CHECK_OK(sn_plan_run(p, 1, NULL, NULL));
-        for (int i = 0; i < 5; i++) {
-            sn_shape s = sn_node_shape(g, t[i]);
-            size_t bytes = sizeof(float) * (size_t)sn_shape_numel(&s);
-            val[k][i] = malloc(bytes);
-            memcpy(val[k][i], sn_plan_buffer(p, t[i]), bytes);
-        }
+        copy_targets(p, g, t, 5, val[k]);
         sn_plan_free(p);
     }
     int fewer = relu ? 3 : 1;
