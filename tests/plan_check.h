@@ -53,10 +53,10 @@ static inline void plan_check_arena(const sn_plan *p, const char *what) {
     int bad = 0;
     for (int a = 0; a < nn && !bad; a++) {
         if (first[a] == -2) continue;
-        size_t a0 = p->loc[a].offset, a1 = a0 + sn_plan_node_bytes(&g->nodes[a]);
+        size_t a0 = p->loc[a].offset, a1 = a0 + sn_plan_value_bytes(p, a);
         for (int b = a + 1; b < nn && !bad; b++) {
             if (first[b] == -2 || last[a] < first[b] || last[b] < first[a]) continue;
-            size_t b0 = p->loc[b].offset, b1 = b0 + sn_plan_node_bytes(&g->nodes[b]);
+            size_t b0 = p->loc[b].offset, b1 = b0 + sn_plan_value_bytes(p, b);
             if (a1 <= b0 || b1 <= a0 || a0 == a1 || b0 == b1) continue;
             /* a call writing its output over the input that dies there */
             int c = first[b] >= first[a] ? first[b] : first[a];
@@ -82,7 +82,7 @@ static inline void plan_check_arena(const sn_plan *p, const char *what) {
         }
         for (int a = 0; a < nn && !bad; a++) {
             if (first[a] == -2 || c < first[a] || c > last[a]) continue;
-            size_t a0 = p->loc[a].offset, a1 = a0 + sn_plan_node_bytes(&g->nodes[a]);
+            size_t a0 = p->loc[a].offset, a1 = a0 + sn_plan_value_bytes(p, a);
             if (a1 <= s0 || s1 <= a0 || a0 == a1) continue;
             bad = 1;
             CHECK(false, "%s: call %d's scratch (bytes %zu..%zu) overlaps value %d (%s, calls "

@@ -121,6 +121,11 @@ typedef struct sn_kernel {
      * write its output over. Where that input's value has no reader after this call, the
      * planner gives the output the input's buffer (c->out == c->in[i]); 0: never. */
     int overwrite_input;
+    /* The planner may store an operand of this kernel's calls in bfloat16 under mixed bf16
+     * (graph/plan_bf16.c): supports() accepts a bfloat16 input or output exactly where the
+     * kernel reads or writes one as it would compute with the float32 one under
+     * sn_kcall.bf16 (the same roundings), and refuses it everywhere else. */
+    bool bf16_io;
 } sn_kernel;
 
 typedef struct sn_kernel_table {

@@ -144,6 +144,7 @@ typedef enum sn_env_var {
     SN_ENV_DIST_CONCURRENT,
     SN_ENV_PROFILE_CLOCK,
     SN_ENV_BF16_COMPUTE,
+    SN_ENV_BF16_STORE,
     SN_ENV_COUNT
 } sn_env_var;
 /* The switch's value, NULL when unset or empty. Read at each call (cheap), so one process

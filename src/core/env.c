@@ -38,6 +38,9 @@ static const struct {
                                                 "CPU with AVX512-BF16, even where that is "
                                                 "slower than float32 (Intel without AMX); "
                                                 "`off`: in float32 everywhere (A/B)"},
+    [SN_ENV_BF16_STORE] = {"SN_BF16_STORE", "`0`: under mixed bf16 the planner stores no "
+                                            "value between ops in bfloat16 (A/B; the results "
+                                            "are the same)"},
 };
 
 const char *sn_env_name(sn_env_var v) {

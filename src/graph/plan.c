@@ -122,6 +122,7 @@ void sn_plan_free(sn_plan *p) {
     free(p->is_target);
     free(p->fuse_relu);
     free(p->fusion);
+    free(p->bf16_store);
     free(p->ptr);
     free(p->prof);
     free(p->peak_live);
@@ -438,6 +439,7 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
     if ((fs = hoist_collectives(p, n)) != SN_OK) return plan_fail(p, fs);
     if ((fs = early_updates(p, n)) != SN_OK) return plan_fail(p, fs);
     const unsigned char *fuse_relu = p->fuse_relu;
+    if ((fs = sn_plan_bf16_store(p, n, o.bf16_compute)) != SN_OK) return plan_fail(p, fs);
 
     /* Kernels: choose and prepare each call once. */
     p->calls = sn_calloc((size_t)(n ? n : 1), sizeof *p->calls);
@@ -450,20 +452,11 @@ sn_status sn_plan_new_on(sn_plan **out, sn_graph *g, int ntargets, const sn_node
         sn_node id = p->order[c];
         const sn_node_t *nd = &g->nodes[id];
         sn_kcall *k = &p->calls[c];
-        k->op = nd->op;
-        k->attr = &nd->attr;
-        k->id = id;
-        k->y = (sn_tdesc){.dtype = nd->dtype, .shape = nd->shape};
-        k->n_in = nd->n_in;
+        sn_plan_describe_call(p, id, k);
         k->bf16 = o.bf16_compute;
         k->fp32_strict = o.fp32_strict;
         k->relu = fuse_relu[id];
         k->stream = sn_backend_stream(be);
-        for (int j = 0; j < nd->n_in; j++) {
-            const sn_node_t *x = &g->nodes[nd->in[j]];
-            k->x[j] = (sn_tdesc){.dtype = x->dtype, .shape = x->shape};
-        }
-        sn_plan_fused_call(p, k);
         if (sn_ops[nd->op]->fwd_state_input > 0) { /* the forward's call ran prepare first */
             sn_node f = nd->in[sn_ops[nd->op]->fwd_state_input - 1];
             for (int j = 0; j < c; j++)

@@ -48,8 +48,8 @@ static sn_node overwritable(const sn_plan *p, int c, const int *last) {
     if (j < 0 || j >= nd->n_in + f->n_extra_in || sn_plan_root(p, id) != id) return -1;
     sn_node r = sn_plan_root(p, j < nd->n_in ? nd->in[j] : f->extra_in[j - nd->n_in]);
     if (p->loc[r].kind != LOC_ARENA || g->nodes[r].op == SN_OP_INPUT || p->is_target[r] ||
-        last[r] != c || g->nodes[r].dtype != nd->dtype ||
-        sn_plan_node_bytes(&g->nodes[r]) != sn_plan_node_bytes(nd))
+        last[r] != c || sn_plan_value_dtype(p, r) != sn_plan_value_dtype(p, id) ||
+        sn_plan_value_bytes(p, r) != sn_plan_value_bytes(p, id))
         return -1;
     return r;
 }
@@ -186,7 +186,7 @@ sn_status sn_plan_arena(sn_plan *p, bool reuse) {
     int ns = 0;
     for (int i = 0; i < nn; i++) {
         if (!p->needed[i] || p->loc[i].kind != LOC_ARENA || g->nodes[i].op != SN_OP_INPUT) continue;
-        sp[ns] = (span){round64(sn_plan_node_bytes(&g->nodes[i])), 0, -1, total};
+        sp[ns] = (span){round64(sn_plan_value_bytes(p, i)), 0, -1, total};
         span_of[i] = ns++;
         vfirst[i] = -1;
         vlast[i] = total;
@@ -206,7 +206,7 @@ sn_status sn_plan_arena(sn_plan *p, bool reuse) {
                 taken[r] = 1;
                 continue;
             }
-            sp[ns] = (span){round64(sn_plan_node_bytes(&g->nodes[id])), 0, c, lu};
+            sp[ns] = (span){round64(sn_plan_value_bytes(p, id)), 0, c, lu};
             span_of[id] = ns++;
         }
     }
@@ -255,6 +255,6 @@ bool sn_plan_peak_value(const sn_plan *p, int i, sn_node *node, size_t *bytes) {
     if (!p || i < 0 || i >= p->n_peak_live) return false;
     sn_node id = p->peak_live[i];
     if (node) *node = id;
-    if (bytes) *bytes = sn_plan_node_bytes(&p->g->nodes[id]);
+    if (bytes) *bytes = sn_plan_value_bytes(p, id);
     return true;
 }

@@ -40,29 +40,33 @@
 
 #include "graph/plan_impl.h"
 
-static sn_tdesc desc_of(const sn_graph *g, sn_node n) {
-    return (sn_tdesc){.dtype = g->nodes[n].dtype, .shape = g->nodes[n].shape};
-}
-
 void sn_plan_fused_call(const sn_plan *p, sn_kcall *k) {
     const sn_graph *g = p->g;
     const sn_fusion *f = &p->fusion[k->id];
     k->fused = f->kind;
-    for (int j = 0; j < f->n_extra_in; j++) k->x[k->n_in++] = desc_of(g, f->extra_in[j]);
+    for (int j = 0; j < f->n_extra_in; j++) k->x[k->n_in++] = sn_plan_value_desc(p, f->extra_in[j]);
     k->n_out2 = f->n_out2;
     for (int j = 0; j < f->n_out2; j++) {
-        k->y2[j] = desc_of(g, f->out2[j]);
+        k->y2[j] = sn_plan_value_desc(p, f->out2[j]);
         k->attr2[j] = &g->nodes[f->out2[j]].attr;
     }
 }
 
+void sn_plan_describe_call(const sn_plan *p, sn_node id, sn_kcall *k) {
+    const sn_node_t *nd = &p->g->nodes[id];
+    k->op = nd->op;
+    k->attr = &nd->attr;
+    k->id = id;
+    k->y = sn_plan_value_desc(p, id);
+    k->n_in = nd->n_in;
+    for (int j = 0; j < nd->n_in; j++) k->x[j] = sn_plan_value_desc(p, nd->in[j]);
+    sn_plan_fused_call(p, k);
+}
+
 /* Whether the backend has a kernel for node id's call with the fusion p->fusion[id]. */
 static bool backend_takes(const sn_plan *p, sn_node id) {
-    const sn_node_t *nd = &p->g->nodes[id];
-    sn_kcall k = {.op = nd->op, .attr = &nd->attr, .id = id, .y = desc_of(p->g, id),
-                  .n_in = nd->n_in};
-    for (int j = 0; j < nd->n_in; j++) k.x[j] = desc_of(p->g, nd->in[j]);
-    sn_plan_fused_call(p, &k);
+    sn_kcall k = {0};
+    sn_plan_describe_call(p, id, &k);
     return sn_backend_select(p->backend, &k) != NULL;
 }
 

@@ -2,6 +2,7 @@
  *
  *   plan.c          the planner: what the targets need, the order, storage, kernels, memory
  *   plan_fuse.c     the fusion pass the planner runs before it chooses kernels
+ *   plan_bf16.c     under mixed bf16, the values stored in bfloat16 (after fusion)
  *   exec.c          the executor: runs a plan N times, feeds inputs, reads results, sn_eval
  *   plan_profile.c  per-call timing for `sinter bench --profile`
  *
@@ -42,6 +43,9 @@ struct sn_plan {
     unsigned char *is_target;
     unsigned char *fuse_relu; /* per graph node: a relu was fused into this bias_add */
     sn_fusion *fusion;        /* per graph node: the pattern its call computes (plan_fuse.c) */
+    /* per graph node: its value is stored in bfloat16, not its graph dtype (plan_bf16.c);
+     * NULL: no value is */
+    unsigned char *bf16_store;
     void **ptr;           /* per graph node: resolved buffer */
     unsigned char *arena;
     size_t arena_bytes;   /* what this plan needs (its memory's block may be larger) */
@@ -105,6 +109,18 @@ static inline sn_node sn_plan_root(const sn_plan *p, sn_node n) {
     return n;
 }
 
+/* The dtype node n's value is stored in by this plan: its graph dtype, or bfloat16 where
+ * plan_bf16.c chose that for its storage (every view of it too). */
+static inline sn_dtype sn_plan_value_dtype(const sn_plan *p, sn_node n) {
+    return p->bf16_store && p->bf16_store[sn_plan_root(p, n)] ? SN_BF16 : p->g->nodes[n].dtype;
+}
+static inline size_t sn_plan_value_bytes(const sn_plan *p, sn_node n) {
+    return (size_t)sn_shape_numel(&p->g->nodes[n].shape) * sn_dtype_size(sn_plan_value_dtype(p, n));
+}
+static inline sn_tdesc sn_plan_value_desc(const sn_plan *p, sn_node n) {
+    return (sn_tdesc){.dtype = sn_plan_value_dtype(p, n), .shape = p->g->nodes[n].shape};
+}
+
 /* Resolves every needed node's buffer and every call's pointers (plan.c); the executor calls
  * it again when the graph moved its variable buffer or node array (sn_plan_stale). Fails only
  * where a mirrored plan must grow its device copy of the variables. */
@@ -143,5 +159,13 @@ sn_status sn_plan_arena(sn_plan *p, bool reuse);
 /* Completes call k (its node's own fields already set) with p->fusion[k->id]: the pattern,
  * the extra inputs' and outputs' descriptions (plan_fuse.c). */
 void sn_plan_fused_call(const sn_plan *p, sn_kcall *k);
+/* Call k of node id as the planner makes it: op, attributes, the operands as this plan
+ * stores them (sn_plan_value_desc) and the fusion (plan_fuse.c). Buffers, flags, stream and
+ * state are the caller's to set. */
+void sn_plan_describe_call(const sn_plan *p, sn_node id, sn_kcall *k);
+/* Under mixed bf16 (bf16_compute), chooses the values stored in bfloat16 (plan_bf16.c):
+ * fills p->bf16_store over the first n calls of p->order, after fusion and before the
+ * kernels are prepared. SN_BF16_STORE=0: none. */
+sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute);
 
 #endif

@@ -142,52 +142,78 @@ gp_task(void *vctx, int ith, int nth) {
     }
 }
 
+/* Element i of the output: float32, or bfloat16 where the plan stores the value so
+ * (graph/plan_bf16.c: its readers are convolutions that would convert it to bfloat16 with
+ * this rounding anyway). b16 is a constant where it is inlined. */
+INL void put(bool b16, void *restrict y, int64_t i, float v) {
+    if (b16) ((uint16_t *)y)[i] = bf16_rne1(v);
+    else ((float *)y)[i] = v;
+}
+
 /* Rows [r0, r1) of train (y = act((x - mean) a + b)) or grad_x (dx = a dy' + b (x - mean) +
- * d, dy' = dy through the activation), the activation k a constant where it is inlined */
-INL void ew_rows(bn_act k, const bn_ctx *t, int64_t r0, int64_t r1) {
+ * d, dy' = dy through the activation), the activation k and b16 constants where it is
+ * inlined */
+INL void ew_rows(bn_act k, bool b16, const bn_ctx *t, int64_t r0, int64_t r1) {
     const sn_kcall *c = t->c;
     const int64_t C = t->C;
     const float *x = c->in[0], *m = c->in[1], *a = t->a, *b = t->b, *d = t->d;
-    float *y = c->out;
+    void *y = c->out;
     if (c->op == SN_OP_BN_TRAIN) {
         for (int64_t r = r0; r < r1; r++) {
             const float *xr = x + r * C;
-            float *yr = y + r * C;
-            for (int64_t j = 0; j < C; j++) yr[j] = act_fwd(k, bn_norm(xr[j], m[j], a[j], b[j]));
+            for (int64_t j = 0; j < C; j++)
+                put(b16, y, r * C + j, act_fwd(k, bn_norm(xr[j], m[j], a[j], b[j])));
         }
         return;
     }
     const float *dy = t->dy, *fa = t->fa, *fb = t->fb;
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = x + r * C, *dr = dy + r * C;
-        float *yr = y + r * C;
         for (int64_t j = 0; j < C; j++) {
             float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
-            yr[j] = a[j] * g + b[j] * (xr[j] - m[j]) + d[j];
+            put(b16, y, r * C + j, a[j] * g + b[j] * (xr[j] - m[j]) + d[j]);
         }
     }
 }
 
 /* grad_x with the sum of dx over rows (SN_FUSED_BN_GRAD_SUM): rows [r0, r1) as ew_rows, and
- * s[j] = the sum of their dx[., j]. restrict: as gp_row. */
-INL void gx_sum_rows(bn_act k, const bn_ctx *t, int64_t r0, int64_t r1, float *restrict s) {
+ * s[j] = the sum of their dx[., j] (of the float32 values, before any rounding to bfloat16).
+ * restrict: as gp_row. */
+INL void gx_sum_rows(bn_act k, bool b16, const bn_ctx *t, int64_t r0, int64_t r1,
+                     float *restrict s) {
     const int64_t C = t->C;
     const float *restrict x = t->c->in[0], *restrict m = t->c->in[1], *restrict a = t->a,
                           *restrict b = t->b, *restrict d = t->d, *restrict fa = t->fa,
                           *restrict fb = t->fb, *restrict dy = t->dy;
-    float *restrict y = t->c->out;
+    void *restrict y = t->c->out;
     for (int64_t j = 0; j < C; j++) s[j] = 0;
     for (int64_t r = r0; r < r1; r++) {
         const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
-        float *restrict yr = y + r * C;
         for (int64_t j = 0; j < C; j++) {
             float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
             float v = a[j] * g + b[j] * (xr[j] - m[j]) + d[j];
-            yr[j] = v;
+            put(b16, y, r * C + j, v);
             s[j] += v;
         }
     }
 }
+
+/* The six variants of a row function fn(k, b16, ...): activation and output type */
+#define BY_VARIANT(t, fn, ...)                                                                 \
+    do {                                                                                       \
+        bool b16_ = (t)->c->y.dtype == SN_BF16;                                                \
+        switch ((t)->act) {                                                                    \
+        case ACT_NONE:                                                                         \
+            b16_ ? fn(ACT_NONE, true, __VA_ARGS__) : fn(ACT_NONE, false, __VA_ARGS__);         \
+            break;                                                                             \
+        case ACT_RELU:                                                                         \
+            b16_ ? fn(ACT_RELU, true, __VA_ARGS__) : fn(ACT_RELU, false, __VA_ARGS__);         \
+            break;                                                                             \
+        case ACT_RELU6:                                                                        \
+            b16_ ? fn(ACT_RELU6, true, __VA_ARGS__) : fn(ACT_RELU6, false, __VA_ARGS__);       \
+            break;                                                                             \
+        }                                                                                      \
+    } while (0)
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 ew_task(void *vctx, int ith, int nth) {
@@ -195,11 +221,7 @@ ew_task(void *vctx, int ith, int nth) {
     int64_t lo, hi;
     sn_split_range(t->nchunks, ith, nth, &lo, &hi);
     int64_t r0 = lo * t->rows, r1 = hi * t->rows < t->M ? hi * t->rows : t->M;
-    switch (t->act) {
-    case ACT_NONE: ew_rows(ACT_NONE, t, r0, r1); break;
-    case ACT_RELU: ew_rows(ACT_RELU, t, r0, r1); break;
-    case ACT_RELU6: ew_rows(ACT_RELU6, t, r0, r1); break;
-    }
+    BY_VARIANT(t, ew_rows, t, r0, r1);
 }
 
 /* grad_x with the sum: each chunk's dx and its partial sums part[k][0..C) */
@@ -211,11 +233,7 @@ gx_sum_task(void *vctx, int ith, int nth) {
     for (int64_t k = lo; k < hi; k++) {
         int64_t r0 = k * t->rows, r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
         float *s = t->part + k * 2 * t->C;
-        switch (t->act) {
-        case ACT_NONE: gx_sum_rows(ACT_NONE, t, r0, r1, s); break;
-        case ACT_RELU: gx_sum_rows(ACT_RELU, t, r0, r1, s); break;
-        case ACT_RELU6: gx_sum_rows(ACT_RELU6, t, r0, r1, s); break;
-        }
+        BY_VARIANT(t, gx_sum_rows, t, r0, r1, s);
     }
 }
 
@@ -320,7 +338,10 @@ static sn_status bn_run(sn_kcall *c) {
 }
 
 static bool bn_supports(const sn_kcall *c) {
-    if (c->y.dtype != SN_F32) return false;
+    /* bn_train's and bn_grad_x's output may be bfloat16 (the plan stores it so where every
+     * reader converts it: graph/plan_bf16.c); everything else is float32 */
+    bool writes_bf16 = c->op == SN_OP_BN_TRAIN || c->op == SN_OP_BN_GRAD_X;
+    if (c->y.dtype != SN_F32 && !(c->y.dtype == SN_BF16 && writes_bf16)) return false;
     for (int i = 0; i < c->n_in; i++)
         if (c->x[i].dtype != SN_F32) return false;
     if (!c->fused) return c->n_out2 == 0;
@@ -336,7 +357,7 @@ static bool bn_supports(const sn_kcall *c) {
 }
 
 static const sn_kernel k_bn = {.impl = "cpu", .supports = bn_supports, .prepare = bn_prepare,
-                               .run = bn_run};
+                               .run = bn_run, .bf16_io = true};
 
 void sn_cpu_register_batch_norm(sn_kernel_table *t) {
     t->k[SN_OP_BN_STATS] = &k_bn;

@@ -56,5 +56,10 @@ typedef struct sn_conv_geom {
 } sn_conv_geom;
 /* False when the call is not an f32 NHWC convolution whose shapes agree. */
 bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g);
+/* sn_conv_geom_of where the operands a convolution converts to bf16 under mixed bf16 (x of
+ * the forward and the filter gradient, dy of both gradients) may be bfloat16 already
+ * (graph/plan_bf16.c); the weights and the output are float32. Only oneDNN's convolution
+ * (cpu_conv.c) takes such calls. */
+bool sn_conv_geom_bf16_of(const sn_kcall *c, sn_conv_geom *g);
 
 #endif

@@ -81,21 +81,28 @@ static void conv_release(sn_kcall *c) {
 static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights,
                                  bool bf16, bool bias, size_t *scratch_bytes) {
     sn_conv_geom g;
-    SN_ASSERT(sn_conv_geom_of(c, &g));
+    SN_ASSERT(sn_conv_geom_bf16_of(c, &g));
     sn_op op = c->op;
     dnnl_engine_t eng;
     SN_TRY(sn_dnnl_engine(&eng));
 
     dnnl_dims_t xd = {g.n, g.c, g.h, g.w}, yd = {g.n, g.f, g.oh, g.ow}, wd = {g.f, g.c, g.kh, g.kw};
     dnnl_dims_t strides = {g.sh, g.sw}, pad_l = {g.pt, g.pl}, pad_r = {g.pb, g.pr};
-    /* *u: our f32 buffers (NHWC activations, Keras HWIO weights); *i: what the primitive
-     * reads. bf16 activations stay NHWC: with an f32 NHWC partner (y, dx) and activations of
-     * format any, oneDNN 2.6 finds only its reference kernel for forward and backward data
-     * (measured 100x slower); with NHWC it runs brgconv / jit_bf16. */
+    /* *u: our buffers (NHWC activations, f32 or, where the plan stores one so, bf16; Keras
+     * HWIO f32 weights); *i: what the primitive reads. bf16 activations stay NHWC: with an
+     * f32 NHWC partner (y, dx) and activations of format any, oneDNN 2.6 finds only its
+     * reference kernel for forward and backward data (measured 100x slower); with NHWC it
+     * runs brgconv / jit_bf16. A bf16 operand of ours is then what the primitive reads: no
+     * reorder, no copy in scratch. */
     dnnl_memory_desc_t xu, yu, wu, xi, yi, wi, dwi;
     dnnl_format_tag_t wtag = plain_weights ? dnnl_hwio : dnnl_format_tag_any;
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, dnnl_f32, dnnl_nhwc));
-    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, dnnl_f32, dnnl_nhwc));
+    sn_dtype xt = op == SN_OP_CONV2D_BWD_DATA ? SN_F32 : c->x[0].dtype;
+    sn_dtype yt = op == SN_OP_CONV2D_BWD_DATA ? c->x[0].dtype
+                  : op == SN_OP_CONV2D_BWD_FILTER ? c->x[1].dtype : SN_F32;
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, xt == SN_BF16 ? dnnl_bf16 : dnnl_f32,
+                                               dnnl_nhwc));
+    SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, yt == SN_BF16 ? dnnl_bf16 : dnnl_f32,
+                                               dnnl_nhwc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wu, 4, wd, dnnl_f32, dnnl_hwio));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&dwi, 4, wd, dnnl_f32, wtag));
     dnnl_memory_desc_t bu;
@@ -105,8 +112,10 @@ static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_we
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xi, 4, xd, dnnl_bf16, dnnl_nhwc));
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yi, 4, yd, dnnl_bf16, dnnl_nhwc));
         SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&wi, 4, wd, dnnl_bf16, wtag));
-    } else {
-        xi = xu, yi = yu, wi = dwi;
+    } else { /* f32 (a bf16 operand of ours is converted up) */
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xi, 4, xd, dnnl_f32, dnnl_nhwc));
+        SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yi, 4, yd, dnnl_f32, dnnl_nhwc));
+        wi = dwi;
     }
 
     /* Backward primitives need the forward one as a hint: it sees the same operand types as
@@ -170,6 +179,22 @@ static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
     return c->bf16 && sn_cpu_bf16_pays() && g->c >= CONV_PLAIN_BELOW_C;
 }
 
+/* Whether any operand of c is bfloat16 (graph/plan_bf16.c stores a value so where every
+ * reader converts it to bfloat16 anyway) */
+static bool has_bf16_operand(const sn_kcall *c) {
+    return c->x[0].dtype == SN_BF16 || c->x[1].dtype == SN_BF16;
+}
+/* The calls with bf16 operands this kernel takes: 1x1 convolutions (no Winograd applies to
+ * them) that compute in bf16 under mixed bf16, so the operand is the very copy the call would
+ * have made. sinter's other convolutions (Winograd, c1, im2col) read f32 only. */
+static bool bf16_operands_ok(const sn_kcall *c, sn_conv_geom *g) {
+    return sn_conv_geom_bf16_of(c, g) && g->kh == 1 && g->kw == 1 && conv_use_bf16(c, g);
+}
+/* The geometry of a call this file takes: all f32, or bf16 operands as above. */
+static bool conv_geom(const sn_kcall *c, sn_conv_geom *g) {
+    return has_bf16_operand(c) ? bf16_operands_ok(c, g) : sn_conv_geom_of(c, g);
+}
+
 /* The filter gradient under mixed bf16 converts x and dy to bf16 copies in scratch, which
  * on wide layers are the largest scratch of a step, and it runs while every activation saved
  * for the backward pass is live: the small Xception's 728 -> 728 pointwise gradient at 12x12
@@ -183,7 +208,10 @@ static const size_t BF16_DW_SLICE_BYTES = (size_t)4 << 20;
 
 static int64_t bf16_dw_slice_images(const sn_kcall *c, const sn_conv_geom *g) {
     if (c->op != SN_OP_CONV2D_BWD_FILTER) return g->n;
-    size_t per_image = (size_t)(g->h * g->w * g->c + g->oh * g->ow * g->f) * 2; /* bf16 */
+    /* the bf16 copies of the f32 operands (one already bf16 needs none) */
+    size_t per_image = (size_t)((c->x[0].dtype == SN_F32 ? g->h * g->w * g->c : 0) +
+                                (c->x[1].dtype == SN_F32 ? g->oh * g->ow * g->f : 0)) * 2;
+    if (per_image == 0) return g->n;
     int64_t by_bytes = (int64_t)(BF16_DW_SLICE_BYTES / per_image);
     int64_t by_rows = (BF16_DW_MIN_ROWS + g->oh * g->ow - 1) / (g->oh * g->ow);
     int64_t n = by_bytes > by_rows ? by_bytes : by_rows;
@@ -211,7 +239,7 @@ static sn_status bf16_dw_build(conv_state *s, const sn_kcall *c, const sn_conv_g
  * this oneDNN has it; otherwise direct. */
 static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plain, bool wino) {
     sn_conv_geom g;
-    SN_ASSERT(sn_conv_geom_of(c, &g));
+    SN_ASSERT(conv_geom(c, &g));
     conv_state *s = sn_calloc(1, sizeof *s);
     if (!s) return SN_ERR_NOMEM;
     c->state = s;
@@ -252,7 +280,7 @@ static sn_status conv_prepare_impl(sn_kcall *c, size_t *scratch_bytes, bool plai
 
 static sn_status conv_prepare(sn_kcall *c, size_t *scratch_bytes) {
     sn_conv_geom g;
-    SN_ASSERT(sn_conv_geom_of(c, &g));
+    SN_ASSERT(conv_geom(c, &g));
     return conv_prepare_impl(c, scratch_bytes, g.c < CONV_PLAIN_BELOW_C, true);
 }
 static sn_status conv_prepare_blocked(sn_kcall *c, size_t *scratch_bytes) {
@@ -304,7 +332,7 @@ static sn_status conv_prepare_wino_bf16(sn_kcall *c, size_t *scratch_bytes) {
 
 static bool conv_supports(const sn_kcall *c) {
     sn_conv_geom g;
-    return sn_conv_geom_of(c, &g);
+    return conv_geom(c, &g);
 }
 static bool conv_supports_wino(const sn_kcall *c) { return sn_cpu_conv_wino_applies(c); }
 static bool conv_supports_wino_bf16(const sn_kcall *c) {
@@ -317,7 +345,12 @@ static bool conv_supports_wino_bf16(const sn_kcall *c) {
                                    .prepare = prep,                                            \
                                    .run = conv_run,                                            \
                                    .release = conv_release}
-CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare, conv_supports);
+static const sn_kernel k_conv_dnnl = {.impl = "dnnl",
+                                      .supports = conv_supports,
+                                      .prepare = conv_prepare,
+                                      .run = conv_run,
+                                      .release = conv_release,
+                                      .bf16_io = true};
 CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_wino, "dnnl_wino", conv_prepare_wino, conv_supports_wino);
@@ -373,7 +406,8 @@ static const sn_kernel k_conv_bwd_filter = {.impl = "dnnl|c1",
                                             .supports = bwdf_supports,
                                             .prepare = bwdf_prepare,
                                             .run = bwdf_run,
-                                            .release = bwdf_release};
+                                            .release = bwdf_release,
+                                            .bf16_io = true};
 
 /* SN_FUSED_CONV_BIAS: conv2d -> bias_add with no relu after it (a convolution followed by
  * BatchNormalization, as in Xception's SeparableConv2D pointwise halves and residual 1x1s):
@@ -393,7 +427,7 @@ static bool conv_bias_base(const sn_kcall *c, sn_kcall *base, sn_conv_geom *g) {
     *base = *c;
     base->n_in = 2;
     base->fused = SN_FUSED_NONE;
-    return sn_conv_geom_of(base, g) && c->x[2].dtype == SN_F32 &&
+    return conv_geom(base, g) && c->x[2].dtype == SN_F32 &&
            sn_shape_numel(&c->x[2].shape) == g->f && !sn_cpu_conv_wino_applies(base) &&
            !sn_cpu_conv_wino_bf16_applies(base);
 }
@@ -429,7 +463,8 @@ static const sn_kernel k_conv_bias = {.impl = "dnnl_bias",
                                       .supports = conv_bias_supports,
                                       .prepare = conv_bias_prepare,
                                       .run = conv_bias_run,
-                                      .release = conv_release};
+                                      .release = conv_release,
+                                      .bf16_io = true};
 #endif /* SN_HAVE_DNNL */
 
 const sn_kernel *sn_cpu_conv_impl(sn_op op, const char *impl) {

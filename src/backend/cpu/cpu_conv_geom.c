@@ -4,9 +4,24 @@
  * (cpu_conv_gemm.c) — and neither should call into the other for it. */
 #include "backend/cpu/cpu_blas.h"
 
+static bool geom_shapes(const sn_kcall *c, sn_conv_geom *g);
+
 bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
     if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
     if (c->x[0].dtype != SN_F32 || c->x[1].dtype != SN_F32) return false;
+    return geom_shapes(c, g);
+}
+
+bool sn_conv_geom_bf16_of(const sn_kcall *c, sn_conv_geom *g) {
+    if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
+    /* input 1 is the weights but for the filter gradient, whose input 1 is dy */
+    bool in1_act = c->op == SN_OP_CONV2D_BWD_FILTER;
+    if (c->x[0].dtype != SN_F32 && c->x[0].dtype != SN_BF16) return false;
+    if (c->x[1].dtype != SN_F32 && !(in1_act && c->x[1].dtype == SN_BF16)) return false;
+    return geom_shapes(c, g);
+}
+
+static bool geom_shapes(const sn_kcall *c, sn_conv_geom *g) {
     const sn_shape *xs, *ws, *ys;
     switch (c->op) {
     case SN_OP_CONV2D:

@@ -26,18 +26,19 @@ sn_status sn_conv_slices_build(sn_conv_slices *s, const sn_kcall *c, int64_t max
     memset(s, 0, sizeof *s);
     *scratch_bytes = 0;
     sn_conv_geom g;
-    if (!sn_conv_geom_of(c, &g) || max_images < 1) return SN_ERR_UNSUPPORTED;
+    if (!sn_conv_geom_bf16_of(c, &g) || max_images < 1) return SN_ERR_UNSUPPORTED;
     s->kind = c->op;
     s->n = g.n;
     int64_t slices = (g.n + max_images - 1) / max_images;
     s->slice = (g.n + slices - 1) / slices; /* even slices: 200 -> 4 x 50 */
     int64_t last = g.n - (slices - 1) * s->slice;
-    size_t xb = (size_t)(g.h * g.w * g.c) * sizeof(float);
-    size_t yb = (size_t)(g.oh * g.ow * g.f) * sizeof(float);
+    /* bytes per image: outputs are f32; an input may be bf16 (sn_conv_geom_bf16_of) */
+    size_t x_px = (size_t)(g.h * g.w * g.c), y_px = (size_t)(g.oh * g.ow * g.f);
+    size_t in0 = sn_dtype_size(c->x[0].dtype), in1 = sn_dtype_size(c->x[1].dtype);
     switch (c->op) {
-    case SN_OP_CONV2D: s->step[0] = xb, s->step[2] = yb; break;
-    case SN_OP_CONV2D_BWD_DATA: s->step[0] = yb, s->step[2] = xb; break;
-    default: s->step[0] = xb, s->step[1] = yb; break;
+    case SN_OP_CONV2D: s->step[0] = x_px * in0, s->step[2] = y_px * sizeof(float); break;
+    case SN_OP_CONV2D_BWD_DATA: s->step[0] = y_px * in0, s->step[2] = x_px * sizeof(float); break;
+    default: s->step[0] = x_px * in0, s->step[1] = y_px * in1; break;
     }
     size_t s0 = 0, s1 = 0;
     sn_status st = build(&s->op[0], c, s->slice, &s0);

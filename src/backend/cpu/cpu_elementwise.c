@@ -182,13 +182,7 @@ INL void un_body(int op, float *o, const float *x, int64_t n) {
 /* Same rounding as sn_f32_to_bf16: nearest even, NaN kept quiet. */
 INL void to_bf16_body(uint16_t *o, const float *x, int64_t n) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) {
-        uint32_t u = f2u(x[i]);
-        uint32_t nan = mask((u & 0x7fffffffu) > 0x7f800000u);
-        uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-        uint32_t q = (u >> 16) | 0x40u;
-        o[i] = (uint16_t)((q & nan) | (r & ~nan));
-    }
+    for (int64_t i = 0; i < n; i++) o[i] = bf16_rne1(x[i]);
 }
 
 INL void from_bf16_body(float *o, const uint16_t *x, int64_t n) {

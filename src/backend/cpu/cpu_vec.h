@@ -48,6 +48,14 @@ INL float sel(uint32_t m, float a, float b) { return u2f((f2u(a) & m) | (f2u(b) 
 /* max that lets NaN through (as the reference and TensorFlow do): b wins when it is larger or
  * NaN, and a NaN already in a is never replaced by a number. */
 INL float maxnan(float a, float b) { return sel(mask(b > a || b != b), b, a); }
+/* float32 -> bfloat16 as sn_f32_to_bf16 rounds: to nearest even, NaN kept quiet */
+INL uint16_t bf16_rne1(float x) {
+    uint32_t u = f2u(x);
+    uint32_t nan = mask((u & 0x7fffffffu) > 0x7f800000u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t q = (u >> 16) | 0x40u;
+    return (uint16_t)((q & nan) | (r & ~nan));
+}
 
 /* NaN and Inf go through as in TensorFlow and PyTorch (docs/reliability.md, "NaN and Inf"):
  * relu(x) = x < 0 ? 0 : x lets a NaN through (the compare is false), the rule of
