@@ -6,18 +6,20 @@
  * pointwise layers) has its dy converted twice, by its data and its filter gradient, from the
  * float32 dx that bn_grad_x wrote a moment before; MobileNetV2's projection reads the
  * normalised activation that bn_train wrote, converted in the forward and again in the filter
- * gradient. Where every reader of such a value converts it so, the plan stores the value in
- * bfloat16: the producer rounds as it writes (to nearest even, as the conversion does), the
- * readers take it as it is. The conversions' passes go, the producer writes half the bytes,
- * and the value takes half the arena. The readers compute on the same bfloat16 numbers as
- * before, so the results are the same (tests/test_bf16.c compares the plans).
+ * gradient; Xception's SeparableConv2D has its pointwise half convert the depthwise half's
+ * output, twice too. Where every reader of such a value converts it so, the plan stores the
+ * value in bfloat16: the producer rounds as it writes (to nearest even, as the conversion
+ * does), the readers take it as it is. The conversions' passes go, the producer writes half
+ * the bytes, and the value takes half the arena. The readers compute on the same bfloat16
+ * numbers as before, so the results are the same (tests/test_bf16_store.c compares the
+ * plans).
  *
- * A value qualifies when it is the output of a bn_train or bn_grad_x call (fused or not),
- * lives in the arena, is no target (nothing outside the plan reads it), and every call that
- * reads it (through any view) reads it as an operand that the call converts to bfloat16:
- * conv2d's x, conv2d_bwd_data's dy, conv2d_bwd_filter's x and dy. The backend has the last
- * word: each call involved must select a kernel that takes the bfloat16 operand
- * (sn_kernel.bf16_io); where one does not (another CPU, another shape, the reference
+ * A value qualifies when it is the output of a bn_train, bn_grad_x (fused or not) or
+ * depthwise_conv2d call, lives in the arena, is no target (nothing outside the plan reads
+ * it), and every call that reads it (through any view) reads it as an operand that the call
+ * converts to bfloat16: conv2d's x, conv2d_bwd_data's dy, conv2d_bwd_filter's x and dy. The
+ * backend has the last word: each call involved must select a kernel that takes the bfloat16
+ * operand (sn_kernel.bf16_io); where one does not (another CPU, another shape, the reference
  * kernels, a GPU), the value stays float32. */
 #include <string.h>
 
@@ -59,7 +61,8 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
     const sn_graph *g = p->g;
     const int nn = p->n_nodes;
     /* per storage root: the calls that read it, and how many of them read it converted */
-    int *reads = sn_calloc((size_t)nn, sizeof *reads), *converted = sn_calloc((size_t)nn, sizeof *converted);
+    int *reads = sn_calloc((size_t)nn, sizeof *reads);
+    int *converted = sn_calloc((size_t)nn, sizeof *converted);
     unsigned char *store = sn_calloc((size_t)nn, 1);
     if (!reads || !converted || !store) {
         free(reads);
@@ -84,7 +87,9 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
     for (int c = 0; c < n; c++) {
         sn_node v = p->order[c];
         const sn_node_t *vd = &g->nodes[v];
-        if ((vd->op != SN_OP_BN_TRAIN && vd->op != SN_OP_BN_GRAD_X) || vd->dtype != SN_F32 ||
+        if ((vd->op != SN_OP_BN_TRAIN && vd->op != SN_OP_BN_GRAD_X &&
+             vd->op != SN_OP_DEPTHWISE_CONV2D) ||
+            vd->dtype != SN_F32 ||
             p->loc[v].kind != LOC_ARENA || reads[v] <= 0 || converted[v] != reads[v])
             continue;
         store[v] = 1;

@@ -654,6 +654,24 @@ static void cast_task(void *vctx, int ith, int nth) {
     }
 }
 
+typedef struct bf16_ctx {
+    uint16_t *o;
+    const float *a;
+    int64_t n;
+} bf16_ctx;
+
+static void to_bf16_task(void *vctx, int ith, int nth) {
+    const bf16_ctx *x = vctx;
+    int64_t lo, hi;
+    sn_split_range(x->n, ith, nth, &lo, &hi);
+    if (lo < hi) isa->to_bf16(x->o + lo, x->a + lo, hi - lo);
+}
+
+void sn_cpu_to_bf16(uint16_t *o, const float *x, int64_t n) {
+    bf16_ctx t = {.o = o, .a = x, .n = n};
+    run_tasks(to_bf16_task, &t, n, GRAIN_CHEAP, n);
+}
+
 /* x [any] -> same shape in the node's dtype (f32 -> bf16 rounds to nearest even) */
 static sn_status cast_run(sn_kcall *c) {
     flat_ctx x = {.n = sn_shape_numel(&c->y.shape), .o = c->out, .a = c->in[0], .c = c};

@@ -8,7 +8,8 @@
  * keeps baseline flags, so it runs anywhere. The helpers here carry no target attribute and
  * are always inlined: a function of the baseline target may be inlined into an AVX-512 or
  * AVX2 caller, and is then compiled (and vectorised) for that caller's ISA, exactly as when
- * each file kept its own copy. Everything is static inline, so nothing here is exported.
+ * each file kept its own copy. Everything is static inline, so nothing here is exported, but
+ * sn_cpu_to_bf16 (cpu_elementwise.c's rounding, for the kernels that write bfloat16).
  *
  * No -ffast-math and no FMA contraction (ISO C mode): the same bits whichever ISA variant
  * runs, which tests/test_cpu_kernels_vec.c checks. */
@@ -217,6 +218,10 @@ INL void fp_flush_leave(unsigned csr) {
 }
 
 /* ---- threads ----------------------------------------------------------------------------- */
+
+/* o[i] = x[i] rounded to bfloat16 as bf16_rne1 (the cast's rounding), on the team; the ISA
+ * variant the elementwise kernels picked (cpu_elementwise.c). */
+void sn_cpu_to_bf16(uint16_t *o, const float *x, int64_t n);
 
 /* Runs fn over `work` elements split into `items` independent pieces: on the calling thread
  * below 2 * grain elements or with fewer than two pieces (waking an OpenMP team costs several
