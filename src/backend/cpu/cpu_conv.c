@@ -57,7 +57,8 @@ typedef struct conv_state {
     sn_cpu_wino *wino; /* non-NULL: this runs instead of direct */
     sn_cpu_wino_bf16 *wbf; /* non-NULL: this runs (sinter's bf16 Winograd) */
     sn_cpu_wino_f32 *wf;   /* non-NULL: this runs (sinter's f32 Winograd, AVX2 CPUs) */
-    sn_conv_slices *bf16_dw; /* non-NULL: this runs (a bf16 filter gradient in batch slices) */
+    sn_conv_slices bf16_dw;  /* this runs where sliced (a bf16 filter gradient in batch slices) */
+    bool sliced;
 } conv_state;
 
 static void conv_release(sn_kcall *c) {
@@ -67,8 +68,7 @@ static void conv_release(sn_kcall *c) {
     sn_cpu_conv_wino_destroy(s->wino);
     sn_cpu_conv_wino_bf16_destroy(s->wbf);
     sn_cpu_conv_wino_f32_destroy(s->wf);
-    if (s->bf16_dw) sn_conv_slices_destroy(s->bf16_dw);
-    free(s->bf16_dw);
+    sn_conv_slices_destroy(&s->bf16_dw);
     free(s);
     c->state = NULL;
 }
@@ -224,14 +224,9 @@ static sn_status bf16_dw_build_n(sn_dnnl_op *op, const sn_kcall *c, int64_t n,
 }
 static sn_status bf16_dw_build(conv_state *s, const sn_kcall *c, const sn_conv_geom *g,
                                size_t *scratch_bytes) {
-    s->bf16_dw = sn_calloc(1, sizeof *s->bf16_dw);
-    if (!s->bf16_dw) return SN_ERR_NOMEM;
-    sn_status st = sn_conv_slices_build(s->bf16_dw, c, bf16_dw_slice_images(c, g),
+    sn_status st = sn_conv_slices_build(&s->bf16_dw, c, bf16_dw_slice_images(c, g),
                                         bf16_dw_build_n, scratch_bytes);
-    if (st != SN_OK) {
-        free(s->bf16_dw);
-        s->bf16_dw = NULL;
-    }
+    s->sliced = st == SN_OK;
     return st;
 }
 
@@ -311,7 +306,7 @@ static sn_status conv_run(sn_kcall *c) {
     if (s->wbf) return sn_cpu_conv_wino_bf16_run(s->wbf, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wino) return sn_cpu_conv_wino_run(s->wino, c->in[0], c->in[1], c->out, c->scratch);
     if (s->wf) return sn_cpu_conv_wino_f32_run(s->wf, c->in[0], c->in[1], c->out, c->scratch);
-    if (s->bf16_dw) return sn_conv_slices_run(s->bf16_dw, c->in[0], c->in[1], c->out, c->scratch);
+    if (s->sliced) return sn_conv_slices_run(&s->bf16_dw, c->in[0], c->in[1], c->out, c->scratch);
     return sn_dnnl_op_run(&s->direct, c->in[0], c->in[1], c->out, c->scratch);
 }
 

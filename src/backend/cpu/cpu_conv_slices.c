@@ -13,11 +13,10 @@ static size_t align64(size_t b) { return (b + 63) & ~(size_t)63; }
 
 sn_kcall sn_conv_call_with_batch(const sn_kcall *c, int64_t n) {
     sn_kcall r = *c;
-    switch (c->op) {
-    case SN_OP_CONV2D: r.x[0].shape.dim[0] = n, r.y.shape.dim[0] = n; break;
-    case SN_OP_CONV2D_BWD_DATA: r.x[0].shape.dim[0] = n, r.y.shape.dim[0] = n; break;
-    default: r.x[0].shape.dim[0] = n, r.x[1].shape.dim[0] = n; break;
-    }
+    r.x[0].shape.dim[0] = n;
+    /* the other activation: the output (conv2d, bwd_data), or dy (the filter gradient) */
+    if (c->op == SN_OP_CONV2D_BWD_FILTER) r.x[1].shape.dim[0] = n;
+    else r.y.shape.dim[0] = n;
     return r;
 }
 
