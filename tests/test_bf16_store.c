@@ -12,10 +12,11 @@
  * the bfloat16 copies the convolutions made themselves, rounded alike, so every target must
  * be the same bits as without the storage (a filter gradient that the storage spares its
  * batch slices sums in another order: equal to rounding); each bf16 value's producer and
- * readers must see the bfloat16 dtype, and the arena must hold no overlap (plan_check.h). The large case runs
- * the first layer's filter gradient over batch slices (cpu_conv_slices.c), one operand bf16.
- * And Xception's SeparableConv2D before BatchNormalization, whose depthwise output is stored
- * in bfloat16 for the pointwise half (cpu_depthwise.c writes it a slice of images at a time).
+ * readers must see the bfloat16 dtype, and the arena must hold no overlap (plan_check.h).
+ * The large case runs the first layer's filter gradient over batch slices
+ * (cpu_conv_slices.c), one operand bf16. And Xception's SeparableConv2D before
+ * BatchNormalization, whose depthwise output is stored in bfloat16 for the pointwise half
+ * (cpu_depthwise.c writes it a slice of images at a time).
  *
  * Needs a CPU where mixed bf16 computes in bf16 (AVX512-BF16; ctest sets SN_BF16_COMPUTE=on)
  * and oneDNN: elsewhere it checks that no value is stored in bfloat16 and exits 77 (SKIPPED). */
