@@ -334,18 +334,16 @@ static bool conv_supports_wino_bf16(const sn_kcall *c) {
     return sn_cpu_conv_wino_bf16_applies(c);
 }
 
+/* bf16_io: every supports() here takes bf16 operands only where the call computes in bf16
+ * anyway (conv_geom; the Winograd ones never) */
 #define CONV_DNNL_KERNEL(name, impl_name, prep, sup)                                           \
     static const sn_kernel name = {.impl = impl_name,                                          \
                                    .supports = sup,                                            \
                                    .prepare = prep,                                            \
                                    .run = conv_run,                                            \
-                                   .release = conv_release}
-static const sn_kernel k_conv_dnnl = {.impl = "dnnl",
-                                      .supports = conv_supports,
-                                      .prepare = conv_prepare,
-                                      .run = conv_run,
-                                      .release = conv_release,
-                                      .bf16_io = true};
+                                   .release = conv_release,                                    \
+                                   .bf16_io = true}
+CONV_DNNL_KERNEL(k_conv_dnnl, "dnnl", conv_prepare, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_blocked, "dnnl_blocked", conv_prepare_blocked, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_plain, "dnnl_plain", conv_prepare_plain, conv_supports);
 CONV_DNNL_KERNEL(k_conv_dnnl_wino, "dnnl_wino", conv_prepare_wino, conv_supports_wino);

@@ -654,21 +654,16 @@ static void cast_task(void *vctx, int ith, int nth) {
     }
 }
 
-typedef struct bf16_ctx {
-    uint16_t *o;
-    const float *a;
-    int64_t n;
-} bf16_ctx;
-
+/* the cast's f32 -> bf16 rounding on buffers without a call (flat_ctx: n, o, a) */
 static void to_bf16_task(void *vctx, int ith, int nth) {
-    const bf16_ctx *x = vctx;
+    const flat_ctx *x = vctx;
     int64_t lo, hi;
     sn_split_range(x->n, ith, nth, &lo, &hi);
-    if (lo < hi) isa->to_bf16(x->o + lo, x->a + lo, hi - lo);
+    if (lo < hi) isa->to_bf16((uint16_t *)x->o + lo, (const float *)x->a + lo, hi - lo);
 }
 
 void sn_cpu_to_bf16(uint16_t *o, const float *x, int64_t n) {
-    bf16_ctx t = {.o = o, .a = x, .n = n};
+    flat_ctx t = {.n = n, .o = o, .a = x};
     run_tasks(to_bf16_task, &t, n, GRAIN_CHEAP, n);
 }
 
