@@ -1,5 +1,7 @@
 /* Fast f32 kernels of the fused BatchNormalization training ops (graph/op_batch_norm.c) on
- * NHWC data viewed as x [M, C], channels contiguous.
+ * NHWC data viewed as x [M, C], channels contiguous. Under mixed bf16 the plan may store x
+ * (a convolution's output) and the output of bn_train and bn_grad_x in bfloat16
+ * (graph/plan_bf16.c): the kernels read and write those as they are and compute in f32.
  *
  * Hand-written rather than oneDNN's batch normalization primitive: the graph splits the
  * statistics from the normalisation (the layer's moving averages read them) and the backward
@@ -41,6 +43,7 @@ typedef struct bn_ctx {
     const sn_kcall *c;
     int64_t M, C, rows, nchunks; /* rows per chunk */
     bn_act act;
+    bool xb;                     /* x is bfloat16 (get) */
     const float *k;              /* stats pass: the shift K [C] */
     const float *mean;           /* grad_params: mean [C] */
     const float *dy;             /* gradient passes: the incoming gradient */
@@ -60,6 +63,13 @@ INL float act_fwd(bn_act k, float v) {
  * > 0 exactly where v is) and relu6_grad compute it */
 INL float act_bwd(bn_act k, float v, float dy) {
     return k == ACT_RELU ? relu_grad1(v, dy) : k == ACT_RELU6 ? relu6_grad1(v, dy) : dy;
+}
+
+/* Element i of x: float32, or bfloat16 where the plan stores the convolution output that this
+ * layer normalises so (graph/plan_bf16.c, Keras's mixed_bfloat16: a layer's output is
+ * bfloat16, BatchNormalization computes in float32). xb is a constant where it is inlined. */
+INL float get(bool xb, const void *restrict x, int64_t i) {
+    return xb ? u2f((uint32_t)((const uint16_t *)x)[i] << 16) : ((const float *)x)[i];
 }
 
 /* The forward's coefficients: a = gamma / sqrt(var + eps), b = beta (bn_train and the fused
@@ -82,39 +92,62 @@ static void bn_dims(const sn_kcall *c, int64_t *M, int64_t *C, int64_t *rows, in
     *nchunks = (*M + *rows - 1) / *rows;
 }
 
-/* stats: part[k] = sum over the chunk's rows of d | d^2, d = x - K */
+/* The variants of a row function fn(k, xb, ...) by activation and input type (BY_ACT_X), and
+ * of fn(k, xb, b16, ...) by output type too (BY_VARIANT): each a loop with constants. */
+#define BY_X(t, fn, k, ...)                                                                    \
+    ((t)->xb ? fn(k, true, __VA_ARGS__) : fn(k, false, __VA_ARGS__))
+#define BY_ACT_X(t, fn, ...)                                                                   \
+    do {                                                                                       \
+        switch ((t)->act) {                                                                    \
+        case ACT_NONE: BY_X(t, fn, ACT_NONE, __VA_ARGS__); break;                              \
+        case ACT_RELU: BY_X(t, fn, ACT_RELU, __VA_ARGS__); break;                              \
+        case ACT_RELU6: BY_X(t, fn, ACT_RELU6, __VA_ARGS__); break;                            \
+        }                                                                                      \
+    } while (0)
+#define BY_VARIANT(t, fn, ...)                                                                 \
+    do {                                                                                       \
+        if ((t)->c->y.dtype == SN_BF16) BY_ACT_X(t, fn, true, __VA_ARGS__);                    \
+        else BY_ACT_X(t, fn, false, __VA_ARGS__);                                              \
+    } while (0)
+
+/* stats of chunk k: part[k] = sum over its rows of d | d^2, d = x - K; xb a constant where
+ * it is inlined */
+INL void stats_chunk(bool xb, const bn_ctx *t, int64_t k) {
+    const int64_t C = t->C;
+    const void *restrict x = t->c->in[0];
+    const float *restrict K = t->k;
+    float *restrict s = t->part + k * 2 * C, *restrict q = s + C;
+    for (int64_t j = 0; j < 2 * C; j++) s[j] = 0;
+    int64_t r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
+    for (int64_t r = k * t->rows; r < r1; r++)
+        for (int64_t j = 0; j < C; j++) {
+            float d = get(xb, x, r * C + j) - K[j];
+            s[j] += d;
+            q[j] += d * d;
+        }
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 stats_task(void *vctx, int ith, int nth) {
     const bn_ctx *t = vctx;
-    const int64_t C = t->C;
-    const float *x = t->c->in[0], *K = t->k;
     int64_t lo, hi;
     sn_split_range(t->nchunks, ith, nth, &lo, &hi);
-    for (int64_t k = lo; k < hi; k++) {
-        float *s = t->part + k * 2 * C, *q = s + C;
-        for (int64_t j = 0; j < 2 * C; j++) s[j] = 0;
-        int64_t r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
-        for (int64_t r = k * t->rows; r < r1; r++) {
-            const float *xr = x + r * C;
-            for (int64_t j = 0; j < C; j++) {
-                float d = xr[j] - K[j];
-                s[j] += d;
-                q[j] += d * d;
-            }
-        }
-    }
+    for (int64_t k = lo; k < hi; k++) t->xb ? stats_chunk(true, t, k) : stats_chunk(false, t, k);
 }
 
 /* One row of grad_params with the activation k (a constant where it is inlined). restrict:
  * without it GCC 12 (-fopt-info-vec) vectorised only the unfused variant, behind run-time
  * alias checks, and the fused ones ran scalar: 17.4 ms against 6.7 on Xception's largest
  * layer. */
-INL void gp_row(bn_act k, const bn_ctx *t, const float *restrict xr, const float *restrict dr,
-                float *restrict g, float *restrict b) {
+INL void gp_row(bn_act k, bool xb, const bn_ctx *t, int64_t r, float *restrict g,
+                float *restrict b) {
     const float *restrict m = t->mean, *restrict fa = t->fa, *restrict fb = t->fb;
+    const void *restrict x = t->c->in[0];
+    const float *restrict dr = t->dy + r * t->C;
     for (int64_t j = 0; j < t->C; j++) {
-        float d = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
-        g[j] += d * (xr[j] - m[j]);
+        float xv = get(xb, x, r * t->C + j);
+        float d = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
+        g[j] += d * (xv - m[j]);
         b[j] += d;
     }
 }
@@ -124,21 +157,13 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 gp_task(void *vctx, int ith, int nth) {
     const bn_ctx *t = vctx;
     const int64_t C = t->C;
-    const float *x = t->c->in[0], *dy = t->dy;
     int64_t lo, hi;
     sn_split_range(t->nchunks, ith, nth, &lo, &hi);
     for (int64_t k = lo; k < hi; k++) {
         float *g = t->part + k * 2 * C, *b = g + C;
         for (int64_t j = 0; j < 2 * C; j++) g[j] = 0;
         int64_t r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
-        for (int64_t r = k * t->rows; r < r1; r++) {
-            const float *xr = x + r * C, *dr = dy + r * C;
-            switch (t->act) {
-            case ACT_NONE: gp_row(ACT_NONE, t, xr, dr, g, b); break;
-            case ACT_RELU: gp_row(ACT_RELU, t, xr, dr, g, b); break;
-            case ACT_RELU6: gp_row(ACT_RELU6, t, xr, dr, g, b); break;
-            }
-        }
+        for (int64_t r = k * t->rows; r < r1; r++) BY_ACT_X(t, gp_row, t, r, g, b);
     }
 }
 
@@ -153,25 +178,25 @@ INL void put(bool b16, void *restrict y, int64_t i, float v) {
 /* Rows [r0, r1) of train (y = act((x - mean) a + b)) or grad_x (dx = a dy' + b (x - mean) +
  * d, dy' = dy through the activation), the activation k and b16 constants where it is
  * inlined */
-INL void ew_rows(bn_act k, bool b16, const bn_ctx *t, int64_t r0, int64_t r1) {
+INL void ew_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, int64_t r1) {
     const sn_kcall *c = t->c;
     const int64_t C = t->C;
-    const float *x = c->in[0], *m = c->in[1], *a = t->a, *b = t->b, *d = t->d;
+    const void *x = c->in[0];
+    const float *m = c->in[1], *a = t->a, *b = t->b, *d = t->d;
     void *y = c->out;
     if (c->op == SN_OP_BN_TRAIN) {
-        for (int64_t r = r0; r < r1; r++) {
-            const float *xr = x + r * C;
+        for (int64_t r = r0; r < r1; r++)
             for (int64_t j = 0; j < C; j++)
-                put(b16, y, r * C + j, act_fwd(k, bn_norm(xr[j], m[j], a[j], b[j])));
-        }
+                put(b16, y, r * C + j, act_fwd(k, bn_norm(get(xb, x, r * C + j), m[j], a[j], b[j])));
         return;
     }
     const float *dy = t->dy, *fa = t->fa, *fb = t->fb;
     for (int64_t r = r0; r < r1; r++) {
-        const float *xr = x + r * C, *dr = dy + r * C;
+        const float *dr = dy + r * C;
         for (int64_t j = 0; j < C; j++) {
-            float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
-            put(b16, y, r * C + j, a[j] * g + b[j] * (xr[j] - m[j]) + d[j]);
+            float xv = get(xb, x, r * C + j);
+            float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
+            put(b16, y, r * C + j, a[j] * g + b[j] * (xv - m[j]) + d[j]);
         }
     }
 }
@@ -179,41 +204,27 @@ INL void ew_rows(bn_act k, bool b16, const bn_ctx *t, int64_t r0, int64_t r1) {
 /* grad_x with the sum of dx over rows (SN_FUSED_BN_GRAD_SUM): rows [r0, r1) as ew_rows, and
  * s[j] = the sum of their dx[., j] (of the float32 values, before any rounding to bfloat16).
  * restrict: as gp_row. */
-INL void gx_sum_rows(bn_act k, bool b16, const bn_ctx *t, int64_t r0, int64_t r1,
+INL void gx_sum_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, int64_t r1,
                      float *restrict s) {
     const int64_t C = t->C;
-    const float *restrict x = t->c->in[0], *restrict m = t->c->in[1], *restrict a = t->a,
+    const void *restrict x = t->c->in[0];
+    const float *restrict m = t->c->in[1], *restrict a = t->a,
                           *restrict b = t->b, *restrict d = t->d, *restrict fa = t->fa,
                           *restrict fb = t->fb, *restrict dy = t->dy;
     void *restrict y = t->c->out;
     for (int64_t j = 0; j < C; j++) s[j] = 0;
     for (int64_t r = r0; r < r1; r++) {
-        const float *restrict xr = x + r * C, *restrict dr = dy + r * C;
+        const float *restrict dr = dy + r * C;
         for (int64_t j = 0; j < C; j++) {
-            float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xr[j], m[j], fa[j], fb[j]), dr[j]);
-            float v = a[j] * g + b[j] * (xr[j] - m[j]) + d[j];
+            float xv = get(xb, x, r * C + j);
+            float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
+            float v = a[j] * g + b[j] * (xv - m[j]) + d[j];
             put(b16, y, r * C + j, v);
             s[j] += v;
         }
     }
 }
 
-/* The six variants of a row function fn(k, b16, ...): activation and output type */
-#define BY_VARIANT(t, fn, ...)                                                                 \
-    do {                                                                                       \
-        bool b16_ = (t)->c->y.dtype == SN_BF16;                                                \
-        switch ((t)->act) {                                                                    \
-        case ACT_NONE:                                                                         \
-            b16_ ? fn(ACT_NONE, true, __VA_ARGS__) : fn(ACT_NONE, false, __VA_ARGS__);         \
-            break;                                                                             \
-        case ACT_RELU:                                                                         \
-            b16_ ? fn(ACT_RELU, true, __VA_ARGS__) : fn(ACT_RELU, false, __VA_ARGS__);         \
-            break;                                                                             \
-        case ACT_RELU6:                                                                        \
-            b16_ ? fn(ACT_RELU6, true, __VA_ARGS__) : fn(ACT_RELU6, false, __VA_ARGS__);       \
-            break;                                                                             \
-        }                                                                                      \
-    } while (0)
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 ew_task(void *vctx, int ith, int nth) {
@@ -266,7 +277,7 @@ static sn_status bn_prepare(sn_kcall *c, size_t *scratch) {
 }
 
 static sn_status bn_run(sn_kcall *c) {
-    bn_ctx t = {.c = c};
+    bn_ctx t = {.c = c, .xb = c->x[0].dtype == SN_BF16};
     bn_dims(c, &t.M, &t.C, &t.rows, &t.nchunks);
     const int64_t M = t.M, C = t.C;
     double *sum = c->scratch; /* first: doubles are the stricter alignment */
@@ -281,17 +292,18 @@ static sn_status bn_run(sn_kcall *c) {
     const double eps = c->attr->norm.epsilon;
     switch (c->op) {
     case SN_OP_BN_STATS: {
-        const float *x = c->in[0];
         if (M == 0) {
             for (int64_t j = 0; j < 2 * C; j++) out[j] = 0;
             return SN_OK;
         }
-        t.k = x; /* the first row */
+        /* K: the first row, in float32 */
+        for (int64_t j = 0; j < C; j++) a[j] = get(t.xb, c->in[0], j);
+        t.k = a;
         run(stats_task, &t);
         sum_parts(&t, sum, 2 * C);
         for (int64_t j = 0; j < C; j++) {
             double md = sum[j] / (double)M, v = sum[C + j] / (double)M - md * md;
-            out[j] = (float)((double)x[j] + md);
+            out[j] = (float)((double)a[j] + md);
             out[C + j] = (float)(v > 0 ? v : 0);
         }
         return SN_OK;
@@ -339,10 +351,13 @@ static sn_status bn_run(sn_kcall *c) {
 
 static bool bn_supports(const sn_kcall *c) {
     /* bn_train's and bn_grad_x's output may be bfloat16 (the plan stores it so where every
-     * reader converts it: graph/plan_bf16.c); everything else is float32 */
+     * reader converts it: graph/plan_bf16.c) */
     bool writes_bf16 = c->op == SN_OP_BN_TRAIN || c->op == SN_OP_BN_GRAD_X;
     if (c->y.dtype != SN_F32 && !(c->y.dtype == SN_BF16 && writes_bf16)) return false;
-    for (int i = 0; i < c->n_in; i++)
+    /* x may be bfloat16 (the plan stores a convolution's output so where this layer is its
+     * only reader: graph/plan_bf16.c); every other input is float32 */
+    if (c->x[0].dtype != SN_F32 && c->x[0].dtype != SN_BF16) return false;
+    for (int i = 1; i < c->n_in; i++)
         if (c->x[i].dtype != SN_F32) return false;
     if (!c->fused) return c->n_out2 == 0;
     /* grad_x's sum: [C] floats */

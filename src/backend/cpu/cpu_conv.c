@@ -76,7 +76,8 @@ static void conv_release(sn_kcall *c) {
 /* Builds the primitive for c->op. plain_weights: ask oneDNN for HWIO weights directly
  * (no reorder; used by the benchmark to show what the reorder buys). bf16: the mixed
  * precision of sn_plan_opts.bf16_compute: x, w and dy are converted to bfloat16 (in the
- * layouts oneDNN picks) and the primitive accumulates and writes float32. bias (conv2d
+ * layouts oneDNN picks) and the primitive accumulates in float32 and writes float32 (bf16
+ * where the plan stores the forward's output so: graph/plan_bf16.c). bias (conv2d
  * only): the forward adds an f32 bias [F] in its epilogue (SN_FUSED_CONV_BIAS). */
 static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_weights,
                                  bool bf16, bool bias, size_t *scratch_bytes) {
@@ -98,7 +99,7 @@ static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_we
     dnnl_format_tag_t wtag = plain_weights ? dnnl_hwio : dnnl_format_tag_any;
     sn_dtype xt = op == SN_OP_CONV2D_BWD_DATA ? SN_F32 : c->x[0].dtype;
     sn_dtype yt = op == SN_OP_CONV2D_BWD_DATA ? c->x[0].dtype
-                  : op == SN_OP_CONV2D_BWD_FILTER ? c->x[1].dtype : SN_F32;
+                  : op == SN_OP_CONV2D_BWD_FILTER ? c->x[1].dtype : c->y.dtype;
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&xu, 4, xd, xt == SN_BF16 ? dnnl_bf16 : dnnl_f32,
                                                dnnl_nhwc));
     SN_DNNL_CHECK(dnnl_memory_desc_init_by_tag(&yu, 4, yd, yt == SN_BF16 ? dnnl_bf16 : dnnl_f32,
@@ -119,12 +120,14 @@ static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_we
     }
 
     /* Backward primitives need the forward one as a hint: it sees the same operand types as
-     * the backward op (dy's type for y). */
+     * the backward op (dy's type for y). The forward writes our y as it is, f32 or bf16 (the
+     * bf16 primitive rounds its f32 sums as it writes); in f32 with a bf16 y (a fallback) it
+     * writes f32 into scratch and a reorder rounds that into y. */
     dnnl_convolution_desc_t fwd_d, d;
     SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(
         &fwd_d, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi,
-        bias && op == SN_OP_CONV2D ? &bu : NULL, op == SN_OP_CONV2D ? &yu : &yi, strides, pad_l,
-        pad_r));
+        bias && op == SN_OP_CONV2D ? &bu : NULL, op == SN_OP_CONV2D && (bf16 || yt == SN_F32) ? &yu : &yi,
+        strides, pad_l, pad_r));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;
@@ -182,7 +185,7 @@ static bool conv_use_bf16(const sn_kcall *c, const sn_conv_geom *g) {
 /* Whether any operand of c is bfloat16 (graph/plan_bf16.c stores a value so where every
  * reader converts it to bfloat16 anyway) */
 static bool has_bf16_operand(const sn_kcall *c) {
-    return c->x[0].dtype == SN_BF16 || c->x[1].dtype == SN_BF16;
+    return c->x[0].dtype == SN_BF16 || c->x[1].dtype == SN_BF16 || c->y.dtype == SN_BF16;
 }
 /* The calls with bf16 operands this kernel takes: 1x1 convolutions (no Winograd applies to
  * them) that compute in bf16 under mixed bf16, so the operand is the very copy the call would

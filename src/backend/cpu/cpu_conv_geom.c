@@ -13,7 +13,9 @@ bool sn_conv_geom_of(const sn_kcall *c, sn_conv_geom *g) {
 }
 
 bool sn_conv_geom_bf16_of(const sn_kcall *c, sn_conv_geom *g) {
-    if (c->n_in != 2 || c->y.dtype != SN_F32) return false;
+    /* the forward's output may be bfloat16 too (the primitive rounds as it writes) */
+    if (c->n_in != 2 || !(c->y.dtype == SN_F32 || (c->op == SN_OP_CONV2D && c->y.dtype == SN_BF16)))
+        return false;
     /* input 1 is the weights but for the filter gradient, whose input 1 is dy */
     bool in1_act = c->op == SN_OP_CONV2D_BWD_FILTER;
     if (c->x[0].dtype != SN_F32 && c->x[0].dtype != SN_BF16) return false;

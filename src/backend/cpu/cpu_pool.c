@@ -27,8 +27,12 @@ typedef struct pool_geom {
 
 static bool pool_geom_of(const sn_kcall *c, pool_geom *g) {
     if (c->y.dtype != SN_F32) return false;
+    /* a max pool's x may be bfloat16: the plan stores the BatchNormalization output before
+     * one so (graph/plan_bf16.c); the maximum of bfloat16 numbers is one of them, written in
+     * float32 */
+    bool max = c->op == SN_OP_MAX_POOL2D || c->op == SN_OP_MAX_POOL2D_GRAD;
     for (int i = 0; i < c->n_in; i++)
-        if (c->x[i].dtype != SN_F32) return false;
+        if (c->x[i].dtype != SN_F32 && !(max && i == 0 && c->x[i].dtype == SN_BF16)) return false;
     const sn_shape *xs, *ys;
     switch (c->op) {
     case SN_OP_MAX_POOL2D:
@@ -68,6 +72,7 @@ typedef struct pool_ctx {
     const sn_kcall *c;
     pool_geom g;
     int64_t ncb; /* channel blocks per image */
+    bool xb;     /* x is bfloat16 (max pools) */
 } pool_ctx;
 
 /* The window of output cell (oh, ow), clipped to the image: rows [*h0, *h1), cols [*w0, *w1). */
@@ -105,6 +110,34 @@ static void zero_uncovered(const pool_geom *g, float *dx, int64_t n, int64_t c0,
     }
 }
 
+/* Element i of x: float32, or bfloat16 (xb, a constant where it is inlined) */
+INL float ld(bool xb, const void *x, int64_t i) {
+    return xb ? u2f((uint32_t)((const uint16_t *)x)[i] << 16) : ((const float *)x)[i];
+}
+
+/* The maximum of each of channels [c0, c0 + cn) over window rows [h0, h1), cols [w0, w1) of
+ * image x (its first element at x), and the cell that holds it: the first valid cell starts
+ * the scan; later cells win only when strictly greater (or the first NaN: pool_wins), so ties
+ * go to the first maximum in row-major window order and a NaN in the window is the maximum. */
+INL void max_scan(bool xb, const pool_geom *g, const void *x, int64_t c0, int64_t cn, int64_t h0,
+                  int64_t h1, int64_t w0, int64_t w1, float *best, int32_t *arg) {
+    const int64_t C = g->c;
+    int64_t base = (h0 * g->w + w0) * C + c0;
+    for (int64_t k = 0; k < cn; k++) best[k] = ld(xb, x, base + k), arg[k] = (int32_t)(h0 * g->w + w0);
+    for (int64_t ih = h0; ih < h1; ih++) {
+        for (int64_t iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
+            const int32_t cell = (int32_t)(ih * g->w + iw);
+            const int64_t o = cell * C + c0;
+            for (int64_t k = 0; k < cn; k++) {
+                float v = ld(xb, x, o + k);
+                bool win = pool_wins(v, best[k]);
+                best[k] = win ? v : best[k];
+                arg[k] = win ? cell : arg[k];
+            }
+        }
+    }
+}
+
 __attribute__((target_clones("avx512f", "avx2", "default"))) static void
 pool_task(void *vctx, int ith, int nth) {
     const pool_ctx *t = vctx;
@@ -135,28 +168,14 @@ pool_task(void *vctx, int ith, int nth) {
                 const int64_t yoff = ((n * g->oh + oh) * g->ow + ow) * C + c0;
                 const int64_t cnt = (h1 > h0 && w1 > w0) ? (h1 - h0) * (w1 - w0) : 0;
                 if (op == SN_OP_MAX_POOL2D || op == SN_OP_MAX_POOL2D_GRAD) {
-                    const float *x = (const float *)c->in[0] + n * xsz + c0;
                     if (cnt == 0) { /* a window wholly in the padding */
                         if (op == SN_OP_MAX_POOL2D)
                             for (int64_t k = 0; k < cn; k++) ((float *)c->out)[yoff + k] = -INFINITY;
                         continue;
                     }
-                    /* The first valid cell starts the scan; later cells win only when strictly
-                     * greater (or the first NaN: pool_wins), so ties go to the first maximum
-                     * in row-major window order and a NaN in the window is the maximum. */
-                    const float *p = x + (h0 * g->w + w0) * C;
-                    for (int64_t k = 0; k < cn; k++) best[k] = p[k], arg[k] = (int32_t)(h0 * g->w + w0);
-                    for (int64_t ih = h0; ih < h1; ih++) {
-                        for (int64_t iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
-                            const int32_t cell = (int32_t)(ih * g->w + iw);
-                            p = x + cell * C;
-                            for (int64_t k = 0; k < cn; k++) {
-                                bool win = pool_wins(p[k], best[k]);
-                                best[k] = win ? p[k] : best[k];
-                                arg[k] = win ? cell : arg[k];
-                            }
-                        }
-                    }
+                    const char *x = (const char *)c->in[0] + (size_t)(n * xsz) * (t->xb ? 2 : 4);
+                    if (t->xb) max_scan(true, g, x, c0, cn, h0, h1, w0, w1, best, arg);
+                    else max_scan(false, g, x, c0, cn, h0, h1, w0, w1, best, arg);
                     if (op == SN_OP_MAX_POOL2D) {
                         memcpy((float *)c->out + yoff, best, (size_t)cn * sizeof(float));
                     } else {
@@ -208,7 +227,7 @@ pool_task(void *vctx, int ith, int nth) {
  * MAX_POOL2D_GRAD:         x [N, H, W, C], dy [N, OH, OW, C] -> dx [N, H, W, C]
  * AVG_POOL2D_GRAD:         dy [N, OH, OW, C] -> dx [attr.pool.x_shape] */
 static sn_status pool_run(sn_kcall *c) {
-    pool_ctx t = {.c = c};
+    pool_ctx t = {.c = c, .xb = c->x[0].dtype == SN_BF16};
     SN_ASSERT(pool_geom_of(c, &t.g));
     t.ncb = (t.g.c + POOL_CB - 1) / POOL_CB;
     int64_t items = t.g.n * t.ncb;
@@ -224,6 +243,7 @@ static const sn_kernel k_pool = {
     .impl = "cpu",
     .supports = pool_supports,
     .run = pool_run,
+    .bf16_io = true,
 };
 
 const sn_kernel *sn_cpu_pool_impl(sn_op op) {
