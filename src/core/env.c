@@ -39,8 +39,10 @@ static const struct {
                                                 "slower than float32 (Intel without AMX); "
                                                 "`off`: in float32 everywhere (A/B)"},
     [SN_ENV_BF16_STORE] = {"SN_BF16_STORE", "`0`: under mixed bf16 the planner stores no "
-                                            "value between ops in bfloat16 (A/B; the results "
-                                            "are the same)"},
+                                            "value between ops in bfloat16 (A/B); `exact`: "
+                                            "only the values whose storage changes no result "
+                                            "(not a convolution's output for "
+                                            "BatchNormalization)"},
 };
 
 const char *sn_env_name(sn_env_var v) {

@@ -14,25 +14,53 @@
  * numbers as before, so the results are the same (tests/test_bf16_store.c compares the
  * plans).
  *
- * A value qualifies when it is the output of a bn_train, bn_grad_x (fused or not) or
- * depthwise_conv2d call, lives in the arena, is no target (nothing outside the plan reads
- * it), and every call that reads it (through any view) reads it as an operand that the call
- * converts to bfloat16: conv2d's x, conv2d_bwd_data's dy, conv2d_bwd_filter's x and dy. The
- * backend has the last word: each call involved must select a kernel that takes the bfloat16
- * operand (sn_kernel.bf16_io); where one does not (another CPU, another shape, the reference
- * kernels, a GPU), the value stays float32. */
+ * One step further, the values of Keras's mixed_bfloat16 itself: there a layer's output is a
+ * bfloat16 tensor, and BatchNormalization casts its input up and computes in float32 (so does
+ * PyTorch's autocast on the CPU). The convolution before a BatchNormalization (Xception's and
+ * MobileNetV2's pointwise layers, MobileNetV2's depthwise ones) writes its output in
+ * bfloat16, rounded from its float32 sums as it writes, and the BatchNormalization calls
+ * (statistics, normalisation and both gradients) read it so: the convolution writes half the
+ * bytes and the normaliser's four passes over it read half. Likewise a BatchNormalization
+ * before a max pool (Xception's blocks) writes bfloat16 for the pool and its gradient. These
+ * change results: the reader sees the rounded value, as in Keras (test_bf16_store checks the
+ * plan against one with explicit casts). SN_BF16_STORE=exact keeps to the values that change
+ * nothing.
+ *
+ * A value qualifies when it is the output of a bn_train, bn_grad_x (fused or not),
+ * depthwise_conv2d or conv2d call, lives in the arena, is no target (nothing outside the plan
+ * reads it), and every call that reads it (through any view) reads it as an operand that
+ * takes bfloat16: one the call converts to bfloat16 (conv2d's x, conv2d_bwd_data's dy,
+ * conv2d_bwd_filter's x and dy), or BatchNormalization's or a max pool's x. The backend has
+ * the last word:
+ * each call involved must select a kernel that takes the bfloat16 operand (sn_kernel.bf16_io);
+ * where one does not (another CPU, another shape, the reference kernels, a GPU), the value
+ * stays float32. */
 #include <string.h>
 
 #include "graph/plan_impl.h"
 
-/* Whether input j of a call of op is an operand the op converts to bfloat16 under mixed bf16 */
-static bool converted_operand(sn_op op, int j) {
+/* Whether input j of a call of op may be stored in bfloat16: an operand the op converts to
+ * bfloat16 under mixed bf16 (the same numbers), or, unless exact_only, BatchNormalization's or
+ * a max pool's x (rounded, as Keras's mixed_bfloat16 has it) */
+static bool bf16_operand(sn_op op, int j, bool exact_only) {
     switch (op) {
     case SN_OP_CONV2D:
     case SN_OP_CONV2D_BWD_DATA: return j == 0;
     case SN_OP_CONV2D_BWD_FILTER: return j == 0 || j == 1;
+    case SN_OP_BN_STATS:
+    case SN_OP_BN_TRAIN:
+    case SN_OP_BN_GRAD_PARAMS:
+    case SN_OP_BN_GRAD_X:
+    case SN_OP_MAX_POOL2D:
+    case SN_OP_MAX_POOL2D_GRAD: return j == 0 && !exact_only;
     default: return false;
     }
+}
+
+/* Whether a call of op may write its output in bfloat16 */
+static bool bf16_producer(sn_op op) {
+    return op == SN_OP_BN_TRAIN || op == SN_OP_BN_GRAD_X || op == SN_OP_DEPTHWISE_CONV2D ||
+           op == SN_OP_CONV2D;
 }
 
 /* The input nodes of node id's call: its own, then its fusion's extras. */
@@ -58,9 +86,11 @@ static bool kernel_takes(const sn_plan *p, sn_node id, bool bf16_compute) {
 sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
     const char *env = sn_env(SN_ENV_BF16_STORE);
     if (!bf16_compute || (env && !strcmp(env, "0"))) return SN_OK;
+    const bool exact_only = env && !strcmp(env, "exact");
     const sn_graph *g = p->g;
     const int nn = p->n_nodes;
-    /* per storage root: the calls that read it, and how many of them read it converted */
+    /* per storage root: the calls that read it, and how many of them read it as an operand
+     * that takes bfloat16 */
     int *reads = sn_calloc((size_t)nn, sizeof *reads);
     int *converted = sn_calloc((size_t)nn, sizeof *converted);
     unsigned char *store = sn_calloc((size_t)nn, 1);
@@ -77,7 +107,8 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
         for (int j = 0; j < m; j++) {
             sn_node r = sn_plan_root(p, in[j]);
             reads[r]++;
-            if (j < g->nodes[id].n_in && converted_operand(g->nodes[id].op, j)) converted[r]++;
+            if (j < g->nodes[id].n_in && bf16_operand(g->nodes[id].op, j, exact_only))
+                converted[r]++;
         }
     }
     /* a target's storage is read from outside the plan */
@@ -87,9 +118,7 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
     for (int c = 0; c < n; c++) {
         sn_node v = p->order[c];
         const sn_node_t *vd = &g->nodes[v];
-        if ((vd->op != SN_OP_BN_TRAIN && vd->op != SN_OP_BN_GRAD_X &&
-             vd->op != SN_OP_DEPTHWISE_CONV2D) ||
-            vd->dtype != SN_F32 ||
+        if (!bf16_producer(vd->op) || vd->dtype != SN_F32 ||
             p->loc[v].kind != LOC_ARENA || reads[v] <= 0 || converted[v] != reads[v])
             continue;
         store[v] = 1;
