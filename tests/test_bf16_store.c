@@ -23,7 +23,9 @@
  * (cpu_depthwise.c writes it a slice of images at a time).
  *
  * Needs a CPU where mixed bf16 computes in bf16 (AVX512-BF16; ctest sets SN_BF16_COMPUTE=on)
- * and oneDNN: elsewhere it checks that no value is stored in bfloat16 and exits 77 (SKIPPED). */
+ * and oneDNN: elsewhere it checks the counts stored in bfloat16 (none where mixed bf16 computes
+ * in f32; without oneDNN only a BatchNormalization output for a max pool) and exits 77
+ * (SKIPPED). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,11 +109,11 @@ typedef struct loose {
     int scale;
 } loose;
 
-/* Plans each side's targets t[0..nt) under mixed bf16, runs each once and compares: expect
- * values stored in bfloat16 on side 0 (0 where mixed bf16 computes in f32), ref_stored on
- * side 1; every target the same bits, but the nl in lo[]. what[i] names t[i]. */
+/* Plans each side's targets t[0..nt) under mixed bf16 and runs each once: expect values
+ * stored in bfloat16 on side 0, ref_stored on side 1; where values, every target the same
+ * bits, but the nl in lo[]. what[i] names t[i]. */
 static void compare_sides(const char *name, const side sd[2], int nt, const char *const *what,
-                          int expect, int ref_stored, const loose *lo, int nl) {
+                          int expect, int ref_stored, bool values, const loose *lo, int nl) {
     float *val[2][16] = {{NULL}};
     int count[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
@@ -135,11 +137,10 @@ static void compare_sides(const char *name, const side sd[2], int nt, const char
         }
         sn_plan_free(p);
     }
-    int want = bf16_runs() ? expect : 0, want_ref = bf16_runs() ? ref_stored : 0;
-    CHECK(count[0] == want && count[1] == want_ref,
+    CHECK(count[0] == expect && count[1] == ref_stored,
           "%s: %d values stored in bfloat16 (%d in the reference plan), expected %d and %d",
-          name, count[0], count[1], want, want_ref);
-    for (int i = 0; i < nt && val[0][i] && val[1][i]; i++) {
+          name, count[0], count[1], expect, ref_stored);
+    for (int i = 0; values && i < nt && val[0][i] && val[1][i]; i++) {
         sn_shape s = sn_node_shape(sd[0].g, sd[0].t[i]);
         int64_t m = sn_shape_numel(&s), bad = 0, inf = 0;
         double d = 0, mag = 1e-30;
@@ -237,14 +238,15 @@ static void check_case(const char *name, int64_t N, int64_t H, int64_t C, int64_
     const loose dw2 = {6, 1e-5, -1}, db1 = {3, 2e-2, 4};
     char nm[160];
     snprintf(nm, sizeof nm, "%s (exact)", name);
-    compare_sides(nm, (side[2]){{g, t, "exact"}, {g, t, "0"}}, PAIR_NW + 1, what, exact, 0,
-                  &dw2, sliced_dw2);
+    const bool on = bf16_runs();
+    compare_sides(nm, (side[2]){{g, t, "exact"}, {g, t, "0"}}, PAIR_NW + 1, what,
+                  on ? exact : 0, 0, true, &dw2, sliced_dw2);
     /* the reference stores in bfloat16 only the relu6 output where it is the 1x1 second
      * convolution's alone (the casts read every bn_grad_x output) */
     int ref = K2 == 1 && !second_reader;
     snprintf(nm, sizeof nm, "%s (rounded for BatchNormalization)", name);
-    compare_sides(nm, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, PAIR_NW + 1, what, rounding,
-                  ref, (loose[2]){db1, dw2}, sliced_dw2 ? 2 : 1);
+    compare_sides(nm, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, PAIR_NW + 1, what,
+                  on ? rounding : 0, on ? ref : 0, on, (loose[2]){db1, dw2}, sliced_dw2 ? 2 : 1);
     sn_graph_free(g);
     sn_graph_free(gc);
 }
@@ -285,10 +287,13 @@ static void check_separable(const char *name, int64_t N, int64_t H, int64_t C, i
     sn_graph *gc = separable_graph(N, H, C, F, true, tc);
     char nm[160];
     snprintf(nm, sizeof nm, "%s (exact)", name);
-    compare_sides(nm, (side[2]){{g, t, "exact"}, {g, t, "0"}}, SEP_NW + 1, what, 2, 0, NULL, 0);
+    const bool on = bf16_runs();
+    compare_sides(nm, (side[2]){{g, t, "exact"}, {g, t, "0"}}, SEP_NW + 1, what, on ? 2 : 0, 0,
+                  true, NULL, 0);
     snprintf(nm, sizeof nm, "%s (rounded for BatchNormalization)", name);
     const loose db = {4, 2e-2, 5};
-    compare_sides(nm, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, SEP_NW + 1, what, 3, 1, &db, 1);
+    compare_sides(nm, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, SEP_NW + 1, what, on ? 3 : 0,
+                  on ? 1 : 0, on, &db, 1);
     sn_graph_free(g);
     sn_graph_free(gc);
 }
@@ -336,8 +341,11 @@ static void check_tail(const char *name, int64_t N, int64_t H, int64_t C, int64_
     sn_graph *g = tail_graph(N, H, C, F, false, t);
     sn_graph *gc = tail_graph(N, H, C, F, true, tc);
     const loose db = {3, 2e-2, 4};
-    compare_sides(name, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, TAIL_NW + 1, what, 3, 0,
-                  &db, 1);
+    /* without oneDNN the BatchNormalization output for the pool is stored all the same (its
+     * kernels are sinter's), so the reference's other casts differ: counts only */
+    const bool on = bf16_runs();
+    compare_sides(name, (side[2]){{g, t, NULL}, {gc, tc, "exact"}}, TAIL_NW + 1, what,
+                  on ? 3 : sn_cpu_bf16_pays() ? 1 : 0, 0, on, &db, 1);
     sn_graph_free(g);
     sn_graph_free(gc);
 }
@@ -357,6 +365,6 @@ int main(void) {
     check_tail("block tail with a max pool", 4, 12, 32, 64);
     if (!bf16_runs())
         sn_test_skip("mixed bf16 computes in f32 on this CPU, or the build has no oneDNN: "
-                     "nothing is stored in bf16 (checked), the bf16 cases did not run");
+                     "the counts stored in bf16 checked, the bf16 cases did not run");
     return sn_test_finish("test_bf16_store");
 }

@@ -354,6 +354,9 @@ static bool bn_supports(const sn_kcall *c) {
      * reader converts it: graph/plan_bf16.c) */
     bool writes_bf16 = c->op == SN_OP_BN_TRAIN || c->op == SN_OP_BN_GRAD_X;
     if (c->y.dtype != SN_F32 && !(c->y.dtype == SN_BF16 && writes_bf16)) return false;
+    /* bfloat16 activations only where mixed bf16 computes in bf16 (elsewhere it keeps f32's
+     * numbers, docs/kernels.md) */
+    if ((c->y.dtype == SN_BF16 || c->x[0].dtype == SN_BF16) && !sn_cpu_bf16_pays()) return false;
     /* x may be bfloat16 (the plan stores a convolution's output so where this layer is its
      * only reader: graph/plan_bf16.c); every other input is float32 */
     if (c->x[0].dtype != SN_F32 && c->x[0].dtype != SN_BF16) return false;

@@ -30,7 +30,8 @@ static bool pool_geom_of(const sn_kcall *c, pool_geom *g) {
     /* a max pool's x may be bfloat16: the plan stores the BatchNormalization output before
      * one so (graph/plan_bf16.c); the maximum of bfloat16 numbers is one of them, written in
      * float32 */
-    bool max = c->op == SN_OP_MAX_POOL2D || c->op == SN_OP_MAX_POOL2D_GRAD;
+    bool max = (c->op == SN_OP_MAX_POOL2D || c->op == SN_OP_MAX_POOL2D_GRAD) &&
+               sn_cpu_bf16_pays(); /* where mixed bf16 computes in bf16 (cpu_batch_norm.c) */
     for (int i = 0; i < c->n_in; i++)
         if (c->x[i].dtype != SN_F32 && !(max && i == 0 && c->x[i].dtype == SN_BF16)) return false;
     const sn_shape *xs, *ys;
