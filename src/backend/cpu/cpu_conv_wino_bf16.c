@@ -58,11 +58,16 @@ bool sn_cpu_conv_wino_bf16_enabled(void) {
 /* Only called where sn_cpu_conv_wino_bf16_applies held, i.e. on CPUs with AVX512-BF16. */
 #define TGT_WBF __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")))
 
-/* Bytes of transformed operands per slice: the guide CNN's layer (144 tiles an image) takes
- * ~13 images in forward; enough rows per GEMM (~1900) for oneDNN's bf16 kernels, and scratch
- * stays far below oneDNN f32 Winograd's (~950 MB at batch 200). Not tuned (no quiet
- * machine yet). */
-enum { WBF_SLICE_BYTES = 48 << 20 };
+/* Bytes of transformed operands per slice: the guide CNN's layer (144 tiles an image: 3.5 MB
+ * of V and M, 2.4 MB of V and Z in backward-weights) runs one image a slice, so a slice's
+ * operands stay in the caches between the transforms and the GEMMs instead of going to
+ * memory and back; smaller images take more of them a slice, so each GEMM keeps about as many
+ * rows. Measured on Zen 4 (32 MB of
+ * L3, 1 MB of L2 a core; bench/bench_conv_wino_bf16 200 1 SLICE_MB, 4 alternating rounds,
+ * best of each): the layer's three ops 540 ms at 4 MB and 2 MB (one image), 552 at 8, 593 at
+ * 16, 610 at 48 (~13 images); the guide CNN's bf16 step 808 against 877 ms (medians of 4
+ * alternating runs, 4 MB against 48). */
+enum { WBF_SLICE_BYTES = 4 << 20 };
 static size_t slice_bytes = WBF_SLICE_BYTES;
 
 void sn_cpu_conv_wino_bf16_set_slice_bytes(size_t bytes) {
