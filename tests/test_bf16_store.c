@@ -189,6 +189,14 @@ static sn_node rounded(sn_graph *g, sn_node v, bool casts) {
     return casts ? sn_cast(g, sn_cast(g, v, SN_BF16), SN_F32) : v;
 }
 
+/* The graph's targets: t[0] the loss, t[1..nw] its gradients for wrt[0..nw) */
+static sn_graph *with_gradients(sn_graph *g, sn_node loss, int nw, const sn_node *wrt,
+                                sn_node *t) {
+    t[0] = loss;
+    CHECK_OK(sn_gradients(g, loss, nw, wrt, t + 1));
+    return g;
+}
+
 /* The pointwise pair's graph, with the casts of the reference where casts. */
 enum { PAIR_NW = 8 };
 static sn_graph *pair_graph(int64_t N, int64_t H, int64_t C, int64_t F, int K2,
@@ -210,10 +218,8 @@ static sn_graph *pair_graph(int64_t N, int64_t H, int64_t C, int64_t F, int K2,
                    &g2, &be2);
     sn_node loss = weighted_sum(g, y);
     if (second_reader) loss = sn_add(g, loss, weighted_sum(g, a1));
-    sn_node wrt[PAIR_NW] = {x, w1, b1, g1, be1, w2, g2, be2};
-    t[0] = loss;
-    CHECK_OK(sn_gradients(g, loss, PAIR_NW, wrt, t + 1));
-    return g;
+    return with_gradients(g, loss, PAIR_NW,
+                          (sn_node[PAIR_NW]){x, w1, b1, g1, be1, w2, g2, be2}, t);
 }
 
 /* The pointwise pair, twice:
@@ -269,10 +275,7 @@ static sn_graph *separable_graph(int64_t N, int64_t H, int64_t C, int64_t F, boo
     sn_node y = bn(g, rounded(g, sn_bias_add(g, sn_conv2d(g, d, wp, &o), bp), casts), F, "g",
                    "b", &gm, &bt);
     sn_node loss = weighted_sum(g, y);
-    sn_node wrt[SEP_NW] = {x, wd, wp, bp, gm, bt};
-    t[0] = loss;
-    CHECK_OK(sn_gradients(g, loss, SEP_NW, wrt, t + 1));
-    return g;
+    return with_gradients(g, loss, SEP_NW, (sn_node[SEP_NW]){x, wd, wp, bp, gm, bt}, t);
 }
 
 /* Exact: two values stored, the depthwise output (the pointwise forward and filter gradient
@@ -328,10 +331,7 @@ static sn_graph *tail_graph(int64_t N, int64_t H, int64_t C, int64_t F, bool cas
     o2.stride_h = o2.stride_w = 2;
     sn_node sum = sn_add(g, sn_max_pool2d(g, y, &po), sn_conv2d(g, x, wr, &o2));
     sn_node loss = weighted_sum_r(g, sum, true);
-    sn_node wrt[TAIL_NW] = {x, wp, bp, gm, bt, wr};
-    t[0] = loss;
-    CHECK_OK(sn_gradients(g, loss, TAIL_NW, wrt, t + 1));
-    return g;
+    return with_gradients(g, loss, TAIL_NW, (sn_node[TAIL_NW]){x, wp, bp, gm, bt, wr}, t);
 }
 
 static void check_tail(const char *name, int64_t N, int64_t H, int64_t C, int64_t F) {

@@ -31,10 +31,9 @@
  * reads it), and every call that reads it (through any view) reads it as an operand that
  * takes bfloat16: one the call converts to bfloat16 (conv2d's x, conv2d_bwd_data's dy,
  * conv2d_bwd_filter's x and dy), or BatchNormalization's or a max pool's x. The backend has
- * the last word:
- * each call involved must select a kernel that takes the bfloat16 operand (sn_kernel.bf16_io);
- * where one does not (another CPU, another shape, the reference kernels, a GPU), the value
- * stays float32. */
+ * the last word: each call involved must select a kernel that takes the bfloat16 operand
+ * (sn_kernel.bf16_io); where one does not (a CPU where mixed bf16 computes in f32, another
+ * shape, the reference kernels, a GPU), the value stays float32. */
 #include <string.h>
 
 #include "graph/plan_impl.h"

@@ -186,8 +186,10 @@ INL void ew_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, int64
     void *y = c->out;
     if (c->op == SN_OP_BN_TRAIN) {
         for (int64_t r = r0; r < r1; r++)
-            for (int64_t j = 0; j < C; j++)
-                put(b16, y, r * C + j, act_fwd(k, bn_norm(get(xb, x, r * C + j), m[j], a[j], b[j])));
+            for (int64_t j = 0; j < C; j++) {
+                float v = bn_norm(get(xb, x, r * C + j), m[j], a[j], b[j]);
+                put(b16, y, r * C + j, act_fwd(k, v));
+            }
         return;
     }
     const float *dy = t->dy, *fa = t->fa, *fb = t->fb;

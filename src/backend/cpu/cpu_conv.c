@@ -126,8 +126,8 @@ static sn_status conv_build_bias(sn_dnnl_op *s, const sn_kcall *c, bool plain_we
     dnnl_convolution_desc_t fwd_d, d;
     SN_DNNL_CHECK(dnnl_convolution_forward_desc_init(
         &fwd_d, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi,
-        bias && op == SN_OP_CONV2D ? &bu : NULL, op == SN_OP_CONV2D && (bf16 || yt == SN_F32) ? &yu : &yi,
-        strides, pad_l, pad_r));
+        bias && op == SN_OP_CONV2D ? &bu : NULL,
+        op == SN_OP_CONV2D && (bf16 || yt == SN_F32) ? &yu : &yi, strides, pad_l, pad_r));
     dnnl_primitive_attr_t attr;
     SN_TRY(sn_dnnl_attr_user_scratchpad(&attr));
     dnnl_primitive_desc_t fwd_pd = NULL, pd = NULL;

@@ -124,7 +124,8 @@ INL void max_scan(bool xb, const pool_geom *g, const void *x, int64_t c0, int64_
                   int64_t h1, int64_t w0, int64_t w1, float *best, int32_t *arg) {
     const int64_t C = g->c;
     int64_t base = (h0 * g->w + w0) * C + c0;
-    for (int64_t k = 0; k < cn; k++) best[k] = ld(xb, x, base + k), arg[k] = (int32_t)(h0 * g->w + w0);
+    for (int64_t k = 0; k < cn; k++)
+        best[k] = ld(xb, x, base + k), arg[k] = (int32_t)(h0 * g->w + w0);
     for (int64_t ih = h0; ih < h1; ih++) {
         for (int64_t iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
             const int32_t cell = (int32_t)(ih * g->w + iw);
