@@ -196,8 +196,7 @@ static void check_line(const char *what, const char *msg, const char *needle) {
     CHECK(msg && *msg, "%s: empty message", what);
     if (!msg) return;
     CHECK(!strpbrk(msg, "\n\r"), "%s: the message has a line break: '%s'", what, msg);
-    CHECK(!strstr(msg, "0x") && !strstr(msg, "0X"), "%s: the message has 0x text: '%s'", what,
-          msg);
+    CHECK(!test_has_0x(msg), "%s: the message has 0x text: '%s'", what, msg);
     bool ctl = false;
     for (const char *p = msg; *p; p++) ctl |= (unsigned char)*p < 0x20 || *p == 0x7f;
     CHECK(!ctl, "%s: the message has a control byte: '%s'", what, msg);
