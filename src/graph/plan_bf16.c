@@ -91,11 +91,11 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
     /* per storage root: the calls that read it, and how many of them read it as an operand
      * that takes bfloat16 */
     int *reads = sn_calloc((size_t)nn, sizeof *reads);
-    int *converted = sn_calloc((size_t)nn, sizeof *converted);
+    int *takes_bf16 = sn_calloc((size_t)nn, sizeof *takes_bf16);
     unsigned char *store = sn_calloc((size_t)nn, 1);
-    if (!reads || !converted || !store) {
+    if (!reads || !takes_bf16 || !store) {
         free(reads);
-        free(converted);
+        free(takes_bf16);
         free(store);
         return SN_ERR_NOMEM;
     }
@@ -107,7 +107,7 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
             sn_node r = sn_plan_root(p, in[j]);
             reads[r]++;
             if (j < g->nodes[id].n_in && bf16_operand(g->nodes[id].op, j, exact_only))
-                converted[r]++;
+                takes_bf16[r]++;
         }
     }
     /* a target's storage is read from outside the plan */
@@ -118,7 +118,7 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
         sn_node v = p->order[c];
         const sn_node_t *vd = &g->nodes[v];
         if (!bf16_producer(vd->op) || vd->dtype != SN_F32 ||
-            p->loc[v].kind != LOC_ARENA || reads[v] <= 0 || converted[v] != reads[v])
+            p->loc[v].kind != LOC_ARENA || reads[v] <= 0 || takes_bf16[v] != reads[v])
             continue;
         store[v] = 1;
         bool ok = kernel_takes(p, v, bf16_compute);
@@ -131,6 +131,6 @@ sn_status sn_plan_bf16_store(sn_plan *p, int n, bool bf16_compute) {
         if (!ok) store[v] = 0;
     }
     free(reads);
-    free(converted);
+    free(takes_bf16);
     return SN_OK;
 }

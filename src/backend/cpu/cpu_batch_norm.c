@@ -65,13 +65,6 @@ INL float act_bwd(bn_act k, float v, float dy) {
     return k == ACT_RELU ? relu_grad1(v, dy) : k == ACT_RELU6 ? relu6_grad1(v, dy) : dy;
 }
 
-/* Element i of x: float32, or bfloat16 where the plan stores the convolution output that this
- * layer normalises so (graph/plan_bf16.c, Keras's mixed_bfloat16: a layer's output is
- * bfloat16, BatchNormalization computes in float32). xb is a constant where it is inlined. */
-INL float get(bool xb, const void *restrict x, int64_t i) {
-    return xb ? u2f((uint32_t)((const uint16_t *)x)[i] << 16) : ((const float *)x)[i];
-}
-
 /* The forward's coefficients: a = gamma / sqrt(var + eps), b = beta (bn_train and the fused
  * gradients' masks compute them here alike) */
 static void fwd_coefs(const sn_kcall *c, const float *st, const float *ga, const float *be,
@@ -121,7 +114,7 @@ INL void stats_chunk(bool xb, const bn_ctx *t, int64_t k) {
     int64_t r1 = (k + 1) * t->rows < t->M ? (k + 1) * t->rows : t->M;
     for (int64_t r = k * t->rows; r < r1; r++)
         for (int64_t j = 0; j < C; j++) {
-            float d = get(xb, x, r * C + j) - K[j];
+            float d = ld_act(xb, x, r * C + j) - K[j];
             s[j] += d;
             q[j] += d * d;
         }
@@ -145,7 +138,7 @@ INL void gp_row(bn_act k, bool xb, const bn_ctx *t, int64_t r, float *restrict g
     const void *restrict x = t->c->in[0];
     const float *restrict dr = t->dy + r * t->C;
     for (int64_t j = 0; j < t->C; j++) {
-        float xv = get(xb, x, r * t->C + j);
+        float xv = ld_act(xb, x, r * t->C + j);
         float d = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
         g[j] += d * (xv - m[j]);
         b[j] += d;
@@ -187,7 +180,7 @@ INL void ew_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, int64
     if (c->op == SN_OP_BN_TRAIN) {
         for (int64_t r = r0; r < r1; r++)
             for (int64_t j = 0; j < C; j++) {
-                float v = bn_norm(get(xb, x, r * C + j), m[j], a[j], b[j]);
+                float v = bn_norm(ld_act(xb, x, r * C + j), m[j], a[j], b[j]);
                 put(b16, y, r * C + j, act_fwd(k, v));
             }
         return;
@@ -196,7 +189,7 @@ INL void ew_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, int64
     for (int64_t r = r0; r < r1; r++) {
         const float *dr = dy + r * C;
         for (int64_t j = 0; j < C; j++) {
-            float xv = get(xb, x, r * C + j);
+            float xv = ld_act(xb, x, r * C + j);
             float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
             put(b16, y, r * C + j, a[j] * g + b[j] * (xv - m[j]) + d[j]);
         }
@@ -218,7 +211,7 @@ INL void gx_sum_rows(bn_act k, bool xb, bool b16, const bn_ctx *t, int64_t r0, i
     for (int64_t r = r0; r < r1; r++) {
         const float *restrict dr = dy + r * C;
         for (int64_t j = 0; j < C; j++) {
-            float xv = get(xb, x, r * C + j);
+            float xv = ld_act(xb, x, r * C + j);
             float g = act_bwd(k, k == ACT_NONE ? 0.0f : bn_norm(xv, m[j], fa[j], fb[j]), dr[j]);
             float v = a[j] * g + b[j] * (xv - m[j]) + d[j];
             put(b16, y, r * C + j, v);
@@ -299,7 +292,7 @@ static sn_status bn_run(sn_kcall *c) {
             return SN_OK;
         }
         /* K: the first row, in float32 */
-        for (int64_t j = 0; j < C; j++) a[j] = get(t.xb, c->in[0], j);
+        for (int64_t j = 0; j < C; j++) a[j] = ld_act(t.xb, c->in[0], j);
         t.k = a;
         run(stats_task, &t);
         sum_parts(&t, sum, 2 * C);

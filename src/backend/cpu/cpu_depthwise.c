@@ -21,9 +21,11 @@ typedef struct dw_geom {
 
 /* Geometry from the attributes and the call's shapes; false when oneDNN should not take it
  * (dtypes other than f32, an implied bottom/right padding short by a stride or more). The
- * forward's output may be bf16 under mixed bf16 (dw_build_to_bf16). */
+ * forward's output may be bf16 under mixed bf16 where bf16 computes in bf16
+ * (dw_build_to_bf16; elsewhere the plan keeps f32, as for the kernels that read it). */
 static bool dw_geom_of(const sn_kcall *c, dw_geom *g) {
-    bool y_bf16 = c->y.dtype == SN_BF16 && c->op == SN_OP_DEPTHWISE_CONV2D && c->bf16;
+    bool y_bf16 = c->y.dtype == SN_BF16 && c->op == SN_OP_DEPTHWISE_CONV2D && c->bf16 &&
+                  sn_cpu_bf16_pays();
     if (c->n_in != 2 || (c->y.dtype != SN_F32 && !y_bf16) || c->x[0].dtype != SN_F32 ||
         c->x[1].dtype != SN_F32)
         return false;

@@ -187,7 +187,7 @@ INL void to_bf16_body(uint16_t *o, const float *x, int64_t n) {
 
 INL void from_bf16_body(float *o, const uint16_t *x, int64_t n) {
 #pragma omp simd
-    for (int64_t i = 0; i < n; i++) o[i] = u2f((uint32_t)x[i] << 16);
+    for (int64_t i = 0; i < n; i++) o[i] = bf16_f32(x[i]);
 }
 
 /* ---- dropout mask: Philox4x32-10 for PG counters at once -------------------------------- */

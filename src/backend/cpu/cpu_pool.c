@@ -111,11 +111,6 @@ static void zero_uncovered(const pool_geom *g, float *dx, int64_t n, int64_t c0,
     }
 }
 
-/* Element i of x: float32, or bfloat16 (xb, a constant where it is inlined) */
-INL float ld(bool xb, const void *x, int64_t i) {
-    return xb ? u2f((uint32_t)((const uint16_t *)x)[i] << 16) : ((const float *)x)[i];
-}
-
 /* The maximum of each of channels [c0, c0 + cn) over window rows [h0, h1), cols [w0, w1) of
  * image x (its first element at x), and the cell that holds it: the first valid cell starts
  * the scan; later cells win only when strictly greater (or the first NaN: pool_wins), so ties
@@ -125,13 +120,13 @@ INL void max_scan(bool xb, const pool_geom *g, const void *x, int64_t c0, int64_
     const int64_t C = g->c;
     int64_t base = (h0 * g->w + w0) * C + c0;
     for (int64_t k = 0; k < cn; k++)
-        best[k] = ld(xb, x, base + k), arg[k] = (int32_t)(h0 * g->w + w0);
+        best[k] = ld_act(xb, x, base + k), arg[k] = (int32_t)(h0 * g->w + w0);
     for (int64_t ih = h0; ih < h1; ih++) {
         for (int64_t iw = (ih == h0 ? w0 + 1 : w0); iw < w1; iw++) {
             const int32_t cell = (int32_t)(ih * g->w + iw);
             const int64_t o = cell * C + c0;
             for (int64_t k = 0; k < cn; k++) {
-                float v = ld(xb, x, o + k);
+                float v = ld_act(xb, x, o + k);
                 bool win = pool_wins(v, best[k]);
                 best[k] = win ? v : best[k];
                 arg[k] = win ? cell : arg[k];

@@ -58,6 +58,16 @@ INL uint16_t bf16_rne1(float x) {
     return (uint16_t)((q & nan) | (r & ~nan));
 }
 
+/* bfloat16 -> float32: exact (the bfloat16 bits are the float's top half) */
+INL float bf16_f32(uint16_t b) { return u2f((uint32_t)b << 16); }
+
+/* Element i of an activation stored as float32, or as bfloat16 where the plan stores it so
+ * (graph/plan_bf16.c, Keras's mixed_bfloat16: a layer's output is bfloat16, the next layer
+ * computes in float32). xb is a constant where it is inlined. */
+INL float ld_act(bool xb, const void *restrict x, int64_t i) {
+    return xb ? bf16_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
 /* NaN and Inf go through as in TensorFlow and PyTorch (docs/reliability.md, "NaN and Inf"):
  * relu(x) = x < 0 ? 0 : x lets a NaN through (the compare is false), the rule of
  * _mm512_max_ps(zero, x), which returns its second operand when either is NaN (and -0 for
